@@ -1,0 +1,97 @@
+# retwatch — build, test, fuzz.  `make V=1` shows the commands.
+OUTPUT ?= build
+CC ?= gcc
+CLANG ?= clang
+
+CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LIBS := -lelf -ldw -lZydis -lZycore -lcjson -lz
+
+CFLAGS := $(CFLAGS_BASE)
+ifeq ($(SANITIZE),1)
+CFLAGS += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
+endif
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+LIB_SRCS := $(wildcard src/*.c)
+LIB_OBJS := $(patsubst src/%.c,$(OUTPUT)/obj/%.o,$(LIB_SRCS))
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_SECONDS ?= 20
+
+.DELETE_ON_ERROR:
+.PHONY: all clean test unit asan fixtures itest fuzz fuzz-build deps lint demo
+
+all: $(OUTPUT)/retwatch
+
+$(OUTPUT)/obj/%.o: src/%.c $(wildcard src/*.h) | $(OUTPUT)/obj
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUTPUT)/libretwatch.a: $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUTPUT)/retwatch: cmd/retwatch/main.c $(OUTPUT)/libretwatch.a $(wildcard src/*.h)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+
+$(OUTPUT)/unit_tests: $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h tests/unit/*.h)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) -Itests/unit $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+
+$(OUTPUT)/obj:
+	$(Q)mkdir -p $@
+
+deps:
+	$(Q)bash scripts/deps.sh
+
+# Everything under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan:
+	$(Q)$(MAKE) --no-print-directory OUTPUT=build/asan SANITIZE=1 build/asan/retwatch build/asan/unit_tests
+
+fixtures:
+	$(Q)bash tests/fixtures/build.sh build/fixtures
+
+unit: asan fixtures
+	$(Q)RETWATCH_FIXTURES=build/fixtures build/asan/unit_tests
+
+itest: asan fixtures
+	$(Q)RETWATCH=build/asan/retwatch RETWATCH_FIXTURES=build/fixtures \
+		python3 -m pytest -q -p no:cacheprovider tests/integration
+
+# Coverage-guided fuzzing of every parser of untrusted input, bounded in time.
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/*.h)
+	$(Q)mkdir -p build/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all $< $(LIB_SRCS) $(LIBS) -o $@
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build fixtures
+	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+test: deps all unit
+
+lint:
+	$(Q)clang-format --dry-run --Werror src/*.c src/*.h cmd/*/*.c
+
+# The main job on a local default: analyze the Go demo service's payment flow.
+DEMO_FUNCS := main.ProcessPayment main.ValidateCard 'main.(*Cart).*'
+demo: deps all
+	$(call msg,GO,build/demo/demo)
+	$(Q)mkdir -p build/demo && cd tests/fixtures/go && GOFLAGS=-buildvcs=false go build -o ../../../build/demo/demo .
+	$(Q)$(OUTPUT)/retwatch inspect build/demo/demo $(DEMO_FUNCS)
+
+clean:
+	$(Q)rm -rf build

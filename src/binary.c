@@ -1,0 +1,903 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "binary.h"
+#include "disasm.h"
+#include "elfbin.h"
+#include "gopclntab.h"
+
+/* Larger "functions" come from corrupted tables, not compilers. */
+#define MAX_FUNC_SIZE (64u << 20)
+
+struct fn_entry {
+	const char *name;
+	uint64_t addr, size;
+	enum func_source source;
+	bool abi0;    /* Go's ABI0 symbol (".abi0" in .symtab) */
+	bool dropped; /* a Go ABI wrapper whose body is another entry */
+	struct addr_range extra[DWARF_MAX_RANGES - 1]; /* .cold parts */
+	size_t nextra;
+	struct func_info *info; /* analysis, made on first match */
+	struct disasm_result dis;
+};
+
+struct binary {
+	struct binary_cache *cache;
+	struct binary *next; /* in the cache */
+	int refs;
+	uint64_t last_use;
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct elfbin *eb;
+	struct dwarfinfo *dwarf;
+	struct gopclntab *pcln;
+	char *go_version;
+	struct fn_entry *fns; /* sorted by name, then address */
+	size_t nfns, cap;
+	char **names; /* storage for names we made */
+	size_t nnames, names_cap;
+};
+
+struct binary_cache {
+	struct binary *head;
+	size_t count, max;
+	size_t hits, misses;
+	uint64_t clock;
+};
+
+const char *func_source__str(enum func_source s)
+{
+	switch (s) {
+	case FUNC_SOURCE_SYMTAB: return "symtab";
+	case FUNC_SOURCE_DWARF: return "dwarf";
+	case FUNC_SOURCE_PCLNTAB: return "pclntab";
+	}
+	return "?";
+}
+
+const char *func_mode__str(enum func_mode m)
+{
+	switch (m) {
+	case FUNC_MODE_ENTRY_RET: return "entry+ret";
+	case FUNC_MODE_ENTRY_RET_TAILCALL: return "entry+ret+tailcall";
+	case FUNC_MODE_ENTRY_ONLY: return "entry-only";
+	}
+	return "?";
+}
+
+/* ---- globs ---- */
+
+bool glob_has_wildcards(const char *p)
+{
+	for (; *p; p++) {
+		if (*p == '\\' && p[1])
+			p++;
+		else if (*p == '*' || *p == '?')
+			return true;
+	}
+	return false;
+}
+
+/* `*` and `?` with backtracking to the last star only: linear in practice,
+ * O(len(p) * len(s)) at worst, never exponential. */
+bool glob_match(const char *p, const char *s)
+{
+	const char *star_p = NULL, *star_s = NULL;
+
+	while (*s) {
+		if (*p == '*') {
+			star_p = ++p;
+			star_s = s;
+			continue;
+		}
+		if (*p == '?' || (*p == '\\' && p[1] && p[1] == *s) || (*p != '\\' && *p == *s)) {
+			p += (*p == '\\') ? 2 : 1;
+			s++;
+			continue;
+		}
+		if (*p == '\\' && !p[1] && *s == '\\') {
+			p++;
+			s++;
+			continue;
+		}
+		if (!star_p)
+			return false;
+		p = star_p;
+		s = ++star_s;
+	}
+	while (*p == '*')
+		p++;
+	return !*p;
+}
+
+/* ---- index ---- */
+
+static const char *keep_name(struct binary *b, const char *s, size_t len)
+{
+	char *n;
+	void *p;
+
+	if (b->nnames == b->names_cap) {
+		size_t ncap = b->names_cap ? b->names_cap * 2 : 64;
+
+		p = realloc(b->names, ncap * sizeof(*b->names));
+		if (!p)
+			return NULL;
+		b->names = p;
+		b->names_cap = ncap;
+	}
+	n = strndup(s, len);
+	if (n)
+		b->names[b->nnames++] = n;
+	return n;
+}
+
+static struct fn_entry *add_fn(struct binary *b, const char *name, uint64_t addr, uint64_t size,
+			       enum func_source source)
+{
+	struct fn_entry *f;
+
+	if (b->nfns == b->cap) {
+		size_t ncap = b->cap ? b->cap * 2 : 1024;
+		void *p = realloc(b->fns, ncap * sizeof(*b->fns));
+
+		if (!p)
+			return NULL;
+		b->fns = p;
+		b->cap = ncap;
+	}
+	f = &b->fns[b->nfns++];
+	memset(f, 0, sizeof(*f));
+	f->name = name;
+	f->addr = addr;
+	f->size = size;
+	f->source = source;
+	return f;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !memcmp(s + n - m, suffix, m);
+}
+
+static int fn_cmp(const void *a, const void *b)
+{
+	const struct fn_entry *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* First entry named name in the sorted index, or b->nfns. */
+static size_t lower_bound(const struct binary *b, const char *name)
+{
+	size_t lo = 0, hi = b->nfns;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(b->fns[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool has_name(const struct binary *b, const char *name)
+{
+	size_t i = lower_bound(b, name);
+
+	return i < b->nfns && !strcmp(b->fns[i].name, name);
+}
+
+static void sort_index(struct binary *b)
+{
+	if (b->nfns)
+		qsort(b->fns, b->nfns, sizeof(*b->fns), fn_cmp);
+}
+
+/*
+ * .symtab and .dynsym. gcc's "foo.cold" fragments are not functions of their
+ * own: they become extra ranges of foo (DWARF, when present, says the same).
+ * Go's ".abi0" symbols are indexed under the name users know.
+ */
+static int index_symtab(struct binary *b)
+{
+	size_t n;
+	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *name = syms[i].name;
+		uint64_t size = syms[i].size;
+		struct fn_entry *f;
+		bool abi0 = false;
+
+		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
+			continue;
+		if (ends_with(name, ".abi0")) {
+			name = keep_name(b, name, strlen(name) - 5);
+			if (!name)
+				return -ENOMEM;
+			abi0 = true;
+		}
+		/* size 0 (hand-written assembly): up to the next symbol */
+		if (!size && i + 1 < n && syms[i + 1].addr > syms[i].addr)
+			size = syms[i + 1].addr - syms[i].addr;
+		f = add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB);
+		if (!f)
+			return -ENOMEM;
+		f->abi0 = abi0;
+	}
+	sort_index(b);
+	return 0;
+}
+
+static int attach_cold_symbols(struct binary *b)
+{
+	size_t n;
+	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *cold = strstr(syms[i].name, ".cold");
+		size_t j;
+
+		if (!cold || !syms[i].size || (cold[5] && cold[5] != '.'))
+			continue;
+		char *base = strndup(syms[i].name, cold - syms[i].name);
+
+		if (!base)
+			return -ENOMEM;
+		for (j = lower_bound(b, base); j < b->nfns && !strcmp(b->fns[j].name, base); j++) {
+			struct fn_entry *f = &b->fns[j];
+
+			if (f->nextra < DWARF_MAX_RANGES - 1 && f->source == FUNC_SOURCE_SYMTAB)
+				f->extra[f->nextra++] = (struct addr_range){ syms[i].addr, syms[i].addr + syms[i].size };
+		}
+		free(base);
+	}
+	return 0;
+}
+
+/* name with each U+00B7 MIDDLE DOT replaced by '.' */
+static const char *dot_name(struct binary *b, const char *name)
+{
+	char *n = strdup(name), *w = n;
+	const char *kept;
+
+	if (!n)
+		return NULL;
+	for (const char *r = name; *r; r++) {
+		if ((unsigned char)r[0] == 0xc2 && (unsigned char)r[1] == 0xb7) {
+			*w++ = '.';
+			r++;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+	kept = keep_name(b, n, w - n);
+	free(n);
+	return kept;
+}
+
+static int index_pclntab(struct binary *b, struct rw_error *err)
+{
+	size_t before = b->nfns;
+	int ret;
+
+	ret = gopclntab__load(elfbin__elf(b->eb), &b->pcln, err);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	b->go_version = gobuildinfo__version(elfbin__elf(b->eb));
+	for (size_t i = 0; i < b->pcln->nfuncs; i++) {
+		const struct gofunc *g = &b->pcln->funcs[i];
+
+		const char *name = g->name;
+
+		if (g->end <= g->entry)
+			continue;
+		/* the linker writes "·" of pclntab names as "." in .symtab (as
+		 * `go tool nm` prints them): index the name users will type */
+		if (strstr(name, "\xc2\xb7")) {
+			name = dot_name(b, name);
+			if (!name)
+				return rw_error_set(err, ENOMEM, "out of memory");
+		}
+		if (has_name(b, name))
+			continue;
+		if (!add_fn(b, name, g->entry, g->end - g->entry, FUNC_SOURCE_PCLNTAB))
+			return rw_error_set(err, ENOMEM, "out of memory");
+	}
+	if (b->nfns != before)
+		sort_index(b);
+	return 0;
+}
+
+/* DWARF gives a split function all its ranges, and names what .symtab lost. */
+static int index_dwarf(struct binary *b, struct rw_error *err)
+{
+	const struct dwarf_func *df;
+	size_t n, before = b->nfns;
+	int ret;
+
+	ret = dwarfinfo__load(elfbin__elf(b->eb), &b->dwarf, err);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	df = dwarfinfo__funcs(b->dwarf, &n);
+	for (size_t i = 0; i < b->nfns; i++) {
+		struct fn_entry *f = &b->fns[i];
+		const struct dwarf_func *d = dwarfinfo__find_entry(b->dwarf, f->addr);
+
+		if (!d || d->nranges < 2)
+			continue;
+		f->nextra = 0;
+		for (size_t r = 1; r < d->nranges; r++)
+			f->extra[f->nextra++] = d->ranges[r];
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct fn_entry *f;
+
+		if (has_name(b, df[i].name))
+			continue;
+		f = add_fn(b, df[i].name, df[i].entry, df[i].ranges[0].hi - df[i].entry, FUNC_SOURCE_DWARF);
+		if (!f)
+			return rw_error_set(err, ENOMEM, "out of memory");
+		for (size_t r = 1; r < df[i].nranges; r++)
+			f->extra[f->nextra++] = df[i].ranges[r];
+	}
+	if (b->nfns != before)
+		sort_index(b);
+	return 0;
+}
+
+static int build_index(struct binary *b, struct rw_error *err)
+{
+	int ret;
+
+	ret = index_symtab(b);
+	if (!ret)
+		ret = attach_cold_symbols(b);
+	if (ret)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	ret = index_pclntab(b, err);
+	if (ret)
+		return ret;
+	/* Go functions are never split, and Go's DWARF is large: skip it */
+	if (!b->pcln)
+		ret = index_dwarf(b, err);
+	return ret;
+}
+
+/* ---- analysis ---- */
+
+static int analyze(struct binary *b, struct fn_entry *f)
+{
+	struct code_range cr[DWARF_MAX_RANGES];
+	struct func_info *fi;
+	size_t n = 0;
+	int ret = 0;
+
+	fi = calloc(1, sizeof(*fi));
+	if (!fi)
+		return -ENOMEM;
+	fi->name = f->name;
+	fi->address = f->addr;
+	fi->size = f->size;
+	fi->source = f->source;
+	fi->ranges[0] = (struct addr_range){ f->addr, f->addr + f->size };
+	for (size_t i = 0; i < f->nextra; i++)
+		fi->ranges[1 + i] = f->extra[i];
+	fi->nranges = 1 + f->nextra;
+	fi->mode = FUNC_MODE_ENTRY_ONLY;
+	f->info = fi;
+
+	if (elfbin__addr_to_offset(b->eb, f->addr, &fi->file_offset)) {
+		fi->reason = "the entry address is not in a loaded segment of the file";
+		return 0;
+	}
+	for (size_t i = 0; i < fi->nranges; i++) {
+		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
+		uint8_t *buf;
+
+		if (!len || len > MAX_FUNC_SIZE || !elfbin__is_code(b->eb, lo, len)) {
+			fi->reason = len ? "the function's range is not inside an executable segment"
+					 : "the symbol has no size";
+			goto out;
+		}
+		buf = malloc(len);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		cr[n++] = (struct code_range){ lo, buf, len };
+		if (elfbin__read(b->eb, lo, buf, len)) {
+			fi->reason = "the function's bytes could not be read from the file";
+			goto out;
+		}
+	}
+	ret = disasm__scan(cr, n, f->addr, &f->dis);
+	if (ret)
+		goto out;
+	/* pclntab ends a function where the next begins: drop the int3 padding */
+	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis.undecodable && f->dis.code_end > f->addr) {
+		fi->size = f->dis.code_end - f->addr;
+		fi->ranges[0].hi = f->dis.code_end;
+	}
+	fi->returns = f->dis.returns;
+	fi->nreturns = f->dis.nreturns;
+	fi->tail_calls = f->dis.tail_calls;
+	fi->ntail_calls = f->dis.ntail_calls;
+	if (f->dis.reason[0])
+		fi->reason = f->dis.reason;
+	else
+		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
+out:
+	for (size_t i = 0; i < n; i++)
+		free((void *)cr[i].bytes);
+	return ret;
+}
+
+static int analyzed(struct binary *b, struct fn_entry *f)
+{
+	return f->info ? 0 : analyze(b, f);
+}
+
+#define MAX_WRAPPER_SIZE 256
+
+static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64_t target)
+{
+	uint8_t buf[MAX_WRAPPER_SIZE];
+	size_t len = from->size < sizeof(buf) ? from->size : sizeof(buf);
+
+	/* an ABI wrapper is a few instructions that end in a CALL or JMP to the
+	 * body: look for the rel32 displacement that reaches the target */
+	if (len < 5 || elfbin__read(b->eb, from->addr, buf, len))
+		return false;
+	for (size_t i = 0; i + 5 <= len; i++) {
+		int32_t rel;
+
+		if (buf[i] != 0xe8 && buf[i] != 0xe9)
+			continue;
+		memcpy(&rel, buf + i + 1, 4);
+		if (from->addr + i + 5 + (int64_t)rel == target)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Go emits, for a function called across ABIs, a body and a small wrapper
+ * under the same name (the ABI0 one is "name.abi0" in .symtab). Keep the body:
+ * the entry that does not merely call into the other.
+ */
+static void drop_abi_wrappers(struct binary *b, size_t first, size_t end)
+{
+	for (size_t i = first; i < end; i++) {
+		for (size_t j = first; j < end; j++) {
+			if (i == j || b->fns[i].dropped || b->fns[j].dropped)
+				continue;
+			if (b->fns[i].size <= MAX_WRAPPER_SIZE && jumps_to(b, &b->fns[i], b->fns[j].addr))
+				b->fns[i].dropped = true;
+		}
+	}
+}
+
+/* ---- matching ---- */
+
+static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *f, size_t *cap)
+{
+	int ret = analyzed(b, f);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < m->nfuncs; i++)
+		if (m->funcs[i] == f->info)
+			return 0;
+	if (m->nfuncs == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		void *p = realloc(m->funcs, ncap * sizeof(*m->funcs));
+
+		if (!p)
+			return -ENOMEM;
+		m->funcs = p;
+		*cap = ncap;
+	}
+	m->funcs[m->nfuncs++] = f->info;
+	return 0;
+}
+
+/* Edit distance, or max + 1 once it must exceed max. */
+static size_t bounded_distance(const char *a, size_t la, const char *b, size_t lb, size_t max)
+{
+	size_t row[256], prev, best;
+
+	if (la > 255 || lb > 255)
+		return max + 1;
+	if ((la > lb ? la - lb : lb - la) > max)
+		return max + 1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = i;
+		best = row[0];
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cur = row[j];
+			size_t sub = prev + (a[i - 1] != b[j - 1]);
+			size_t del = row[j] + 1, ins = row[j - 1] + 1;
+
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+			if (row[j] < best)
+				best = row[j];
+		}
+		if (best > max)
+			return max + 1;
+	}
+	return row[lb];
+}
+
+/* The distance from the pattern to the name or to any dotted or slashed tail
+ * of it, so "ProcessPaymnt" finds "main.ProcessPayment". */
+static size_t name_distance(const char *pat, size_t lp, const char *name, size_t max)
+{
+	size_t best = bounded_distance(pat, lp, name, strlen(name), max);
+
+	for (const char *s = name; *s && best; s++) {
+		if (*s != '.' && *s != '/')
+			continue;
+		size_t d = bounded_distance(pat, lp, s + 1, strlen(s + 1), max);
+
+		if (d < best)
+			best = d;
+	}
+	return best;
+}
+
+static void suggest(const struct binary *b, struct binary_unmatched *u)
+{
+	char lit[256];
+	size_t lp = 0, max, dist[BINARY_MAX_SUGGESTIONS];
+
+	for (const char *p = u->pattern; *p && lp < sizeof(lit) - 1; p++)
+		if (*p != '*' && *p != '?' && *p != '\\')
+			lit[lp++] = *p;
+	lit[lp] = 0;
+	max = lp / 4 > 2 ? lp / 4 : 2;
+	for (size_t i = 0; i < b->nfns; i++) {
+		const char *name = b->fns[i].name;
+		size_t d, k;
+
+		if (b->fns[i].dropped || (i && !strcmp(name, b->fns[i - 1].name)))
+			continue;
+		d = name_distance(lit, lp, name, max);
+		if (d > max && lp >= 4 && strcasestr(name, lit))
+			d = max; /* a substring is a fair guess too */
+		if (d > max)
+			continue;
+		/* insertion into the best few, ordered by distance then index */
+		k = u->nsuggestions;
+		if (k == BINARY_MAX_SUGGESTIONS) {
+			if (d >= dist[k - 1])
+				continue;
+			k--;
+		} else {
+			u->nsuggestions++;
+		}
+		while (k > 0 && dist[k - 1] > d) {
+			dist[k] = dist[k - 1];
+			u->suggestions[k] = u->suggestions[k - 1];
+			k--;
+		}
+		dist[k] = d;
+		u->suggestions[k] = name;
+	}
+}
+
+static int match_one(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
+		     size_t *cap, bool *ret_found, struct rw_error *err)
+{
+	size_t i = lower_bound(b, pat), count = 0, first;
+	int ret;
+
+	*ret_found = false;
+	/* an exact name wins over reading it as a glob: main.(*Cart).Add */
+	if (i < b->nfns && !strcmp(b->fns[i].name, pat)) {
+		for (first = i; i < b->nfns && !strcmp(b->fns[i].name, pat); i++)
+			;
+		if (b->pcln && i - first > 1)
+			drop_abi_wrappers(b, first, i);
+		for (size_t j = first; j < i; j++) {
+			if (b->fns[j].dropped)
+				continue;
+			ret = add_match(b, m, &b->fns[j], cap);
+			if (ret)
+				return rw_error_set(err, -ret, "out of memory");
+		}
+		*ret_found = true;
+		return 0;
+	}
+	if (!glob_has_wildcards(pat))
+		return 0;
+	for (i = 0; i < b->nfns; i++)
+		if (glob_match(pat, b->fns[i].name) && (!i || strcmp(b->fns[i].name, b->fns[i - 1].name)))
+			count++;
+	if (count > limit)
+		return rw_error_set(err, E2BIG,
+				    "pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
+				    pat, count, limit);
+	for (i = 0; i < b->nfns; i = first) {
+		for (first = i + 1; first < b->nfns && !strcmp(b->fns[first].name, b->fns[i].name); first++)
+			;
+		if (!glob_match(pat, b->fns[i].name))
+			continue;
+		if (b->pcln && first - i > 1)
+			drop_abi_wrappers(b, i, first);
+		for (size_t j = i; j < first; j++) {
+			if (b->fns[j].dropped)
+				continue;
+			ret = add_match(b, m, &b->fns[j], cap);
+			if (ret)
+				return rw_error_set(err, -ret, "out of memory");
+		}
+		*ret_found = true;
+	}
+	return 0;
+}
+
+int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
+		  struct binary_match *m, struct rw_error *err)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*m->unmatched));
+	if (!m->unmatched)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < npatterns; i++) {
+		bool found;
+
+		if (!*patterns[i]) {
+			ret = rw_error_set(err, EINVAL, "empty function name; give a name or a glob such as 'main.*'");
+			break;
+		}
+		const char *pat = patterns[i];
+
+		/* "key·1" as the runtime prints it is "key.1" in the index */
+		if (strstr(pat, "\xc2\xb7")) {
+			pat = dot_name(b, pat);
+			if (!pat) {
+				ret = rw_error_set(err, ENOMEM, "out of memory");
+				break;
+			}
+		}
+		ret = match_one(b, pat, limit, m, &cap, &found, err);
+		if (ret)
+			break;
+		if (!found) {
+			struct binary_unmatched *u = &m->unmatched[m->nunmatched++];
+
+			u->pattern = patterns[i];
+			suggest(b, u);
+		}
+	}
+	if (ret)
+		binary_match__clear(m);
+	return ret;
+}
+
+void binary_match__clear(struct binary_match *m)
+{
+	if (!m)
+		return;
+	free(m->funcs);
+	free(m->unmatched);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- lifecycle and cache ---- */
+
+static void binary_free(struct binary *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->nfns; i++) {
+		free(b->fns[i].info);
+		disasm_result__clear(&b->fns[i].dis);
+	}
+	free(b->fns);
+	for (size_t i = 0; i < b->nnames; i++)
+		free(b->names[i]);
+	free(b->names);
+	gopclntab__free(b->pcln);
+	dwarfinfo__free(b->dwarf);
+	elfbin__free(b->eb);
+	free(b->go_version);
+	free(b->path);
+	free(b);
+}
+
+static bool same_file(const struct binary *b, const struct stat *st)
+{
+	return b->dev == st->st_dev && b->ino == st->st_ino && b->size == st->st_size &&
+	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static void cache_evict(struct binary_cache *c)
+{
+	while (c->count > c->max) {
+		struct binary **pp, **victim = NULL;
+
+		for (pp = &c->head; *pp; pp = &(*pp)->next)
+			if (!(*pp)->refs && (!victim || (*pp)->last_use < (*victim)->last_use))
+				victim = pp;
+		if (!victim)
+			return; /* everything is in use */
+		struct binary *v = *victim;
+
+		*victim = v->next;
+		c->count--;
+		binary_free(v);
+	}
+}
+
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+{
+	struct binary *b;
+	struct stat st;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = errno;
+		rw_error_set(err, ret, "failed to open %s: %s", path, strerror(ret));
+		errno = ret;
+		return NULL;
+	}
+	if (fstat(fd, &st)) {
+		ret = errno;
+		rw_error_set(err, ret, "failed to stat %s: %s", path, strerror(ret));
+		close(fd);
+		errno = ret;
+		return NULL;
+	}
+	for (b = cache ? cache->head : NULL; b; b = b->next) {
+		if (same_file(b, &st)) {
+			close(fd);
+			b->refs++;
+			b->last_use = ++cache->clock;
+			cache->hits++;
+			return b;
+		}
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->path = strdup(path))) {
+		free(b);
+		close(fd);
+		rw_error_set(err, ENOMEM, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	b->refs = 1;
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	b->size = st.st_size;
+	b->mtime = st.st_mtim;
+	b->eb = elfbin__open_fd(fd, path, err);
+	if (!b->eb) {
+		ret = errno;
+		binary_free(b);
+		errno = ret;
+		return NULL;
+	}
+	ret = build_index(b, err);
+	if (ret) {
+		binary_free(b);
+		errno = -ret;
+		return NULL;
+	}
+	if (cache) {
+		b->cache = cache;
+		b->next = cache->head;
+		cache->head = b;
+		cache->count++;
+		cache->misses++;
+		b->last_use = ++cache->clock;
+		cache_evict(cache);
+	}
+	return b;
+}
+
+void binary__put(struct binary *b)
+{
+	if (!b)
+		return;
+	if (--b->refs > 0)
+		return;
+	if (!b->cache)
+		binary_free(b);
+	else
+		cache_evict(b->cache);
+}
+
+struct binary_cache *binary_cache__new(size_t max_entries)
+{
+	struct binary_cache *c = calloc(1, sizeof(*c));
+
+	if (c)
+		c->max = max_entries ? max_entries : 1;
+	return c;
+}
+
+void binary_cache__free(struct binary_cache *c)
+{
+	struct binary *b, *next;
+
+	if (!c)
+		return;
+	for (b = c->head; b; b = next) {
+		next = b->next;
+		b->next = NULL;
+		if (b->refs)
+			b->cache = NULL; /* its holder frees it */
+		else
+			binary_free(b);
+	}
+	free(c);
+}
+
+void binary_cache__stats(const struct binary_cache *c, size_t *ret_hits, size_t *ret_misses)
+{
+	*ret_hits = c->hits;
+	*ret_misses = c->misses;
+}
+
+const char *binary__path(const struct binary *b)
+{
+	return b->path;
+}
+
+const char *binary__go_version(const struct binary *b)
+{
+	return b->go_version;
+}
+
+const char *binary__build_id(const struct binary *b)
+{
+	return elfbin__build_id(b->eb);
+}
+
+bool binary__stripped(const struct binary *b)
+{
+	return !elfbin__has_symtab(b->eb);
+}
+
+bool binary__is_go(const struct binary *b)
+{
+	return b->pcln != NULL;
+}
+
+size_t binary__nfuncs(const struct binary *b)
+{
+	return b->nfns;
+}

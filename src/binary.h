@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Binary analysis: which functions a binary holds, where each one starts in
+ * the file, and where it returns. Every later stage (the tracer, the agent)
+ * asks this module, through a cache keyed by (st_dev, st_ino, size, mtime):
+ * a path alone could name a different file by the time we attach.
+ */
+#ifndef RETWATCH_BINARY_H
+#define RETWATCH_BINARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dwarfinfo.h"
+#include "rwerr.h"
+
+#define BINARY_DEFAULT_LIMIT 256
+#define BINARY_MAX_SUGGESTIONS 5
+
+enum func_source {
+	FUNC_SOURCE_SYMTAB,
+	FUNC_SOURCE_DWARF,
+	FUNC_SOURCE_PCLNTAB,
+};
+
+enum func_mode {
+	FUNC_MODE_ENTRY_RET,
+	FUNC_MODE_ENTRY_RET_TAILCALL,
+	FUNC_MODE_ENTRY_ONLY,
+};
+
+struct func_info {
+	const char *name;
+	uint64_t address;     /* virtual address of the entry */
+	uint64_t file_offset; /* what a uprobe attaches at */
+	uint64_t size;        /* of the entry range */
+	enum func_source source;
+	struct addr_range ranges[DWARF_MAX_RANGES]; /* ranges[0] holds the entry */
+	size_t nranges;
+	enum func_mode mode;
+	const char *reason; /* why entry-only, else NULL */
+	const int64_t *returns; /* offsets from address, ascending */
+	size_t nreturns;
+	const int64_t *tail_calls;
+	size_t ntail_calls;
+};
+
+struct binary_unmatched {
+	const char *pattern;
+	const char *suggestions[BINARY_MAX_SUGGESTIONS];
+	size_t nsuggestions;
+};
+
+struct binary_match {
+	const struct func_info **funcs; /* owned by the binary, valid until it is put */
+	size_t nfuncs;
+	struct binary_unmatched *unmatched;
+	size_t nunmatched;
+};
+
+struct binary;
+struct binary_cache;
+
+struct binary_cache *binary_cache__new(size_t max_entries);
+/* Frees the cache; binaries still held stay valid until put. */
+void binary_cache__free(struct binary_cache *cache);
+void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, size_t *ret_misses);
+
+/*
+ * Opens and indexes a binary, or returns the cached analysis of the same
+ * file. cache may be NULL. NULL on error, with errno and a message set.
+ */
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err);
+/* Drops a reference taken by binary__open; NULL is fine. */
+void binary__put(struct binary *b);
+
+const char *binary__path(const struct binary *b);
+const char *binary__go_version(const struct binary *b); /* NULL if not Go */
+const char *binary__build_id(const struct binary *b);   /* NULL if none */
+bool binary__stripped(const struct binary *b);
+bool binary__is_go(const struct binary *b);
+size_t binary__nfuncs(const struct binary *b);
+
+/*
+ * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since
+ * Go generic names hold them; a pattern equal to a function's name matches
+ * that name only). Patterns that match nothing are listed in the result with
+ * similar names. A glob matching more than limit functions fails with -E2BIG.
+ */
+int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
+		  struct binary_match *ret_match, struct rw_error *err);
+void binary_match__clear(struct binary_match *m);
+
+const char *func_source__str(enum func_source s);
+const char *func_mode__str(enum func_mode m);
+
+/* Exposed for tests. */
+bool glob_match(const char *pattern, const char *name);
+bool glob_has_wildcards(const char *pattern);
+
+#endif

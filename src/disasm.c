@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+#include "disasm.h"
+
+static int push(int64_t **arr, size_t *n, int64_t v)
+{
+	/* capacity doubles from 4 whenever n reaches a power of two */
+	if (*n == 0 || (*n >= 4 && !(*n & (*n - 1)))) {
+		size_t cap = *n ? *n * 2 : 4;
+		void *p = realloc(*arr, cap * sizeof(**arr));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+	}
+	(*arr)[(*n)++] = v;
+	return 0;
+}
+
+static bool in_ranges(const struct code_range *ranges, size_t n, uint64_t addr)
+{
+	for (size_t i = 0; i < n; i++)
+		if (addr >= ranges[i].addr && addr - ranges[i].addr < ranges[i].len)
+			return true;
+	return false;
+}
+
+static bool is_return(const ZydisDecodedInstruction *insn)
+{
+	/* C3, C2 iw, CB, CA iw; prefixes (rep, bnd, operand size) included */
+	return insn->mnemonic == ZYDIS_MNEMONIC_RET;
+}
+
+/*
+ * Whether a jump leaves the function: a direct JMP or Jcc whose target lies
+ * outside every range, or an indirect JMP through a RIP-relative slot (a call
+ * through the GOT). A JMP through a register may be a switch table inside the
+ * function and is not counted.
+ */
+static bool leaves_function(const ZydisDecoder *dec, ZydisDecoderContext *ctx,
+			    const ZydisDecodedInstruction *insn, uint64_t addr,
+			    const struct code_range *ranges, size_t nranges)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZyanU64 target;
+
+	if (insn->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
+	    insn->meta.category != ZYDIS_CATEGORY_COND_BR)
+		return false;
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeOperands(dec, ctx, insn, ops, insn->operand_count_visible)))
+		return false;
+	if (insn->operand_count_visible < 1)
+		return false;
+	if (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative) {
+		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], addr, &target)))
+			return false;
+		return !in_ranges(ranges, nranges, target);
+	}
+	return insn->meta.category == ZYDIS_CATEGORY_UNCOND_BR &&
+	       ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY && ops[0].mem.base == ZYDIS_REGISTER_RIP;
+}
+
+static void describe_bad(struct disasm_result *res, const struct code_range *r, size_t off,
+			 uint64_t entry)
+{
+	char bytes[3 * 8 + 1] = "";
+	size_t n = r->len - off < 8 ? r->len - off : 8;
+
+	for (size_t i = 0; i < n; i++)
+		sprintf(bytes + 3 * i, "%s%02x", i ? " " : "", r->bytes[off + i]);
+	res->undecodable = true;
+	res->bad_addr = r->addr + off;
+	snprintf(res->reason, sizeof(res->reason),
+		 "undecodable instruction at %s0x%" PRIx64 " (bytes %s); return sites cannot be located safely",
+		 res->bad_addr >= entry ? "+" : "-",
+		 res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr, bytes);
+}
+
+static int scan_range(const ZydisDecoder *dec, const struct code_range *ranges, size_t nranges,
+		      size_t idx, uint64_t entry, struct disasm_result *res)
+{
+	const struct code_range *r = &ranges[idx];
+	size_t off = 0;
+
+	while (off < r->len) {
+		ZydisDecoderContext ctx;
+		ZydisDecodedInstruction insn;
+		uint64_t addr = r->addr + off;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(dec, &ctx, r->bytes + off, r->len - off, &insn))) {
+			describe_bad(res, r, off, entry);
+			return 0;
+		}
+		res->ninsns++;
+		if (is_return(&insn)) {
+			if (push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
+				return -ENOMEM;
+		} else if (leaves_function(dec, &ctx, &insn, addr, ranges, nranges)) {
+			if (push(&res->tail_calls, &res->ntail_calls, (int64_t)(addr - entry)))
+				return -ENOMEM;
+		}
+		off += insn.length;
+		if (idx == 0 && insn.mnemonic != ZYDIS_MNEMONIC_INT3)
+			res->code_end = r->addr + off;
+	}
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry,
+		 struct disasm_result *res)
+{
+	ZydisDecoder dec;
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (!nranges)
+		return -EINVAL;
+	res->code_end = ranges[0].addr;
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t i = 0; i < nranges && !res->undecodable && !err; i++)
+		err = scan_range(&dec, ranges, nranges, i, entry, res);
+	if (err) {
+		disasm_result__clear(res);
+		return err;
+	}
+	if (res->undecodable) {
+		/* never report sites found before the failure: the sweep is not trusted */
+		res->nreturns = res->ntail_calls = 0;
+		return 0;
+	}
+	if (res->nreturns)
+		qsort(res->returns, res->nreturns, sizeof(int64_t), cmp_i64);
+	if (res->ntail_calls)
+		qsort(res->tail_calls, res->ntail_calls, sizeof(int64_t), cmp_i64);
+	if (!res->nreturns && res->ntail_calls)
+		snprintf(res->reason, sizeof(res->reason),
+			 "no return instruction: the function leaves only through %zu tail call%s",
+			 res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
+	else if (!res->nreturns)
+		snprintf(res->reason, sizeof(res->reason),
+			 "no return instruction: the function never returns (it panics, exits or loops)");
+	return 0;
+}
+
+void disasm_result__clear(struct disasm_result *res)
+{
+	if (!res)
+		return;
+	free(res->returns);
+	free(res->tail_calls);
+	memset(res, 0, sizeof(*res));
+}

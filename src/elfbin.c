@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: MIT
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elfbin.h"
+
+#define NT_GO_BUILDID 4
+
+struct elfbin {
+	int fd;
+	struct stat st;
+	Elf *elf;
+	GElf_Phdr *loads; /* PT_LOAD program headers */
+	size_t nloads;
+	struct elfbin_sym *syms;
+	size_t nsyms;
+	bool has_symtab;
+	char *build_id;
+};
+
+const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off)
+{
+	Elf_Scn *scn = elf_getscn(elf, ndx);
+	Elf_Data *d;
+	GElf_Shdr sh;
+
+	/* elf_strptr() can hand out a string that runs off the end of a
+	 * hostile string table: check for the terminator ourselves */
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+		return NULL;
+	d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || off >= d->d_size)
+		return NULL;
+	if (!memchr((const char *)d->d_buf + off, 0, d->d_size - off))
+		return NULL;
+	return (const char *)d->d_buf + off;
+}
+
+static const char *machine_name(unsigned int m)
+{
+	switch (m) {
+	case EM_386: return "i386";
+	case EM_ARM: return "arm";
+	case EM_AARCH64: return "aarch64";
+	case EM_PPC64: return "ppc64";
+	case EM_S390: return "s390x";
+	case EM_RISCV: return "riscv";
+	case EM_MIPS: return "mips";
+	case EM_LOONGARCH: return "loongarch";
+	default: return "an unknown machine";
+	}
+}
+
+/* Checks the raw header before libelf sees the file, so the common ways a
+ * file can be unusable get a message that names them. */
+static int check_header(struct elfbin *eb, const char *path, struct rw_error *err)
+{
+	unsigned char buf[sizeof(Elf64_Ehdr)];
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+	uint64_t fsize = eb->st.st_size;
+	ssize_t n;
+
+	n = pread(eb->fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return rw_error_set(err, errno, "failed to read %s: %s", path, strerror(errno));
+	if (n < SELFMAG || memcmp(buf, ELFMAG, SELFMAG))
+		return rw_error_set(err, ENOEXEC, "%s is not an ELF file", path);
+	if (n > EI_CLASS && buf[EI_CLASS] == ELFCLASS32)
+		return rw_error_set(err, ENOEXEC,
+				    "%s is a 32-bit ELF file; only x86-64 (64-bit) binaries are supported", path);
+	if ((size_t)n < sizeof(Elf64_Ehdr))
+		return rw_error_set(err, ENOEXEC, "%s is a truncated ELF file (%zd bytes, header needs %zu)",
+				    path, n, sizeof(Elf64_Ehdr));
+	if (buf[EI_CLASS] != ELFCLASS64 || buf[EI_DATA] != ELFDATA2LSB)
+		return rw_error_set(err, ENOEXEC, "%s has an unsupported ELF class or byte order", path);
+	if (eh->e_machine != EM_X86_64)
+		return rw_error_set(err, ENOEXEC, "%s is built for %s (ELF machine %u), not x86-64; wrong architecture",
+				    path, machine_name(eh->e_machine), eh->e_machine);
+	if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
+		return rw_error_set(err, ENOEXEC, "%s is an ELF %s, not an executable or shared library", path,
+				    eh->e_type == ET_REL ? "object file" :
+				    eh->e_type == ET_CORE ? "core file" : "file of unknown type");
+	if (eh->e_phnum && (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > fsize ||
+			    (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > fsize - eh->e_phoff))
+		return rw_error_set(err, ENOEXEC, "%s is a truncated or malformed ELF file: program headers lie past its end (%" PRIu64 " bytes)",
+				    path, fsize);
+	if (eh->e_shnum && (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > fsize ||
+			    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > fsize - eh->e_shoff))
+		return rw_error_set(err, ENOEXEC, "%s is a truncated or malformed ELF file: section headers lie past its end (%" PRIu64 " bytes)",
+				    path, fsize);
+	return 0;
+}
+
+static int load_segments(struct elfbin *eb, const char *path, struct rw_error *err)
+{
+	size_t phnum;
+
+	if (elf_getphdrnum(eb->elf, &phnum))
+		return rw_error_set(err, ENOEXEC, "%s: malformed program headers: %s", path, elf_errmsg(-1));
+	eb->loads = calloc(phnum ? phnum : 1, sizeof(*eb->loads));
+	if (!eb->loads)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(eb->elf, i, &ph))
+			return rw_error_set(err, ENOEXEC, "%s: malformed program header %zu", path, i);
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_offset > (uint64_t)eb->st.st_size ||
+		    ph.p_filesz > (uint64_t)eb->st.st_size - ph.p_offset)
+			return rw_error_set(err, ENOEXEC, "%s is truncated: a loadable segment at offset 0x%" PRIx64
+					    " extends past the end of the file", path, (uint64_t)ph.p_offset);
+		if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr || ph.p_filesz > ph.p_memsz)
+			return rw_error_set(err, ENOEXEC, "%s: malformed loadable segment at 0x%" PRIx64, path,
+					    (uint64_t)ph.p_vaddr);
+		eb->loads[eb->nloads++] = ph;
+	}
+	if (!eb->nloads)
+		return rw_error_set(err, ENOEXEC, "%s has no loadable segments", path);
+	return 0;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct elfbin_sym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t *cap)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n;
+
+	if (!data || !sh->sh_entsize)
+		return 0;
+	n = data->d_size / sizeof(Elf64_Sym);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+		int type;
+
+		if (!gelf_getsym(data, i, &sym))
+			break;
+		type = GELF_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		name = elf_safe_strptr(eb->elf, sh->sh_link, sym.st_name);
+		if (!name || !*name)
+			continue;
+		if (eb->nsyms == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 1024;
+			void *p = realloc(eb->syms, ncap * sizeof(*eb->syms));
+
+			if (!p)
+				return -ENOMEM;
+			eb->syms = p;
+			*cap = ncap;
+		}
+		eb->syms[eb->nsyms++] = (struct elfbin_sym){
+			.name = name,
+			.addr = sym.st_value,
+			.size = sym.st_size,
+			.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
+		};
+	}
+	return 0;
+}
+
+static char *hex(const unsigned char *p, size_t n)
+{
+	char *s = malloc(n * 2 + 1);
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		sprintf(s + 2 * i, "%02x", p[i]);
+	return s;
+}
+
+static void read_build_id(struct elfbin *eb, Elf_Scn *scn)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t off = 0, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	if (!data)
+		return;
+	while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		const char *name = (const char *)data->d_buf + name_off;
+		const unsigned char *desc = (const unsigned char *)data->d_buf + desc_off;
+
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+		    nh.n_descsz && nh.n_descsz <= 64) {
+			free(eb->build_id);
+			eb->build_id = hex(desc, nh.n_descsz);
+			return;
+		}
+		/* Go's build id is printable text; keep it unless a GNU id turns up */
+		/* Go writes the note name padded: "Go\0\0", n_namesz 4 */
+		if (nh.n_type == NT_GO_BUILDID && (nh.n_namesz == 3 || nh.n_namesz == 4) &&
+		    !memcmp(name, "Go", 3) &&
+		    nh.n_descsz && nh.n_descsz <= 256 && !eb->build_id) {
+			eb->build_id = strndup((const char *)desc, nh.n_descsz);
+			for (char *c = eb->build_id; c && *c; c++)
+				if (*c < 0x20 || *c > 0x7e)
+					*c = '?';
+		}
+	}
+}
+
+static int load_sections(struct elfbin *eb, const char *path, struct rw_error *err)
+{
+	size_t shstrndx, cap = 0;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(eb->elf, &shstrndx))
+		return rw_error_set(err, ENOEXEC, "%s: malformed section headers: %s", path, elf_errmsg(-1));
+	while ((scn = elf_nextscn(eb->elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			return rw_error_set(err, ENOEXEC, "%s: malformed section header", path);
+		if (sh.sh_type != SHT_NOBITS &&
+		    (sh.sh_offset > (uint64_t)eb->st.st_size ||
+		     sh.sh_size > (uint64_t)eb->st.st_size - sh.sh_offset)) {
+			const char *name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
+
+			return rw_error_set(err, ENOEXEC, "%s is truncated: section %s extends past the end of the file",
+					    path, name ? name : "?");
+		}
+		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
+			if (sh.sh_type == SHT_SYMTAB)
+				eb->has_symtab = true;
+			if (add_syms(eb, scn, &sh, &cap))
+				return rw_error_set(err, ENOMEM, "out of memory");
+		} else if (sh.sh_type == SHT_NOTE) {
+			read_build_id(eb, scn);
+		}
+	}
+	if (eb->nsyms) {
+		size_t j = 0;
+
+		qsort(eb->syms, eb->nsyms, sizeof(*eb->syms), sym_cmp);
+		for (size_t i = 0; i < eb->nsyms; i++)
+			if (!j || sym_cmp(&eb->syms[j - 1], &eb->syms[i]))
+				eb->syms[j++] = eb->syms[i];
+		eb->nsyms = j;
+	}
+	return 0;
+}
+
+struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
+{
+	struct elfbin *eb;
+	int ret;
+
+	eb = calloc(1, sizeof(*eb));
+	if (!eb) {
+		close(fd);
+		rw_error_set(err, ENOMEM, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	eb->fd = fd;
+	if (fstat(fd, &eb->st)) {
+		ret = rw_error_set(err, errno, "failed to stat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(eb->st.st_mode)) {
+		ret = rw_error_set(err, EINVAL, "%s is not a regular file", path);
+		goto fail;
+	}
+	ret = check_header(eb, path, err);
+	if (ret)
+		goto fail;
+	elf_version(EV_CURRENT);
+	/* ELF_C_READ: libelf reads what we ask for, no mmap of hostile files */
+	eb->elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!eb->elf || elf_kind(eb->elf) != ELF_K_ELF) {
+		ret = rw_error_set(err, ENOEXEC, "%s is a malformed ELF file: %s", path, elf_errmsg(-1));
+		goto fail;
+	}
+	ret = load_segments(eb, path, err);
+	if (!ret)
+		ret = load_sections(eb, path, err);
+	if (ret)
+		goto fail;
+	return eb;
+fail:
+	elfbin__free(eb);
+	errno = -ret;
+	return NULL;
+}
+
+struct elfbin *elfbin__open(const char *path, struct rw_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		int e = errno;
+
+		rw_error_set(err, e, "failed to open %s: %s", path, strerror(e));
+		errno = e;
+		return NULL;
+	}
+	return elfbin__open_fd(fd, path, err);
+}
+
+void elfbin__free(struct elfbin *eb)
+{
+	if (!eb)
+		return;
+	if (eb->elf)
+		elf_end(eb->elf);
+	if (eb->fd >= 0)
+		close(eb->fd);
+	free(eb->loads);
+	free(eb->syms);
+	free(eb->build_id);
+	free(eb);
+}
+
+Elf *elfbin__elf(const struct elfbin *eb)
+{
+	return eb->elf;
+}
+
+int elfbin__fd(const struct elfbin *eb)
+{
+	return eb->fd;
+}
+
+const struct stat *elfbin__stat(const struct elfbin *eb)
+{
+	return &eb->st;
+}
+
+bool elfbin__has_symtab(const struct elfbin *eb)
+{
+	return eb->has_symtab;
+}
+
+const char *elfbin__build_id(const struct elfbin *eb)
+{
+	return eb->build_id;
+}
+
+const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n)
+{
+	*ret_n = eb->nsyms;
+	return eb->syms;
+}
+
+static const GElf_Phdr *find_load(const struct elfbin *eb, uint64_t addr, uint64_t len)
+{
+	for (size_t i = 0; i < eb->nloads; i++) {
+		const GElf_Phdr *ph = &eb->loads[i];
+
+		if (addr >= ph->p_vaddr && addr - ph->p_vaddr <= ph->p_filesz &&
+		    len <= ph->p_filesz - (addr - ph->p_vaddr))
+			return ph;
+	}
+	return NULL;
+}
+
+int elfbin__addr_to_offset(const struct elfbin *eb, uint64_t addr, uint64_t *ret_off)
+{
+	const GElf_Phdr *ph = find_load(eb, addr, 1);
+
+	if (!ph)
+		return -ERANGE;
+	*ret_off = ph->p_offset + (addr - ph->p_vaddr);
+	return 0;
+}
+
+bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len)
+{
+	const GElf_Phdr *ph = find_load(eb, addr, len);
+
+	return ph && (ph->p_flags & PF_X);
+}
+
+int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len)
+{
+	const GElf_Phdr *ph = find_load(eb, addr, len);
+	size_t done = 0;
+
+	if (!ph)
+		return -ERANGE;
+	while (done < len) {
+		ssize_t n = pread(eb->fd, (char *)buf + done, len - done,
+				  ph->p_offset + (addr - ph->p_vaddr) + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* the file shrank under us */
+		done += n;
+	}
+	return 0;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An ELF executable or shared object opened for analysis. The file is
+ * container-controlled: headers are validated against the file size before
+ * use, and code bytes are read with pread (never mmap, so a file truncated
+ * under us cannot raise SIGBUS in the agent).
+ */
+#ifndef RETWATCH_ELFBIN_H
+#define RETWATCH_ELFBIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <libelf.h>
+
+#include "rwerr.h"
+
+struct elfbin;
+
+struct elfbin_sym {
+	const char *name; /* owned by the elfbin */
+	uint64_t addr;
+	uint64_t size;
+	bool local;
+};
+
+/* Opens path; NULL on error with errno set and a message in err. */
+struct elfbin *elfbin__open(const char *path, struct rw_error *err);
+/* The same over an already open descriptor (taken over: closed by __free). */
+struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err);
+void elfbin__free(struct elfbin *eb);
+
+Elf *elfbin__elf(const struct elfbin *eb);
+int elfbin__fd(const struct elfbin *eb);
+const struct stat *elfbin__stat(const struct elfbin *eb);
+bool elfbin__has_symtab(const struct elfbin *eb);
+/* GNU build id as hex, else Go's build id string, else NULL. */
+const char *elfbin__build_id(const struct elfbin *eb);
+
+/* Function symbols of .symtab and .dynsym, deduplicated, sorted by address. */
+const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n);
+
+/* File offset of a virtual address inside a loaded, file-backed segment. */
+int elfbin__addr_to_offset(const struct elfbin *eb, uint64_t addr, uint64_t *ret_off);
+/* Whether [addr, addr+len) lies in one executable PT_LOAD segment. */
+bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len);
+/* Reads len bytes at a virtual address into buf. 0 or -errno. */
+int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len);
+
+/* A NUL-terminated string of string table section ndx, or NULL. */
+const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off);
+
+#endif

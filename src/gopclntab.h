@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Go's .gopclntab: every function's name, entry and end, even in stripped
+ * binaries. Layouts of Go 1.16 to 1.26 (pcHeader magics 0xfffffffa, 0xfffffff0,
+ * 0xfffffff1). The input is hostile: every offset is bounds-checked.
+ */
+#ifndef RETWATCH_GOPCLNTAB_H
+#define RETWATCH_GOPCLNTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libelf.h>
+
+#include "rwerr.h"
+
+struct gofunc {
+	const char *name; /* points into gopclntab->strings */
+	uint64_t entry;   /* virtual address */
+	uint64_t end;     /* virtual address one past the last byte */
+};
+
+struct gopclntab {
+	uint32_t magic;      /* pcHeader magic */
+	uint64_t text_start; /* virtual address that entry offsets are relative to
+			      * (0 for go1.16/1.17, whose entries are absolute) */
+	struct gofunc *funcs; /* sorted by entry; ABI wrappers dropped where a body of the same name exists
+			       * (the ABI0 or the ABIInternal one: see gopclntab.c) */
+	size_t nfuncs;
+	char *strings;       /* owned storage for the names */
+};
+
+/*
+ * Pure parser over the bytes of a pclntab, fuzzable without an ELF file.
+ * text_start: the address function offsets are relative to; 0 means "take it
+ * from the header" (which Go 1.26 writes as 0: then the caller must supply it).
+ * Ignored for go1.16/1.17 tables, whose entries are absolute addresses.
+ * Addresses are link-time virtual addresses (for a PIE, before the load bias).
+ * Returns 0, or -EINVAL / -ENOMEM with a message in err.
+ */
+int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
+		     struct gopclntab **ret_tab, struct rw_error *err);
+
+/*
+ * Finds and parses the pclntab of an ELF file: the .gopclntab section, or for
+ * binaries without that section name (externally linked, PIE), the
+ * runtime.pclntab symbol / the pcHeader found through runtime.firstmoduledata.
+ * Works on stripped binaries (-ldflags=-s -w, and even without section
+ * headers), resolves Go 1.26's zero text start and the text start of cgo
+ * binaries (runtime.text, not the start of .text).
+ * Returns 0, -ENOENT (with a message) when the file is not ELF or not a Go
+ * binary, or -EINVAL with a message in err for a corrupted table or a
+ * truncated file.
+ */
+int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err);
+
+void gopclntab__free(struct gopclntab *tab);
+
+/*
+ * The Go version ("go1.26.8") from the build info (.go.buildinfo), or NULL.
+ * The caller frees the string.
+ */
+char *gobuildinfo__version(Elf *elf);
+
+#endif

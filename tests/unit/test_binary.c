@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+/* Binary analysis over real binaries compiled by gcc at test time. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "binary.h"
+#include "test.h"
+
+static const char c_source[] =
+	"#include <stdio.h>\n"
+	"#include <stdlib.h>\n"
+	"__attribute__((noinline, cold)) void report(const char *m) { fprintf(stderr, \"%s\\n\", m); }\n"
+	"__attribute__((noinline)) int other(int x) { return x * 3 + 1; }\n"
+	"__attribute__((noinline)) int tail(int x) { if (x > 5) return other(x - 1); return x; }\n"
+	"__attribute__((noinline)) int checked(int *p, int n) {\n"
+	"	int s = 0;\n"
+	"	for (int i = 0; i < n; i++) {\n"
+	"		if (__builtin_expect(p[i] < 0, 0)) { report(\"negative\"); abort(); }\n"
+	"		s += p[i];\n"
+	"	}\n"
+	"	return s;\n"
+	"}\n"
+	"__attribute__((noinline)) int parse_a(const char *s) { return s[0]; }\n"
+	"__attribute__((noinline)) int parse_b(const char *s) { return s[1]; }\n"
+	"__attribute__((noinline)) int parse_c(const char *s) { return s[2]; }\n"
+	"__attribute__((noinline)) void spin(void) { for (;;) __asm__ volatile(\"pause\"); }\n"
+	"int main(int c, char **v) {\n"
+	"	int a[3] = { c, 2, 3 };\n"
+	"	if (c > 9) spin();\n"
+	"	printf(\"%d %d %d\\n\", tail(c + 7), checked(a, 3), parse_a(v[0]) + parse_b(v[0]) + parse_c(v[0]));\n"
+	"	return 0;\n"
+	"}\n";
+
+static char dir[64];
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s /tmp/retwatch-unit-bad", dir);
+	if (system(cmd))
+		fprintf(stderr, "failed to remove %s\n", dir);
+}
+
+/* Builds the C fixture as variant in this run's directory, then runs post on
+ * it ({} names the output). The path, or NULL. */
+static const char *build_c(const char *variant, const char *post)
+{
+	static char paths[4][128];
+	static int n;
+	char cmd[1024];
+	char *path;
+
+	if (!dir[0]) {
+		strcpy(dir, "/tmp/retwatch-unit-XXXXXX");
+		if (!mkdtemp(dir))
+			return NULL;
+		atexit(remove_dir);
+		snprintf(cmd, sizeof(cmd), "%s/c.c", dir);
+		FILE *f = fopen(cmd, "w");
+
+		if (!f)
+			return NULL;
+		fputs(c_source, f);
+		fclose(f);
+	}
+	path = paths[n++ % 4];
+	snprintf(path, sizeof(paths[0]), "%s/%s", dir, variant);
+	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -o %s %s/c.c%s%s", path, dir, post ? " && " : "",
+		 post ? post : "");
+	if (strstr(cmd, "{}")) {
+		char tmp[1024];
+		char *p = strstr(cmd, "{}");
+
+		*p = 0;
+		snprintf(tmp, sizeof(tmp), "%s%s%s", cmd, path, p + 2);
+		strcpy(cmd, tmp);
+	}
+	if (system(cmd))
+		return NULL;
+	return path;
+}
+
+static const struct func_info *find1(struct binary *b, const char *pat, struct binary_match *m)
+{
+	struct rw_error err;
+	const char *pats[] = { pat };
+
+	if (binary__match(b, pats, 1, 16, m, &err) || m->nfuncs != 1)
+		return NULL;
+	return m->funcs[0];
+}
+
+TEST(binary_c_functions)
+{
+	const char *path = build_c("plain", NULL);
+	struct binary_match m1 = {}, m2 = {}, m3 = {};
+	const struct func_info *tail, *checked, *spin;
+	struct rw_error err;
+	struct binary *b;
+	bool ok = false;
+
+	if (!ASSERT_TRUE(path))
+		return false;
+	b = binary__open(NULL, path, &err);
+	if (!ASSERT_TRUE(b))
+		return false;
+	ok = ASSERT_FALSE(binary__stripped(b)) && ASSERT_FALSE(binary__is_go(b)) &&
+	     ASSERT_TRUE(binary__build_id(b)) && ASSERT_EQ(binary__go_version(b), NULL);
+	tail = find1(b, "tail", &m1);
+	checked = find1(b, "checked", &m2);
+	spin = find1(b, "spin", &m3);
+	ok = ok && ASSERT_TRUE(tail) && ASSERT_TRUE(checked) && ASSERT_TRUE(spin);
+	if (!ok)
+		goto cleanup;
+	/* tail(): `return other(x - 1)` is a jmp out of the function */
+	ok = ASSERT_EQ(tail->mode, FUNC_MODE_ENTRY_RET_TAILCALL) && ASSERT_EQ(tail->ntail_calls, 1) &&
+	     ASSERT_TRUE(tail->nreturns >= 1) && ASSERT_EQ(tail->source, FUNC_SOURCE_SYMTAB) &&
+	     ASSERT_EQ(tail->file_offset, tail->address); /* PIE: first segment at 0 */
+	/* checked(): a hot range and a .cold range, from DWARF */
+	ok = ok && ASSERT_EQ(checked->nranges, 2) && ASSERT_EQ(checked->mode, FUNC_MODE_ENTRY_RET) &&
+	     ASSERT_EQ(checked->ranges[0].lo, checked->address);
+	ok = ok && ASSERT_EQ(spin->mode, FUNC_MODE_ENTRY_ONLY) &&
+	     ASSERT_STRCONTAINS(spin->reason, "no return instruction");
+cleanup:
+	binary_match__clear(&m1);
+	binary_match__clear(&m2);
+	binary_match__clear(&m3);
+	binary__put(b);
+	return ok;
+}
+
+TEST(binary_dwarf_only)
+{
+	/* no .symtab, DWARF kept: functions come from DWARF */
+	const char *path = build_c("dwarfonly", "strip --keep-section='.debug_*' {}");
+	struct binary_match m = {};
+	const struct func_info *f;
+	struct rw_error err;
+	struct binary *b;
+	bool ok;
+
+	if (!ASSERT_TRUE(path))
+		return false;
+	b = binary__open(NULL, path, &err);
+	if (!ASSERT_TRUE(b))
+		return false;
+	f = find1(b, "checked", &m);
+	ok = ASSERT_TRUE(binary__stripped(b)) && ASSERT_TRUE(f) &&
+	     ASSERT_EQ(f->source, FUNC_SOURCE_DWARF) && ASSERT_EQ(f->nranges, 2) &&
+	     ASSERT_EQ(f->mode, FUNC_MODE_ENTRY_RET);
+	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
+TEST(binary_globs_limit_and_suggestions)
+{
+	const char *path = build_c("plain", NULL);
+	const char *pats[] = { "parse_*", "chekced", "nothing_like_this_at_all" };
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct binary *b;
+	bool ok;
+
+	if (!ASSERT_TRUE(path))
+		return false;
+	b = binary__open(NULL, path, &err);
+	if (!ASSERT_TRUE(b))
+		return false;
+	ok = ASSERT_OK(binary__match(b, pats, 3, 16, &m, &err)) && ASSERT_EQ(m.nfuncs, 3) &&
+	     ASSERT_EQ(m.nunmatched, 2) && ASSERT_STREQ(m.unmatched[0].pattern, "chekced") &&
+	     ASSERT_TRUE(m.unmatched[0].nsuggestions >= 1) &&
+	     ASSERT_STREQ(m.unmatched[0].suggestions[0], "checked") &&
+	     ASSERT_EQ(m.unmatched[1].nsuggestions, 0);
+	binary_match__clear(&m);
+	ok = ok && ASSERT_EQ(binary__match(b, pats, 1, 2, &m, &err), -E2BIG) &&
+	     ASSERT_STRCONTAINS(err.msg, "matches 3 functions, more than the limit of 2");
+	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
+static bool open_fails(const char *path, const char *want)
+{
+	struct rw_error err = {};
+	struct binary *b = binary__open(NULL, path, &err);
+
+	if (!ASSERT_FALSE(b)) {
+		binary__put(b);
+		return false;
+	}
+	return ASSERT_STRCONTAINS(err.msg, want);
+}
+
+static bool write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	bool ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static bool corrupt_copy(const char *src, const char *dst, size_t keep, size_t patch_off,
+			 const void *patch, size_t patch_len)
+{
+	char buf[1 << 16];
+	int fd = open(src, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < (ssize_t)keep || patch_off + patch_len > keep)
+		return false;
+	memcpy(buf + patch_off, patch, patch_len);
+	return write_file(dst, buf, keep);
+}
+
+TEST(binary_bad_files)
+{
+	const char *path = build_c("plain", NULL);
+	const char *dir = "/tmp/retwatch-unit-bad";
+	static const char garbage[] = "this is not a program, only some text\n";
+	uint16_t aarch64 = 183;
+	uint8_t class32 = 1;
+	bool ok;
+
+	if (!ASSERT_TRUE(path))
+		return false;
+	mkdir(dir, 0755);
+	ok = ASSERT_TRUE(write_file("/tmp/retwatch-unit-bad/garbage", garbage, sizeof(garbage))) &&
+	     ASSERT_TRUE(write_file("/tmp/retwatch-unit-bad/empty", "", 0)) &&
+	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc40", 40, 0, "", 0)) &&
+	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc4k", 4096, 0, "", 0)) &&
+	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/arm", 16384, 18, &aarch64, 2)) &&
+	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/elf32", 16384, 4, &class32, 1));
+	ok = ok && open_fails("/tmp/retwatch-unit-bad/garbage", "is not an ELF file") &&
+	     open_fails("/tmp/retwatch-unit-bad/empty", "is not an ELF file") &&
+	     open_fails("/tmp/retwatch-unit-bad/trunc40", "truncated") &&
+	     open_fails("/tmp/retwatch-unit-bad/trunc4k", "truncated") &&
+	     open_fails("/tmp/retwatch-unit-bad/arm", "aarch64") &&
+	     open_fails("/tmp/retwatch-unit-bad/arm", "wrong architecture") &&
+	     open_fails("/tmp/retwatch-unit-bad/elf32", "32-bit") &&
+	     open_fails("/tmp/retwatch-unit-bad/missing", "No such file") &&
+	     open_fails("/tmp", "not a regular file");
+	return ok;
+}
+
+TEST(binary_cache_keys_on_inode_and_mtime)
+{
+	const char *path = build_c("cached", NULL);
+	struct binary_cache *cache = binary_cache__new(4);
+	struct binary *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+	char hardlink[256];
+	struct rw_error err;
+	size_t hits, misses;
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1000000000, 0 } };
+	bool ok;
+
+	if (!ASSERT_TRUE(path) || !ASSERT_TRUE(cache))
+		goto fail;
+	snprintf(hardlink, sizeof(hardlink), "%s.hardlink", path);
+	unlink(hardlink);
+	a = binary__open(cache, path, &err);
+	/* another path to the same inode hits the cache */
+	ok = ASSERT_TRUE(a) && ASSERT_OK(link(path, hardlink));
+	b = ok ? binary__open(cache, hardlink, &err) : NULL;
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(a == b) && ASSERT_EQ(hits, 1) && ASSERT_EQ(misses, 1);
+	/* the same path after the file changed (new mtime) does not */
+	ok = ok && ASSERT_OK(utimensat(AT_FDCWD, path, ts, 0));
+	c = ok ? binary__open(cache, path, &err) : NULL;
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(c && c != a) && ASSERT_EQ(misses, 2);
+	/* a new file at the same path (new inode) does not either */
+	ok = ok && ASSERT_OK(rename(hardlink, path));
+	ok = ok && ASSERT_TRUE(build_c("cached", NULL) != NULL);
+	d = ok ? binary__open(cache, path, &err) : NULL;
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(d && d != a && d != c) && ASSERT_EQ(misses, 3);
+	binary__put(a);
+	binary__put(b);
+	binary__put(c);
+	binary__put(d);
+	binary_cache__free(cache);
+	return ok;
+fail:
+	binary_cache__free(cache);
+	return false;
+}
