@@ -1,0 +1,87 @@
+"""The --json document itself: its schema and the per-binary facts.
+
+[REF] go_version: the toolchain that built the fixture (manifest.json);
+build_id: readelf -n (GNU build id), else `go tool buildid`; stripped:
+readelf -SW has no .symtab.
+"""
+
+import os
+
+import pytest
+
+import harness
+import reference
+from harness import binaries
+
+SOURCES = {"symtab", "dwarf", "pclntab"}
+MODES = {"entry+ret", "entry+ret+tailcall", "entry-only"}
+INSPECTABLE = binaries(predicate=lambda b: b.funcs())
+
+
+def is_int(x):
+    return type(x) is int  # bool is an int subclass: reject it
+
+
+def is_str_or_none(x):
+    return x is None or isinstance(x, str)
+
+
+def schema_errors(doc):
+    errors = []
+    for key, ok in (("binary", lambda x: isinstance(x, str)), ("go_version", is_str_or_none),
+                    ("build_id", is_str_or_none), ("stripped", lambda x: type(x) is bool),
+                    ("functions", lambda x: isinstance(x, list))):
+        if key not in doc or not ok(doc[key]):
+            errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
+    for f in doc.get("functions", []):
+        checks = {
+            "name": lambda x: isinstance(x, str) and x,
+            "address": is_int,
+            "file_offset": is_int,
+            "size": is_int,
+            "source": lambda x: x in SOURCES,
+            "mode": lambda x: x in MODES,
+            "reason": is_str_or_none,
+            "returns": lambda x: isinstance(x, list) and all(map(is_int, x)),
+            "tail_calls": lambda x: isinstance(x, list) and all(map(is_int, x)),
+            "ranges": lambda x: isinstance(x, list) and x and all(
+                isinstance(r, dict) and set(r) == {"address", "size"}
+                and is_int(r["address"]) and is_int(r["size"]) for r in x),
+        }
+        for key, ok in checks.items():
+            if key not in f or not ok(f[key]):
+                errors.append(f"{f.get('name')}: bad {key}: {f.get(key, '<missing>')!r}")
+        extra = set(f) - set(checks)
+        if extra:
+            errors.append(f"{f.get('name')}: unexpected keys {sorted(extra)}")
+    return errors
+
+
+@pytest.mark.parametrize("b", INSPECTABLE, ids=harness.param_id)
+def test_schema(b):
+    errors = schema_errors(harness.document(b))
+    assert not errors, f"{b.id}:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize("b", INSPECTABLE, ids=harness.param_id)
+def test_binary_facts(b):
+    doc = harness.document(b)
+    assert os.path.samefile(doc["binary"], b.path), f"binary {doc['binary']!r}"
+    # [REF] the toolchain that built it
+    assert doc["go_version"] == (b.toolchain if b.kind == "go" else None)
+    # [REF] readelf -n, else go tool buildid
+    want_id = reference.gnu_build_id(b.path)
+    if want_id is None and b.kind == "go":
+        want_id = reference.go_build_id(b.toolchain, b.path)
+    assert doc["build_id"] == want_id
+    # [REF] readelf -SW. A DWARF-only binary has no .symtab either but is not
+    # what people call stripped: left to the implementation.
+    if b.variant != "dwarf-only":
+        assert doc["stripped"] == (not reference.has_symtab(b.path))
+        assert doc["stripped"] == b.stripped
+
+
+@pytest.mark.parametrize("b", INSPECTABLE, ids=harness.param_id)
+def test_lists_exactly_the_requested_functions(b):
+    names = [f["name"] for f in harness.document(b)["functions"]]
+    assert sorted(names) == sorted(b.funcs())

@@ -1,0 +1,85 @@
+"""Refusals: every one exits non-zero with a clear one-line message on stderr,
+never by a signal or with a sanitizer report."""
+
+import os
+import re
+
+import pytest
+
+import harness
+import reference
+from harness import fixture
+
+# malformed/<file> -> words of which the message must contain one (any case)
+MALFORMED_KEYWORDS = {
+    "truncated-200": ["truncated"],
+    "truncated-half": ["truncated"],
+    "garbage": ["not an ELF"],
+    "empty": ["not an ELF", "empty"],
+    "text.txt": ["not an ELF"],
+    "arm64-demo": ["architecture"],
+    "emachine-aarch64": ["architecture"],
+    "elf32-i386": ["architecture", "32-bit"],
+    "gopclntab-header": ["gopclntab"],
+    "gopclntab-functab": ["gopclntab"],
+    "gopclntab-middle": ["gopclntab"],
+}
+
+
+def test_every_malformed_fixture_has_expectations():
+    on_disk = {os.path.basename(p) for p in harness.malformed_files()}
+    assert on_disk == set(MALFORMED_KEYWORDS)
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_KEYWORDS))
+def test_malformed_file_is_refused(name):
+    path = fixture(f"malformed/{name}")
+    run = harness.inspect("--json", path, "main.main")
+    run.assert_refused()
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, f"message is not one line\n{run.describe()}"
+    words = MALFORMED_KEYWORDS[name]
+    assert any(w.lower() in lines[0].lower() for w in words), \
+        f"message mentions none of {words}\n{run.describe()}"
+    assert run.stdout == "", f"output on a refused file\n{run.describe()}"
+
+
+def test_nonexistent_path_is_named():
+    path = "/nonexistent/retwatch-fixture/demo"
+    run = harness.inspect("--json", path, "main.main")
+    run.assert_refused()
+    assert path in run.stderr, run.describe()
+
+
+def test_directory_is_refused():
+    harness.inspect("--json", fixture("c"), "main").assert_refused()
+
+
+def test_fully_stripped_c_binary_has_nothing_to_match():
+    harness.inspect("--json", harness.c_fix("stripped").path, "parse_int").assert_refused()
+
+
+def suggested(stderr, known):
+    """Known function names that appear as whole words in the message."""
+    return {t for t in re.findall(r"[^\s,;'\"`]+", stderr) if t in known}
+
+
+@pytest.mark.parametrize("b,pattern,want", [
+    (harness.go_demo("default"), "main.ValidateCrd", "main.ValidateCard"),
+    (harness.go_demo("stripped"), "main.ValidateCrd", "main.ValidateCard"),
+    (harness.c_fix("normal"), "parse_hx", "parse_hex"),
+    (harness.c_fix("dwarf-only"), "parse_hx", "parse_hex"),
+], ids=harness.param_id)
+def test_no_match_suggests_similar_names(b, pattern, want):
+    run = harness.inspect("--json", b.path, pattern)
+    run.assert_refused()
+    assert want in run.stderr, f"{want} not suggested\n{run.describe()}"
+
+
+def test_no_match_suggests_at_most_five():
+    b = harness.go_demo("default")
+    run = harness.inspect("--json", b.path, "main.ad")
+    run.assert_refused()
+    # [REF] go tool nm's names
+    names = suggested(run.stderr, set(reference.go_symbols(b.toolchain, b.path)))
+    assert 1 <= len(names) <= 5, f"suggestions {sorted(names)}\n{run.describe()}"
