@@ -81,7 +81,7 @@ fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps all unit itest
+test: deps all unit itest fuzz
 
 lint:
 	$(Q)clang-format --dry-run --Werror src/*.c src/*.h cmd/*/*.c
