@@ -2,6 +2,7 @@
 OUTPUT ?= build
 CC ?= gcc
 CLANG ?= clang
+CLANG_FORMAT ?= clang-format-14
 
 CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -81,10 +82,11 @@ fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps all unit itest fuzz
+test: deps lint all unit itest fuzz
 
+FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c)
 lint:
-	$(Q)clang-format --dry-run --Werror src/*.c src/*.h cmd/*/*.c
+	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 
 # The main job on a local default: analyze the Go demo service's payment flow.
 DEMO_FUNCS := main.ProcessPayment main.ValidateCard 'main.(*Cart).*'

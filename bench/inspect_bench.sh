@@ -6,6 +6,8 @@
 #
 # Usage: bench/inspect_bench.sh [NFUNCS]       (default 1000)
 # Env:   RETWATCH   binary to time (default build/retwatch; `make` builds it)
+#        BINARY     the Go binary to inspect (default: the largest of the Go
+#                   toolchain's compile and go commands)
 set -euo pipefail
 
 nfuncs=${1:-1000}
@@ -16,9 +18,9 @@ if [[ ! -x $retwatch ]]; then
 fi
 
 goroot=$(go env GOROOT)
-target=""
+target=${BINARY:-}
 for candidate in "$goroot/pkg/tool/$(go env GOOS)_$(go env GOARCH)/compile" "$goroot/bin/go"; do
-	if [[ -f $candidate && (-z $target || $(stat -c %s "$candidate") -gt $(stat -c %s "$target")) ]]; then
+	if [[ -z ${BINARY:-} && -f $candidate && (-z $target || $(stat -c %s "$candidate") -gt $(stat -c %s "$target")) ]]; then
 		target=$candidate
 	fi
 done

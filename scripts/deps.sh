@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-	make gcc pkg-config clang llvm bpftool binutils file
+	make gcc pkg-config clang clang-format-14 llvm bpftool binutils file time
 	libbpf-dev libelf-dev libdw-dev libzydis-dev zlib1g-dev
 	libcurl4-openssl-dev libcjson-dev libyaml-dev
 	libclang-rt-14-dev

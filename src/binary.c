@@ -20,8 +20,9 @@ struct fn_entry {
 	const char *name;
 	uint64_t addr, size;
 	enum func_source source;
-	bool abi0;    /* Go's ABI0 symbol (".abi0" in .symtab) */
-	bool dropped; /* a Go ABI wrapper whose body is another entry */
+	bool abi0;		/* Go's ABI0 symbol (".abi0" in .symtab) */
+	bool dropped;		/* a Go ABI wrapper whose body is another entry */
+	unsigned int match_gen; /* binary__match call that last listed it */
 	struct addr_range extra[DWARF_MAX_RANGES - 1]; /* .cold parts */
 	size_t nextra;
 	struct func_info *info; /* analysis, made on first match */
@@ -46,6 +47,7 @@ struct binary {
 	size_t nfns, cap;
 	char **names; /* storage for names we made */
 	size_t nnames, names_cap;
+	unsigned int match_gen;
 };
 
 struct binary_cache {
@@ -266,7 +268,9 @@ static int attach_cold_symbols(struct binary *b)
 			struct fn_entry *f = &b->fns[j];
 
 			if (f->nextra < DWARF_MAX_RANGES - 1 && f->source == FUNC_SOURCE_SYMTAB)
-				f->extra[f->nextra++] = (struct addr_range){ syms[i].addr, syms[i].addr + syms[i].size };
+				f->extra[f->nextra++] = (struct addr_range){
+					syms[i].addr, syms[i].addr + syms[i].size
+				};
 		}
 		free(base);
 	}
@@ -358,7 +362,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 
 		if (has_name(b, df[i].name))
 			continue;
-		f = add_fn(b, df[i].name, df[i].entry, df[i].ranges[0].hi - df[i].entry, FUNC_SOURCE_DWARF);
+		f = add_fn(b, df[i].name, df[i].entry, df[i].ranges[0].hi - df[i].entry,
+			   FUNC_SOURCE_DWARF);
 		if (!f)
 			return rw_error_set(err, ENOMEM, "out of memory");
 		for (size_t r = 1; r < df[i].nranges; r++)
@@ -495,7 +500,8 @@ static void drop_abi_wrappers(struct binary *b, size_t first, size_t end)
 		for (size_t j = first; j < end; j++) {
 			if (i == j || b->fns[i].dropped || b->fns[j].dropped)
 				continue;
-			if (b->fns[i].size <= MAX_WRAPPER_SIZE && jumps_to(b, &b->fns[i], b->fns[j].addr))
+			if (b->fns[i].size <= MAX_WRAPPER_SIZE &&
+			    jumps_to(b, &b->fns[i], b->fns[j].addr))
 				b->fns[i].dropped = true;
 		}
 	}
@@ -505,13 +511,14 @@ static void drop_abi_wrappers(struct binary *b, size_t first, size_t end)
 
 static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *f, size_t *cap)
 {
-	int ret = analyzed(b, f);
+	int ret;
 
+	if (f->match_gen == b->match_gen)
+		return 0; /* listed by an earlier pattern */
+	ret = analyzed(b, f);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < m->nfuncs; i++)
-		if (m->funcs[i] == f->info)
-			return 0;
+	f->match_gen = b->match_gen;
 	if (m->nfuncs == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
 		void *p = realloc(m->funcs, ncap * sizeof(*m->funcs));
@@ -613,52 +620,62 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 	}
 }
 
+/* End of the run of entries sharing the name of entry i. */
+static size_t same_name_end(const struct binary *b, size_t i)
+{
+	size_t j = i + 1;
+
+	while (j < b->nfns && !strcmp(b->fns[j].name, b->fns[i].name))
+		j++;
+	return j;
+}
+
+/* Lists the entries [first, end) of one name, Go ABI wrappers left out. */
+static int add_name(struct binary *b, struct binary_match *m, size_t first, size_t end, size_t *cap,
+		    struct rw_error *err)
+{
+	int ret;
+
+	if (b->pcln && end - first > 1)
+		drop_abi_wrappers(b, first, end);
+	for (size_t j = first; j < end; j++) {
+		if (b->fns[j].dropped)
+			continue;
+		ret = add_match(b, m, &b->fns[j], cap);
+		if (ret)
+			return rw_error_set(err, -ret, "out of memory");
+	}
+	return 0;
+}
+
 static int match_one(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
 		     size_t *cap, bool *ret_found, struct rw_error *err)
 {
-	size_t i = lower_bound(b, pat), count = 0, first;
+	size_t i = lower_bound(b, pat), count = 0, end;
 	int ret;
 
 	*ret_found = false;
 	/* an exact name wins over reading it as a glob: main.(*Cart).Add */
 	if (i < b->nfns && !strcmp(b->fns[i].name, pat)) {
-		for (first = i; i < b->nfns && !strcmp(b->fns[i].name, pat); i++)
-			;
-		if (b->pcln && i - first > 1)
-			drop_abi_wrappers(b, first, i);
-		for (size_t j = first; j < i; j++) {
-			if (b->fns[j].dropped)
-				continue;
-			ret = add_match(b, m, &b->fns[j], cap);
-			if (ret)
-				return rw_error_set(err, -ret, "out of memory");
-		}
 		*ret_found = true;
-		return 0;
+		return add_name(b, m, i, same_name_end(b, i), cap, err);
 	}
 	if (!glob_has_wildcards(pat))
 		return 0;
-	for (i = 0; i < b->nfns; i++)
-		if (glob_match(pat, b->fns[i].name) && (!i || strcmp(b->fns[i].name, b->fns[i - 1].name)))
-			count++;
+	for (i = 0; i < b->nfns; i = same_name_end(b, i))
+		count += glob_match(pat, b->fns[i].name);
 	if (count > limit)
-		return rw_error_set(err, E2BIG,
-				    "pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
-				    pat, count, limit);
-	for (i = 0; i < b->nfns; i = first) {
-		for (first = i + 1; first < b->nfns && !strcmp(b->fns[first].name, b->fns[i].name); first++)
-			;
+		return rw_error_set(
+			err, E2BIG,
+			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
+			pat, count, limit);
+	for (i = 0; i < b->nfns; i = end) {
+		end = same_name_end(b, i);
 		if (!glob_match(pat, b->fns[i].name))
 			continue;
-		if (b->pcln && first - i > 1)
-			drop_abi_wrappers(b, i, first);
-		for (size_t j = i; j < first; j++) {
-			if (b->fns[j].dropped)
-				continue;
-			ret = add_match(b, m, &b->fns[j], cap);
-			if (ret)
-				return rw_error_set(err, -ret, "out of memory");
-		}
+		ret = add_name(b, m, i, end, cap, err);
+		if (ret)
+			return ret;
 		*ret_found = true;
 	}
 	return 0;
@@ -671,6 +688,7 @@ int binary__match(struct binary *b, const char *const *patterns, size_t npattern
 	int ret = 0;
 
 	memset(m, 0, sizeof(*m));
+	b->match_gen++;
 	m->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*m->unmatched));
 	if (!m->unmatched)
 		return rw_error_set(err, ENOMEM, "out of memory");
@@ -678,7 +696,9 @@ int binary__match(struct binary *b, const char *const *patterns, size_t npattern
 		bool found;
 
 		if (!*patterns[i]) {
-			ret = rw_error_set(err, EINVAL, "empty function name; give a name or a glob such as 'main.*'");
+			ret = rw_error_set(
+				err, EINVAL,
+				"empty function name; give a name or a glob such as 'main.*'");
 			break;
 		}
 		const char *pat = patterns[i];

@@ -34,12 +34,12 @@ struct func_info {
 	const char *name;
 	uint64_t address;     /* virtual address of the entry */
 	uint64_t file_offset; /* what a uprobe attaches at */
-	uint64_t size;        /* of the entry range */
+	uint64_t size;	      /* of the entry range */
 	enum func_source source;
 	struct addr_range ranges[DWARF_MAX_RANGES]; /* ranges[0] holds the entry */
 	size_t nranges;
 	enum func_mode mode;
-	const char *reason; /* why entry-only, else NULL */
+	const char *reason;	/* why entry-only, else NULL */
 	const int64_t *returns; /* offsets from address, ascending */
 	size_t nreturns;
 	const int64_t *tail_calls;
@@ -77,7 +77,7 @@ void binary__put(struct binary *b);
 
 const char *binary__path(const struct binary *b);
 const char *binary__go_version(const struct binary *b); /* NULL if not Go */
-const char *binary__build_id(const struct binary *b);   /* NULL if none */
+const char *binary__build_id(const struct binary *b);	/* NULL if none */
 bool binary__stripped(const struct binary *b);
 bool binary__is_go(const struct binary *b);
 size_t binary__nfuncs(const struct binary *b);

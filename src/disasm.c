@@ -54,7 +54,8 @@ static bool leaves_function(const ZydisDecoder *dec, ZydisDecoderContext *ctx,
 	if (insn->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
 	    insn->meta.category != ZYDIS_CATEGORY_COND_BR)
 		return false;
-	if (!ZYAN_SUCCESS(ZydisDecoderDecodeOperands(dec, ctx, insn, ops, insn->operand_count_visible)))
+	if (!ZYAN_SUCCESS(
+		    ZydisDecoderDecodeOperands(dec, ctx, insn, ops, insn->operand_count_visible)))
 		return false;
 	if (insn->operand_count_visible < 1)
 		return false;
@@ -78,7 +79,8 @@ static void describe_bad(struct disasm_result *res, const struct code_range *r, 
 	res->undecodable = true;
 	res->bad_addr = r->addr + off;
 	snprintf(res->reason, sizeof(res->reason),
-		 "undecodable instruction at %s0x%" PRIx64 " (bytes %s); return sites cannot be located safely",
+		 "undecodable instruction at %s0x%" PRIx64
+		 " (bytes %s); return sites cannot be located safely",
 		 res->bad_addr >= entry ? "+" : "-",
 		 res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr, bytes);
 }
@@ -94,7 +96,8 @@ static int scan_range(const ZydisDecoder *dec, const struct code_range *ranges, 
 		ZydisDecodedInstruction insn;
 		uint64_t addr = r->addr + off;
 
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(dec, &ctx, r->bytes + off, r->len - off, &insn))) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(dec, &ctx, r->bytes + off,
+								r->len - off, &insn))) {
 			describe_bad(res, r, off, entry);
 			return 0;
 		}
@@ -151,8 +154,9 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 			 "no return instruction: the function leaves only through %zu tail call%s",
 			 res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
 	else if (!res->nreturns)
-		snprintf(res->reason, sizeof(res->reason),
-			 "no return instruction: the function never returns (it panics, exits or loops)");
+		snprintf(
+			res->reason, sizeof(res->reason),
+			"no return instruction: the function never returns (it panics, exits or loops)");
 	return 0;
 }
 

@@ -19,16 +19,16 @@ struct code_range {
 };
 
 struct disasm_result {
-	int64_t *returns;    /* return instructions, as offsets from the entry */
+	int64_t *returns; /* return instructions, as offsets from the entry */
 	size_t nreturns;
 	int64_t *tail_calls; /* jumps that leave the function's ranges */
 	size_t ntail_calls;
 	size_t ninsns;
 	bool undecodable;
-	uint64_t bad_addr;   /* where decoding failed, when undecodable */
+	uint64_t bad_addr; /* where decoding failed, when undecodable */
 	/* End of the last instruction of ranges[0] that is not int3 padding. */
 	uint64_t code_end;
-	char reason[200];    /* why the function is entry-only, or "" */
+	char reason[200]; /* why the function is entry-only, or "" */
 };
 
 /* Scans ranges (ranges[0] holds the entry). 0, or -ENOMEM. */

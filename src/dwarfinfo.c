@@ -93,7 +93,8 @@ static int add_func(struct dwarfinfo *di, Dwarf_Die *die)
 	if (!f.name)
 		return 0;
 	have_entry = dwarf_entrypc(die, &entry) == 0;
-	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0 && f.nranges < DWARF_MAX_RANGES) {
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0 &&
+	       f.nranges < DWARF_MAX_RANGES) {
 		if (hi <= lo)
 			continue;
 		f.ranges[f.nranges++] = (struct addr_range){ lo, hi };
@@ -144,8 +145,7 @@ static int walk(struct dwarfinfo *di, Dwarf_Die *parent, int depth)
 			if (err)
 				return err;
 			break;
-		default:
-			break;
+		default: break;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return 0;

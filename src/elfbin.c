@@ -74,28 +74,42 @@ static int check_header(struct elfbin *eb, const char *path, struct rw_error *er
 	if (n < SELFMAG || memcmp(buf, ELFMAG, SELFMAG))
 		return rw_error_set(err, ENOEXEC, "%s is not an ELF file", path);
 	if (n > EI_CLASS && buf[EI_CLASS] == ELFCLASS32)
-		return rw_error_set(err, ENOEXEC,
-				    "%s is a 32-bit ELF file; only x86-64 (64-bit) binaries are supported", path);
+		return rw_error_set(
+			err, ENOEXEC,
+			"%s is a 32-bit ELF file; only x86-64 (64-bit) binaries are supported",
+			path);
 	if ((size_t)n < sizeof(Elf64_Ehdr))
-		return rw_error_set(err, ENOEXEC, "%s is a truncated ELF file (%zd bytes, header needs %zu)",
+		return rw_error_set(err, ENOEXEC,
+				    "%s is a truncated ELF file (%zd bytes, header needs %zu)",
 				    path, n, sizeof(Elf64_Ehdr));
 	if (buf[EI_CLASS] != ELFCLASS64 || buf[EI_DATA] != ELFDATA2LSB)
-		return rw_error_set(err, ENOEXEC, "%s has an unsupported ELF class or byte order", path);
+		return rw_error_set(err, ENOEXEC, "%s has an unsupported ELF class or byte order",
+				    path);
 	if (eh->e_machine != EM_X86_64)
-		return rw_error_set(err, ENOEXEC, "%s is built for %s (ELF machine %u), not x86-64; wrong architecture",
-				    path, machine_name(eh->e_machine), eh->e_machine);
+		return rw_error_set(
+			err, ENOEXEC,
+			"%s is built for %s (ELF machine %u), not x86-64; wrong architecture", path,
+			machine_name(eh->e_machine), eh->e_machine);
 	if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
-		return rw_error_set(err, ENOEXEC, "%s is an ELF %s, not an executable or shared library", path,
-				    eh->e_type == ET_REL ? "object file" :
-				    eh->e_type == ET_CORE ? "core file" : "file of unknown type");
+		return rw_error_set(err, ENOEXEC,
+				    "%s is an ELF %s, not an executable or shared library", path,
+				    eh->e_type == ET_REL    ? "object file"
+				    : eh->e_type == ET_CORE ? "core file"
+							    : "file of unknown type");
 	if (eh->e_phnum && (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > fsize ||
 			    (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > fsize - eh->e_phoff))
-		return rw_error_set(err, ENOEXEC, "%s is a truncated or malformed ELF file: program headers lie past its end (%" PRIu64 " bytes)",
-				    path, fsize);
+		return rw_error_set(
+			err, ENOEXEC,
+			"%s is a truncated or malformed ELF file: program headers lie past its end (%" PRIu64
+			" bytes)",
+			path, fsize);
 	if (eh->e_shnum && (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > fsize ||
 			    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > fsize - eh->e_shoff))
-		return rw_error_set(err, ENOEXEC, "%s is a truncated or malformed ELF file: section headers lie past its end (%" PRIu64 " bytes)",
-				    path, fsize);
+		return rw_error_set(
+			err, ENOEXEC,
+			"%s is a truncated or malformed ELF file: section headers lie past its end (%" PRIu64
+			" bytes)",
+			path, fsize);
 	return 0;
 }
 
@@ -104,7 +118,8 @@ static int load_segments(struct elfbin *eb, const char *path, struct rw_error *e
 	size_t phnum;
 
 	if (elf_getphdrnum(eb->elf, &phnum))
-		return rw_error_set(err, ENOEXEC, "%s: malformed program headers: %s", path, elf_errmsg(-1));
+		return rw_error_set(err, ENOEXEC, "%s: malformed program headers: %s", path,
+				    elf_errmsg(-1));
 	eb->loads = calloc(phnum ? phnum : 1, sizeof(*eb->loads));
 	if (!eb->loads)
 		return rw_error_set(err, ENOMEM, "out of memory");
@@ -112,15 +127,20 @@ static int load_segments(struct elfbin *eb, const char *path, struct rw_error *e
 		GElf_Phdr ph;
 
 		if (!gelf_getphdr(eb->elf, i, &ph))
-			return rw_error_set(err, ENOEXEC, "%s: malformed program header %zu", path, i);
+			return rw_error_set(err, ENOEXEC, "%s: malformed program header %zu", path,
+					    i);
 		if (ph.p_type != PT_LOAD)
 			continue;
 		if (ph.p_offset > (uint64_t)eb->st.st_size ||
 		    ph.p_filesz > (uint64_t)eb->st.st_size - ph.p_offset)
-			return rw_error_set(err, ENOEXEC, "%s is truncated: a loadable segment at offset 0x%" PRIx64
-					    " extends past the end of the file", path, (uint64_t)ph.p_offset);
+			return rw_error_set(
+				err, ENOEXEC,
+				"%s is truncated: a loadable segment at offset 0x%" PRIx64
+				" extends past the end of the file",
+				path, (uint64_t)ph.p_offset);
 		if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr || ph.p_filesz > ph.p_memsz)
-			return rw_error_set(err, ENOEXEC, "%s: malformed loadable segment at 0x%" PRIx64, path,
+			return rw_error_set(err, ENOEXEC,
+					    "%s: malformed loadable segment at 0x%" PRIx64, path,
 					    (uint64_t)ph.p_vaddr);
 		eb->loads[eb->nloads++] = ph;
 	}
@@ -154,7 +174,8 @@ static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t
 		if (!gelf_getsym(data, i, &sym))
 			break;
 		type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+		    !sym.st_value)
 			continue;
 		name = elf_safe_strptr(eb->elf, sh->sh_link, sym.st_name);
 		if (!name || !*name)
@@ -210,8 +231,7 @@ static void read_build_id(struct elfbin *eb, Elf_Scn *scn)
 		/* Go's build id is printable text; keep it unless a GNU id turns up */
 		/* Go writes the note name padded: "Go\0\0", n_namesz 4 */
 		if (nh.n_type == NT_GO_BUILDID && (nh.n_namesz == 3 || nh.n_namesz == 4) &&
-		    !memcmp(name, "Go", 3) &&
-		    nh.n_descsz && nh.n_descsz <= 256 && !eb->build_id) {
+		    !memcmp(name, "Go", 3) && nh.n_descsz && nh.n_descsz <= 256 && !eb->build_id) {
 			eb->build_id = strndup((const char *)desc, nh.n_descsz);
 			for (char *c = eb->build_id; c && *c; c++)
 				if (*c < 0x20 || *c > 0x7e)
@@ -226,7 +246,8 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 	Elf_Scn *scn = NULL;
 
 	if (elf_getshdrstrndx(eb->elf, &shstrndx))
-		return rw_error_set(err, ENOEXEC, "%s: malformed section headers: %s", path, elf_errmsg(-1));
+		return rw_error_set(err, ENOEXEC, "%s: malformed section headers: %s", path,
+				    elf_errmsg(-1));
 	while ((scn = elf_nextscn(eb->elf, scn))) {
 		GElf_Shdr sh;
 
@@ -237,8 +258,10 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 		     sh.sh_size > (uint64_t)eb->st.st_size - sh.sh_offset)) {
 			const char *name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
 
-			return rw_error_set(err, ENOEXEC, "%s is truncated: section %s extends past the end of the file",
-					    path, name ? name : "?");
+			return rw_error_set(
+				err, ENOEXEC,
+				"%s is truncated: section %s extends past the end of the file",
+				path, name ? name : "?");
 		}
 		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
 			if (sh.sh_type == SHT_SYMTAB)
@@ -289,7 +312,8 @@ struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
 	/* ELF_C_READ: libelf reads what we ask for, no mmap of hostile files */
 	eb->elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!eb->elf || elf_kind(eb->elf) != ELF_K_ELF) {
-		ret = rw_error_set(err, ENOEXEC, "%s is a malformed ELF file: %s", path, elf_errmsg(-1));
+		ret = rw_error_set(err, ENOEXEC, "%s is a malformed ELF file: %s", path,
+				   elf_errmsg(-1));
 		goto fail;
 	}
 	ret = load_segments(eb, path, err);

@@ -40,7 +40,7 @@
 #include "elfbin.h"
 #include "gopclntab.h"
 
-#define GO12_MAGIC 0xfffffffbU  /* go1.2 to go1.15: not supported */
+#define GO12_MAGIC 0xfffffffbU	/* go1.2 to go1.15: not supported */
 #define GO116_MAGIC 0xfffffffaU /* go1.16, go1.17 */
 #define GO118_MAGIC 0xfffffff0U /* go1.18, go1.19 */
 #define GO120_MAGIC 0xfffffff1U /* go1.20 to go1.26 */
@@ -49,16 +49,16 @@
 
 struct pcln_layout {
 	uint32_t magic;
-	const char *go;          /* for messages */
-	unsigned int hdr_words;  /* uintptr words after the 8-byte prefix */
-	int text_word;           /* index of textStart, -1 when absent */
-	unsigned int name_word;  /* funcnameOffset */
-	unsigned int pcln_word;  /* pclnOffset */
+	const char *go;		 /* for messages */
+	unsigned int hdr_words;	 /* uintptr words after the 8-byte prefix */
+	int text_word;		 /* index of textStart, -1 when absent */
+	unsigned int name_word;	 /* funcnameOffset */
+	unsigned int pcln_word;	 /* pclnOffset */
 	unsigned int ftab_field; /* bytes of one functab field */
-	unsigned int f_entry;    /* bytes of _func.entry(Off) at offset 0 */
-	unsigned int f_nameoff;  /* offset of _func.nameOff */
-	unsigned int f_funcid;   /* offset of _func.funcID */
-	unsigned int f_size;     /* fixed part of _func that must be present */
+	unsigned int f_entry;	 /* bytes of _func.entry(Off) at offset 0 */
+	unsigned int f_nameoff;	 /* offset of _func.nameOff */
+	unsigned int f_funcid;	 /* offset of _func.funcID */
+	unsigned int f_size;	 /* fixed part of _func that must be present */
 };
 
 static const struct pcln_layout layouts[] = {
@@ -69,8 +69,7 @@ static const struct pcln_layout layouts[] = {
 
 static uint32_t rd32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t rd64(const uint8_t *p)
@@ -144,8 +143,7 @@ static int cmp_by_name(const void *a, const void *b, void *arg)
 	if (x->namelen != y->namelen)
 		return x->namelen < y->namelen ? -1 : 1;
 	if (x->nameoff != y->nameoff)
-		c = memcmp(ctx->names + x->nameoff, ctx->names + y->nameoff,
-			   x->namelen);
+		c = memcmp(ctx->names + x->nameoff, ctx->names + y->nameoff, x->namelen);
 	if (c)
 		return c;
 	if (x->funcid != y->funcid)
@@ -163,8 +161,8 @@ static int cmp_by_name(const void *a, const void *b, void *arg)
  * byte of the table be scanned at most once whatever the offsets are (a
  * hostile table can point thousands of functions into one long string).
  */
-static int measure_names(struct parse_ctx *ctx, uint32_t *idx, size_t n,
-			 size_t names_len, struct rw_error *err)
+static int measure_names(struct parse_ctx *ctx, uint32_t *idx, size_t n, size_t names_len,
+			 struct rw_error *err)
 {
 	size_t nul = 0; /* position of the NUL ending the previous name */
 	bool have_nul = false;
@@ -178,17 +176,18 @@ static int measure_names(struct parse_ctx *ctx, uint32_t *idx, size_t n,
 		const uint8_t *p;
 
 		if (!have_nul || nul < f->nameoff) {
-			p = memchr(ctx->names + f->nameoff, 0,
-				   names_len - f->nameoff);
+			p = memchr(ctx->names + f->nameoff, 0, names_len - f->nameoff);
 			if (!p)
-				return rw_error_set(err, EINVAL,
+				return rw_error_set(
+					err, EINVAL,
 					"corrupted .gopclntab: function name at offset 0x%x runs past the end of the name table (size 0x%zx)",
 					f->nameoff, names_len);
 			nul = (size_t)(p - ctx->names);
 			have_nul = true;
 		}
 		if (nul - f->nameoff > UINT32_MAX)
-			return rw_error_set(err, EINVAL,
+			return rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function name at offset 0x%x is longer than 4 GiB",
 				f->nameoff);
 		f->namelen = (uint32_t)(nul - f->nameoff);
@@ -254,8 +253,8 @@ static void drop_abi_wrappers(struct parse_ctx *ctx, uint32_t *idx, size_t n)
 
 			if (g->namelen != best->namelen ||
 			    (g->nameoff != best->nameoff &&
-			     memcmp(ctx->names + g->nameoff,
-				    ctx->names + best->nameoff, g->namelen)))
+			     memcmp(ctx->names + g->nameoff, ctx->names + best->nameoff,
+				    g->namelen)))
 				break;
 			/* sorted so that the first of a group is the best */
 			if (g->funcid != best->funcid ||
@@ -284,39 +283,44 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 		return rw_error_set(err, EINVAL, "cannot parse .gopclntab: no data");
 	if (size < PCHDR_PREFIX)
 		return rw_error_set(err, EINVAL,
-			"corrupted .gopclntab: %zu bytes are too few for the header",
-			size);
+				    "corrupted .gopclntab: %zu bytes are too few for the header",
+				    size);
 
 	magic = rd32(data);
 	l = find_layout(magic);
 	if (!l) {
 		if (magic == GO12_MAGIC)
-			return rw_error_set(err, EINVAL,
+			return rw_error_set(
+				err, EINVAL,
 				"unsupported .gopclntab: go1.2-1.15 layout (magic 0x%08x), only go1.16 and later are supported",
 				magic);
 		if (find_layout(__builtin_bswap32(magic)))
-			return rw_error_set(err, EINVAL,
+			return rw_error_set(
+				err, EINVAL,
 				"unsupported .gopclntab: big-endian table (magic 0x%08x), only little-endian amd64 is supported",
 				magic);
-		return rw_error_set(err, EINVAL,
-			"not a .gopclntab: bad magic 0x%08x", magic);
+		return rw_error_set(err, EINVAL, "not a .gopclntab: bad magic 0x%08x", magic);
 	}
 	if (data[4] || data[5])
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"corrupted .gopclntab: header padding is 0x%02x 0x%02x instead of zero",
 			data[4], data[5]);
 	if (data[6] != 1)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"unsupported .gopclntab: instruction size quantum %u is not amd64's 1, and amd64 is the only architecture supported",
 			data[6]);
 	if (data[7] != 8)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"unsupported .gopclntab: pointer size %u is not amd64's 8, and amd64 is the only architecture supported",
 			data[7]);
 
 	hdr_len = PCHDR_PREFIX + (size_t)l->hdr_words * 8;
 	if (size < hdr_len)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"corrupted .gopclntab: the %s header needs 0x%zx bytes but the section has 0x%zx",
 			l->go, hdr_len, size);
 	for (unsigned int i = 0; i < l->hdr_words; i++)
@@ -328,30 +332,33 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 	if (!text_start && l->text_word >= 0)
 		text_start = w[l->text_word];
 	if (l->text_word >= 0 && !text_start)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"cannot parse .gopclntab: the header has no text start (go1.26 writes 0) and none was given");
 
 	if (!nfunc)
 		return rw_error_set(err, EINVAL,
-			"corrupted .gopclntab: the header says there are no functions");
+				    "corrupted .gopclntab: the header says there are no functions");
 	/*
 	 * The functab alone takes 2 * nfunc + 1 fields: capping nfunc by what
 	 * the section can hold first also keeps the products below from
 	 * overflowing and bounds the allocations by the input size.
 	 */
 	if (nfunc > size / (2 * l->ftab_field) || nfunc > UINT32_MAX)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"corrupted .gopclntab: %llu functions cannot fit in a 0x%zx-byte section",
 			(unsigned long long)nfunc, size);
 	n = (size_t)nfunc;
 	ftab_len = (2 * nfunc + 1) * l->ftab_field;
 	if (!in_bounds(pcln_off, ftab_len, size))
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"corrupted .gopclntab: function table at offset 0x%llx (0x%llx bytes for %zu functions) runs past the end of the section (size 0x%zx)",
-			(unsigned long long)pcln_off,
-			(unsigned long long)ftab_len, n, size);
+			(unsigned long long)pcln_off, (unsigned long long)ftab_len, n, size);
 	if (name_off < hdr_len || name_off >= size)
-		return rw_error_set(err, EINVAL,
+		return rw_error_set(
+			err, EINVAL,
 			"corrupted .gopclntab: function name table at offset 0x%llx is outside the section (header 0x%zx, size 0x%zx)",
 			(unsigned long long)name_off, hdr_len, size);
 	/*
@@ -369,7 +376,7 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 	tab = calloc(1, sizeof(*tab));
 	if (!ctx.f || !idx || !tab) {
 		ret = rw_error_set(err, ENOMEM,
-			"cannot parse .gopclntab: out of memory for %zu functions", n);
+				   "cannot parse .gopclntab: out of memory for %zu functions", n);
 		goto cleanup;
 	}
 
@@ -389,42 +396,42 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 			next = rd32(ft + 8);
 		}
 		if (next < e) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function table is not sorted: function %zu starts at 0x%llx, after the next one at 0x%llx",
-				i, (unsigned long long)e,
-				(unsigned long long)next);
+				i, (unsigned long long)e, (unsigned long long)next);
 			goto cleanup;
 		}
 		if (__builtin_add_overflow(pcln_off, funcoff, &rec) ||
 		    !in_bounds(rec, l->f_size, size)) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function %zu's record at offset 0x%llx+0x%llx runs past the end of the section (size 0x%zx)",
-				i, (unsigned long long)pcln_off,
-				(unsigned long long)funcoff, size);
+				i, (unsigned long long)pcln_off, (unsigned long long)funcoff, size);
 			goto cleanup;
 		}
 		/* The record repeats the entry: a mismatch means a bad funcoff. */
 		rec_entry = l->f_entry == 8 ? rd64(data + rec) : rd32(data + rec);
 		if (rec_entry != e) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function %zu's record at offset 0x%llx has entry 0x%llx but the function table says 0x%llx",
-				i, (unsigned long long)rec,
-				(unsigned long long)rec_entry,
+				i, (unsigned long long)rec, (unsigned long long)rec_entry,
 				(unsigned long long)e);
 			goto cleanup;
 		}
 		nameoff = (int32_t)rd32(data + rec + l->f_nameoff);
 		if (nameoff < 0 || (uint64_t)nameoff >= names_len) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function %zu's name offset 0x%x is outside the name table (size 0x%llx)",
-				i, (uint32_t)nameoff,
-				(unsigned long long)names_len);
+				i, (uint32_t)nameoff, (unsigned long long)names_len);
 			goto cleanup;
 		}
-		if (l->ftab_field == 4 &&
-		    (__builtin_add_overflow(text_start, e, &e) ||
-		     __builtin_add_overflow(text_start, next, &next))) {
-			ret = rw_error_set(err, EINVAL,
+		if (l->ftab_field == 4 && (__builtin_add_overflow(text_start, e, &e) ||
+					   __builtin_add_overflow(text_start, next, &next))) {
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted .gopclntab: function %zu's address overflows (text start 0x%llx)",
 				i, (unsigned long long)text_start);
 			goto cleanup;
@@ -449,7 +456,7 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 	tab->funcs = calloc(kept ? kept : 1, sizeof(*tab->funcs));
 	if (!tab->strings || !tab->funcs) {
 		ret = rw_error_set(err, ENOMEM,
-			"cannot parse .gopclntab: out of memory for %zu functions", n);
+				   "cannot parse .gopclntab: out of memory for %zu functions", n);
 		goto cleanup;
 	}
 	memcpy(tab->strings, ctx.names, (size_t)names_len);
@@ -489,9 +496,9 @@ cleanup:
 
 struct region {
 	const char *name;    /* section name, NULL for a segment */
-	uint64_t addr;       /* virtual address of data[0] */
+	uint64_t addr;	     /* virtual address of data[0] */
 	const uint8_t *data; /* bytes in the file, NULL until loaded */
-	Elf_Scn *scn;        /* section still to load, or NULL */
+	Elf_Scn *scn;	     /* section still to load, or NULL */
 	uint64_t size;
 	bool writable;
 };
@@ -546,12 +553,11 @@ static int img_init(struct elfimg *img, Elf *elf, struct rw_error *err)
 	if (!elf || elf_kind(elf) != ELF_K_ELF)
 		return rw_error_set(err, ENOENT, "not an ELF file");
 	if (!gelf_getehdr(elf, &eh))
-		return rw_error_set(err, EINVAL, "corrupted ELF file: %s",
-				    elf_errmsg(-1));
+		return rw_error_set(err, EINVAL, "corrupted ELF file: %s", elf_errmsg(-1));
 	if (elf_getshdrnum(elf, &nsec) || elf_getphdrnum(elf, &nphdr))
 		return rw_error_set(err, EINVAL,
-			"corrupted ELF file: cannot count its sections: %s",
-			elf_errmsg(-1));
+				    "corrupted ELF file: cannot count its sections: %s",
+				    elf_errmsg(-1));
 	/* the headers' counts were checked against the file size by libelf */
 	cap = nsec > nphdr ? nsec : nphdr;
 	img->reg = calloc(cap ? cap : 1, sizeof(*img->reg));
@@ -566,13 +572,12 @@ static int img_init(struct elfimg *img, Elf *elf, struct rw_error *err)
 
 		/* Said outright: else a cut-off Go binary reads as "not Go". */
 		if (!gelf_getshdr(scn, &sh))
-			return rw_error_set(err, EINVAL,
+			return rw_error_set(
+				err, EINVAL,
 				"truncated ELF file: section header %zu cannot be read: %s",
 				elf_ndxscn(scn), elf_errmsg(-1));
-		if (!(sh.sh_flags & SHF_ALLOC) ||
-		    sh.sh_type == SHT_NOBITS || !sh.sh_size ||
-		    (sh.sh_flags & SHF_COMPRESSED) ||
-		    sh.sh_addr + sh.sh_size < sh.sh_addr)
+		if (!(sh.sh_flags & SHF_ALLOC) || sh.sh_type == SHT_NOBITS || !sh.sh_size ||
+		    (sh.sh_flags & SHF_COMPRESSED) || sh.sh_addr + sh.sh_size < sh.sh_addr)
 			continue;
 		r->name = shstrndx ? elf_safe_strptr(elf, shstrndx, sh.sh_name) : NULL;
 		r->addr = sh.sh_addr;
@@ -594,14 +599,15 @@ static int img_init(struct elfimg *img, Elf *elf, struct rw_error *err)
 	for (size_t i = 0; !from_sections && i < nphdr; i++) {
 		GElf_Phdr ph;
 
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
-		    !ph.p_filesz || ph.p_vaddr + ph.p_filesz < ph.p_vaddr)
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !ph.p_filesz ||
+		    ph.p_vaddr + ph.p_filesz < ph.p_vaddr)
 			continue;
 		if (!in_bounds(ph.p_offset, ph.p_filesz, fsize))
-			return rw_error_set(err, EINVAL,
+			return rw_error_set(
+				err, EINVAL,
 				"truncated ELF file: segment at offset 0x%llx (0x%llx bytes) runs past its end (0x%zx bytes)",
-				(unsigned long long)ph.p_offset,
-				(unsigned long long)ph.p_filesz, fsize);
+				(unsigned long long)ph.p_offset, (unsigned long long)ph.p_filesz,
+				fsize);
 		img->reg[img->nreg++] = (struct region){
 			.addr = ph.p_vaddr,
 			.data = raw + ph.p_offset,
@@ -612,8 +618,7 @@ static int img_init(struct elfimg *img, Elf *elf, struct rw_error *err)
 	return 0;
 }
 
-static const struct region *img_section(const struct elfimg *img,
-					const char *name)
+static const struct region *img_section(const struct elfimg *img, const char *name)
 {
 	for (size_t i = 0; i < img->nreg; i++)
 		if (img->reg[i].name && !strcmp(img->reg[i].name, name))
@@ -622,8 +627,7 @@ static const struct region *img_section(const struct elfimg *img,
 }
 
 /* The region holding [addr, addr + len), or NULL. */
-static const struct region *img_find(const struct elfimg *img, uint64_t addr,
-				     uint64_t len)
+static const struct region *img_find(const struct elfimg *img, uint64_t addr, uint64_t len)
 {
 	for (size_t i = 0; i < img->nreg; i++) {
 		const struct region *r = &img->reg[i];
@@ -655,8 +659,7 @@ static void img_symbols(struct elfimg *img)
 			GElf_Sym s;
 			const char *name;
 
-			if (!gelf_getsym(d, (int)i, &s) || !s.st_value ||
-			    !s.st_name)
+			if (!gelf_getsym(d, (int)i, &s) || !s.st_value || !s.st_name)
 				continue;
 			name = elf_safe_strptr(img->elf, sh.sh_link, s.st_name);
 			if (!name || strncmp(name, "runtime.", 8))
@@ -721,14 +724,13 @@ static int img_load_relatives(struct elfimg *img, struct rw_error *err)
 				p = reallocarray(img->rel, ncap, sizeof(*p));
 				if (!p)
 					return rw_error_set(err, ENOMEM,
-						"out of memory for %zu relocations",
-						ncap);
+							    "out of memory for %zu relocations",
+							    ncap);
 				img->rel = p;
 				cap = ncap;
 			}
-			img->rel[img->nrel++] = (struct relative){
-				r.r_offset, (uint64_t)r.r_addend
-			};
+			img->rel[img->nrel++] = (struct relative){ r.r_offset,
+								   (uint64_t)r.r_addend };
 		}
 	}
 	if (img->nrel)
@@ -804,8 +806,7 @@ static bool pchdr_read(const uint8_t *p, size_t avail, struct pchdr_info *h)
 }
 
 /* Does a moduledata at md describe the pcHeader h? */
-static bool md_matches(const struct elfimg *img, uint64_t md,
-		       const struct pchdr_info *h)
+static bool md_matches(const struct elfimg *img, uint64_t md, const struct pchdr_info *h)
 {
 	uint64_t v, want;
 
@@ -817,8 +818,8 @@ static bool md_matches(const struct elfimg *img, uint64_t md,
 	/* Not ftab's length against nfunc: a damaged nfunc is better
 	 * reported by the parser than as "no moduledata". */
 	return !__builtin_add_overflow(h->addr, h->pcln_off, &want) &&
-	       img_ptr(img, md + MD_PCLNTABLE, &v) && v == want &&
-	       img_ptr(img, md + MD_FTAB, &v) && v == want;
+	       img_ptr(img, md + MD_PCLNTABLE, &v) && v == want && img_ptr(img, md + MD_FTAB, &v) &&
+	       v == want;
 }
 
 /*
@@ -833,8 +834,7 @@ static bool md_matches(const struct elfimg *img, uint64_t md,
  * pcHeader's address in a writable section (or, in a PIE, a relative
  * relocation with that addend), confirmed by the pointers that follow it.
  */
-static bool md_find(const struct elfimg *img, const struct pchdr_info *h,
-		    uint64_t *md)
+static bool md_find(const struct elfimg *img, const struct pchdr_info *h, uint64_t *md)
 {
 	uint8_t needle[8];
 	int tries = 0;
@@ -889,8 +889,8 @@ static const uint8_t pchdr_tail[7] = { 0xff, 0xff, 0xff, 0, 0, 1, 8 };
  * that a Go binary embedded as data in another file is not taken for the
  * file's own table.
  */
-static bool pchdr_scan(const struct elfimg *img, const struct region **ret_r,
-		       struct pchdr_info *h, uint64_t *md)
+static bool pchdr_scan(const struct elfimg *img, const struct region **ret_r, struct pchdr_info *h,
+		       uint64_t *md)
 {
 	int tries = 0;
 
@@ -903,13 +903,11 @@ static bool pchdr_scan(const struct elfimg *img, const struct region **ret_r,
 		p = r->data;
 		end = r->data + r->size;
 		while (p + 1 < end && tries < MAX_PCHDR_CANDIDATES &&
-		       (p = memmem(p + 1, (size_t)(end - p - 1), pchdr_tail,
-				   sizeof(pchdr_tail)))) {
+		       (p = memmem(p + 1, (size_t)(end - p - 1), pchdr_tail, sizeof(pchdr_tail)))) {
 			const uint8_t *hp = p - 1;
 			uint64_t a = r->addr + (uint64_t)(hp - r->data);
 
-			if ((a & 7) ||
-			    !pchdr_read(hp, (size_t)(end - hp), h))
+			if ((a & 7) || !pchdr_read(hp, (size_t)(end - hp), h))
 				continue;
 			tries++;
 			h->addr = a;
@@ -956,7 +954,8 @@ int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 		 *    .data.rel.ro, where only the symbol marks it. */
 		r = img_find(&img, img.sym_pclntab, 1);
 		if (!r) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"corrupted Go binary: runtime.pclntab at 0x%llx is in no section",
 				(unsigned long long)img.sym_pclntab);
 			goto cleanup;
@@ -966,7 +965,8 @@ int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 		/* 3. Stripped, no section: found through moduledata. */
 		have_md = true;
 	} else {
-		ret = rw_error_set(err, ENOENT,
+		ret = rw_error_set(
+			err, ENOENT,
 			"not a Go binary: no .gopclntab section, runtime.pclntab symbol or moduledata-referenced pcHeader");
 		goto cleanup;
 	}
@@ -995,7 +995,8 @@ int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 		if (!text && have_md && img_ptr(&img, md + MD_TEXT, &v))
 			text = v;
 		if (!text && find_layout(rd32(data))) {
-			ret = rw_error_set(err, EINVAL,
+			ret = rw_error_set(
+				err, EINVAL,
 				"cannot find the Go text start: the pclntab header has none and no runtime.text symbol or runtime.firstmoduledata was found");
 			goto cleanup;
 		}
@@ -1036,8 +1037,8 @@ static char *version_dup(const uint8_t *p, uint64_t len)
 }
 
 /* Reads a word of the old format, whichever its size and byte order. */
-static bool bi_word(const struct elfimg *img, uint64_t addr, unsigned int psz,
-		    bool be, uint64_t *out)
+static bool bi_word(const struct elfimg *img, uint64_t addr, unsigned int psz, bool be,
+		    uint64_t *out)
 {
 	const struct region *r;
 	uint64_t v = 0;
@@ -1056,8 +1057,7 @@ static bool bi_word(const struct elfimg *img, uint64_t addr, unsigned int psz,
 	return true;
 }
 
-static char *buildinfo_version(const struct elfimg *img, const struct region *r,
-			       uint64_t off)
+static char *buildinfo_version(const struct elfimg *img, const struct region *r, uint64_t off)
 {
 	const uint8_t *p = r->data + off;
 	uint64_t avail = r->size - off, len = 0, sptr, slen, vaddr;
@@ -1088,10 +1088,8 @@ static char *buildinfo_version(const struct elfimg *img, const struct region *r,
 	if (psz != 4 && psz != 8)
 		return NULL;
 	vaddr = r->addr + off + 16;
-	if (!bi_word(img, vaddr, psz, be, &vaddr) ||
-	    !bi_word(img, vaddr, psz, be, &sptr) ||
-	    !bi_word(img, vaddr + psz, psz, be, &slen) ||
-	    slen > BUILDINFO_MAX_VERSION)
+	if (!bi_word(img, vaddr, psz, be, &vaddr) || !bi_word(img, vaddr, psz, be, &sptr) ||
+	    !bi_word(img, vaddr + psz, psz, be, &slen) || slen > BUILDINFO_MAX_VERSION)
 		return NULL;
 	sr = img_find(img, sptr, slen);
 	if (!sr)
@@ -1118,8 +1116,7 @@ char *gobuildinfo__version(Elf *elf)
 		goto cleanup;
 	}
 	/* Without sections: the header is 16-byte aligned in a data segment. */
-	for (size_t i = 0; i < img.nreg && !ver &&
-	     tries < MAX_BUILDINFO_CANDIDATES; i++) {
+	for (size_t i = 0; i < img.nreg && !ver && tries < MAX_BUILDINFO_CANDIDATES; i++) {
 		const uint8_t *p, *start;
 		uint64_t sz = img.reg[i].size;
 

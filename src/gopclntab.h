@@ -16,18 +16,19 @@
 
 struct gofunc {
 	const char *name; /* points into gopclntab->strings */
-	uint64_t entry;   /* virtual address */
-	uint64_t end;     /* virtual address one past the last byte */
+	uint64_t entry;	  /* virtual address */
+	uint64_t end;	  /* virtual address one past the last byte */
 };
 
 struct gopclntab {
-	uint32_t magic;      /* pcHeader magic */
+	uint32_t magic;	     /* pcHeader magic */
 	uint64_t text_start; /* virtual address that entry offsets are relative to
 			      * (0 for go1.16/1.17, whose entries are absolute) */
-	struct gofunc *funcs; /* sorted by entry; ABI wrappers dropped where a body of the same name exists
+	struct gofunc *
+		funcs; /* sorted by entry; ABI wrappers dropped where a body of the same name exists
 			       * (the ABI0 or the ABIInternal one: see gopclntab.c) */
 	size_t nfuncs;
-	char *strings;       /* owned storage for the names */
+	char *strings; /* owned storage for the names */
 };
 
 /*

@@ -103,7 +103,8 @@ static void print_offsets(const char *label, const int64_t *v, size_t n)
 	if (!n)
 		printf(" none");
 	for (size_t i = 0; i < n; i++)
-		printf(" %s0x%" PRIx64, v[i] < 0 ? "-" : "+", v[i] < 0 ? (uint64_t)-v[i] : (uint64_t)v[i]);
+		printf(" %s0x%" PRIx64, v[i] < 0 ? "-" : "+",
+		       v[i] < 0 ? (uint64_t)-v[i] : (uint64_t)v[i]);
 	printf("\n");
 }
 
@@ -128,7 +129,8 @@ static void print_text(const struct binary *b, const struct binary_match *m)
 		if (f->ntail_calls)
 			print_offsets("tail calls", f->tail_calls, f->ntail_calls);
 		for (size_t r = 1; r < f->nranges; r++)
-			printf("    also range  0x%" PRIx64 "-0x%" PRIx64 "\n", f->ranges[r].lo, f->ranges[r].hi);
+			printf("    also range  0x%" PRIx64 "-0x%" PRIx64 "\n", f->ranges[r].lo,
+			       f->ranges[r].hi);
 	}
 }
 
@@ -137,7 +139,8 @@ static void report_unmatched(const struct binary *b, const struct binary_match *
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		const struct binary_unmatched *u = &m->unmatched[i];
 
-		fprintf(stderr, "retwatch: no function matches '%s' in %s", u->pattern, binary__path(b));
+		fprintf(stderr, "retwatch: no function matches '%s' in %s", u->pattern,
+			binary__path(b));
 		if (!u->nsuggestions) {
 			fprintf(stderr, " (%zu functions searched)\n", binary__nfuncs(b));
 			continue;
@@ -168,27 +171,24 @@ static int cmd_inspect(int argc, char **argv)
 		char *end;
 
 		switch (c) {
-		case 'j':
-			json = true;
-			break;
+		case 'j': json = true; break;
 		case 'l':
 			errno = 0;
 			limit = strtoul(optarg, &end, 10);
 			if (errno || *end || !*optarg || optarg[0] == '-' || !limit) {
-				fprintf(stderr, "retwatch: invalid --limit '%s': give a positive number\n", optarg);
+				fprintf(stderr,
+					"retwatch: invalid --limit '%s': give a positive number\n",
+					optarg);
 				return 2;
 			}
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
 		}
 	}
 	if (argc - optind < 2) {
-		fprintf(stderr, "retwatch: inspect needs a binary and at least one function name or glob\n");
+		fprintf(stderr,
+			"retwatch: inspect needs a binary and at least one function name or glob\n");
 		usage(stderr);
 		return 2;
 	}
@@ -197,7 +197,8 @@ static int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return 1;
 	}
-	if (binary__match(b, (const char *const *)argv + optind + 1, argc - optind - 1, limit, &m, &err)) {
+	if (binary__match(b, (const char *const *)argv + optind + 1, argc - optind - 1, limit, &m,
+			  &err)) {
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		goto cleanup;
 	}

@@ -19,47 +19,46 @@ void test__register(const char *name, test_fn fn);
 const char *test__fixture(const char *rel);
 void test__skip(const char *why);
 
-#define TEST(name)                                                              \
-	static bool test_##name(void);                                          \
-	__attribute__((constructor)) static void register_##name(void)         \
-	{                                                                       \
-		test__register(#name, test_##name);                             \
-	}                                                                       \
+#define TEST(name)                                                     \
+	static bool test_##name(void);                                 \
+	__attribute__((constructor)) static void register_##name(void) \
+	{                                                              \
+		test__register(#name, test_##name);                    \
+	}                                                              \
 	static bool test_##name(void)
 
-#define CHECK(cond, fmt, ...)                                                   \
-	({                                                                      \
-		bool ok_ = (cond);                                              \
-		if (!ok_)                                                       \
-			fprintf(stderr, "  %s:%d: " fmt "\n", __FILE__,         \
-				__LINE__, ##__VA_ARGS__);                       \
-		ok_;                                                            \
+#define CHECK(cond, fmt, ...)                                                                     \
+	({                                                                                        \
+		bool ok_ = (cond);                                                                \
+		if (!ok_)                                                                         \
+			fprintf(stderr, "  %s:%d: " fmt "\n", __FILE__, __LINE__, ##__VA_ARGS__); \
+		ok_;                                                                              \
 	})
 
 #define ASSERT_TRUE(c) CHECK((c), "expected true: %s", #c)
 #define ASSERT_FALSE(c) CHECK(!(c), "expected false: %s", #c)
-#define ASSERT_EQ(a, b)                                                         \
-	({                                                                      \
-		long long a_ = (long long)(a), b_ = (long long)(b);             \
-		CHECK(a_ == b_, "%s == %s: %lld != %lld", #a, #b, a_, b_);      \
+#define ASSERT_EQ(a, b)                                                    \
+	({                                                                 \
+		long long a_ = (long long)(a), b_ = (long long)(b);        \
+		CHECK(a_ == b_, "%s == %s: %lld != %lld", #a, #b, a_, b_); \
 	})
-#define ASSERT_NEQ(a, b)                                                        \
-	({                                                                      \
-		long long a_ = (long long)(a), b_ = (long long)(b);             \
-		CHECK(a_ != b_, "%s != %s: both %lld", #a, #b, a_);             \
+#define ASSERT_NEQ(a, b)                                            \
+	({                                                          \
+		long long a_ = (long long)(a), b_ = (long long)(b); \
+		CHECK(a_ != b_, "%s != %s: both %lld", #a, #b, a_); \
 	})
 #define ASSERT_OK(e) ASSERT_EQ((e), 0)
-#define ASSERT_STREQ(a, b)                                                      \
-	({                                                                      \
-		const char *a_ = (a), *b_ = (b);                                \
-		CHECK(a_ && b_ && !strcmp(a_, b_), "%s == %s: \"%s\" != \"%s\"", \
-		      #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)");          \
+#define ASSERT_STREQ(a, b)                                                              \
+	({                                                                              \
+		const char *a_ = (a), *b_ = (b);                                        \
+		CHECK(a_ &&b_ && !strcmp(a_, b_), "%s == %s: \"%s\" != \"%s\"", #a, #b, \
+		      a_ ? a_ : "(null)", b_ ? b_ : "(null)");                          \
 	})
-#define ASSERT_STRCONTAINS(hay, needle)                                         \
-	({                                                                      \
-		const char *h_ = (hay), *n_ = (needle);                         \
-		CHECK(h_ && strstr(h_, n_), "\"%s\" does not contain \"%s\"",   \
-		      h_ ? h_ : "(null)", n_);                                  \
+#define ASSERT_STRCONTAINS(hay, needle)                                                          \
+	({                                                                                       \
+		const char *h_ = (hay), *n_ = (needle);                                          \
+		CHECK(h_ &&strstr(h_, n_), "\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", \
+		      n_);                                                                       \
 	})
 
 #endif

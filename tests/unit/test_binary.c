@@ -84,6 +84,21 @@ static const char *build_c(const char *variant, const char *post)
 	return path;
 }
 
+/* The C fixture built as variant and opened without a cache, or NULL. */
+static struct binary *open_c(const char *variant, const char *post)
+{
+	const char *path = build_c(variant, post);
+	struct rw_error err = {};
+	struct binary *b;
+
+	if (!ASSERT_TRUE(path))
+		return NULL;
+	b = binary__open(NULL, path, &err);
+	if (!CHECK(b, "failed to open %s: %s", path, err.msg))
+		return NULL;
+	return b;
+}
+
 static const struct func_info *find1(struct binary *b, const char *pat, struct binary_match *m)
 {
 	struct rw_error err;
@@ -96,17 +111,12 @@ static const struct func_info *find1(struct binary *b, const char *pat, struct b
 
 TEST(binary_c_functions)
 {
-	const char *path = build_c("plain", NULL);
 	struct binary_match m1 = {}, m2 = {}, m3 = {};
 	const struct func_info *tail, *checked, *spin;
-	struct rw_error err;
-	struct binary *b;
+	struct binary *b = open_c("plain", NULL);
 	bool ok = false;
 
-	if (!ASSERT_TRUE(path))
-		return false;
-	b = binary__open(NULL, path, &err);
-	if (!ASSERT_TRUE(b))
+	if (!b)
 		return false;
 	ok = ASSERT_FALSE(binary__stripped(b)) && ASSERT_FALSE(binary__is_go(b)) &&
 	     ASSERT_TRUE(binary__build_id(b)) && ASSERT_EQ(binary__go_version(b), NULL);
@@ -117,11 +127,13 @@ TEST(binary_c_functions)
 	if (!ok)
 		goto cleanup;
 	/* tail(): `return other(x - 1)` is a jmp out of the function */
-	ok = ASSERT_EQ(tail->mode, FUNC_MODE_ENTRY_RET_TAILCALL) && ASSERT_EQ(tail->ntail_calls, 1) &&
-	     ASSERT_TRUE(tail->nreturns >= 1) && ASSERT_EQ(tail->source, FUNC_SOURCE_SYMTAB) &&
+	ok = ASSERT_EQ(tail->mode, FUNC_MODE_ENTRY_RET_TAILCALL) &&
+	     ASSERT_EQ(tail->ntail_calls, 1) && ASSERT_TRUE(tail->nreturns >= 1) &&
+	     ASSERT_EQ(tail->source, FUNC_SOURCE_SYMTAB) &&
 	     ASSERT_EQ(tail->file_offset, tail->address); /* PIE: first segment at 0 */
 	/* checked(): a hot range and a .cold range, from DWARF */
-	ok = ok && ASSERT_EQ(checked->nranges, 2) && ASSERT_EQ(checked->mode, FUNC_MODE_ENTRY_RET) &&
+	ok = ok && ASSERT_EQ(checked->nranges, 2) &&
+	     ASSERT_EQ(checked->mode, FUNC_MODE_ENTRY_RET) &&
 	     ASSERT_EQ(checked->ranges[0].lo, checked->address);
 	ok = ok && ASSERT_EQ(spin->mode, FUNC_MODE_ENTRY_ONLY) &&
 	     ASSERT_STRCONTAINS(spin->reason, "no return instruction");
@@ -136,17 +148,12 @@ cleanup:
 TEST(binary_dwarf_only)
 {
 	/* no .symtab, DWARF kept: functions come from DWARF */
-	const char *path = build_c("dwarfonly", "strip --keep-section='.debug_*' {}");
+	struct binary *b = open_c("dwarfonly", "strip --keep-section='.debug_*' {}");
 	struct binary_match m = {};
 	const struct func_info *f;
-	struct rw_error err;
-	struct binary *b;
 	bool ok;
 
-	if (!ASSERT_TRUE(path))
-		return false;
-	b = binary__open(NULL, path, &err);
-	if (!ASSERT_TRUE(b))
+	if (!b)
 		return false;
 	f = find1(b, "checked", &m);
 	ok = ASSERT_TRUE(binary__stripped(b)) && ASSERT_TRUE(f) &&
@@ -159,17 +166,13 @@ TEST(binary_dwarf_only)
 
 TEST(binary_globs_limit_and_suggestions)
 {
-	const char *path = build_c("plain", NULL);
 	const char *pats[] = { "parse_*", "chekced", "nothing_like_this_at_all" };
+	struct binary *b = open_c("plain", NULL);
 	struct binary_match m = {};
 	struct rw_error err = {};
-	struct binary *b;
 	bool ok;
 
-	if (!ASSERT_TRUE(path))
-		return false;
-	b = binary__open(NULL, path, &err);
-	if (!ASSERT_TRUE(b))
+	if (!b)
 		return false;
 	ok = ASSERT_OK(binary__match(b, pats, 3, 16, &m, &err)) && ASSERT_EQ(m.nfuncs, 3) &&
 	     ASSERT_EQ(m.nunmatched, 2) && ASSERT_STREQ(m.unmatched[0].pattern, "chekced") &&
@@ -237,7 +240,8 @@ TEST(binary_bad_files)
 	     ASSERT_TRUE(write_file("/tmp/retwatch-unit-bad/empty", "", 0)) &&
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc40", 40, 0, "", 0)) &&
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc4k", 4096, 0, "", 0)) &&
-	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/arm", 16384, 18, &aarch64, 2)) &&
+	     ASSERT_TRUE(
+		     corrupt_copy(path, "/tmp/retwatch-unit-bad/arm", 16384, 18, &aarch64, 2)) &&
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/elf32", 16384, 4, &class32, 1));
 	ok = ok && open_fails("/tmp/retwatch-unit-bad/garbage", "is not an ELF file") &&
 	     open_fails("/tmp/retwatch-unit-bad/empty", "is not an ELF file") &&

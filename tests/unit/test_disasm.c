@@ -14,17 +14,17 @@ static bool scan(const uint8_t *code, size_t len, struct disasm_result *res)
 TEST(disasm_every_return_form)
 {
 	static const uint8_t code[] = {
-		0x55,                   /* push rbp */
-		0xc3,                   /* ret                @1 */
-		0xf3, 0xc3,             /* rep ret            @2 */
-		0xc2, 0x08, 0x00,       /* ret 8              @4 */
-		0xcb,                   /* retf               @7 */
-		0xca, 0x10, 0x00,       /* retf 16            @8 */
-		0xf2, 0xc3,             /* bnd ret            @11 */
-		0x66, 0xc3,             /* o16 ret            @13 */
-		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x55,			      /* push rbp */
+		0xc3,			      /* ret                @1 */
+		0xf3, 0xc3,		      /* rep ret            @2 */
+		0xc2, 0x08, 0x00,	      /* ret 8              @4 */
+		0xcb,			      /* retf               @7 */
+		0xca, 0x10, 0x00,	      /* retf 16            @8 */
+		0xf2, 0xc3,		      /* bnd ret            @11 */
+		0x66, 0xc3,		      /* o16 ret            @13 */
+		0xf3, 0x0f, 0x1e, 0xfa,	      /* endbr64 */
 		0xb8, 0xc3, 0xc3, 0xc3, 0xc3, /* mov eax, 0xc3c3c3c3: not returns */
-		0xc3,                   /* ret                @24 */
+		0xc3,			      /* ret                @24 */
 	};
 	static const int64_t want[] = { 1, 2, 4, 7, 8, 11, 13, 24 };
 	struct disasm_result res;
@@ -40,8 +40,8 @@ TEST(disasm_every_return_form)
 TEST(disasm_undecodable_never_resyncs)
 {
 	static const uint8_t code[] = {
-		0xc3,             /* ret */
-		0x0f, 0xff,       /* ud0 with a missing ModRM: the buffer ends */
+		0xc3,	    /* ret */
+		0x0f, 0xff, /* ud0 with a missing ModRM: the buffer ends */
 	};
 	struct disasm_result res;
 	bool ok = scan(code, sizeof(code), &res) && ASSERT_TRUE(res.undecodable) &&
@@ -65,15 +65,15 @@ TEST(disasm_instruction_cut_by_range_end)
 TEST(disasm_tail_calls)
 {
 	static const uint8_t code[] = {
-		0x85, 0xff,                   /* test edi, edi */
-		0x74, 0x06,                   /* je +6 -> 0x100a, inside */
-		0xe9, 0xf7, 0x0f, 0x00, 0x00, /* jmp 0x2000: tail call @4 */
-		0x90,                         /* nop */
+		0x85, 0xff,			    /* test edi, edi */
+		0x74, 0x06,			    /* je +6 -> 0x100a, inside */
+		0xe9, 0xf7, 0x0f, 0x00, 0x00,	    /* jmp 0x2000: tail call @4 */
+		0x90,				    /* nop */
 		0x0f, 0x85, 0xf0, 0x0f, 0x00, 0x00, /* jne 0x2000: conditional tail call @10 */
 		0xff, 0x25, 0x00, 0x10, 0x00, 0x00, /* jmp [rip+0x1000]: through the GOT @16 */
-		0xff, 0xe0,                   /* jmp rax: maybe a switch, not counted */
-		0xeb, 0x00,                   /* jmp +0, inside */
-		0xc3,                         /* ret @26 */
+		0xff, 0xe0,			    /* jmp rax: maybe a switch, not counted */
+		0xeb, 0x00,			    /* jmp +0, inside */
+		0xc3,				    /* ret @26 */
 	};
 	struct disasm_result res;
 	bool ok = scan(code, sizeof(code), &res) && ASSERT_EQ(res.nreturns, 1) &&
@@ -87,7 +87,8 @@ TEST(disasm_tail_calls)
 
 TEST(disasm_cold_range_and_padding)
 {
-	static const uint8_t hot[] = { 0x85, 0xff, 0x0f, 0x85, 0xf8, 0xff, 0xff, 0xff, 0xc3, 0xcc, 0xcc };
+	static const uint8_t hot[] = { 0x85, 0xff, 0x0f, 0x85, 0xf8, 0xff,
+				       0xff, 0xff, 0xc3, 0xcc, 0xcc };
 	static const uint8_t cold[] = { 0x31, 0xc0, 0xc3, 0xcc };
 	/* the cold part lies before the function, as gcc places .text.unlikely */
 	struct code_range r[2] = { { 0x1000, hot, sizeof(hot) }, { 0x0f00, cold, sizeof(cold) } };
@@ -107,7 +108,8 @@ TEST(disasm_no_return)
 	static const uint8_t code[] = { 0xe8, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x0b }; /* call; ud2 */
 	struct disasm_result res;
 	bool ok = scan(code, sizeof(code), &res) && ASSERT_EQ(res.nreturns, 0) &&
-		  ASSERT_FALSE(res.undecodable) && ASSERT_STRCONTAINS(res.reason, "no return instruction");
+		  ASSERT_FALSE(res.undecodable) &&
+		  ASSERT_STRCONTAINS(res.reason, "no return instruction");
 
 	disasm_result__clear(&res);
 	return ok;

@@ -28,9 +28,11 @@ TEST(glob_go_names)
 
 TEST(glob_escapes)
 {
-	return ASSERT_TRUE(glob_match("a\\*b", "a*b")) && ASSERT_FALSE(glob_match("a\\*b", "axb")) &&
-	       ASSERT_FALSE(glob_has_wildcards("a\\*b")) && ASSERT_TRUE(glob_has_wildcards("a*b")) &&
-	       ASSERT_TRUE(glob_has_wildcards("a?")) && ASSERT_FALSE(glob_has_wildcards("main.Map[x]"));
+	return ASSERT_TRUE(glob_match("a\\*b", "a*b")) &&
+	       ASSERT_FALSE(glob_match("a\\*b", "axb")) &&
+	       ASSERT_FALSE(glob_has_wildcards("a\\*b")) &&
+	       ASSERT_TRUE(glob_has_wildcards("a*b")) && ASSERT_TRUE(glob_has_wildcards("a?")) &&
+	       ASSERT_FALSE(glob_has_wildcards("main.Map[x]"));
 }
 
 TEST(glob_backtracking_is_bounded)

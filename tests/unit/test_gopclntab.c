@@ -32,8 +32,8 @@ struct synth {
 	uint8_t *buf;
 	size_t size;
 	size_t name_off, pcln_off; /* as written in the header */
-	size_t names_len;          /* bytes of the name table */
-	size_t rec_off[8];         /* absolute offset of each _func */
+	size_t names_len;	   /* bytes of the name table */
+	size_t rec_off[8];	   /* absolute offset of each _func */
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -53,8 +53,8 @@ static void put64(uint8_t *p, uint64_t v)
  * the last function ending at text + end. text is written into the header's
  * textStart (go1.18+) or added to the absolute entries (go1.16).
  */
-static struct synth synth_build(uint32_t magic, const struct sfunc *fs, size_t n,
-				uint32_t end, uint64_t text)
+static struct synth synth_build(uint32_t magic, const struct sfunc *fs, size_t n, uint32_t end,
+				uint64_t text)
 {
 	bool old = magic == M116;
 	size_t words = old ? 7 : 8, fld = old ? 8 : 4;
@@ -83,8 +83,7 @@ static struct synth synth_build(uint32_t magic, const struct sfunc *fs, size_t n
 		put64(s.buf + 24, text);
 	{
 		size_t w = old ? 24 : 32;
-		uint64_t offs[5] = { hdr, hdr + names, hdr + names + 4,
-				     hdr + names + 8, ftab };
+		uint64_t offs[5] = { hdr, hdr + names, hdr + names + 4, hdr + names + 8, ftab };
 
 		for (int i = 0; i < 5; i++)
 			put64(s.buf + w + 8 * i, offs[i]);
@@ -127,10 +126,8 @@ static const struct sfunc three[] = {
 
 static bool check_three(const struct gopclntab *t, uint64_t text)
 {
-	return ASSERT_EQ(t->nfuncs, 3) &&
-	       ASSERT_STREQ(t->funcs[0].name, "main.first") &&
-	       ASSERT_EQ(t->funcs[0].entry, text) &&
-	       ASSERT_EQ(t->funcs[0].end, text + 0x40) &&
+	return ASSERT_EQ(t->nfuncs, 3) && ASSERT_STREQ(t->funcs[0].name, "main.first") &&
+	       ASSERT_EQ(t->funcs[0].entry, text) && ASSERT_EQ(t->funcs[0].end, text + 0x40) &&
 	       ASSERT_STREQ(t->funcs[1].name, "main.(*Cart).Add") &&
 	       ASSERT_EQ(t->funcs[1].entry, text + 0x40) &&
 	       ASSERT_EQ(t->funcs[1].end, text + 0xa0) &&
@@ -155,10 +152,8 @@ TEST(gopclntab_synthetic_layouts)
 		t = NULL;
 		/* a caller-supplied text start wins over the header's */
 		if (ok && magics[i] != M116) {
-			ok = ASSERT_OK(gopclntab__parse(s.buf, s.size, 0x2c400,
-							&t, &err)) &&
-			     ASSERT_EQ(t->text_start, 0x2c400) &&
-			     check_three(t, 0x2c400);
+			ok = ASSERT_OK(gopclntab__parse(s.buf, s.size, 0x2c400, &t, &err)) &&
+			     ASSERT_EQ(t->text_start, 0x2c400) && check_three(t, 0x2c400);
 			gopclntab__free(t);
 			t = NULL;
 		}
@@ -176,8 +171,7 @@ TEST(gopclntab_zero_text_start)
 	bool ok;
 
 	ok = ASSERT_EQ(gopclntab__parse(s.buf, s.size, 0, &t, &err), -EINVAL) &&
-	     ASSERT_TRUE(t == NULL) &&
-	     ASSERT_STRCONTAINS(err.msg, "no text start") &&
+	     ASSERT_TRUE(t == NULL) && ASSERT_STRCONTAINS(err.msg, "no text start") &&
 	     ASSERT_OK(gopclntab__parse(s.buf, s.size, 0x401000, &t, &err)) &&
 	     check_three(t, 0x401000);
 	gopclntab__free(t);
@@ -185,8 +179,7 @@ TEST(gopclntab_zero_text_start)
 	return ok;
 }
 
-static const struct gofunc *find_func(const struct gopclntab *t, const char *name,
-				      int *count)
+static const struct gofunc *find_func(const struct gopclntab *t, const char *name, int *count)
 {
 	const struct gofunc *found = NULL;
 
@@ -204,14 +197,14 @@ TEST(gopclntab_synthetic_abi_wrappers)
 {
 	/* funcID 21/22/23 is FuncIDWrapper, depending on the release */
 	const struct sfunc fs[] = {
-		{ 0x000, "main.goCallee", 0 },     /* body, smaller */
-		{ 0x020, "main.tie", 22 },         /* body marked wrapper, big */
-		{ 0x100, "runtime.asmBody", 2 },   /* special funcID */
-		{ 0x140, "main.same", 0 },         /* indistinguishable */
+		{ 0x000, "main.goCallee", 0 },	 /* body, smaller */
+		{ 0x020, "main.tie", 22 },	 /* body marked wrapper, big */
+		{ 0x100, "runtime.asmBody", 2 }, /* special funcID */
+		{ 0x140, "main.same", 0 },	 /* indistinguishable */
 		{ 0x160, "main.same", 0 },
-		{ 0x180, "main.goCallee", 22 },    /* ABI0 wrapper, larger */
-		{ 0x1c0, "main.tie", 22 },         /* ABI0 wrapper, small */
-		{ 0x1e0, "runtime.asmBody", 22 },  /* ABIInternal wrapper */
+		{ 0x180, "main.goCallee", 22 },	  /* ABI0 wrapper, larger */
+		{ 0x1c0, "main.tie", 22 },	  /* ABI0 wrapper, small */
+		{ 0x1e0, "runtime.asmBody", 22 }, /* ABIInternal wrapper */
 	};
 	struct synth s = synth_build(M118, fs, 8, 0x200, 0x1000);
 	struct gopclntab *t = NULL;
@@ -220,8 +213,7 @@ TEST(gopclntab_synthetic_abi_wrappers)
 	int count;
 	bool ok;
 
-	ok = ASSERT_OK(gopclntab__parse(s.buf, s.size, 0, &t, &err)) &&
-	     ASSERT_EQ(t->nfuncs, 5);
+	ok = ASSERT_OK(gopclntab__parse(s.buf, s.size, 0, &t, &err)) && ASSERT_EQ(t->nfuncs, 5);
 	if (ok) {
 		f = find_func(t, "main.goCallee", &count);
 		ok = ASSERT_EQ(count, 1) && ASSERT_EQ(f->entry, 0x1000) &&
@@ -247,8 +239,7 @@ TEST(gopclntab_synthetic_abi_wrappers)
 }
 
 /* Parses buf and expects -EINVAL with `msg` in the message. */
-static bool expect_einval(const uint8_t *buf, size_t size, uint64_t text,
-			  const char *msg)
+static bool expect_einval(const uint8_t *buf, size_t size, uint64_t text, const char *msg)
 {
 	struct gopclntab *t = (struct gopclntab *)1;
 	struct rw_error err = { 0 };
@@ -268,18 +259,17 @@ TEST(gopclntab_malformed)
 	uint8_t *b = malloc(s.size);
 	bool ok = true;
 
-#define MUTATE(stmt, text, msg)                                                 \
-	do {                                                                    \
-		memcpy(b, s.buf, s.size);                                       \
-		stmt;                                                           \
-		ok = ok && expect_einval(b, s.size, text, msg);                 \
+#define MUTATE(stmt, text, msg)                                 \
+	do {                                                    \
+		memcpy(b, s.buf, s.size);                       \
+		stmt;                                           \
+		ok = ok && expect_einval(b, s.size, text, msg); \
 	} while (0)
 
 	/* truncated: inside the prefix, the header, the ftab, the records */
 	ok = ok && expect_einval(s.buf, 5, 0, "too few for the header");
 	ok = ok && expect_einval(s.buf, 40, 0, "header needs 0x48 bytes");
-	ok = ok && expect_einval(s.buf, s.pcln_off + 10, 0,
-				 "function table at offset");
+	ok = ok && expect_einval(s.buf, s.pcln_off + 10, 0, "function table at offset");
 	ok = ok && expect_einval(s.buf, s.size - 1, 0, "record at offset");
 	ok = ok && expect_einval(NULL, 0, 0, "too few for the header");
 
@@ -301,13 +291,10 @@ TEST(gopclntab_malformed)
 	MUTATE(put64(b + 32, 4), 0, "name table at offset");
 	MUTATE(put32(b + s.pcln_off + 4, 0xfffffff0), 0, "record at offset");
 	MUTATE(put32(b + s.rec_off[1], 0x41), 0, "has entry 0x41");
-	MUTATE(put32(b + s.rec_off[2] + 4, 0x7fffffff), 0,
-	       "name offset 0x7fffffff is outside");
-	MUTATE(put32(b + s.rec_off[2] + 4, 0x80000000), 0,
-	       "name offset 0x80000000 is outside");
+	MUTATE(put32(b + s.rec_off[2] + 4, 0x7fffffff), 0, "name offset 0x7fffffff is outside");
+	MUTATE(put32(b + s.rec_off[2] + 4, 0x80000000), 0, "name offset 0x80000000 is outside");
 	/* the last name loses its NUL: the name table ends at the cutab */
-	MUTATE(b[s.name_off + s.names_len - 1] = 'x', 0,
-	       "runs past the end of the name table");
+	MUTATE(b[s.name_off + s.names_len - 1] = 'x', 0, "runs past the end of the name table");
 	MUTATE(put32(b + s.pcln_off + 16, 0x30), 0, "not sorted");
 	MUTATE((void)0, UINT64_MAX - 0x50, "address overflows");
 #undef MUTATE
@@ -369,12 +356,11 @@ static const char abi_go[] =
 	"var addFn = asmAdd\n\n"
 	"func Demo() int { return addFn(1, 2) + asmCallGo(4) }\n";
 
-static const char asm_s[] =
-	"#include \"textflag.h\"\n\n"
-	"TEXT ·asmAdd(SB), NOSPLIT, $0-24\n\tMOVQ a+0(FP), AX\n"
-	"\tADDQ b+8(FP), AX\n\tMOVQ AX, ret+16(FP)\n\tRET\n\n"
-	"TEXT ·asmCallGo(SB), $16-16\n\tMOVQ x+0(FP), AX\n\tMOVQ AX, 0(SP)\n"
-	"\tCALL ·goCallee(SB)\n\tMOVQ 8(SP), AX\n\tMOVQ AX, ret+8(FP)\n\tRET\n";
+static const char asm_s[] = "#include \"textflag.h\"\n\n"
+			    "TEXT ·asmAdd(SB), NOSPLIT, $0-24\n\tMOVQ a+0(FP), AX\n"
+			    "\tADDQ b+8(FP), AX\n\tMOVQ AX, ret+16(FP)\n\tRET\n\n"
+			    "TEXT ·asmCallGo(SB), $16-16\n\tMOVQ x+0(FP), AX\n\tMOVQ AX, 0(SP)\n"
+			    "\tCALL ·goCallee(SB)\n\tMOVQ 8(SP), AX\n\tMOVQ AX, ret+8(FP)\n\tRET\n";
 
 static const char cgo_go[] =
 	"package main\n\n/*\nstatic int add_c(int a, int b) { return a + b; }\n*/\n"
@@ -434,17 +420,14 @@ static const char *source_dir(bool cgo)
 	static char dirs[2][256];
 	char *d = dirs[cgo];
 
-	snprintf(d, sizeof(dirs[0]), CACHE_DIR "/src-%s-%s", SRC_VERSION,
-		 cgo ? "cgo" : "pure");
+	snprintf(d, sizeof(dirs[0]), CACHE_DIR "/src-%s-%s", SRC_VERSION, cgo ? "cgo" : "pure");
 	if (access(d, F_OK)) {
 		char tmp[300];
 
 		snprintf(tmp, sizeof(tmp), "%s.tmp%d", d, (int)getpid());
 		mkdir(CACHE_DIR, 0755);
-		if (mkdir(tmp, 0755) ||
-		    !write_file(tmp, "main.go", main_go) ||
-		    !write_file(tmp, "abi", NULL) ||
-		    !write_file(tmp, "abi/abi.go", abi_go) ||
+		if (mkdir(tmp, 0755) || !write_file(tmp, "main.go", main_go) ||
+		    !write_file(tmp, "abi", NULL) || !write_file(tmp, "abi/abi.go", abi_go) ||
 		    !write_file(tmp, "abi/asm_amd64.s", asm_s) ||
 		    !write_file(tmp, "go.mod", go_mod) ||
 		    (cgo && !write_file(tmp, "cgo.go", cgo_go)))
@@ -469,8 +452,7 @@ static bool toolchain_version(const char *toolchain, char *out, size_t len)
 	FILE *p;
 	bool ok;
 
-	snprintf(cmd, sizeof(cmd),
-		 "cd /tmp && " GO_ENV " GOTOOLCHAIN=%s go env GOVERSION",
+	snprintf(cmd, sizeof(cmd), "cd /tmp && " GO_ENV " GOTOOLCHAIN=%s go env GOVERSION",
 		 toolchain);
 	p = popen(cmd, "r");
 	if (!p)
@@ -488,8 +470,7 @@ static bool toolchain_version(const char *toolchain, char *out, size_t len)
  * call. The cache is keyed by the version, not the toolchain name, so that
  * a new local go is not tested with the old one's builds. NULL on failure.
  */
-static const char *go_binary(const char *toolchain, const char *version,
-			     const struct variant *v)
+static const char *go_binary(const char *toolchain, const char *version, const struct variant *v)
 {
 	static char path[16][512];
 	static int slot;
@@ -497,8 +478,7 @@ static const char *go_binary(const char *toolchain, const char *version,
 	char dir[400], cmd[2048];
 	const char *src;
 
-	snprintf(dir, sizeof(dir), CACHE_DIR "/%s-%s/%s", version, SRC_VERSION,
-		 v->name);
+	snprintf(dir, sizeof(dir), CACHE_DIR "/%s-%s/%s", version, SRC_VERSION, v->name);
 	snprintf(p, sizeof(path[0]), "%s/prog", dir);
 	if (!access(p, R_OK))
 		return p;
@@ -510,11 +490,10 @@ static const char *go_binary(const char *toolchain, const char *version,
 		 "CGO_ENABLED=%d GOFLAGS= go build %s -o '%s.tmp%d' . "
 		 ">'%s/build.log' 2>&1 && "
 		 "mv -f '%s.tmp%d' '%s'",
-		 dir, src, toolchain, v->cgo, v->flags, p, (int)getpid(), dir,
-		 p, (int)getpid(), p);
+		 dir, src, toolchain, v->cgo, v->flags, p, (int)getpid(), dir, p, (int)getpid(), p);
 	if (system(cmd)) {
-		fprintf(stderr, "  building %s/%s failed, see %s/build.log\n",
-			toolchain, v->name, dir);
+		fprintf(stderr, "  building %s/%s failed, see %s/build.log\n", toolchain, v->name,
+			dir);
 		return NULL;
 	}
 	return p;
@@ -541,8 +520,7 @@ static void elf_file_close(struct elf_file *f)
 }
 
 /* Symbol `name` from .symtab: its value and size. */
-static bool symtab_lookup(Elf *elf, const char *name, uint64_t *value,
-			  uint64_t *size)
+static bool symtab_lookup(Elf *elf, const char *name, uint64_t *value, uint64_t *size)
 {
 	Elf_Scn *scn = NULL;
 
@@ -597,8 +575,7 @@ static bool section_addr(Elf *elf, const char *name, uint64_t *addr)
  * entry, and the end is the symbol's end plus the padding to the next
  * function (functions are 32-byte aligned, some assembly 64).
  */
-static bool matches_symtab(const struct gopclntab *t, Elf *elf,
-			   const char *name, const char *sym)
+static bool matches_symtab(const struct gopclntab *t, Elf *elf, const char *name, const char *sym)
 {
 	const struct gofunc *f;
 	uint64_t value, size;
@@ -609,27 +586,25 @@ static bool matches_symtab(const struct gopclntab *t, Elf *elf,
 	    !CHECK(count == 1, "%d functions named %s", count, name) ||
 	    !CHECK(symtab_lookup(elf, sym, &value, &size), "no symbol %s", sym))
 		return false;
-	return CHECK(f->entry == value, "%s: entry 0x%" PRIx64 " != symtab 0x%" PRIx64,
-		     name, f->entry, value) &&
+	return CHECK(f->entry == value, "%s: entry 0x%" PRIx64 " != symtab 0x%" PRIx64, name,
+		     f->entry, value) &&
 	       CHECK(f->end >= value + size && f->end - (value + size) < 64,
-		     "%s: end 0x%" PRIx64 " does not fit symtab 0x%" PRIx64 "+%" PRIu64,
-		     name, f->end, value, size);
+		     "%s: end 0x%" PRIx64 " does not fit symtab 0x%" PRIx64 "+%" PRIu64, name,
+		     f->end, value, size);
 }
 
 static bool same_tables(const struct gopclntab *a, const struct gopclntab *b)
 {
-	if (!ASSERT_EQ(a->nfuncs, b->nfuncs) ||
-	    !ASSERT_EQ(a->text_start, b->text_start))
+	if (!ASSERT_EQ(a->nfuncs, b->nfuncs) || !ASSERT_EQ(a->text_start, b->text_start))
 		return false;
 	for (size_t i = 0; i < a->nfuncs; i++)
 		if (!CHECK(!strcmp(a->funcs[i].name, b->funcs[i].name) &&
-			   a->funcs[i].entry == b->funcs[i].entry &&
-			   a->funcs[i].end == b->funcs[i].end,
-			   "function %zu: %s 0x%" PRIx64 "-0x%" PRIx64
-			   " != %s 0x%" PRIx64 "-0x%" PRIx64,
-			   i, a->funcs[i].name, a->funcs[i].entry,
-			   a->funcs[i].end, b->funcs[i].name,
-			   b->funcs[i].entry, b->funcs[i].end))
+				   a->funcs[i].entry == b->funcs[i].entry &&
+				   a->funcs[i].end == b->funcs[i].end,
+			   "function %zu: %s 0x%" PRIx64 "-0x%" PRIx64 " != %s 0x%" PRIx64
+			   "-0x%" PRIx64,
+			   i, a->funcs[i].name, a->funcs[i].entry, a->funcs[i].end,
+			   b->funcs[i].name, b->funcs[i].entry, b->funcs[i].end))
 			return false;
 	return true;
 }
@@ -666,11 +641,10 @@ static bool load_without_sections(const char *path, struct gopclntab **t)
 	if (!CHECK(fd >= 0 && !fstat(fd, &st), "cannot open %s", path))
 		goto cleanup;
 	img = malloc((size_t)st.st_size);
-	if (!ASSERT_TRUE(img) ||
-	    !ASSERT_EQ(read(fd, img, (size_t)st.st_size), st.st_size))
+	if (!ASSERT_TRUE(img) || !ASSERT_EQ(read(fd, img, (size_t)st.st_size), st.st_size))
 		goto cleanup;
-	put64(img + 0x28, 0);           /* e_shoff */
-	memset(img + 0x3c, 0, 4);       /* e_shnum, e_shstrndx */
+	put64(img + 0x28, 0);	  /* e_shoff */
+	memset(img + 0x3c, 0, 4); /* e_shnum, e_shstrndx */
 	elf = elf_memory((char *)img, (size_t)st.st_size);
 	ret = elf ? gopclntab__load(elf, t, &err) : -1;
 	ok = CHECK(ret == 0, "%s without sections: %d %s", path, ret, err.msg);
@@ -683,8 +657,7 @@ cleanup:
 }
 
 /* Checks of an unstripped build against its own symtab. */
-static bool check_against_symtab(const char *path, const struct gopclntab *t,
-				 bool cgo)
+static bool check_against_symtab(const char *path, const struct gopclntab *t, bool cgo)
 {
 	struct elf_file f;
 	uint64_t text_sym, size, text_sec;
@@ -716,7 +689,7 @@ static bool check_against_symtab(const char *path, const struct gopclntab *t,
 		     ASSERT_NEQ(text_sec, text_sym);
 	for (size_t i = 1; ok && i < t->nfuncs; i++)
 		ok = CHECK(t->funcs[i - 1].entry < t->funcs[i].entry &&
-			   t->funcs[i - 1].end <= t->funcs[i].entry,
+				   t->funcs[i - 1].end <= t->funcs[i].entry,
 			   "functions %zu and %zu out of order", i - 1, i);
 	elf_file_close(&f);
 	return ok;
@@ -741,18 +714,15 @@ static bool check_toolchain(const char *toolchain)
 
 		ok = CHECK(path, "no %s build for %s", v->name, toolchain) &&
 		     load_file(path, &tabs[i], &version) &&
-		     CHECK(version && !strcmp(version, want),
-			   "%s: build info version %s, want %s", path,
-			   version ? version : "(null)", want);
+		     CHECK(version && !strcmp(version, want), "%s: build info version %s, want %s",
+			   path, version ? version : "(null)", want);
 		free(version);
 		if (ok && !v->stripped)
-			ok = CHECK(check_against_symtab(path, tabs[i], v->cgo),
-				   "in %s", path);
+			ok = CHECK(check_against_symtab(path, tabs[i], v->cgo), "in %s", path);
 		for (size_t j = 0; ok && v->unstripped && j < i; j++)
 			if (!strcmp(variants[j].name, v->unstripped))
-				ok = CHECK(same_tables(tabs[j], tabs[i]),
-					   "%s differs from %s", path,
-					   variants[j].name);
+				ok = CHECK(same_tables(tabs[j], tabs[i]), "%s differs from %s",
+					   path, variants[j].name);
 		if (ok && v->stripped) {
 			struct gopclntab *nosec = NULL;
 
@@ -819,10 +789,8 @@ TEST(gopclntab_load_corrupted)
 	put64(img + hdr + 8, 0x7fffffffffffULL); /* nfunc */
 	elf_version(EV_CURRENT);
 	elf = elf_memory((char *)img, (size_t)st.st_size);
-	ok = ASSERT_TRUE(elf) &&
-	     ASSERT_EQ(gopclntab__load(elf, &t, &err), -EINVAL) &&
-	     ASSERT_TRUE(t == NULL) &&
-	     ASSERT_STRCONTAINS(err.msg, "functions cannot fit");
+	ok = ASSERT_TRUE(elf) && ASSERT_EQ(gopclntab__load(elf, &t, &err), -EINVAL) &&
+	     ASSERT_TRUE(t == NULL) && ASSERT_STRCONTAINS(err.msg, "functions cannot fit");
 cleanup:
 	elf_end(elf);
 	free(img);
@@ -849,8 +817,8 @@ TEST(gopclntab_load_not_go)
 	if (!ok)
 		return false;
 	elf = elf_memory(garbage, sizeof(garbage));
-	ok = ASSERT_EQ(gopclntab__load(elf, &t, &err), -ENOENT) &&
-	     ASSERT_TRUE(t == NULL) && ASSERT_TRUE(gobuildinfo__version(elf) == NULL);
+	ok = ASSERT_EQ(gopclntab__load(elf, &t, &err), -ENOENT) && ASSERT_TRUE(t == NULL) &&
+	     ASSERT_TRUE(gobuildinfo__version(elf) == NULL);
 	elf_end(elf);
 	return ok && ASSERT_EQ(gopclntab__load(NULL, &t, &err), -ENOENT);
 }
@@ -865,12 +833,9 @@ TEST(gopclntab_fixtures)
 	static const struct {
 		const char *variant, *prog, *twin;
 	} fx[] = {
-		{ "default", "demo", NULL },
-		{ "stripped", "demo", "default" },
-		{ "pie", "demo", NULL },
-		{ "pie-stripped", "demo", "pie" },
-		{ "cgo", "cgodemo", NULL },
-		{ "cgo-stripped", "cgodemo", "cgo" },
+		{ "default", "demo", NULL }, { "stripped", "demo", "default" },
+		{ "pie", "demo", NULL },     { "pie-stripped", "demo", "pie" },
+		{ "cgo", "cgodemo", NULL },  { "cgo-stripped", "cgodemo", "cgo" },
 	};
 	const size_t nfx = sizeof(fx) / sizeof(fx[0]);
 	const char *godir = test__fixture("go");
@@ -893,8 +858,8 @@ TEST(gopclntab_fixtures)
 			struct elf_file f;
 			uint64_t text, size;
 
-			snprintf(rel, sizeof(rel), "go/%s/%s/%s", toolchain,
-				 fx[i].variant, fx[i].prog);
+			snprintf(rel, sizeof(rel), "go/%s/%s/%s", toolchain, fx[i].variant,
+				 fx[i].prog);
 			path = test__fixture(rel);
 			if (!path)
 				continue;
@@ -904,10 +869,9 @@ TEST(gopclntab_fixtures)
 			free(version);
 			if (ok && !fx[i].twin) {
 				ok = ASSERT_TRUE(elf_file_open(&f, path)) &&
-				     matches_symtab(tabs[i], f.elf, "main.main",
-						    "main.main") &&
-				     ASSERT_TRUE(symtab_lookup(f.elf, "runtime.text",
-							       &text, &size)) &&
+				     matches_symtab(tabs[i], f.elf, "main.main", "main.main") &&
+				     ASSERT_TRUE(
+					     symtab_lookup(f.elf, "runtime.text", &text, &size)) &&
 				     ASSERT_EQ(tabs[i]->text_start, text);
 				elf_file_close(&f);
 			}
@@ -923,8 +887,7 @@ TEST(gopclntab_fixtures)
 		closedir(dir);
 
 	/* damaged Go binaries: -EINVAL and a message naming the table */
-	static const char *const damaged[] = { "gopclntab-header",
-					       "gopclntab-functab",
+	static const char *const damaged[] = { "gopclntab-header", "gopclntab-functab",
 					       "gopclntab-middle" };
 	for (size_t i = 0; ok && i < 3; i++) {
 		struct rw_error err = { 0 };
