@@ -8,6 +8,7 @@ pkgs=(
 	libbpf-dev libelf-dev libdw-dev libzydis-dev zlib1g-dev
 	libcurl4-openssl-dev libcjson-dev libyaml-dev
 	libclang-rt-14-dev
+	golang-1.19-go
 )
 
 missing=()

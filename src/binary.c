@@ -299,6 +299,24 @@ static const char *dot_name(struct binary *b, const char *name)
 	return kept;
 }
 
+/* Whether .symtab or .dynsym has a function at addr (sorted by address). */
+static bool sym_at(const struct binary *b, uint64_t addr)
+{
+	size_t n, lo = 0, hi;
+	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+
+	hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && syms[lo].addr == addr;
+}
+
 static int index_pclntab(struct binary *b, struct rw_error *err)
 {
 	size_t before = b->nfns;
@@ -315,7 +333,9 @@ static int index_pclntab(struct binary *b, struct rw_error *err)
 
 		const char *name = g->name;
 
-		if (g->end <= g->entry)
+		/* the symbol table names it already, maybe otherwise: Go 1.18
+		 * and 1.19 write "Map[...]" here for "Map[go.shape.int_0]" */
+		if (g->end <= g->entry || sym_at(b, g->entry))
 			continue;
 		/* the linker writes "·" of pclntab names as "." in .symtab (as
 		 * `go tool nm` prints them): index the name users will type */

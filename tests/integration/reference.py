@@ -17,6 +17,7 @@ analyse() derives returns, tail calls and the acceptable modes.
 """
 
 import functools
+import glob
 import os
 import re
 import subprocess
@@ -35,8 +36,24 @@ def run_tool(argv, env=None):
     return proc.stdout
 
 
+@functools.lru_cache(maxsize=None)
+def local_go(toolchain):
+    """The go command of a distribution package (/usr/lib/go-X.Y) of this
+    version, or None: such a version is not fetched through GOTOOLCHAIN."""
+    for go in sorted(glob.glob("/usr/lib/go-*/bin/go")):
+        env = dict(os.environ, GOTOOLCHAIN="local")
+        proc = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, env=env)
+        if proc.returncode == 0 and proc.stdout.strip() == toolchain:
+            return go
+    return None
+
+
 def go_tool(toolchain, *args):
-    """`go tool ARGS` of one toolchain ("go1.21.13"); GOTOOLCHAIN fetches it."""
+    """`go tool ARGS` of one toolchain ("go1.21.13"): a distribution's package
+    of that version, else GOTOOLCHAIN fetches it."""
+    go = local_go(toolchain)
+    if go:
+        return run_tool([go, "tool", *args], env={"GOTOOLCHAIN": "local", "GOFLAGS": ""})
     return run_tool(["go", "tool", *args], env={"GOTOOLCHAIN": toolchain, "GOFLAGS": ""})
 
 
@@ -164,12 +181,6 @@ def go_symbols(toolchain, binary):
         if len(cols) == 4 and cols[2] in ("T", "t"):
             syms[cols[3]] = (int(cols[0], 16), int(cols[1]))
     return syms
-
-
-def go_next_symbol(toolchain, binary, address):
-    """Address of the first text symbol after ADDRESS: where pclntab ends
-    the function at ADDRESS at the latest."""
-    return min(a for a, _ in go_symbols(toolchain, binary).values() if a > address)
 
 
 def go_insn(address, text, symbols):

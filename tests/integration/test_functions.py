@@ -3,7 +3,7 @@ disassembler (the [REF] assertions are in harness.assert_function):
 
   Go functions  go tool nm -size + go tool objdump of the toolchain that built
                 the binary, on the unstripped twin. Stripped binaries must give
-                the same entry, returns and tail calls, from pclntab.
+                the same entry, size, returns and tail calls, from pclntab.
   C functions   GNU nm -S + objdump -d on the unstripped twin (the function and
                 its .cold part). The DWARF-only copy must give the same numbers
                 from DWARF, the stripped shared library from .dynsym.
@@ -27,11 +27,10 @@ def case_id(case):
 @pytest.mark.parametrize("case", GO_CASES, ids=case_id)
 def test_go_function_matches_go_objdump(case):
     b, name = case
-    ref = reference.go_functions(b.toolchain, b.unstripped, b.go_funcs())[name]
-    max_size = None
-    if b.stripped:
-        max_size = reference.go_next_symbol(b.toolchain, b.unstripped, ref.address) - ref.address
-    harness.assert_function(harness.inspected(b, name), ref, b, max_size=max_size)
+    twin_names = tuple(b.twin_spell(n) for n in b.go_funcs())
+    ref = reference.go_functions(b.toolchain, b.unstripped, twin_names)[b.twin_spell(name)]
+    # stripped too: the size without the int3 padding up to the next function
+    harness.assert_function(harness.inspected(b, b.spell(name)), ref, b)
 
 
 @pytest.mark.parametrize("case", C_CASES, ids=case_id)
