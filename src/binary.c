@@ -39,6 +39,7 @@ struct binary {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct timespec ctime;
 	struct elfbin *eb;
 	struct dwarfinfo *dwarf;
 	struct gopclntab *pcln;
@@ -780,7 +781,8 @@ static void binary_free(struct binary *b)
 static bool same_file(const struct binary *b, const struct stat *st)
 {
 	return b->dev == st->st_dev && b->ino == st->st_ino && b->size == st->st_size &&
-	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       b->ctime.tv_sec == st->st_ctim.tv_sec && b->ctime.tv_nsec == st->st_ctim.tv_nsec;
 }
 
 static void cache_evict(struct binary_cache *c)
@@ -843,6 +845,7 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 	b->ino = st.st_ino;
 	b->size = st.st_size;
 	b->mtime = st.st_mtim;
+	b->ctime = st.st_ctim;
 	b->eb = elfbin__open_fd(fd, path, err);
 	if (!b->eb) {
 		ret = errno;

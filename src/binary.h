@@ -2,8 +2,9 @@
 /*
  * Binary analysis: which functions a binary holds, where each one starts in
  * the file, and where it returns. Every later stage (the tracer, the agent)
- * asks this module, through a cache keyed by (st_dev, st_ino, size, mtime):
- * a path alone could name a different file by the time we attach.
+ * asks this module, through a cache keyed by (st_dev, st_ino, size, mtime,
+ * ctime): a path alone could name a different file by the time we attach, and
+ * whoever may write the file may also set its mtime back, but not its ctime.
  */
 #ifndef RETWATCH_BINARY_H
 #define RETWATCH_BINARY_H

@@ -255,7 +255,7 @@ TEST(binary_bad_files)
 	return ok;
 }
 
-TEST(binary_cache_keys_on_inode_and_mtime)
+TEST(binary_cache_keys_on_inode_and_times)
 {
 	const char *path = build_c("cached", NULL);
 	struct binary_cache *cache = binary_cache__new(4);
@@ -270,10 +270,11 @@ TEST(binary_cache_keys_on_inode_and_mtime)
 		goto fail;
 	snprintf(hardlink, sizeof(hardlink), "%s.hardlink", path);
 	unlink(hardlink);
-	a = binary__open(cache, path, &err);
-	/* another path to the same inode hits the cache */
-	ok = ASSERT_TRUE(a) && ASSERT_OK(link(path, hardlink));
-	b = ok ? binary__open(cache, hardlink, &err) : NULL;
+	/* another path to the same inode hits the cache (linking first: a new
+	 * link changes the inode's ctime) */
+	ok = ASSERT_OK(link(path, hardlink));
+	a = ok ? binary__open(cache, path, &err) : NULL;
+	b = a ? binary__open(cache, hardlink, &err) : NULL;
 	binary_cache__stats(cache, &hits, &misses);
 	ok = ok && ASSERT_TRUE(a == b) && ASSERT_EQ(hits, 1) && ASSERT_EQ(misses, 1);
 	/* the same path after the file changed (new mtime) does not */
@@ -296,4 +297,38 @@ TEST(binary_cache_keys_on_inode_and_mtime)
 fail:
 	binary_cache__free(cache);
 	return false;
+}
+
+TEST(binary_cache_sees_rewrite_with_forged_mtime)
+{
+	const char *path = build_c("rewritten", NULL);
+	struct binary_cache *cache = binary_cache__new(4);
+	struct binary *a = NULL, *b = NULL;
+	struct rw_error err;
+	struct timespec times[2];
+	size_t hits, misses;
+	struct stat st;
+	bool ok = false;
+	int fd;
+
+	if (!ASSERT_TRUE(path) || !ASSERT_TRUE(cache) || !ASSERT_OK(stat(path, &st)))
+		goto out;
+	a = binary__open(cache, path, &err);
+	/* same inode, same size, one byte changed, the old mtime put back */
+	fd = open(path, O_WRONLY);
+	ok = ASSERT_TRUE(a) && ASSERT_TRUE(fd >= 0) &&
+	     ASSERT_EQ(pwrite(fd, "\x90", 1, st.st_size - 1), 1);
+	if (fd >= 0)
+		close(fd);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ok = ok && ASSERT_OK(utimensat(AT_FDCWD, path, times, 0));
+	b = ok ? binary__open(cache, path, &err) : NULL;
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(b && b != a) && ASSERT_EQ(hits, 0) && ASSERT_EQ(misses, 2);
+out:
+	binary__put(a);
+	binary__put(b);
+	binary_cache__free(cache);
+	return ok;
 }
