@@ -25,6 +25,11 @@ if ((${#missing[@]})); then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if ! python3 -m pytest --version >/dev/null 2>&1; then
+	echo "deps: installing pytest"
+	python3 -m pip install -q pytest
+fi
+
 if ! command -v go >/dev/null 2>&1; then
 	echo "deps: go is required (Go 1.21 or later on PATH) to build the test fixtures" >&2
 	exit 1
