@@ -89,7 +89,7 @@ lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 
 # The main job on a local default: analyze the Go demo service's payment flow.
-DEMO_FUNCS := main.ProcessPayment main.ValidateCard 'main.(*Cart).*'
+DEMO_FUNCS := main.ProcessPayment main.ValidateCard main.CalculateTotal 'main.(*Cart).*'
 demo: deps all
 	$(call msg,GO,build/demo/demo)
 	$(Q)mkdir -p build/demo && cd tests/fixtures/go && GOFLAGS=-buildvcs=false go build -o ../../../build/demo/demo .

@@ -22,6 +22,7 @@ FIXTURES = os.environ.get("RETWATCH_FIXTURES", "")
 GO_DEMO_FUNCS = (
     "main.main",
     "main.ProcessPayment",
+    "main.CalculateTotal",
     "main.ValidateCard",
     "main.luhn",
     "main.chargeCard",
