@@ -495,7 +495,9 @@ static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64
 	size_t len = from->size < sizeof(buf) ? from->size : sizeof(buf);
 
 	/* an ABI wrapper is a few instructions that end in a CALL or JMP to the
-	 * body: look for the rel32 displacement that reaches the target */
+	 * body: look for the rel32 displacement that reaches the target. A byte
+	 * scan is enough here since it only classifies (no probe goes where it
+	 * points), and a false match would need the target's exact distance. */
 	if (len < 5 || elfbin__read(b->eb, from->addr, buf, len))
 		return false;
 	for (size_t i = 0; i + 5 <= len; i++) {
