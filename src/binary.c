@@ -20,7 +20,6 @@ struct fn_entry {
 	const char *name;
 	uint64_t addr, size;
 	enum func_source source;
-	bool abi0;		/* Go's ABI0 symbol (".abi0" in .symtab) */
 	bool dropped;		/* a Go ABI wrapper whose body is another entry */
 	unsigned int match_gen; /* binary__match call that last listed it */
 	struct addr_range extra[DWARF_MAX_RANGES - 1]; /* .cold parts */
@@ -227,8 +226,6 @@ static int index_symtab(struct binary *b)
 	for (size_t i = 0; i < n; i++) {
 		const char *name = syms[i].name;
 		uint64_t size = syms[i].size;
-		struct fn_entry *f;
-		bool abi0 = false;
 
 		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
 			continue;
@@ -236,15 +233,12 @@ static int index_symtab(struct binary *b)
 			name = keep_name(b, name, strlen(name) - 5);
 			if (!name)
 				return -ENOMEM;
-			abi0 = true;
 		}
 		/* size 0 (hand-written assembly): up to the next symbol */
 		if (!size && i + 1 < n && syms[i + 1].addr > syms[i].addr)
 			size = syms[i + 1].addr - syms[i].addr;
-		f = add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB);
-		if (!f)
+		if (!add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB))
 			return -ENOMEM;
-		f->abi0 = abi0;
 	}
 	sort_index(b);
 	return 0;

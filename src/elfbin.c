@@ -361,16 +361,6 @@ Elf *elfbin__elf(const struct elfbin *eb)
 	return eb->elf;
 }
 
-int elfbin__fd(const struct elfbin *eb)
-{
-	return eb->fd;
-}
-
-const struct stat *elfbin__stat(const struct elfbin *eb)
-{
-	return &eb->st;
-}
-
 bool elfbin__has_symtab(const struct elfbin *eb)
 {
 	return eb->has_symtab;

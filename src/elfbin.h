@@ -33,8 +33,6 @@ struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err);
 void elfbin__free(struct elfbin *eb);
 
 Elf *elfbin__elf(const struct elfbin *eb);
-int elfbin__fd(const struct elfbin *eb);
-const struct stat *elfbin__stat(const struct elfbin *eb);
 bool elfbin__has_symtab(const struct elfbin *eb);
 /* GNU build id as hex, else Go's build id string, else NULL. */
 const char *elfbin__build_id(const struct elfbin *eb);
