@@ -48,6 +48,16 @@ struct binary {
 	char **names; /* storage for names we made */
 	size_t nnames, names_cap;
 	unsigned int match_gen;
+	struct fn_range *by_addr; /* built by binary__func_at */
+	size_t nby_addr;
+};
+
+/* One address range of a function, in the address index. */
+struct fn_range {
+	uint64_t lo, hi; /* [lo, hi) */
+	uint64_t max_hi; /* the largest hi of this and every earlier range */
+	size_t fn;	 /* index in fns */
+	bool entry;	 /* the range holding the entry */
 };
 
 struct binary_cache {
@@ -294,6 +304,22 @@ static const char *dot_name(struct binary *b, const char *name)
 	return kept;
 }
 
+/* Whether Go's function table has a function entering at addr (sorted by entry). */
+static bool pcln_has_entry(const struct binary *b, uint64_t addr)
+{
+	size_t lo = 0, hi = b->pcln ? b->pcln->nfuncs : 0;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->pcln->funcs[mid].entry < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return b->pcln && lo < b->pcln->nfuncs && b->pcln->funcs[lo].entry == addr;
+}
+
 /* Whether .symtab or .dynsym has a function at addr (sorted by address). */
 static bool sym_at(const struct binary *b, uint64_t addr)
 {
@@ -423,6 +449,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->address = f->addr;
 	fi->size = f->size;
 	fi->source = f->source;
+	fi->go = f->source == FUNC_SOURCE_PCLNTAB || pcln_has_entry(b, f->addr);
 	fi->ranges[0] = (struct addr_range){ f->addr, f->addr + f->size };
 	for (size_t i = 0; i < f->nextra; i++)
 		fi->ranges[1 + i] = f->extra[i];
@@ -752,6 +779,121 @@ void binary_match__clear(struct binary_match *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* ---- addresses ---- */
+
+static unsigned int leading_underscores(const char *s)
+{
+	unsigned int n = 0;
+
+	while (s[n] == '_')
+		n++;
+	return n;
+}
+
+/* By lo; among ranges at the same lo, the one to report last (see func_at). */
+static int range_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct fn_range *x = a, *y = b;
+	const struct binary *bin = ctx;
+	const struct fn_entry *fx = &bin->fns[x->fn], *fy = &bin->fns[y->fn];
+	unsigned int ux, uy;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	/* prefer an entry range, then the narrower, then a symbol-table name,
+	 * then the name with fewer leading underscores (memcpy, not __memcpy) */
+	if (x->entry != y->entry)
+		return x->entry ? 1 : -1;
+	if (x->hi != y->hi)
+		return x->hi > y->hi ? -1 : 1;
+	if (fx->source != fy->source)
+		return fx->source > fy->source ? -1 : 1;
+	ux = leading_underscores(fx->name);
+	uy = leading_underscores(fy->name);
+	if (ux != uy)
+		return ux > uy ? -1 : 1;
+	return strcmp(fy->name, fx->name);
+}
+
+static void add_range(struct fn_range *r, size_t *n, size_t fn, uint64_t lo, uint64_t hi,
+		      bool entry)
+{
+	if (hi <= lo) /* empty, or a size that wraps around */
+		return;
+	r[(*n)++] = (struct fn_range){ .lo = lo, .hi = hi, .fn = fn, .entry = entry };
+}
+
+static int build_addr_index(struct binary *b)
+{
+	struct fn_range *r;
+	size_t n = 0;
+
+	for (size_t i = 0; i < b->nfns; i++)
+		n += 1 + b->fns[i].nextra;
+	r = calloc(n + 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	n = 0;
+	for (size_t i = 0; i < b->nfns; i++) {
+		const struct fn_entry *f = &b->fns[i];
+
+		add_range(r, &n, i, f->addr, f->addr + f->size, true);
+		for (size_t k = 0; k < f->nextra; k++)
+			add_range(r, &n, i, f->extra[k].lo, f->extra[k].hi, false);
+	}
+	qsort_r(r, n, sizeof(*r), range_cmp, b);
+	for (size_t i = 0; i < n; i++)
+		r[i].max_hi = i && r[i - 1].max_hi > r[i].hi ? r[i - 1].max_hi : r[i].hi;
+	b->by_addr = r;
+	b->nby_addr = n;
+	return 0;
+}
+
+const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
+{
+	size_t lo = 0, hi;
+	int ret;
+
+	if (!b->by_addr) {
+		ret = build_addr_index(b);
+		if (ret) {
+			errno = -ret;
+			return NULL;
+		}
+	}
+	hi = b->nby_addr;
+	/* ranges starting at or before vaddr are [0, lo) */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->by_addr[mid].lo <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* the latest start first: the innermost range; max_hi ends the walk
+	 * once no earlier range reaches vaddr */
+	for (size_t i = lo; i-- > 0 && b->by_addr[i].max_hi > vaddr;) {
+		struct fn_entry *f = &b->fns[b->by_addr[i].fn];
+
+		if (vaddr >= b->by_addr[i].hi)
+			continue;
+		ret = analyzed(b, f);
+		if (ret) {
+			errno = -ret;
+			return NULL;
+		}
+		return f->info;
+	}
+	errno = ENOENT;
+	return NULL;
+}
+
+int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr)
+{
+	return elfbin__offset_to_addr(b->eb, off, ret_addr);
+}
+
 /* ---- lifecycle and cache ---- */
 
 static void binary_free(struct binary *b)
@@ -763,6 +905,7 @@ static void binary_free(struct binary *b)
 		disasm_result__clear(&b->fns[i].dis);
 	}
 	free(b->fns);
+	free(b->by_addr);
 	for (size_t i = 0; i < b->nnames; i++)
 		free(b->names[i]);
 	free(b->names);

@@ -37,6 +37,7 @@ struct func_info {
 	uint64_t file_offset; /* what a uprobe attaches at */
 	uint64_t size;	      /* of the entry range */
 	enum func_source source;
+	bool go; /* in Go's function table: Go code, not C linked in by cgo */
 	struct addr_range ranges[DWARF_MAX_RANGES]; /* ranges[0] holds the entry */
 	size_t nranges;
 	enum func_mode mode;
@@ -92,6 +93,16 @@ size_t binary__nfuncs(const struct binary *b);
 int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
 		  struct binary_match *ret_match, struct rw_error *err);
 void binary_match__clear(struct binary_match *m);
+
+/*
+ * The function whose ranges (entry range or another, such as a .cold part)
+ * hold the virtual address vaddr, analysed as binary__match would; NULL when
+ * none does. The innermost match wins where ranges nest. The first call
+ * builds an address index.
+ */
+const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr);
+/* Virtual address of a file offset (elfbin__offset_to_addr). 0 or -ERANGE. */
+int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr);
 
 const char *func_source__str(enum func_source s);
 const char *func_mode__str(enum func_mode m);

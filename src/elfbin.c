@@ -399,6 +399,24 @@ int elfbin__addr_to_offset(const struct elfbin *eb, uint64_t addr, uint64_t *ret
 	return 0;
 }
 
+int elfbin__offset_to_addr(const struct elfbin *eb, uint64_t off, uint64_t *ret_addr)
+{
+	/* code is what gets symbolized: prefer it where a page is shared */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < eb->nloads; i++) {
+			const GElf_Phdr *ph = &eb->loads[i];
+
+			if (!pass && !(ph->p_flags & PF_X))
+				continue;
+			if (off >= ph->p_offset && off - ph->p_offset < ph->p_filesz) {
+				*ret_addr = ph->p_vaddr + (off - ph->p_offset);
+				return 0;
+			}
+		}
+	}
+	return -ERANGE;
+}
+
 bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len)
 {
 	const GElf_Phdr *ph = find_load(eb, addr, len);

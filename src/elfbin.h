@@ -42,6 +42,12 @@ const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n);
 
 /* File offset of a virtual address inside a loaded, file-backed segment. */
 int elfbin__addr_to_offset(const struct elfbin *eb, uint64_t addr, uint64_t *ret_off);
+/*
+ * Virtual address of a file offset inside a loaded, file-backed segment
+ * (executable segments first, where file ranges of segments overlap).
+ * 0, or -ERANGE.
+ */
+int elfbin__offset_to_addr(const struct elfbin *eb, uint64_t off, uint64_t *ret_addr);
 /* Whether [addr, addr+len) lies in one executable PT_LOAD segment. */
 bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len);
 /* Reads len bytes at a virtual address into buf. 0 or -errno. */

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * User stack addresses of a process to "function+0xoff (binary)". Each
+ * process's executable mappings are read once and kept until the process is
+ * forgotten; a mapped file is opened through /proc/PID/map_files (the
+ * process's file, even inside a container or deleted) and analysed through
+ * the binary cache, so a binary shared by many processes is read once.
+ * Not thread-safe.
+ */
+#ifndef RETWATCH_SYMBOLIZE_H
+#define RETWATCH_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "binary.h"
+
+struct symbolizer;
+
+/* cache may be NULL (each process then opens its binaries itself). NULL and
+ * errno set on error. */
+struct symbolizer *symbolizer__new(struct binary_cache *cache);
+/* NULL is fine. */
+void symbolizer__free(struct symbolizer *s);
+
+/*
+ * Writes addr of process pid into buf as one of:
+ *   "main.sleepFor+0x2a (/app/tracee)"  a function of a mapped file
+ *   "0x4a1b2c (/app/tracee)"            a mapped file, no function there
+ *   "0x7ffc1234 ([vdso])"               a mapping without a file ([anon]: unnamed)
+ *   "0x1234 (?)"                        no executable mapping holds addr
+ * The path is the one the process sees; " (deleted)" follows a deleted file.
+ *
+ * Stack convention: frame 0 of a stack is the instruction pointer (is_ip
+ * true), looked up as is; every other frame is a return address, which
+ * points just past its CALL and may be the first byte of the next function,
+ * so addr - 1 is looked up (the offset printed is still addr's).
+ *
+ * buf is always filled (truncated to len). Returns 0 when a function was
+ * named, else -errno saying why not (-ENOENT: no mapping or no function;
+ * -ESRCH: the process is gone; others from opening the binary). When addr is
+ * in no mapping the process's maps are read again, once per call.
+ */
+int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_ip, char *buf,
+			size_t len);
+
+/* Drops what is kept for pid (call it when the process exits: pids are reused). */
+void symbolizer__forget(struct symbolizer *s, pid_t pid);
+
+#endif
