@@ -4,9 +4,16 @@ CC ?= gcc
 CLANG ?= clang
 CLANG_FORMAT ?= clang-format-14
 
-CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc
+BPFTOOL ?= bpftool
+# Generated BPF files (vmlinux.h, *.bpf.o, *.skel.h), shared by every OUTPUT.
+BPF_OUT := build/bpf
+
+CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I$(BPF_OUT)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-LIBS := -lelf -ldw -lZydis -lZycore -lcjson -lz
+LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
 
 CFLAGS := $(CFLAGS_BASE)
 ifeq ($(SANITIZE),1)
@@ -34,7 +41,20 @@ FUZZ_SECONDS ?= 20
 
 all: $(OUTPUT)/retwatch
 
-$(OUTPUT)/obj/%.o: src/%.c $(wildcard src/*.h) | $(OUTPUT)/obj
+$(BPF_OUT)/vmlinux.h:
+	$(Q)mkdir -p $(BPF_OUT)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BPF_OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BPF_OUT)/%.skel.h: $(BPF_OUT)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+
+$(OUTPUT)/obj/%.o: src/%.c $(wildcard src/*.h bpf/*.h) $(BPF_SKELS) | $(OUTPUT)/obj
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -42,9 +62,10 @@ $(OUTPUT)/libretwatch.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(OUTPUT)/retwatch: cmd/retwatch/main.c $(OUTPUT)/libretwatch.a $(wildcard src/*.h)
+CMD_SRCS := $(wildcard cmd/retwatch/*.c)
+$(OUTPUT)/retwatch: $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h cmd/retwatch/*.h)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) $< $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
 
 $(OUTPUT)/unit_tests: $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h tests/unit/*.h)
 	$(call msg,BINARY,$@)
@@ -71,10 +92,10 @@ itest: asan fixtures
 		python3 -m pytest -q -p no:cacheprovider tests/integration
 
 # Coverage-guided fuzzing of every parser of untrusted input, bounded in time.
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/*.h)
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/*.h) $(BPF_SKELS)
 	$(Q)mkdir -p build/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
+	$(Q)$(CLANG) -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -I$(BPF_OUT) -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all $< $(LIB_SRCS) $(LIBS) -o $@
 
 fuzz-build: $(FUZZ_BINS)
@@ -84,7 +105,7 @@ fuzz: fuzz-build fixtures
 
 test: deps lint all unit itest fuzz
 
-FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c)
+FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "binary.h"
+#include "cmd.h"
 
 #ifndef RETWATCH_VERSION
 #define RETWATCH_VERSION "0.1.0"
@@ -19,6 +20,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: retwatch inspect [--json] [--limit N] BINARY PATTERN...\n"
+		"       retwatch trace --pid PID [--pid PID...] [--duration SECONDS]\n"
+		"                      [--threshold DURATION] [--interval SECONDS] [--json] PATTERN...\n"
 		"       retwatch --version\n"
 		"\n"
 		"inspect  list each matching function's address, file offset, size and\n"
@@ -27,6 +30,8 @@ static void usage(FILE *f)
 		"  --json     print one JSON object\n"
 		"  --limit N  refuse a glob that matches more than N functions (default %d)\n",
 		BINARY_DEFAULT_LIMIT);
+	fprintf(f, "\ntrace    measure every call of the matching functions in running processes\n"
+		   "         (retwatch trace --help)\n");
 }
 
 /* cJSON keeps numbers as doubles; raw text keeps 64-bit values exact. */
@@ -232,6 +237,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "inspect"))
 		return cmd_inspect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "trace"))
+		return cmd_trace(argc - 1, argv + 1);
 	fprintf(stderr, "retwatch: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-flight calls: which frame a probe hit belongs to. Go frames are keyed
+ * by (tgid, g, g.stack.hi - SP): the depth from the top of the goroutine's
+ * stack survives the goroutine moving to another thread and its stack being
+ * copied; recursion gives each level its own depth. Native frames are keyed
+ * by (tgid, tid, SP). See design.md, "The in-flight call key".
+ */
+#ifndef RETWATCH_FRAMES_BPF_H
+#define RETWATCH_FRAMES_BPF_H
+
+#include "retwatch.h"
+#include "maps.bpf.h"
+
+struct call_ctx {
+	struct rw_ctx_key key;
+	__u64 depth;
+	__u64 goid;
+};
+
+/*
+ * Fills c for the current hit; false when the frame cannot be keyed (the
+ * drop is counted).
+ */
+static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
+					   const struct rw_func *fn, __u64 pid_tgid)
+{
+	__u64 sp = regs->sp, g = regs->r14, stack[2];
+
+	c->key.tgid = pid_tgid >> 32;
+	c->key.pad = 0;
+	c->goid = 0;
+	if (!(fn->flags & RW_FUNC_GO)) {
+		c->key.id = (__u32)pid_tgid;
+		c->depth = 0 - sp; /* the stack grows down: deeper is larger */
+		return true;
+	}
+	/* R14 is not g in ABI0 (assembly) code: prove it by the stack bounds. */
+	if (bpf_probe_read_user(stack, sizeof(stack), (void *)(g + RW_G_STACK_LO))) {
+		stat_inc(RW_STAT_READ_FAILED);
+		return false;
+	}
+	if (sp < stack[0] || sp >= stack[1]) {
+		stat_inc(RW_STAT_NOT_G_STACK);
+		return false;
+	}
+	if (fn->goid_offset &&
+	    bpf_probe_read_user(&c->goid, sizeof(c->goid), (void *)(g + fn->goid_offset)))
+		c->goid = 0;
+	c->key.id = g;
+	c->depth = stack[1] - sp;
+	return true;
+}
+
+/*
+ * &fr->f[i] in a form the verifier accepts: the compiler would drop a mask it
+ * can prove redundant, so hide i's range from it first.
+ */
+static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
+{
+	asm volatile("" : "+r"(i));
+	return &fr->f[i & (RW_MAX_FRAMES - 1)];
+}
+
+static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid)
+{
+	struct rw_hist_key hk = { .fn_id = f->fn_id, .tgid = tgid };
+	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+
+	if (h)
+		h->orphans++;
+	stat_inc(RW_STAT_ORPHANS_PURGED);
+}
+
+/* Frames of a goroutine whose g now runs another goroutine are all dead. */
+static __always_inline void frames__check_owner(struct rw_frames *fr, const struct call_ctx *c)
+{
+	if (fr->goid == c->goid)
+		return;
+	for (int i = 0; i < RW_MAX_FRAMES; i++) {
+		if (fr->n == 0)
+			break;
+		fr->n--;
+		frame__orphan(frame_at(fr, fr->n), c->key.tgid);
+		stat_inc(RW_STAT_GOID_CHANGED);
+	}
+	fr->goid = c->goid;
+}
+
+/* Frames nest: a frame at depth d proves every recorded frame deeper than d dead. */
+static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 depth, __u32 tgid)
+{
+	for (int i = 0; i < RW_MAX_FRAMES; i++) {
+		struct rw_frame *top;
+
+		if (fr->n == 0)
+			break;
+		top = frame_at(fr, fr->n - 1);
+		if (top->depth <= depth)
+			break;
+		frame__orphan(top, tgid);
+		fr->n--;
+	}
+}
+
+#endif

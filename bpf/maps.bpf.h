@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* Maps shared by the entry and RET programs, and the counter helper. */
+#ifndef RETWATCH_MAPS_BPF_H
+#define RETWATCH_MAPS_BPF_H
+
+#include "retwatch.h"
+
+/* Function slots, indexed by the low 32 bits of a probe's cookie. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_MAX_FUNCS);
+	__type(key, __u32);
+	__type(value, struct rw_func);
+} funcs SEC(".maps");
+
+/* Traced processes by tgid; other processes sharing a probed inode cost one lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct rw_proc);
+} procs SEC(".maps");
+
+/* In-flight frames per goroutine or thread; allocated as they appear. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_CONTEXTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rw_ctx_key);
+	__type(value, struct rw_frames);
+} frames SEC(".maps");
+
+/* Latency per (function, process), per CPU; userspace creates each slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, RW_MAX_HISTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rw_hist_key);
+	__type(value, struct rw_hist);
+} hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RW_STAT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* Slow calls, with their user stacks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+/* An empty rw_frames to insert from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rw_frames);
+} frames_zero SEC(".maps");
+
+static __always_inline void stat_inc(enum rw_stat s)
+{
+	__u32 key = s;
+	__u64 *v = bpf_map_lookup_elem(&stats, &key);
+
+	if (v)
+		(*v)++;
+}
+
+#endif

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Everything that crosses the boundary between the BPF programs
+ * (bpf/trace.bpf.c) and userspace (src/tracer.c). Included by both: fixed
+ * width fields, explicit padding, sizes asserted.
+ */
+#ifndef RETWATCH_BPF_RETWATCH_H
+#define RETWATCH_BPF_RETWATCH_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+#include "hist.h"
+
+/* In-flight frames remembered per goroutine (Go) or thread (native). */
+#define RW_MAX_FRAMES 64
+/* User stack frames sent with a slow call. */
+#define RW_STACK_DEPTH 32
+
+#define RW_MAX_FUNCS 16384
+#define RW_MAX_PROCS 16384
+#define RW_MAX_CONTEXTS 65536
+#define RW_MAX_HISTS 65536
+
+/*
+ * The BPF cookie of every attachment: the function slot in its low 32 bits
+ * (an index into the funcs map), flags above.
+ */
+#define RW_COOKIE_FN_MASK 0xffffffffULL
+/* This entry probe sits on runtime.morestack, not on a traced function. */
+#define RW_COOKIE_MORESTACK (1ULL << 32)
+
+/* struct rw_func.flags */
+#define RW_FUNC_ACTIVE (1U << 0)
+/* Go register ABI: R14 holds g; key frames by (g, g.stack.hi - SP). */
+#define RW_FUNC_GO (1U << 1)
+/* No RET probe: count calls at the entry only. */
+#define RW_FUNC_ENTRY_ONLY (1U << 2)
+
+/* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
+#define RW_G_STACK_LO 0
+#define RW_G_STACK_HI 8
+
+struct rw_func {
+	__u64 size;	    /* bytes of the entry range: checks a morestack return address */
+	__u64 threshold_ns; /* calls at least this slow go to the ring buffer; 0: none */
+	__u32 flags;
+	__u32 goid_offset; /* offset of goid in runtime.g; 0 when unknown */
+};
+_Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
+
+struct rw_proc {
+	__u32 flags; /* reserved */
+};
+
+/* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
+struct rw_ctx_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 id;
+};
+_Static_assert(sizeof(struct rw_ctx_key) == 16, "rw_ctx_key layout");
+
+struct rw_frame {
+	__u64 depth; /* Go: g.stack.hi - SP; native: -SP; deeper frames are larger */
+	__u64 start_ns;
+	__u64 entry_ip;
+	__u32 fn_id;
+	__u32 flags; /* RW_FRAME_* */
+};
+_Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
+
+/* runtime.morestack was entered from this frame's prologue: its next entry is a restart. */
+#define RW_FRAME_RESTARTING (1U << 0)
+
+/* Frames nest: frames[0] is the shallowest, frames[n - 1] the deepest. */
+struct rw_frames {
+	__u64 goid;    /* Go: whose frames these are; g structs are reused */
+	__u64 last_ns; /* last push or pop, for the userspace sweep */
+	__u32 n;
+	__u32 pad;
+	struct rw_frame f[RW_MAX_FRAMES];
+};
+_Static_assert(sizeof(struct rw_frames) == 24 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+
+/* Latency of one function in one process (per CPU in the kernel). */
+struct rw_hist_key {
+	__u32 fn_id;
+	__u32 tgid;
+};
+
+struct rw_hist {
+	__u64 calls;   /* with a duration, or entries of an entry-only function */
+	__u64 orphans; /* frames purged because a newer frame proved them dead */
+	__u64 sum_ns;
+	__u64 min_ns; /* 0: none yet */
+	__u64 max_ns;
+	__u64 buckets[RW_HIST_BUCKETS];
+};
+_Static_assert(sizeof(struct rw_hist) == 40 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
+
+/* A call at least as slow as its function's threshold. */
+struct rw_event {
+	__u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 duration_ns;
+	__u64 goid;	/* 0: not Go, or unknown */
+	__u64 ret_addr; /* where the RET goes: the caller, which the frame-pointer walk skips */
+	__u32 pid;
+	__u32 tid;
+	__u32 fn_id;
+	__s32 stack_bytes; /* of stack[]; negative: -errno of bpf_get_stack */
+	__u64 stack[RW_STACK_DEPTH];
+};
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH, "rw_event layout");
+
+/* What the programs count; each drop names its cause. Indexes of the stats map. */
+enum rw_stat {
+	RW_STAT_ENTRIES,	/* entry probe hits in traced processes */
+	RW_STAT_RETURNS,	/* RET probe hits in traced processes */
+	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
+	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
+	RW_STAT_READ_FAILED,	/* reading g from user memory failed */
+	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_FRAMES traced calls nested */
+	RW_STAT_CONTEXTS_FULL,	/* the in-flight map had no room for a goroutine or thread */
+	RW_STAT_NO_FUNC,	/* cookie names no active function slot */
+	RW_STAT_NO_HIST,	/* no histogram slot for (function, process) */
+	RW_STAT_UNMATCHED_RET,	/* a RET with no recorded entry (attached mid-call, purged) */
+	RW_STAT_ORPHANS_PURGED, /* frames a newer frame proved dead */
+	RW_STAT_GOID_CHANGED,	/* frames left by a goroutine whose g was reused */
+	RW_STAT_RESTARTS,	/* entries repeated after morestack, not new calls */
+	RW_STAT_RINGBUF_FULL,	/* slow-call events lost */
+	RW_STAT__MAX,
+};
+
+#endif

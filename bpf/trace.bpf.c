@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The two programs of the tracing engine: rw_entry at every traced function's
+ * entry (and at runtime.morestack of Go binaries), rw_ret at every RET
+ * instruction. Each attachment's cookie names its function slot.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "retwatch.h"
+#include "hist.h"
+#include "maps.bpf.h"
+#include "frames.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+static __always_inline const struct rw_func *func__lookup(__u32 fn_id)
+{
+	const struct rw_func *fn = bpf_map_lookup_elem(&funcs, &fn_id);
+
+	if (!fn || !(fn->flags & RW_FUNC_ACTIVE)) {
+		stat_inc(RW_STAT_NO_FUNC);
+		return NULL;
+	}
+	return fn;
+}
+
+static __always_inline bool traced(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	if (bpf_map_lookup_elem(&procs, &tgid))
+		return true;
+	stat_inc(RW_STAT_OTHER_PROCESS);
+	return false;
+}
+
+static __always_inline struct rw_hist *hist__lookup(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
+	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+
+	if (!h)
+		stat_inc(RW_STAT_NO_HIST);
+	return h;
+}
+
+static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
+{
+	unsigned int b = rw_hist_bucket(ns);
+
+	h->calls++;
+	h->sum_ns += ns;
+	if (!h->min_ns || ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	if (b < RW_HIST_BUCKETS)
+		h->buckets[b]++;
+}
+
+static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
+{
+	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	__u32 zero = 0;
+	void *empty;
+
+	if (fr)
+		return fr;
+	empty = bpf_map_lookup_elem(&frames_zero, &zero);
+	if (!empty || bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
+		stat_inc(RW_STAT_CONTEXTS_FULL);
+		return NULL;
+	}
+	fr = bpf_map_lookup_elem(&frames, &c->key);
+	if (fr)
+		fr->goid = c->goid;
+	return fr;
+}
+
+/*
+ * runtime.morestack, called from a function's prologue before its frame
+ * exists: the function will start over at its entry on a larger stack (or
+ * after a preemption) at the same depth. Mark its frame so that second entry
+ * is not taken for a new call. The return address proves which function
+ * called: a stale frame at the same depth must not be revived.
+ */
+static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct rw_func go = { .flags = RW_FUNC_GO };
+	struct rw_frame *top;
+	struct rw_frames *fr;
+	const struct rw_func *fn;
+	struct call_ctx c;
+	__u64 ret_addr;
+
+	if (!call_ctx__init(&c, regs, &go, pid_tgid))
+		return;
+	fr = bpf_map_lookup_elem(&frames, &c.key);
+	if (!fr || fr->n == 0)
+		return;
+	top = frame_at(fr, fr->n - 1);
+	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
+	if (top->depth + 8 != c.depth)
+		return;
+	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp))
+		return;
+	fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
+	if (!fn || ret_addr <= top->entry_ip || ret_addr > top->entry_ip + fn->size)
+		return;
+	top->flags |= RW_FRAME_RESTARTING;
+}
+
+SEC("uprobe")
+int rw_entry(struct pt_regs *regs)
+{
+	__u64 cookie = bpf_get_attach_cookie(regs), pid_tgid = bpf_get_current_pid_tgid();
+	__u32 fn_id = cookie & RW_COOKIE_FN_MASK;
+	const struct rw_func *fn;
+	struct rw_frames *fr;
+	struct rw_frame *top;
+	struct call_ctx c;
+	struct rw_hist *h;
+
+	if (!traced(pid_tgid))
+		return 0;
+	if (cookie & RW_COOKIE_MORESTACK) {
+		on_morestack(regs, pid_tgid);
+		return 0;
+	}
+	stat_inc(RW_STAT_ENTRIES);
+	fn = func__lookup(fn_id);
+	if (!fn)
+		return 0;
+	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
+		h = hist__lookup(fn_id, pid_tgid >> 32);
+		if (h)
+			h->calls++;
+		return 0;
+	}
+	if (!call_ctx__init(&c, regs, fn, pid_tgid))
+		return 0;
+	fr = frames__get(&c);
+	if (!fr)
+		return 0;
+	frames__check_owner(fr, &c);
+	frames__purge_deeper(fr, c.depth, c.key.tgid);
+	if (fr->n > 0) {
+		top = frame_at(fr, fr->n - 1);
+		if (top->depth == c.depth) {
+			if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
+				/* the same call, started over after morestack */
+				top->flags &= ~RW_FRAME_RESTARTING;
+				top->entry_ip = regs->ip;
+				stat_inc(RW_STAT_RESTARTS);
+				return 0;
+			}
+			frame__orphan(top, c.key.tgid);
+			fr->n--;
+		}
+	}
+	if (fr->n >= RW_MAX_FRAMES) {
+		stat_inc(RW_STAT_FRAMES_FULL);
+		return 0;
+	}
+	top = frame_at(fr, fr->n);
+	top->depth = c.depth;
+	top->start_ns = bpf_ktime_get_ns();
+	top->entry_ip = regs->ip;
+	top->fn_id = fn_id;
+	top->flags = 0;
+	fr->n++;
+	fr->last_ns = top->start_ns;
+	return 0;
+}
+
+static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
+					    __u64 pid_tgid, __u32 fn_id, __u64 start, __u64 dur)
+{
+	struct rw_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		stat_inc(RW_STAT_RINGBUF_FULL);
+		return;
+	}
+	e->start_ns = start;
+	e->duration_ns = dur;
+	e->goid = c->goid;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->fn_id = fn_id;
+	/* at a RET, BP already holds the caller's frame: the walk starts one up */
+	if (bpf_probe_read_user(&e->ret_addr, sizeof(e->ret_addr), (void *)regs->sp))
+		e->ret_addr = 0;
+	e->stack_bytes = bpf_get_stack(regs, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("uprobe")
+int rw_ret(struct pt_regs *regs)
+{
+	__u64 now = bpf_ktime_get_ns(), pid_tgid = bpf_get_current_pid_tgid();
+	__u32 fn_id = bpf_get_attach_cookie(regs) & RW_COOKIE_FN_MASK;
+	const struct rw_func *fn;
+	struct rw_frames *fr;
+	struct rw_frame *top;
+	struct call_ctx c;
+	struct rw_hist *h;
+	__u64 start, dur;
+
+	if (!traced(pid_tgid))
+		return 0;
+	stat_inc(RW_STAT_RETURNS);
+	fn = func__lookup(fn_id);
+	if (!fn || !call_ctx__init(&c, regs, fn, pid_tgid))
+		return 0;
+	fr = bpf_map_lookup_elem(&frames, &c.key);
+	if (!fr) {
+		stat_inc(RW_STAT_UNMATCHED_RET);
+		return 0;
+	}
+	frames__check_owner(fr, &c);
+	/* Frames deeper than this RET's were left by a panic or longjmp. */
+	frames__purge_deeper(fr, c.depth, c.key.tgid);
+	if (fr->n == 0) {
+		stat_inc(RW_STAT_UNMATCHED_RET);
+		return 0;
+	}
+	top = frame_at(fr, fr->n - 1);
+	if (top->depth != c.depth || top->fn_id != fn_id) {
+		stat_inc(RW_STAT_UNMATCHED_RET);
+		return 0;
+	}
+	start = top->start_ns;
+	fr->n--;
+	fr->last_ns = now;
+	dur = now - start;
+	h = hist__lookup(fn_id, c.key.tgid);
+	if (h)
+		hist__record(h, dur);
+	if (fn->threshold_ns && dur >= fn->threshold_ns)
+		slow_call__send(regs, &c, pid_tgid, fn_id, start, dur);
+	return 0;
+}

@@ -1,0 +1,916 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tracing engine over bpf/trace.bpf.c: function slots, attachment once per
+ * (device, inode, offset), per-process histograms, slow-call events.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "../bpf/retwatch.h"
+#include "tracer.h"
+#include "trace.skel.h"
+#include "uprobe.h"
+
+#define MORESTACK "runtime.morestack"
+
+/* One function of one file, with a slot in the kernel's funcs map. */
+struct slot {
+	uint32_t fn_id;
+	uint64_t address;
+	const struct func_info *info; /* owned by the file's binary */
+	unsigned int users;
+	struct rw_func meta;
+	struct batch *batch;
+};
+
+/* Probes attached together: they go when none of their slots is used. */
+struct batch {
+	struct uprobe_links entry, ret;
+	unsigned int live; /* slots of this batch with users */
+	struct batch *next;
+};
+
+/* A file with probes in it; the path names it through our own descriptor. */
+struct attached_file {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+	char path[64]; /* /proc/self/fd/N */
+	struct binary *bin;
+	struct slot **slots;
+	size_t nslots;
+	struct batch *batches;
+	struct uprobe_links morestack; /* Go: the restart marker */
+	unsigned int users;
+	struct attached_file *next;
+};
+
+struct tracer_target {
+	struct tracer *t;
+	pid_t pid;
+	struct attached_file *file;
+	struct binary_match match;
+	struct tracer_func *funcs;
+	struct slot **slots;
+	uint64_t *swept_orphans; /* purged by userspace, per function */
+	size_t nfuncs;
+	struct tracer_target *next;
+};
+
+struct tracer {
+	struct trace *skel;
+	bool multi;
+	struct binary_cache *cache;
+	bool own_cache;
+	struct attached_file *files;
+	struct tracer_target *targets;
+	uint32_t next_fn_id;
+	uint32_t *free_ids;
+	size_t nfree_ids;
+	struct ring_buffer *rb;
+	tracer_event_fn event_fn;
+	void *event_ctx;
+	int ncpus;
+	void *percpu_buf;
+};
+
+static const char *const stat_names[RW_STAT__MAX] = {
+	[RW_STAT_ENTRIES] = "entries",
+	[RW_STAT_RETURNS] = "returns",
+	[RW_STAT_OTHER_PROCESS] = "other_process",
+	[RW_STAT_NOT_G_STACK] = "not_g_stack",
+	[RW_STAT_READ_FAILED] = "read_failed",
+	[RW_STAT_FRAMES_FULL] = "frames_full",
+	[RW_STAT_CONTEXTS_FULL] = "contexts_full",
+	[RW_STAT_NO_FUNC] = "no_func",
+	[RW_STAT_NO_HIST] = "no_hist",
+	[RW_STAT_UNMATCHED_RET] = "unmatched_ret",
+	[RW_STAT_ORPHANS_PURGED] = "orphans_purged",
+	[RW_STAT_GOID_CHANGED] = "goid_changed",
+	[RW_STAT_RESTARTS] = "restarts",
+	[RW_STAT_RINGBUF_FULL] = "ringbuf_full",
+};
+
+const char *tracer_stat__str(unsigned int stat)
+{
+	return stat < RW_STAT__MAX ? stat_names[stat] : "?";
+}
+
+const char *tracer__attach_mode(const struct tracer *t)
+{
+	return t->multi ? "uprobe_multi" : "perf_event";
+}
+
+static size_t hist_value_size(void)
+{
+	return (sizeof(struct rw_hist) + 7) & ~(size_t)7;
+}
+
+static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
+{
+	enum bpf_attach_type type = multi ? UPROBE_MULTI_ATTACH_TYPE : 0;
+	int e;
+
+	t->skel = trace__open();
+	if (!t->skel)
+		return rw_error_set(err, errno, "failed to open the BPF programs: %s",
+				    strerror(errno));
+	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
+	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
+	e = trace__load(t->skel);
+	if (e) {
+		trace__destroy(t->skel);
+		t->skel = NULL;
+		if (e == -EACCES || e == -EINVAL)
+			return rw_error_set(err, -e,
+					    "the kernel's verifier rejected the BPF programs: %s "
+					    "(RETWATCH_DEBUG=1 shows its log)",
+					    strerror(-e));
+		if (e == -EPERM)
+			return rw_error_set(
+				err, EPERM,
+				"failed to load the BPF programs: %s (retwatch needs root, "
+				"or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)",
+				strerror(-e));
+		return rw_error_set(err, -e, "failed to load the BPF programs: %s", strerror(-e));
+	}
+	return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct tracer *t = ctx;
+	const struct rw_event *e = data;
+	uint64_t stack[RW_STACK_DEPTH + 1];
+	size_t n = e->stack_bytes > 0 ? (size_t)e->stack_bytes / sizeof(__u64) : 0;
+	struct tracer_event ev;
+
+	if (len < sizeof(*e) || !t->event_fn)
+		return 0;
+	if (n > RW_STACK_DEPTH)
+		n = RW_STACK_DEPTH;
+	/* the RET's own address, then its caller, then the frame-pointer walk */
+	if (n)
+		stack[0] = e->stack[0];
+	if (n && e->ret_addr)
+		stack[1] = e->ret_addr;
+	for (size_t i = 1; i < n; i++)
+		stack[i + !!e->ret_addr] = e->stack[i];
+	if (n && e->ret_addr)
+		n++;
+	ev = (struct tracer_event){
+		.pid = e->pid,
+		.tid = e->tid,
+		.goid = e->goid,
+		.start_ns = e->start_ns,
+		.duration_ns = e->duration_ns,
+		.fn_id = e->fn_id,
+		.stack = stack,
+		.nstack = n,
+	};
+	t->event_fn(&ev, t->event_ctx);
+	return 0;
+}
+
+struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
+{
+	struct tracer *t = calloc(1, sizeof(*t));
+	int e;
+
+	if (!t) {
+		rw_error_set(err, ENOMEM, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->ncpus = libbpf_num_possible_cpus();
+	t->cache = opts ? opts->cache : NULL;
+	if (!t->cache) {
+		t->cache = binary_cache__new(64);
+		t->own_cache = true;
+	}
+	t->percpu_buf = calloc(t->ncpus > 0 ? t->ncpus : 1, hist_value_size());
+	if (t->ncpus <= 0 || !t->cache || !t->percpu_buf) {
+		e = rw_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	switch (opts ? opts->attach_mode : TRACER_ATTACH_AUTO) {
+	case TRACER_ATTACH_AUTO:
+		e = load_skel(t, true, err);
+		if (!e && !uprobe_multi_supported(bpf_program__fd(t->skel->progs.rw_entry))) {
+			trace__destroy(t->skel);
+			e = load_skel(t, false, err);
+		} else if (!e) {
+			t->multi = true;
+		}
+		break;
+	case TRACER_ATTACH_MULTI:
+		e = load_skel(t, true, err);
+		if (!e && !uprobe_multi_supported(bpf_program__fd(t->skel->progs.rw_entry)))
+			e = rw_error_set(
+				err, EOPNOTSUPP,
+				"this kernel has no uprobe_multi links (Linux 6.6 or later)");
+		t->multi = true;
+		break;
+	default: e = load_skel(t, false, err); break;
+	}
+	if (e)
+		goto fail;
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event, t, NULL);
+	if (!t->rb) {
+		e = rw_error_set(err, errno, "failed to create the ring buffer: %s",
+				 strerror(errno));
+		goto fail;
+	}
+	return t;
+fail:
+	tracer__free(t);
+	errno = -e;
+	return NULL;
+}
+
+static void batch__free(struct batch *b)
+{
+	if (!b)
+		return;
+	uprobe_links__close(&b->entry);
+	uprobe_links__close(&b->ret);
+	free(b);
+}
+
+static void file__free(struct attached_file *f)
+{
+	if (!f)
+		return;
+	while (f->batches) {
+		struct batch *b = f->batches;
+
+		f->batches = b->next;
+		batch__free(b);
+	}
+	uprobe_links__close(&f->morestack);
+	for (size_t i = 0; i < f->nslots; i++)
+		free(f->slots[i]);
+	free(f->slots);
+	binary__put(f->bin);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f);
+}
+
+static void target__free(struct tracer_target *tt)
+{
+	if (!tt)
+		return;
+	binary_match__clear(&tt->match);
+	free(tt->funcs);
+	free(tt->slots);
+	free(tt->swept_orphans);
+	free(tt);
+}
+
+void tracer__free(struct tracer *t)
+{
+	if (!t)
+		return;
+	while (t->targets)
+		tracer__remove(t, t->targets);
+	while (t->files) {
+		struct attached_file *f = t->files;
+
+		t->files = f->next;
+		file__free(f);
+	}
+	ring_buffer__free(t->rb);
+	trace__destroy(t->skel);
+	if (t->own_cache)
+		binary_cache__free(t->cache);
+	free(t->free_ids);
+	free(t->percpu_buf);
+	free(t);
+}
+
+/* ---- function slots ---- */
+
+static int slot_id__alloc(struct tracer *t, uint32_t *ret_id)
+{
+	if (t->nfree_ids) {
+		*ret_id = t->free_ids[--t->nfree_ids];
+		return 0;
+	}
+	if (t->next_fn_id >= RW_MAX_FUNCS)
+		return -ENOSPC;
+	*ret_id = t->next_fn_id++;
+	return 0;
+}
+
+static void slot_id__release(struct tracer *t, uint32_t id)
+{
+	uint32_t *ids = realloc(t->free_ids, (t->nfree_ids + 1) * sizeof(*ids));
+
+	if (!ids)
+		return; /* the id leaks; it stays inactive */
+	t->free_ids = ids;
+	t->free_ids[t->nfree_ids++] = id;
+}
+
+static int slot__write(struct tracer *t, const struct slot *s)
+{
+	return bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &s->meta, BPF_ANY)
+		       ? -errno
+		       : 0;
+}
+
+static struct slot *file__find_slot(struct attached_file *f, uint64_t address)
+{
+	for (size_t i = 0; i < f->nslots; i++)
+		if (f->slots[i]->address == address)
+			return f->slots[i];
+	return NULL;
+}
+
+/* ---- Go ---- */
+
+/*
+ * R14 holds g from Go 1.17 (the register ABI) on. Where the binary does not
+ * say its version, the stack-bounds check in BPF still guards the key.
+ */
+static int go_minor(const struct binary *b)
+{
+	const char *v = binary__go_version(b);
+	int major, minor;
+
+	if (!v || sscanf(v, "go%d.%d", &major, &minor) != 2 || major != 1)
+		return -1;
+	return minor;
+}
+
+/* Offset of runtime.g.goid (see design.md); 0 when unknown. */
+static uint32_t goid_offset(int minor)
+{
+	if (minor < 17)
+		return 0;
+	return (minor == 23 || minor == 24) ? 160 : 152;
+}
+
+static bool func_uses_go_key(const struct binary *b, const struct func_info *fi)
+{
+	int minor;
+
+	if (!binary__is_go(b) || !fi->go)
+		return false;
+	minor = go_minor(b);
+	return minor < 0 || minor >= 17;
+}
+
+/* ---- attach ---- */
+
+static int file__open(struct tracer *t, const char *path, struct attached_file **ret,
+		      struct rw_error *err)
+{
+	struct attached_file *f;
+	struct stat st;
+	int fd, e;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rw_error_set(err, errno, "failed to open %s: %s", path, strerror(errno));
+	if (fstat(fd, &st)) {
+		e = rw_error_set(err, errno, "failed to stat %s: %s", path, strerror(errno));
+		close(fd);
+		return e;
+	}
+	for (f = t->files; f; f = f->next) {
+		if (f->dev == st.st_dev && f->ino == st.st_ino) {
+			close(fd);
+			*ret = f;
+			return 0;
+		}
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(fd);
+		return rw_error_set(err, ENOMEM, "out of memory");
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->fd = fd;
+	uprobe_links__init(&f->morestack);
+	/* The kernel resolves this to the inode we opened, whatever the path now names. */
+	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
+	f->bin = binary__open(t->cache, f->path, err);
+	if (!f->bin) {
+		e = -errno;
+		/* say which file, not our descriptor */
+		char msg[sizeof(err->msg)];
+
+		if (err) {
+			snprintf(msg, sizeof(msg), "%s", err->msg);
+			rw_error_set(err, -e, "%s: %s", path, msg);
+		}
+		file__free(f);
+		return e;
+	}
+	f->next = t->files;
+	t->files = f;
+	*ret = f;
+	return 0;
+}
+
+static void file__drop(struct tracer *t, struct attached_file *f)
+{
+	struct attached_file **p;
+
+	for (p = &t->files; *p; p = &(*p)->next) {
+		if (*p == f) {
+			*p = f->next;
+			file__free(f);
+			return;
+		}
+	}
+}
+
+/* Go binaries: mark restarts of a function's entry after runtime.morestack. */
+static void file__attach_morestack(struct tracer *t, struct attached_file *f)
+{
+	const char *pattern = MORESTACK;
+	struct binary_match m = { 0 };
+	uint64_t offset, cookie = RW_COOKIE_MORESTACK;
+
+	if (f->morestack.n || !binary__is_go(f->bin))
+		return;
+	if (binary__match(f->bin, &pattern, 1, 1, &m, NULL) || m.nfuncs != 1)
+		goto out;
+	offset = m.funcs[0]->file_offset;
+	uprobe_attach(&f->morestack, bpf_program__fd(t->skel->progs.rw_entry), t->multi, f->path,
+		      &offset, &cookie, 1, NULL);
+out:
+	binary_match__clear(&m);
+}
+
+static int batch__attach(struct tracer *t, struct attached_file *f, struct slot **slots, size_t n,
+			 struct batch *b, struct rw_error *err)
+{
+	uint64_t *eoff = NULL, *ecookie = NULL, *roff = NULL, *rcookie = NULL;
+	size_t ne = 0, nr = 0, nret = 0;
+	int e = -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		nret += slots[i]->info->nreturns;
+	eoff = calloc(n, sizeof(*eoff));
+	ecookie = calloc(n, sizeof(*ecookie));
+	roff = calloc(nret + 1, sizeof(*roff));
+	rcookie = calloc(nret + 1, sizeof(*rcookie));
+	if (!eoff || !ecookie || !roff || !rcookie) {
+		rw_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct func_info *fi = slots[i]->info;
+
+		eoff[ne] = fi->file_offset;
+		ecookie[ne++] = slots[i]->fn_id;
+		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
+			continue;
+		for (size_t k = 0; k < fi->nreturns && nr < nret; k++) {
+			roff[nr] = fi->file_offset + fi->returns[k];
+			rcookie[nr++] = slots[i]->fn_id;
+		}
+	}
+	e = uprobe_attach(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi, f->path,
+			  eoff, ecookie, ne, err);
+	if (!e && nr)
+		e = uprobe_attach(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
+				  f->path, roff, rcookie, nr, err);
+out:
+	free(eoff);
+	free(ecookie);
+	free(roff);
+	free(rcookie);
+	return e;
+}
+
+/* Slots for the matched functions; new ones are attached as one batch. */
+static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
+			  struct rw_error *err)
+{
+	struct attached_file *f = tt->file;
+	struct slot **fresh = calloc(tt->nfuncs + 1, sizeof(*fresh));
+	struct batch *b = NULL;
+	size_t nfresh = 0;
+	int e = 0, minor = go_minor(f->bin);
+
+	if (!fresh)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < tt->nfuncs; i++) {
+		const struct func_info *fi = tt->funcs[i].info;
+		struct slot *s = file__find_slot(f, fi->address);
+
+		if (!s) {
+			struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
+
+			if (!slots || !(s = calloc(1, sizeof(*s)))) {
+				if (slots)
+					f->slots = slots;
+				e = rw_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+			f->slots = slots;
+			if (slot_id__alloc(t, &s->fn_id)) {
+				free(s);
+				e = rw_error_set(err, ENOSPC,
+						 "too many traced functions (at most %d at once)",
+						 RW_MAX_FUNCS);
+				goto out;
+			}
+			s->address = fi->address;
+			s->info = fi;
+			s->meta.size = fi->size;
+			if (fi->mode == FUNC_MODE_ENTRY_ONLY)
+				s->meta.flags |= RW_FUNC_ENTRY_ONLY;
+			if (func_uses_go_key(f->bin, fi)) {
+				s->meta.flags |= RW_FUNC_GO;
+				s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
+			}
+			f->slots[f->nslots++] = s;
+			fresh[nfresh++] = s;
+		}
+		if (threshold_ns && (!s->meta.threshold_ns || threshold_ns < s->meta.threshold_ns))
+			s->meta.threshold_ns = threshold_ns;
+		tt->funcs[i].fn_id = s->fn_id;
+		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
+		tt->slots[i] = s;
+	}
+	if (nfresh) {
+		b = calloc(1, sizeof(*b));
+		if (!b) {
+			e = rw_error_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		uprobe_links__init(&b->entry);
+		uprobe_links__init(&b->ret);
+		/* Slots are live before the first probe can fire. */
+		for (size_t i = 0; i < nfresh; i++) {
+			fresh[i]->meta.flags |= RW_FUNC_ACTIVE;
+			e = slot__write(t, fresh[i]);
+			if (e) {
+				rw_error_set(err, -e, "failed to store a function slot: %s",
+					     strerror(-e));
+				goto out;
+			}
+		}
+		e = batch__attach(t, f, fresh, nfresh, b, err);
+		if (e)
+			goto out;
+		for (size_t i = 0; i < nfresh; i++)
+			fresh[i]->batch = b;
+		b->next = f->batches;
+		f->batches = b;
+		b = NULL;
+		file__attach_morestack(t, f);
+	}
+	/* thresholds of slots shared with other targets */
+	for (size_t i = 0; i < tt->nfuncs; i++)
+		slot__write(t, tt->slots[i]);
+out:
+	if (e) {
+		/* undo the slots made here; the others belong to earlier targets */
+		for (size_t i = 0; i < nfresh; i++) {
+			struct rw_func off = { 0 };
+
+			bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &fresh[i]->fn_id,
+					    &off, BPF_ANY);
+			slot_id__release(t, fresh[i]->fn_id);
+			for (size_t k = 0; k < f->nslots; k++) {
+				if (f->slots[k] == fresh[i]) {
+					f->slots[k] = f->slots[--f->nslots];
+					break;
+				}
+			}
+			free(fresh[i]);
+		}
+		for (size_t i = 0; i < tt->nfuncs; i++)
+			tt->slots[i] = NULL;
+		batch__free(b);
+	}
+	free(fresh);
+	return e;
+}
+
+static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
+{
+	struct rw_proc proc = { 0 };
+	__u32 tgid = tt->pid;
+
+	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
+	for (size_t i = 0; i < tt->nfuncs; i++) {
+		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
+
+		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf,
+					BPF_NOEXIST) &&
+		    errno != EEXIST)
+			return rw_error_set(err, errno, "failed to create a histogram: %s",
+					    strerror(errno));
+	}
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &tgid, &proc, BPF_ANY))
+		return rw_error_set(err, errno, "failed to register process %d: %s", tt->pid,
+				    strerror(errno));
+	return 0;
+}
+
+struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
+				  const char *const *patterns, size_t npatterns,
+				  uint64_t threshold_ns, struct rw_error *err)
+{
+	struct tracer_target *tt = calloc(1, sizeof(*tt));
+	int e;
+
+	if (!tt) {
+		errno = ENOMEM;
+		rw_error_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	tt->t = t;
+	tt->pid = pid;
+	e = file__open(t, path, &tt->file, err);
+	if (e)
+		goto fail;
+	tt->file->users++;
+	e = binary__match(tt->file->bin, patterns, npatterns, BINARY_DEFAULT_LIMIT, &tt->match,
+			  err);
+	if (e)
+		goto fail;
+	if (tt->match.nunmatched) {
+		const struct binary_unmatched *u = &tt->match.unmatched[0];
+		char hint[256] = "";
+		size_t len = 0;
+
+		for (size_t i = 0; i < u->nsuggestions && len < sizeof(hint); i++)
+			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", i ? ", " : "",
+					u->suggestions[i]);
+		e = rw_error_set(err, ENOENT, "no function matches '%s' in %s%s%s%s", u->pattern,
+				 path, len ? " (did you mean: " : "", hint, len ? ")" : "");
+		goto fail;
+	}
+	tt->nfuncs = tt->match.nfuncs;
+	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
+	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
+	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
+	if (!tt->funcs || !tt->slots || !tt->swept_orphans) {
+		e = rw_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < tt->nfuncs; i++)
+		tt->funcs[i].info = tt->match.funcs[i];
+	e = target__attach(t, tt, threshold_ns, err);
+	if (e)
+		goto fail;
+	for (size_t i = 0; i < tt->nfuncs; i++) {
+		if (tt->slots[i]->users++ == 0 && tt->slots[i]->batch)
+			tt->slots[i]->batch->live++;
+	}
+	tt->next = t->targets;
+	t->targets = tt;
+	e = target__add_maps(t, tt, err);
+	if (e) {
+		tracer__remove(t, tt);
+		errno = -e;
+		return NULL;
+	}
+	return tt;
+fail:
+	if (tt->file && --tt->file->users == 0)
+		file__drop(t, tt->file);
+	target__free(tt);
+	errno = -e;
+	return NULL;
+}
+
+static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o != tt && o->pid == tt->pid)
+			return true;
+	return false;
+}
+
+static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s)
+{
+	struct rw_func off = { 0 };
+	struct batch **p;
+
+	if (--s->users)
+		return;
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
+	if (s->batch && --s->batch->live == 0) {
+		for (p = &f->batches; *p; p = &(*p)->next) {
+			if (*p == s->batch) {
+				*p = s->batch->next;
+				break;
+			}
+		}
+		/* every slot of this batch is unused: drop them with their probes */
+		for (size_t k = 0; k < f->nslots;) {
+			struct slot *o = f->slots[k];
+
+			if (o->batch == s->batch && o->users == 0) {
+				slot_id__release(t, o->fn_id);
+				f->slots[k] = f->slots[--f->nslots];
+				if (o != s)
+					free(o);
+				continue;
+			}
+			k++;
+		}
+		batch__free(s->batch);
+		free(s);
+	}
+}
+
+void tracer__remove(struct tracer *t, struct tracer_target *tt)
+{
+	struct tracer_target **p;
+	__u32 tgid;
+
+	if (!tt)
+		return;
+	for (p = &t->targets; *p; p = &(*p)->next) {
+		if (*p == tt) {
+			*p = tt->next;
+			break;
+		}
+	}
+	tgid = tt->pid;
+	if (!pid_traced_elsewhere(t, tt))
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.procs), &tgid);
+	for (size_t i = 0; i < tt->nfuncs; i++) {
+		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
+
+		if (!tt->slots[i])
+			continue;
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
+		slot__unuse(t, tt->file, tt->slots[i]);
+	}
+	if (tt->file && --tt->file->users == 0)
+		file__drop(t, tt->file);
+	target__free(tt);
+}
+
+pid_t tracer_target__pid(const struct tracer_target *tt)
+{
+	return tt->pid;
+}
+
+struct binary *tracer_target__binary(const struct tracer_target *tt)
+{
+	return tt->file->bin;
+}
+
+size_t tracer_target__nfuncs(const struct tracer_target *tt)
+{
+	return tt->nfuncs;
+}
+
+const struct tracer_func *tracer_target__func(const struct tracer_target *tt, size_t i)
+{
+	return i < tt->nfuncs ? &tt->funcs[i] : NULL;
+}
+
+int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t i,
+			struct latency *ret)
+{
+	struct rw_hist_key hk;
+
+	if (i >= tt->nfuncs)
+		return -EINVAL;
+	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
+		return -errno;
+	memset(ret, 0, sizeof(*ret));
+	for (int cpu = 0; cpu < t->ncpus; cpu++) {
+		const struct rw_hist *h = (const void *)((const char *)t->percpu_buf +
+							 cpu * hist_value_size());
+
+		ret->calls += h->calls;
+		ret->orphans += h->orphans;
+		ret->sum_ns += h->sum_ns;
+		if (h->min_ns && (!ret->min_ns || h->min_ns < ret->min_ns))
+			ret->min_ns = h->min_ns;
+		if (h->max_ns > ret->max_ns)
+			ret->max_ns = h->max_ns;
+		for (size_t b = 0; b < RW_HIST_BUCKETS; b++)
+			ret->buckets[b] += h->buckets[b];
+	}
+	ret->orphans += tt->swept_orphans[i];
+	return 0;
+}
+
+void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx)
+{
+	t->event_fn = fn;
+	t->event_ctx = ctx;
+}
+
+int tracer__poll(struct tracer *t, int timeout_ms)
+{
+	return ring_buffer__poll(t->rb, timeout_ms);
+}
+
+/* Counts a purged frame against the function it belongs to. */
+static void count_swept(struct tracer *t, uint32_t tgid, uint32_t fn_id)
+{
+	for (struct tracer_target *tt = t->targets; tt; tt = tt->next) {
+		if ((uint32_t)tt->pid != tgid)
+			continue;
+		for (size_t i = 0; i < tt->nfuncs; i++) {
+			if (tt->funcs[i].fn_id == fn_id) {
+				tt->swept_orphans[i]++;
+				return;
+			}
+		}
+	}
+}
+
+/* Drops in-flight frames: of pid (0: any) or untouched for max_age_ns. */
+static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
+{
+	int fd = bpf_map__fd(t->skel->maps.frames), dropped = 0;
+	struct rw_ctx_key key, next, *prev = NULL, *doomed = NULL;
+	size_t ndoomed = 0, cap = 0;
+	struct rw_frames fr;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	/* deleting while walking would restart the walk: collect first */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &fr))
+			continue;
+		if (pid ? key.tgid != pid : now - fr.last_ns < max_age_ns)
+			continue;
+		if (ndoomed == cap) {
+			struct rw_ctx_key *more = realloc(doomed, (cap * 2 + 16) * sizeof(*more));
+
+			if (!more)
+				break;
+			doomed = more;
+			cap = cap * 2 + 16;
+		}
+		doomed[ndoomed++] = key;
+	}
+	for (size_t i = 0; i < ndoomed; i++) {
+		/* read again: the frames may have moved on since the walk */
+		if (bpf_map_lookup_elem(fd, &doomed[i], &fr) ||
+		    (!pid && now - fr.last_ns < max_age_ns))
+			continue;
+		bpf_map_delete_elem(fd, &doomed[i]);
+		for (uint32_t k = 0; k < fr.n && k < RW_MAX_FRAMES; k++) {
+			count_swept(t, doomed[i].tgid, fr.f[k].fn_id);
+			dropped++;
+		}
+	}
+	free(doomed);
+	return dropped;
+}
+
+int tracer__sweep(struct tracer *t, uint64_t max_age_ns)
+{
+	return sweep(t, 0, max_age_ns);
+}
+
+int tracer__reap(struct tracer *t, struct tracer_target *tt)
+{
+	return sweep(t, tt->pid, 0);
+}
+
+int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
+{
+	uint64_t *vals = calloc(t->ncpus, sizeof(*vals));
+	int fd = bpf_map__fd(t->skel->maps.stats);
+
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 s = 0; s < RW_STAT__MAX && s < n; s++) {
+		ret[s] = 0;
+		if (bpf_map_lookup_elem(fd, &s, vals))
+			continue;
+		for (int cpu = 0; cpu < t->ncpus; cpu++)
+			ret[s] += vals[cpu];
+	}
+	free(vals);
+	return 0;
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracing engine: uprobes at each function's entry and at every RET,
+ * shared by all traced processes of a binary (attached once per device,
+ * inode and offset), latency histograms kept in the kernel per (function,
+ * process), slow calls sent through a ring buffer.
+ */
+#ifndef RETWATCH_TRACER_H
+#define RETWATCH_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "binary.h"
+#include "latency.h"
+#include "rwerr.h"
+
+struct tracer;
+struct tracer_target;
+
+enum tracer_attach_mode {
+	TRACER_ATTACH_AUTO,	  /* uprobe_multi where the kernel has it, else perf_event */
+	TRACER_ATTACH_MULTI,	  /* one uprobe_multi link per binary and program */
+	TRACER_ATTACH_PERF_EVENT, /* one perf-event uprobe per offset */
+};
+
+struct tracer_opts {
+	enum tracer_attach_mode attach_mode;
+	struct binary_cache *cache; /* may be NULL */
+};
+
+/* One traced function of a target. */
+struct tracer_func {
+	const struct func_info *info; /* valid while the target lives */
+	uint32_t fn_id;		      /* slot in the kernel; the cookie of its probes */
+	bool go_key;		      /* keyed by goroutine, else by thread */
+};
+
+/* A slow call, as delivered by tracer__poll. */
+struct tracer_event {
+	pid_t pid;
+	pid_t tid;
+	uint64_t goid; /* 0: not Go or unknown */
+	uint64_t start_ns;
+	uint64_t duration_ns;
+	uint32_t fn_id;
+	const uint64_t *stack; /* user return addresses, innermost first */
+	size_t nstack;
+};
+
+typedef void (*tracer_event_fn)(const struct tracer_event *ev, void *ctx);
+
+/* Loads the BPF programs. NULL on error, with errno and a message set. */
+struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err);
+/* Detaches and unloads everything; NULL is fine. */
+void tracer__free(struct tracer *t);
+/* "uprobe_multi" or "perf_event". */
+const char *tracer__attach_mode(const struct tracer *t);
+
+/*
+ * Traces the functions matching patterns in process pid, whose executable is
+ * path (for a local process, /proc/PID/exe). Offsets already attached for
+ * the same file are shared. threshold_ns: calls at least this slow are sent
+ * to the event callback; 0 for none. A pattern matching nothing fails with
+ * -ENOENT and names it, with suggestions.
+ */
+struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
+				  const char *const *patterns, size_t npatterns,
+				  uint64_t threshold_ns, struct rw_error *err);
+/* Stops counting pid's calls and detaches probes no other target needs; NULL is fine. */
+void tracer__remove(struct tracer *t, struct tracer_target *target);
+
+pid_t tracer_target__pid(const struct tracer_target *target);
+struct binary *tracer_target__binary(const struct tracer_target *target);
+size_t tracer_target__nfuncs(const struct tracer_target *target);
+const struct tracer_func *tracer_target__func(const struct tracer_target *target, size_t i);
+/* Reads the latency of function i: the kernel's per-CPU histograms summed. */
+int tracer_target__read(struct tracer *t, const struct tracer_target *target, size_t i,
+			struct latency *ret);
+
+void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
+/* Delivers slow-call events; returns how many, or -errno (-EINTR on a signal). */
+int tracer__poll(struct tracer *t, int timeout_ms);
+
+/*
+ * Drops in-flight frames untouched for max_age_ns (calls that will never
+ * return: a killed thread, a lost goroutine) and counts them as orphans of
+ * their function. Returns how many were dropped.
+ */
+int tracer__sweep(struct tracer *t, uint64_t max_age_ns);
+/* After target's process exited: its in-flight frames become orphans. */
+int tracer__reap(struct tracer *t, struct tracer_target *target);
+
+/* The programs' counters, indexed by enum rw_stat (bpf/retwatch.h). */
+int tracer__stats(struct tracer *t, uint64_t *ret_stats, size_t n);
+const char *tracer_stat__str(unsigned int stat);
+
+#endif

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "uprobe.h"
+
+/*
+ * union bpf_attr for BPF_LINK_CREATE with uprobe_multi (include/uapi/linux/
+ * bpf.h of Linux 6.6+), which the installed headers predate.
+ */
+struct link_create_uprobe_multi {
+	uint32_t prog_fd;
+	uint32_t target_fd;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t cnt;
+	uint32_t multi_flags;
+	uint32_t pid;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct link_create_uprobe_multi) == 64, "bpf_attr layout");
+
+static int link_create_multi(int prog_fd, const char *path, const uint64_t *offsets,
+			     const uint64_t *cookies, size_t n)
+{
+	struct link_create_uprobe_multi attr = {
+		.prog_fd = prog_fd,
+		.attach_type = UPROBE_MULTI_ATTACH_TYPE,
+		.path = (uintptr_t)path,
+		.offsets = (uintptr_t)offsets,
+		.cookies = (uintptr_t)cookies,
+		.cnt = n,
+	};
+	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+
+	return fd < 0 ? -errno : fd;
+}
+
+bool uprobe_multi_supported(int prog_fd)
+{
+	uint64_t offset = 0, cookie = 0;
+	int fd = link_create_multi(prog_fd, "/", &offset, &cookie, 1);
+
+	/* "/" is no regular file: a kernel that knows the link type says so */
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 || fd == -EBADF;
+}
+
+void uprobe_links__init(struct uprobe_links *l)
+{
+	*l = (struct uprobe_links){ .multi_fd = -1 };
+}
+
+void uprobe_links__close(struct uprobe_links *l)
+{
+	if (l->multi_fd >= 0)
+		close(l->multi_fd);
+	for (size_t i = 0; i < l->n && l->link_fds; i++) {
+		if (l->link_fds[i] >= 0)
+			close(l->link_fds[i]);
+		if (l->perf_fds[i] >= 0)
+			close(l->perf_fds[i]);
+	}
+	free(l->link_fds);
+	free(l->perf_fds);
+	uprobe_links__init(l);
+}
+
+static int uprobe_pmu_type(void)
+{
+	static int type = -1;
+	FILE *f;
+
+	if (type >= 0)
+		return type;
+	f = fopen("/sys/bus/event_source/devices/uprobe/type", "re");
+	if (!f)
+		return -errno;
+	if (fscanf(f, "%d", &type) != 1)
+		type = -1;
+	fclose(f);
+	return type >= 0 ? type : -EINVAL;
+}
+
+static int perf_uprobe_open(int type, const char *path, uint64_t offset)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = type,
+		.config1 = (uintptr_t)path,
+		.config2 = offset,
+	};
+	int fd = syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
+		       const uint64_t *offsets, const uint64_t *cookies, size_t n,
+		       struct rw_error *err)
+{
+	int type = uprobe_pmu_type();
+
+	if (type < 0)
+		return rw_error_set(err, -type, "uprobes are not available: %s", strerror(-type));
+	l->perf_fds = malloc(n * sizeof(int));
+	l->link_fds = malloc(n * sizeof(int));
+	if (!l->perf_fds || !l->link_fds)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event.bpf_cookie = cookies[i]);
+		int pfd = perf_uprobe_open(type, path, offsets[i]), lfd;
+
+		if (pfd < 0)
+			return rw_error_set(err, -pfd, "failed to create a uprobe at %s+0x%llx: %s",
+					    path, (unsigned long long)offsets[i], strerror(-pfd));
+		lfd = bpf_link_create(prog_fd, pfd, BPF_PERF_EVENT, &opts);
+		if (lfd < 0) {
+			int e = -errno;
+
+			close(pfd);
+			return rw_error_set(err, -e, "failed to attach uprobe at %s+0x%llx: %s",
+					    path, (unsigned long long)offsets[i], strerror(-e));
+		}
+		l->perf_fds[l->n] = pfd;
+		l->link_fds[l->n++] = lfd;
+	}
+	return 0;
+}
+
+int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		  const uint64_t *offsets, const uint64_t *cookies, size_t n, struct rw_error *err)
+{
+	int e;
+
+	uprobe_links__close(l);
+	if (!n)
+		return 0;
+	if (multi) {
+		e = link_create_multi(prog_fd, path, offsets, cookies, n);
+		if (e < 0)
+			return rw_error_set(err, -e,
+					    "failed to attach %zu uprobes in %s (uprobe_multi): %s",
+					    n, path, strerror(-e));
+		l->multi_fd = e;
+		l->n = n;
+		return 0;
+	}
+	e = attach_perf(l, prog_fd, path, offsets, cookies, n, err);
+	if (e)
+		uprobe_links__close(l);
+	return e;
+}

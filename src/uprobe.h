@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Attaching one BPF program at many offsets of one file: a uprobe_multi link
+ * (Linux 6.6+, one syscall for all offsets, a cookie each) or one perf-event
+ * uprobe per offset. Raw syscalls: Debian's libbpf 1.1 predates uprobe_multi.
+ */
+#ifndef RETWATCH_UPROBE_H
+#define RETWATCH_UPROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rwerr.h"
+
+/* BPF_TRACE_UPROBE_MULTI in the kernel's enum bpf_attach_type (6.6+). */
+#define UPROBE_MULTI_ATTACH_TYPE 48
+
+struct uprobe_links {
+	int multi_fd; /* the uprobe_multi link, or -1 */
+	int *perf_fds;
+	int *link_fds;
+	size_t n; /* offsets attached */
+};
+
+void uprobe_links__init(struct uprobe_links *l);
+/* Detaches; an initialized, empty or closed set is fine. */
+void uprobe_links__close(struct uprobe_links *l);
+
+/*
+ * Attaches prog_fd (loaded for uprobe_multi when multi) at each offset of
+ * path, with the matching cookie. All or nothing: on error nothing stays
+ * attached and the message names the offset that failed.
+ */
+int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		  const uint64_t *offsets, const uint64_t *cookies, size_t n, struct rw_error *err);
+
+/* Whether the kernel takes uprobe_multi links for a program loaded for them. */
+bool uprobe_multi_supported(int prog_fd);
+
+#endif
