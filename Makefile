@@ -109,12 +109,11 @@ FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bp
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 
-# The main job on a local default: analyze the Go demo service's payment flow.
-DEMO_FUNCS := main.ProcessPayment main.ValidateCard main.CalculateTotal 'main.(*Cart).*'
+# The main job on a local default: trace the Go demo service's payment flow.
 demo: deps all
 	$(call msg,GO,build/demo/demo)
 	$(Q)mkdir -p build/demo && cd tests/fixtures/go && GOFLAGS=-buildvcs=false go build -o ../../../build/demo/demo .
-	$(Q)$(OUTPUT)/retwatch inspect build/demo/demo $(DEMO_FUNCS)
+	$(Q)bash scripts/demo.sh $(OUTPUT)/retwatch build/demo/demo
 
 clean:
 	$(Q)rm -rf build

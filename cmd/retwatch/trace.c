@@ -84,7 +84,9 @@ static void trace_usage(FILE *f)
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
-		"  --json                print one JSON object at the end\n",
+		"  --json                print one JSON object at the end\n"
+		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
+		"                        file) or perf_event (one uprobe per offset)\n",
 		MAX_PIDS);
 }
 
@@ -345,6 +347,7 @@ int cmd_trace(int argc, char **argv)
 		{ "threshold", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "attach", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -358,7 +361,7 @@ int cmd_trace(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	int c, ret = 1;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:t:i:ja:h", opts, NULL)) != -1) {
 		char *end;
 		long v;
 
@@ -395,6 +398,21 @@ int cmd_trace(int argc, char **argv)
 			}
 			break;
 		case 'j': r.json = true; break;
+		case 'a':
+			if (!strcmp(optarg, "auto")) {
+				topts.attach_mode = TRACER_ATTACH_AUTO;
+			} else if (!strcmp(optarg, "uprobe_multi")) {
+				topts.attach_mode = TRACER_ATTACH_MULTI;
+			} else if (!strcmp(optarg, "perf_event")) {
+				topts.attach_mode = TRACER_ATTACH_PERF_EVENT;
+			} else {
+				fprintf(stderr,
+					"retwatch: invalid --attach '%s': give auto, uprobe_multi or "
+					"perf_event\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'h': trace_usage(stdout); return 0;
 		default: trace_usage(stderr); return 2;
 		}
