@@ -89,6 +89,11 @@ uint64_t latency__percentile(const struct latency *l, double q)
 		rank = 1;
 	if (rank > n)
 		rank = n;
+	/* the extremes are known exactly */
+	if (rank == n && l->max_ns)
+		return l->max_ns;
+	if (rank == 1 && l->min_ns)
+		return l->min_ns;
 	for (b = 0; b < LAST_BUCKET; b++) {
 		if (seen + l->buckets[b] >= rank)
 			break;
@@ -96,8 +101,8 @@ uint64_t latency__percentile(const struct latency *l, double q)
 	}
 	bucket_bounds(l, b, &lo, &hi);
 	/* the k-th of c calls in [lo, hi) sits at the middle of its share */
-	v = lo + (uint64_t)((double)(hi - lo) * ((double)(rank - seen) - 0.5) /
-			    (double)l->buckets[b]);
+	v = lo +
+	    (uint64_t)((double)(hi - lo) * ((double)(rank - seen) - 0.5) / (double)l->buckets[b]);
 	if (v >= hi)
 		v = hi - 1;
 	if (v < l->min_ns)
@@ -267,8 +272,8 @@ void latency__print_log2(FILE *f, const struct latency *l)
 	snprintf(num, sizeof(num), "%" PRIu64, row_high(last));
 	if ((int)strlen(num) > width)
 		width = (int)strlen(num);
-	fprintf(f, "%*s%-*s : count     distribution\n", width / 2, "", width + 4 + width - width / 2,
-		"nsecs");
+	fprintf(f, "%*s%-*s : count     distribution\n", width / 2, "",
+		width + 4 + width - width / 2, "nsecs");
 	for (int i = first; i <= last; i++) {
 		uint64_t low = i ? 1ULL << i : 0;
 

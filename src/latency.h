@@ -38,8 +38,9 @@ uint64_t latency__mean_ns(const struct latency *l);
  * The q-quantile (0 <= q <= 1) in ns: the bucket holding rank ceil(q * n)
  * of the n calls with a duration, linearly interpolated inside the bucket by
  * rank, then clamped to [min_ns, max_ns] (so identical calls give their exact
- * duration). Within 1/16 (6.25%) of the true value. 0 when no call has a
- * duration. The last bucket has no upper bound: max_ns is taken as its top.
+ * duration; the first and last ranks are min_ns and max_ns). Within 1/16
+ * (6.25%) of the true value below 2^36 ns. 0 when no call has a duration.
+ * The last bucket has no upper bound: max_ns is taken as its top.
  */
 uint64_t latency__percentile(const struct latency *l, double q);
 

@@ -20,7 +20,7 @@ struct procmap {
 	uint64_t start, end; /* [start, end) */
 	uint64_t offset;     /* file offset mapped at start */
 	unsigned int dev_major, dev_minor;
-	uint64_t inode;	 /* 0: not file-backed */
+	uint64_t inode;	  /* 0: not file-backed */
 	const char *path; /* "" when absent; "[vdso]", "[anon:name]" as the kernel writes them */
 	bool deleted;	  /* the kernel's " (deleted)" suffix, removed from path */
 };

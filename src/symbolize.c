@@ -4,16 +4,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "procmaps.h"
 #include "symbolize.h"
 
 #define PROC_BUCKETS 256
+/* Frames from code without frame pointers are often garbage: reread a
+ * process's maps for an unknown address at most this often. */
+#define RELOAD_EVERY_NS 100000000ULL
 
 /* What is kept for one process. */
 struct sym_proc {
 	struct sym_proc *next; /* in its hash bucket */
 	pid_t pid;
+	uint64_t loaded_ns;    /* CLOCK_MONOTONIC of the last read */
 	struct procmaps *maps; /* NULL: could not be read (maps_err) */
 	int maps_err;
 	size_t nmaps;
@@ -49,6 +54,14 @@ static void proc_drop_maps(struct sym_proc *p)
 	p->nmaps = 0;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 /* (Re)reads the process's mappings; failures are kept in maps_err. */
 static void proc_load(struct sym_proc *p)
 {
@@ -56,6 +69,7 @@ static void proc_load(struct sym_proc *p)
 	size_t n;
 
 	proc_drop_maps(p);
+	p->loaded_ns = now_ns();
 	p->maps = procmaps__load(p->pid, &err);
 	if (!p->maps) {
 		/* /proc/PID is gone with the process */
@@ -159,7 +173,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 	}
 	if (p->maps)
 		map = procmaps__find(p->maps, lookup);
-	if (!map && !loaded) {
+	if (!map && !loaded && now_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
 		/* mapped since we read the maps (dlopen), or never */
 		proc_load(p);
 		if (p->maps)

@@ -41,7 +41,9 @@ void symbolizer__free(struct symbolizer *s);
  * buf is always filled (truncated to len). Returns 0 when a function was
  * named, else -errno saying why not (-ENOENT: no mapping or no function;
  * -ESRCH: the process is gone; others from opening the binary). When addr is
- * in no mapping the process's maps are read again, once per call.
+ * in no mapping the process's maps are read again (mapped since: dlopen), at
+ * most once per call and once per 100 ms per process, since frames unwound
+ * through code without frame pointers are often garbage.
  */
 int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_ip, char *buf,
 			size_t len);

@@ -15,6 +15,10 @@ for fuzzer in "$@"; do
 		cp "$f" "$corpus/seed-$(echo "${f#"$fixtures"/}" | tr / -)"
 	done
 	python3 tests/fuzz/seeds/go_seeds.py "$corpus"
+	# seeds of a target's own kind of input (such as /proc/PID/maps text)
+	if [ -d "tests/fuzz/seeds/$name" ]; then
+		cp tests/fuzz/seeds/"$name"/* "$corpus"/
+	fi
 	log=build/fuzz/$name.log
 	# inputs that once crashed a target run first, once each
 	if [ -d "tests/fuzz/regressions/$name" ]; then

@@ -332,3 +332,72 @@ out:
 	binary_cache__free(cache);
 	return ok;
 }
+
+TEST(binary_func_at)
+{
+	struct binary_match m1 = {}, m2 = {};
+	const struct func_info *tail, *checked, *f;
+	struct binary *b = open_c("plain", NULL);
+	uint64_t addr;
+	bool ok;
+
+	if (!b)
+		return false;
+	tail = find1(b, "tail", &m1);
+	checked = find1(b, "checked", &m2);
+	ok = ASSERT_TRUE(tail) && ASSERT_TRUE(checked) && ASSERT_EQ(checked->nranges, 2);
+	if (!ok)
+		goto cleanup;
+	/* the analysis binary__match hands out, for any byte of any range */
+	ok = ASSERT_EQ(binary__func_at(b, tail->address), tail) &&
+	     ASSERT_EQ(binary__func_at(b, tail->address + tail->size - 1), tail) &&
+	     ASSERT_EQ(binary__func_at(b, checked->address + 1), checked) &&
+	     ASSERT_EQ(binary__func_at(b, checked->ranges[1].lo), checked) &&
+	     ASSERT_EQ(binary__func_at(b, checked->ranges[1].hi - 1), checked) &&
+	     ASSERT_EQ(binary__func_at(b, 0), NULL) &&
+	     ASSERT_EQ(binary__func_at(b, UINT64_MAX), NULL);
+	f = binary__func_at(b, tail->address + tail->size);
+	ok = ok && (!f || ASSERT_NEQ(f, tail));
+	f = binary__func_at(b, checked->ranges[0].hi - 1);
+	ok = ok && ASSERT_TRUE(f) && ASSERT_STREQ(f->name, "checked");
+	/* file offsets back to addresses */
+	ok = ok && ASSERT_OK(binary__offset_to_addr(b, tail->file_offset, &addr)) &&
+	     ASSERT_EQ(addr, tail->address) &&
+	     ASSERT_EQ(binary__offset_to_addr(b, 1ULL << 40, &addr), -ERANGE);
+cleanup:
+	binary_match__clear(&m1);
+	binary_match__clear(&m2);
+	binary__put(b);
+	return ok;
+}
+
+TEST(binary_func_at_nopie)
+{
+	/* addresses and file offsets differ in a non-PIE executable */
+	const char *path = test__fixture("c/nopie/cfix");
+	const struct func_info *f, *g;
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct binary *b;
+	uint64_t addr;
+	bool ok;
+
+	if (!path) {
+		test__skip("no c/nopie fixture");
+		return true;
+	}
+	b = binary__open(NULL, path, &err);
+	if (!CHECK(b, "%s", err.msg))
+		return false;
+	f = find1(b, "main", &m);
+	ok = ASSERT_TRUE(f) && ASSERT_NEQ(f->address, f->file_offset);
+	if (ok) {
+		g = binary__func_at(b, f->address + 1);
+		ok = ASSERT_EQ(g, f) &&
+		     ASSERT_OK(binary__offset_to_addr(b, f->file_offset, &addr)) &&
+		     ASSERT_EQ(addr, f->address);
+	}
+	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
