@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-pytest.register_assert_rewrite("harness", "reference")
+pytest.register_assert_rewrite("harness", "reference", "tracing")
 
 import harness  # noqa: E402
 

@@ -1,0 +1,566 @@
+"""`retwatch trace` on the tracees of tests/fixtures (Go: tracee/, C:
+c/tracee.c), which report what they did and their own measurements.
+
+[REF] every expected count and duration comes from the tracee itself: its
+callers time each call with the monotonic clock (time.Now / CLOCK_MONOTONIC,
+the clock of bpf_ktime_get_ns) around the call, so a duration retwatch
+measures between the entry and the RET lies inside the tracee's. Hence
+retwatch's min_ns and max_ns are at most the tracee's, and at least the sleep
+the function does; its p50 comes from buckets and is compared with the
+tracee's median within a few percent.
+
+Each scenario runs once per build (tracing.scenario) and several tests look
+at that run. Needs root and bpftool.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import harness
+import tracing
+from tracing import c_tracee, go_tracee, scenario, within
+
+MS = 1_000_000
+SLACK_NS = 20_000  # clock reads and rounding, when comparing with the tracee's numbers
+P50_TOLERANCE = 0.05
+
+
+def go_builds():
+    """Every Go build (each toolchain, default and PIE stripped), the
+    machine's go first."""
+    native = [go_tracee("native", "default"), go_tracee("native", "pie-stripped")]
+    return native + [t for t in tracing.tracees() if t.kind == "go" and t not in native]
+
+
+GO = go_builds()
+C = [c_tracee()]
+ALL = GO + C
+NATIVE = go_tracee("native", "default")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def can_trace():
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("retwatch trace needs root")
+    if shutil.which("bpftool") is None:
+        problems.append("bpftool is not on PATH (scripts/deps.sh installs it)")
+    if problems:
+        pytest.fail("tracing tests cannot run: " + "; ".join(problems), pytrace=False)
+
+
+def assert_calls(result, role, tracee, want_calls, want_orphans=0):
+    name = tracee.fn(role)
+    f = result.function(name)
+    assert f["calls"] == want_calls, \
+        f"{tracee.id} {name}: calls {f['calls']} != {want_calls} (the tracee's)\n{result.describe()}"
+    assert f["orphans"] == want_orphans, \
+        f"{tracee.id} {name}: orphans {f['orphans']} != {want_orphans}\n{result.describe()}"
+    return f
+
+
+def assert_bounded(result, f, slept_ns):
+    """min >= the sleep; min and max within the tracee's own min and max."""
+    rep = result.report
+    name = f["name"]
+    assert f["min_ns"] >= slept_ns, \
+        f"{name}: min_ns {f['min_ns']} < the {slept_ns} ns slept\n{result.describe()}"
+    assert f["min_ns"] <= rep["min_ns"][name] + SLACK_NS, \
+        f"{name}: min_ns {f['min_ns']} > the tracee's own min {rep['min_ns'][name]}\n{result.describe()}"
+    assert f["max_ns"] <= rep["max_ns"][name] + SLACK_NS, \
+        (f"{name}: max_ns {f['max_ns']} > the tracee's own max {rep['max_ns'][name]} "
+         f"(a call measured too long)\n{result.describe()}")
+
+
+def assert_p50(result, f, tolerance=P50_TOLERANCE):
+    name = f["name"]
+    median = result.report["median_ns"][name]
+    assert within(f["p50_ns"], median, tolerance), \
+        (f"{name}: p50_ns {f['p50_ns']} is {100 * (f['p50_ns'] / median - 1):+.1f}% off the tracee's "
+         f"median {median} (tolerance {100 * tolerance:.0f}%)")
+
+
+def assert_detached(result, grace=5):
+    """The programs and links seen while attached are gone (within grace
+    seconds: the kernel frees a program after an RCU grace period, and
+    bpftool may list it for some milliseconds after retwatch exited)."""
+    during = result.programs_during
+    assert set(during.values()) == set(tracing.OUR_PROGRAMS), \
+        f"while tracing, retwatch held programs {during}, expected both of {tracing.OUR_PROGRAMS}"
+    link_ids = {link["id"] for link in result.links_during}
+    deadline = time.monotonic() + grace
+    while True:
+        left = {i: n for i, n in tracing.our_programs().items() if i in during}
+        left_links = [link for link in tracing.bpf_objects("link") if link["id"] in link_ids]
+        if not (left or left_links) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, f"BPF programs still loaded {grace} s after retwatch exited: {left}"
+    assert not left_links, f"BPF links still present {grace} s after retwatch exited: {left_links}"
+
+
+# --------------------------------------------------------------------------
+# sleep: 30 x 2 ms and 50 x 1 ms, with --threshold 1500us
+
+SLEEP_ROLES = (("sleep_for", 2 * MS), ("sleep_short", 1 * MS))
+SLEEP_THRESHOLD_NS = 1500_000
+
+
+def sleep_run(t):
+    return scenario(t, "sleep", [r for r, _ in SLEEP_ROLES], options=("--threshold", "1500us"))
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_sleep_document(t):
+    r = sleep_run(t)
+    tracing.assert_document(r)
+    assert sorted(f["name"] for f in r.doc["functions"]) == sorted(t.fn(x) for x, _ in SLEEP_ROLES)
+    for role, _ in SLEEP_ROLES:
+        f = r.function(t.fn(role))
+        assert f["mode"] == "entry+ret" and f["reason"] is None, f
+    assert r.doc["lost_events"] == 0, r.describe()
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_sleep_every_call_counted(t):
+    r = sleep_run(t)
+    for role, _ in SLEEP_ROLES:
+        assert_calls(r, role, t, r.report["calls"][t.fn(role)])
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_sleep_p50_matches_own_median(t):
+    r = sleep_run(t)
+    for role, _ in SLEEP_ROLES:
+        assert_p50(r, r.function(t.fn(role)))
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_sleep_durations_bounded(t):
+    r = sleep_run(t)
+    for role, slept in SLEEP_ROLES:
+        assert_bounded(r, r.function(t.fn(role)), slept)
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_sleep_slow_calls_counted(t):
+    """Every 2 ms call is over 1.5 ms; a 1 ms call only if the tracee saw
+    one that slow (retwatch's duration is inside the tracee's)."""
+    r = sleep_run(t)
+    long_calls = r.report["calls"][t.fn("sleep_for")]
+    short = t.fn("sleep_short")
+    if r.report["max_ns"][short] < SLEEP_THRESHOLD_NS:
+        assert r.doc["slow_calls"] == long_calls, r.describe()
+    else:
+        assert long_calls <= r.doc["slow_calls"] <= long_calls + r.report["calls"][short], r.describe()
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_probes_detached_after_exit(t):
+    assert_detached(sleep_run(t))
+
+
+def test_exit_of_the_only_process_ends_the_run():
+    r = sleep_run(NATIVE)
+    pid = r.tracees[0].pid
+    assert f"retwatch: process {pid} exited" in r.retwatch.stderr, r.describe()
+
+
+# --------------------------------------------------------------------------
+# paths: validate returns early (no sleep) for every 4th value, else after 2 ms
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_two_return_paths(t):
+    name = t.fn("validate")
+    doc = harness.inspect_json(t.path, [name])
+    assert len(doc["functions"][0]["returns"]) >= 2, f"{t.id}: {name} has one RET: {doc}"
+
+    r = scenario(t, "paths", ["validate"])
+    rep = r.report
+    assert rep["fast"] > 0 and rep["slow"] > 0, rep
+    f = assert_calls(r, "validate", t, rep["fast"] + rep["slow"])
+    assert f["mode"] == "entry+ret", f
+    assert f["min_ns"] < 500_000, f"{name}: the fast path was not seen: min_ns {f['min_ns']}\n{r.describe()}"
+    assert f["min_ns"] <= rep["fast_max_ns"] + SLACK_NS, f
+    assert f["max_ns"] >= 2 * MS, f"{name}: the slow path was not seen: max_ns {f['max_ns']}\n{r.describe()}"
+    assert f["max_ns"] <= rep["max_ns"][name] + SLACK_NS, f
+    assert f["p95_ns"] >= 2 * MS, f
+    assert_p50(r, f)  # the median is a slow call (3 of 4 are)
+
+
+# --------------------------------------------------------------------------
+# concurrent: 1000 goroutines call sleepFor(5ms) at once
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_concurrent_goroutines(t):
+    r = scenario(t, "concurrent", ["sleep_for"])
+    assert r.report["calls"][t.fn("sleep_for")] == 1000
+    f = assert_calls(r, "sleep_for", t, 1000)
+    assert_bounded(r, f, 5 * MS)
+
+
+# --------------------------------------------------------------------------
+# recursive: 40 levels with 4 KiB frames and a 1 ms sleep each, in fresh
+# goroutines (stacks grow and are copied during the calls) or threads
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_recursion_with_stack_growth(t):
+    r = scenario(t, "recursive", ["deep"])
+    rep = r.report
+    name = t.fn("deep")
+    f = assert_calls(r, "deep", t, rep["calls"][name])
+    # the innermost level lasts ~1 ms: between the 1 ms slept and the tracee's
+    # own min (no lower bound from the tracee: its few innermost calls, timed
+    # from outside, can each be delayed by the scheduler or the GC)
+    assert_bounded(r, f, 1 * MS)
+    # the outermost ~depth ms
+    assert f["max_ns"] >= 0.95 * rep["max_ns"][name], \
+        f"{name}: max_ns {f['max_ns']} vs the tracee's {rep['max_ns'][name]}"
+    assert f["max_ns"] >= rep["depth"] * MS, f
+    assert_p50(r, f, 0.10)
+
+
+# --------------------------------------------------------------------------
+# panic: mayPanic panics on every 3rd call (recovered by its untraced
+# caller); exitGoroutine ends its goroutine with runtime.Goexit in 4 of 7
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_panics_are_orphans_not_calls(t):
+    r = scenario(t, "panic", ["may_panic", "exit_goroutine"])
+    name = t.fn("may_panic")
+    f = assert_calls(r, "may_panic", t, r.report["calls"][name], r.report["orphans"][name])
+    assert_bounded(r, f, 1 * MS)
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_goexit_is_an_orphan(t):
+    r = scenario(t, "panic", ["may_panic", "exit_goroutine"])
+    name = t.fn("exit_goroutine")
+    f = assert_calls(r, "exit_goroutine", t, r.report["calls"][name], r.report["orphans"][name])
+    assert_bounded(r, f, 1 * MS)
+
+
+# --------------------------------------------------------------------------
+# C only: longjmp out of a function, threads
+
+
+@pytest.mark.parametrize("t", C, ids=tracing.param_id)
+def test_longjmp_orphans(t):
+    r = scenario(t, "longjmp", ["jumper"])
+    f = assert_calls(r, "jumper", t, r.report["calls"]["jumper"], r.report["orphans"]["jumper"])
+    assert r.report["orphans"]["jumper"] > 0
+    assert_bounded(r, f, 1 * MS)
+
+
+@pytest.mark.parametrize("t", C, ids=tracing.param_id)
+def test_threads_counted_exactly(t):
+    r = scenario(t, "threads", ["sleep_for"])
+    f = assert_calls(r, "sleep_for", t, r.report["calls"]["sleep_for"])
+    assert f["calls"] == 8 * 20
+    assert_bounded(r, f, 1 * MS)
+    assert_p50(r, f)
+
+
+# --------------------------------------------------------------------------
+# output: tracing changes nothing the program does
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_output_unchanged_by_tracing(t):
+    traced = scenario(t, "output", ["mix", "checksum"])
+    plain = tracing.untraced(t, "output")
+    assert plain.proc.returncode == 0, plain.describe()
+    assert traced.tracees[0].proc.returncode == 0, traced.describe()
+    assert plain.output_lines() == traced.tracees[0].output_lines(), \
+        f"output differs under tracing\n--- traced\n{traced.tracees[0].out.text}--- untraced\n{plain.out.text}"
+
+
+@pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
+def test_output_calls(t):
+    """Go: both functions timed. C: checksum leaves only by tail calls, so it
+    is entry-only: counted, not timed, with a reason."""
+    r = scenario(t, "output", ["mix", "checksum"])
+    tracing.assert_document(r)
+    for role in ("mix", "checksum"):
+        f = assert_calls(r, role, t, r.report["calls"][t.fn(role)])
+        if t.kind == "c" and role == "checksum":
+            assert f["mode"] == "entry-only" and f["reason"], f
+            assert f["max_ns"] == 0 and f["p50_ns"] == 0, f
+        else:
+            assert f["mode"] == "entry+ret" and f["reason"] is None, f
+
+
+# --------------------------------------------------------------------------
+# --attach perf_event: one perf-event uprobe per offset, the fallback for
+# kernels without uprobe_multi (its usage text names the option)
+
+PERF_EVENT_CASES = [(NATIVE, "sleep", ("sleep_for", "sleep_short"), 1 * MS),
+                    (NATIVE, "recursive", ("deep",), 1 * MS),
+                    (NATIVE, "panic", ("may_panic", "exit_goroutine"), 1 * MS),
+                    (C[0], "longjmp", ("jumper",), 1 * MS),
+                    (C[0], "threads", ("sleep_for",), 1 * MS)]
+
+
+@pytest.mark.parametrize("t,name,roles,slept", PERF_EVENT_CASES,
+                         ids=[f"{t.id}:{name}" for t, name, _, _ in PERF_EVENT_CASES])
+def test_perf_event_attach(t, name, roles, slept):
+    r = scenario(t, name, roles, options=("--attach", "perf_event"))
+    line = next(line for line in r.retwatch.stderr.splitlines() if line.startswith(tracing.TRACING_LINE))
+    assert "perf_event" in line, r.describe()
+    tracing.assert_document(r)
+    for role in roles:
+        fn = t.fn(role)
+        f = assert_calls(r, role, t, r.report["calls"][fn], r.report["orphans"].get(fn, 0))
+        assert_bounded(r, f, slept)
+    assert_detached(r)
+
+
+# --------------------------------------------------------------------------
+# several processes of one binary
+
+
+def test_untraced_process_not_counted():
+    """Two processes of the same executable run the same calls; only the
+    traced one's count. (A glob names the functions.)"""
+    r = tracing.run_ok([(NATIVE, "sleep"), (NATIVE, "sleep")], ["main.sleep*"], traced=[0])
+    assert r.reports[1] is not None and r.tracees[1].proc.returncode == 0, r.describe()
+    for role, _ in SLEEP_ROLES:
+        assert_calls(r, role, NATIVE, r.reports[0]["calls"][NATIVE.fn(role)])
+
+
+def test_two_processes_add_up_and_one_exits_first():
+    """--pid A --pid B: A runs and exits, retwatch says so and keeps tracing
+    B, then B runs; the counts are A's plus B's."""
+    checked = {}
+
+    def release(result, tracees):
+        a, b = tracees
+        a.release()
+        result.reports[0] = a.finish()
+        line = result.err_stream.wait_for(lambda l: l.startswith(f"retwatch: process {a.pid} exited"), 10)
+        checked["a_exit_line"] = line
+        checked["alive_after_a"] = result.proc.poll() is None
+        b.release()
+        result.reports[1] = b.finish()
+
+    r = tracing.run_ok([(NATIVE, "sleep"), (NATIVE, "sleep")],
+                       [NATIVE.fn("sleep_for"), NATIVE.fn("sleep_short")], release=release)
+    assert checked["a_exit_line"], f"no 'retwatch: process {r.tracees[0].pid} exited' line\n{r.describe()}"
+    assert checked["alive_after_a"], f"retwatch stopped when the first process exited\n{r.describe()}"
+    for role, _ in SLEEP_ROLES:
+        name = NATIVE.fn(role)
+        assert_calls(r, role, NATIVE, r.reports[0]["calls"][name] + r.reports[1]["calls"][name])
+    assert f"retwatch: process {r.tracees[1].pid} exited" in r.retwatch.stderr, r.describe()
+
+
+# --------------------------------------------------------------------------
+# stopping: --duration, SIGINT, with the tracee still running
+
+
+def stop_early(signal_after=None, options=()):
+    """The steady scenario (250 x 10 ms), retwatch stopped after about 1 s by
+    --duration or by a signal; the tracee runs on and must finish normally."""
+    checked = {}
+
+    def release(result, tracees):
+        t, = tracees
+        t.release()
+        if signal_after:
+            time.sleep(signal_after)
+            result.proc.send_signal(signal.SIGINT)
+        try:
+            result.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        checked["stopped_at"] = time.monotonic()
+        checked["tracee_running"] = t.proc.poll() is None
+        result.reports[0] = t.finish()
+
+    r = tracing.run_ok([(NATIVE, "steady")], [NATIVE.fn("sleep_for")], options=options,
+                       release=release, bpf_check=True)
+    return r, checked
+
+
+def check_stopped_early(r, checked):
+    assert checked["tracee_running"], f"the tracee ended before retwatch stopped\n{r.describe()}"
+    total = r.report["calls"][NATIVE.fn("sleep_for")]
+    f = r.function(NATIVE.fn("sleep_for"))
+    assert 0 < f["calls"] < total, f"calls {f['calls']} of {total}\n{r.describe()}"
+    assert f["min_ns"] >= 10 * MS, f
+    assert_detached(r)
+
+
+def test_duration_stops_tracing():
+    r, checked = tracing.once("duration", lambda: stop_early(options=("--duration", "1")))
+    elapsed = checked["stopped_at"] - r.attached_at
+    assert 0.8 < elapsed < 5, f"--duration 1 stopped after {elapsed:.1f} s\n{r.describe()}"
+    check_stopped_early(r, checked)
+
+
+def test_sigint_prints_results():
+    r, checked = tracing.once("sigint", lambda: stop_early(signal_after=1))
+    check_stopped_early(r, checked)
+
+
+def test_attach_and_detach_during_calls():
+    """retwatch attaches while the tracee is in the middle of its calls (a
+    RET without an entry must be ignored) and detaches after 1 s, again
+    with a call in flight: nothing invented, the tracee finishes normally."""
+    def release(result, tracees):
+        t, = tracees
+        try:
+            result.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        result.reports[0] = t.finish()
+
+    def make():
+        return tracing.run_ok([(NATIVE, "steady")], [NATIVE.fn("sleep_for")],
+                              options=("--duration", "1"), release=release, release_first=True)
+
+    r = tracing.once("attach-during-calls", make)
+    total = r.report["calls"][NATIVE.fn("sleep_for")]
+    f = r.function(NATIVE.fn("sleep_for"))
+    assert 0 < f["calls"] < total, f"calls {f['calls']} of {total}\n{r.describe()}"
+    # only some calls were seen: bounded by the sleep and the tracee's max
+    assert f["min_ns"] >= 10 * MS, f
+    assert f["max_ns"] <= r.report["max_ns"][f["name"]] + SLACK_NS, f
+
+
+# --------------------------------------------------------------------------
+# text output
+
+
+def test_text_threshold_and_table():
+    r = tracing.once("text", lambda: tracing.run_ok(
+        [(NATIVE, "sleep")], [NATIVE.fn("sleep_for"), NATIVE.fn("sleep_short")],
+        options=("--threshold", "1ms"), json_out=False))
+    out = r.retwatch.stdout
+    for role, _ in SLEEP_ROLES:
+        name = NATIVE.fn(role)
+        calls = r.report["calls"][name]
+        # every call is over 1 ms: one slow-call report each, naming the
+        # function and its duration
+        reports = [line for line in out.splitlines()
+                   if name in line and re.search(r"\d(ns|us|\u00b5s|ms|s)\b", line)]
+        assert len(reports) >= calls, f"{len(reports)} lines name {name}, {calls} slow calls\n{r.describe()}"
+        # the table: a row with the name and the call count
+        assert re.search(rf"^\s*{re.escape(name)}\s.*\b{calls}\b", out, re.M), \
+            f"no table row for {name} with {calls} calls\n{r.describe()}"
+    # a histogram: rows of bars
+    bars = [line for line in out.splitlines() if re.search(r"([#*@=|\u2580-\u259f])\1{2,}", line)]
+    assert len(bars) >= 2, f"no histogram in the output\n{r.describe()}"
+
+
+def test_interval_prints_periodically():
+    r = tracing.once("interval", lambda: tracing.run_ok(
+        [(NATIVE, "steady")], [NATIVE.fn("sleep_for")], options=("--interval", "1"), json_out=False))
+    name = NATIVE.fn("sleep_for")
+    t = r.tracees[0]
+    # lines naming the function that came while the tracee was still running
+    times = [at for at, line in r.stdout_lines if name in line and at < t.ended_at - 0.1]
+    bursts = [at for i, at in enumerate(times) if i == 0 or at - times[i - 1] > 0.5]
+    assert len(bursts) >= 2, \
+        f"{len(bursts)} reports naming {name} during the ~2.7 s run with --interval 1\n{r.describe()}"
+
+
+# --------------------------------------------------------------------------
+# errors
+
+
+def retwatch_trace(*args, timeout=60):
+    argv = (harness.RETWATCH, "trace", *args)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return harness.Run(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def waiting_tracee():
+    """A Go tracee stopped at its "ready" line; released and checked after
+    the test (it must run normally: a refused trace touched nothing)."""
+    t = tracing.TraceeProcess(NATIVE, "sleep")
+    try:
+        yield t
+        t.release()
+        rep = t.finish()
+        assert t.proc.returncode == 0 and rep["calls"][NATIVE.fn("sleep_for")] == 30, t.describe()
+    finally:
+        t.kill()
+
+
+def test_unknown_function_is_named(waiting_tracee):
+    before = set(tracing.our_programs())
+    pid = str(waiting_tracee.pid)
+    for patterns in (["main.noSuchFunction"], [NATIVE.fn("sleep_for"), "main.noSuchFunction"]):
+        run = retwatch_trace("--json", "--pid", pid, *patterns)
+        run.assert_refused()
+        assert run.returncode == 1, run.describe()
+        assert "main.noSuchFunction" in run.stderr, run.describe()
+    # Programs are freed after an RCU grace period; one that stays must have a
+    # holder: another process (another retwatch on the machine), else a leak.
+    deadline = time.monotonic() + 5
+    while (left := set(tracing.our_programs()) - before - tracing.held_by_anyone()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"BPF programs left by refused runs: {left}"
+
+
+def gone_pid():
+    """The PID of a process that has exited and been reaped."""
+    proc = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    pid = int(proc.stdout)
+    assert not os.path.exists(f"/proc/{pid}")
+    return pid
+
+
+def test_missing_pid_is_named():
+    pid = gone_pid()
+    run = retwatch_trace("--json", "--pid", str(pid), "main.sleepFor")
+    run.assert_refused()
+    assert run.returncode == 1, run.describe()
+    assert re.search(rf"\b{pid}\b", run.stderr), run.describe()
+
+
+def test_missing_pid_among_live_ones_is_named(waiting_tracee):
+    pid = gone_pid()
+    run = retwatch_trace("--json", "--pid", str(waiting_tracee.pid), "--pid", str(pid), NATIVE.fn("sleep_for"))
+    run.assert_refused()
+    assert run.returncode == 1, run.describe()
+    assert re.search(rf"\b{pid}\b", run.stderr), run.describe()
+
+
+def test_kernel_thread_is_refused():
+    """PID 2 (kthreadd) has no executable."""
+    run = retwatch_trace("--json", "--pid", "2", "main.main")
+    run.assert_refused()
+    assert run.returncode == 1, run.describe()
+
+
+USAGE_ERRORS = {
+    "nothing": [],
+    "no-pattern": ["--pid", "{pid}"],
+    "no-pid": ["main.sleepFor"],
+    "pid-not-a-number": ["--pid", "abc", "main.sleepFor"],
+    "bad-threshold": ["--pid", "{pid}", "--threshold", "fast", "main.sleepFor"],
+    "negative-duration": ["--pid", "{pid}", "--duration", "-1", "main.sleepFor"],
+    "zero-interval": ["--pid", "{pid}", "--interval", "0", "main.sleepFor"],
+    "unknown-option": ["--pid", "{pid}", "--frobnicate", "main.sleepFor"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_usage_error(case):
+    args = [a.replace("{pid}", str(os.getpid())) for a in USAGE_ERRORS[case]]
+    run = retwatch_trace(*args)
+    run.assert_refused()
+    assert run.returncode == 2, run.describe()
