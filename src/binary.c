@@ -889,6 +889,11 @@ const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
 	return NULL;
 }
 
+int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len)
+{
+	return elfbin__read(b->eb, addr, buf, len);
+}
+
 int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr)
 {
 	return elfbin__offset_to_addr(b->eb, off, ret_addr);

@@ -103,6 +103,8 @@ void binary_match__clear(struct binary_match *m);
 const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr);
 /* Virtual address of a file offset (elfbin__offset_to_addr). 0 or -ERANGE. */
 int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr);
+/* Reads len bytes at virtual address addr from the file. */
+int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
 
 const char *func_source__str(enum func_source s);
 const char *func_mode__str(enum func_mode m);

@@ -48,6 +48,7 @@ struct attached_file {
 	ino_t ino;
 	int fd;
 	char path[64]; /* /proc/self/fd/N */
+	char *name;    /* the path we were given, for messages */
 	struct binary *bin;
 	struct slot **slots;
 	size_t nslots;
@@ -264,6 +265,7 @@ static void file__free(struct attached_file *f)
 		free(f->slots[i]);
 	free(f->slots);
 	binary__put(f->bin);
+	free(f->name);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f);
@@ -406,6 +408,7 @@ static int file__open(struct tracer *t, const char *path, struct attached_file *
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	f->fd = fd;
+	f->name = strdup(path);
 	uprobe_links__init(&f->morestack);
 	/* The kernel resolves this to the inode we opened, whatever the path now names. */
 	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
@@ -459,6 +462,42 @@ out:
 	binary_match__clear(&m);
 }
 
+/*
+ * The x86 kernel refuses uprobes on instructions with a LOCK or an ES, CS,
+ * SS or DS segment prefix: say which function and site, before attaching.
+ */
+static int check_probe_site(const struct attached_file *f, const struct func_info *fi, int64_t off,
+			    struct rw_error *err)
+{
+	uint8_t insn[15];
+	size_t i;
+
+	if (binary__read(f->bin, fi->address + off, insn, sizeof(insn)))
+		return 0; /* near the end of the segment: attaching will say */
+	for (i = 0; i < sizeof(insn); i++) {
+		switch (insn[i]) {
+		case 0xf0:
+		case 0x26:
+		case 0x2e:
+		case 0x36:
+		case 0x3e:
+			return rw_error_set(err, EOPNOTSUPP,
+					    "cannot trace %s: the kernel refuses uprobes on the "
+					    "instruction at %s+0x%llx (it has a LOCK or segment "
+					    "prefix); choose another function",
+					    fi->name, fi->name, (long long)off);
+		case 0x66:
+		case 0x67:
+		case 0xf2:
+		case 0xf3:
+		case 0x64:
+		case 0x65: continue; /* other prefixes */
+		default: return 0;
+		}
+	}
+	return 0;
+}
+
 static int batch__attach(struct tracer *t, struct attached_file *f, struct slot **slots, size_t n,
 			 struct batch *b, struct rw_error *err)
 {
@@ -479,6 +518,12 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 	for (size_t i = 0; i < n; i++) {
 		const struct func_info *fi = slots[i]->info;
 
+		e = check_probe_site(f, fi, 0, err);
+		for (size_t k = 0;
+		     !e && !(slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY) && k < fi->nreturns; k++)
+			e = check_probe_site(f, fi, fi->returns[k], err);
+		if (e)
+			goto out;
 		eoff[ne] = fi->file_offset;
 		ecookie[ne++] = slots[i]->fn_id;
 		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
@@ -493,6 +538,13 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 	if (!e && nr)
 		e = uprobe_attach(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
 				  f->path, roff, rcookie, nr, err);
+	if (e && err) {
+		/* name the file as the user gave it, not our descriptor */
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		rw_error_set(err, -e, "%s: %s", f->name, msg);
+	}
 out:
 	free(eoff);
 	free(ecookie);

@@ -32,6 +32,16 @@ struct link_create_uprobe_multi {
 };
 _Static_assert(sizeof(struct link_create_uprobe_multi) == 64, "bpf_attr layout");
 
+/* ENOTSUPP, which the kernel returns for an instruction it cannot probe. */
+#define KERNEL_ENOTSUPP 524
+
+static const char *cause(int e)
+{
+	if (e == KERNEL_ENOTSUPP)
+		return "the kernel cannot probe an instruction there";
+	return strerror(e);
+}
+
 static int link_create_multi(int prog_fd, const char *path, const uint64_t *offsets,
 			     const uint64_t *cookies, size_t n)
 {
@@ -125,15 +135,17 @@ static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
 		int pfd = perf_uprobe_open(type, path, offsets[i]), lfd;
 
 		if (pfd < 0)
-			return rw_error_set(err, -pfd, "failed to create a uprobe at %s+0x%llx: %s",
-					    path, (unsigned long long)offsets[i], strerror(-pfd));
+			return rw_error_set(err, -pfd,
+					    "failed to create a uprobe at offset 0x%llx: %s",
+					    (unsigned long long)offsets[i], cause(-pfd));
 		lfd = bpf_link_create(prog_fd, pfd, BPF_PERF_EVENT, &opts);
 		if (lfd < 0) {
 			int e = -errno;
 
 			close(pfd);
-			return rw_error_set(err, -e, "failed to attach uprobe at %s+0x%llx: %s",
-					    path, (unsigned long long)offsets[i], strerror(-e));
+			return rw_error_set(err, -e,
+					    "failed to attach a uprobe at offset 0x%llx: %s",
+					    (unsigned long long)offsets[i], cause(-e));
 		}
 		l->perf_fds[l->n] = pfd;
 		l->link_fds[l->n++] = lfd;

@@ -564,3 +564,30 @@ def test_usage_error(case):
     run = retwatch_trace(*args)
     run.assert_refused()
     assert run.returncode == 2, run.describe()
+
+
+LOCKED_C = r"""
+#include <stdio.h>
+long n;
+__attribute__((noipa)) long bump(long x) { __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED); return x * 3; }
+int main(void) { char line[8]; fgets(line, sizeof(line), stdin); return (int)bump(0); }
+"""
+
+
+def test_unprobeable_instruction_is_named(tmp_path):
+    """x86 kernels refuse uprobes on LOCK-prefixed instructions: the message
+    names the function and the site instead of a bare errno."""
+    src, exe = tmp_path / "locked.c", tmp_path / "locked"
+    src.write_text(LOCKED_C)
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
+    first = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)],
+                           capture_output=True, text=True, check=True).stdout
+    body = first.split("<bump>:\n", 1)[1].splitlines()[0]
+    assert "lock" in body, f"gcc did not start bump with a LOCK prefix: {body}"
+    proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, text=True)
+    try:
+        run = retwatch_trace("--pid", str(proc.pid), "bump")
+        assert run.returncode == 1, run.describe()
+        assert "cannot trace bump" in run.stderr and "LOCK" in run.stderr, run.describe()
+    finally:
+        proc.communicate("x\n", timeout=10)
