@@ -20,12 +20,15 @@ struct call_ctx {
 
 /*
  * Fills c for the current hit; false when the frame cannot be keyed (the
- * drop is counted).
+ * drop is counted). with_goid: also read the goroutine id, in the same copy
+ * from user memory (each copy costs more than the bytes it moves).
  */
 static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
-					   const struct rw_func *fn, __u64 pid_tgid)
+					   const struct rw_func *fn, __u64 pid_tgid, bool with_goid)
 {
-	__u64 sp = regs->sp, g = regs->r14, stack[2];
+	__u64 sp = regs->sp, g = regs->r14, gbuf[RW_G_GOID_MAX / 8 + 1];
+	__u32 goff = fn->goid_offset;
+	long size = sizeof(__u64) * 2;
 
 	c->key.tgid = pid_tgid >> 32;
 	c->key.pad = 0;
@@ -35,20 +38,23 @@ static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *r
 		c->depth = 0 - sp; /* the stack grows down: deeper is larger */
 		return true;
 	}
+	with_goid = with_goid && (goff == 152 || goff == 160);
+	if (with_goid)
+		size = sizeof(gbuf);
 	/* R14 is not g in ABI0 (assembly) code: prove it by the stack bounds. */
-	if (bpf_probe_read_user(stack, sizeof(stack), (void *)(g + RW_G_STACK_LO))) {
+	if (bpf_probe_read_user(gbuf, size, (void *)g)) {
 		stat_inc(RW_STAT_READ_FAILED);
 		return false;
 	}
-	if (sp < stack[0] || sp >= stack[1]) {
+	if (sp < gbuf[RW_G_STACK_LO / 8] || sp >= gbuf[RW_G_STACK_HI / 8]) {
 		stat_inc(RW_STAT_NOT_G_STACK);
 		return false;
 	}
-	if (fn->goid_offset &&
-	    bpf_probe_read_user(&c->goid, sizeof(c->goid), (void *)(g + fn->goid_offset)))
-		c->goid = 0;
+	if (with_goid)
+		/* constant indexes: the verifier refuses variable ones into the stack */
+		c->goid = goff == 160 ? gbuf[160 / 8] : gbuf[152 / 8];
 	c->key.id = g;
-	c->depth = stack[1] - sp;
+	c->depth = gbuf[RW_G_STACK_HI / 8] - sp;
 	return true;
 }
 

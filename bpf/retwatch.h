@@ -41,12 +41,14 @@
 /* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
 #define RW_G_STACK_LO 0
 #define RW_G_STACK_HI 8
+/* The largest goid offset we read (Go 1.23 and 1.24 put it at 160). */
+#define RW_G_GOID_MAX 160
 
 struct rw_func {
 	__u64 size;	    /* bytes of the entry range: checks a morestack return address */
 	__u64 threshold_ns; /* calls at least this slow go to the ring buffer; 0: none */
 	__u32 flags;
-	__u32 goid_offset; /* offset of goid in runtime.g; 0 when unknown */
+	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
 };
 _Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
 
@@ -116,8 +118,6 @@ _Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH, "rw_event lay
 
 /* What the programs count; each drop names its cause. Indexes of the stats map. */
 enum rw_stat {
-	RW_STAT_ENTRIES,	/* entry probe hits in traced processes */
-	RW_STAT_RETURNS,	/* RET probe hits in traced processes */
 	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
 	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
 	RW_STAT_READ_FAILED,	/* reading g from user memory failed */

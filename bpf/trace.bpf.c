@@ -95,7 +95,7 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 	struct call_ctx c;
 	__u64 ret_addr;
 
-	if (!call_ctx__init(&c, regs, &go, pid_tgid))
+	if (!call_ctx__init(&c, regs, &go, pid_tgid, false))
 		return;
 	fr = bpf_map_lookup_elem(&frames, &c.key);
 	if (!fr || fr->n == 0)
@@ -129,7 +129,6 @@ int rw_entry(struct pt_regs *regs)
 		on_morestack(regs, pid_tgid);
 		return 0;
 	}
-	stat_inc(RW_STAT_ENTRIES);
 	fn = func__lookup(fn_id);
 	if (!fn)
 		return 0;
@@ -139,7 +138,7 @@ int rw_entry(struct pt_regs *regs)
 			h->calls++;
 		return 0;
 	}
-	if (!call_ctx__init(&c, regs, fn, pid_tgid))
+	if (!call_ctx__init(&c, regs, fn, pid_tgid, true))
 		return 0;
 	fr = frames__get(&c);
 	if (!fr)
@@ -211,16 +210,15 @@ int rw_ret(struct pt_regs *regs)
 
 	if (!traced(pid_tgid))
 		return 0;
-	stat_inc(RW_STAT_RETURNS);
 	fn = func__lookup(fn_id);
-	if (!fn || !call_ctx__init(&c, regs, fn, pid_tgid))
+	/* no goid: the entry that pushed this frame checked the owner */
+	if (!fn || !call_ctx__init(&c, regs, fn, pid_tgid, false))
 		return 0;
 	fr = bpf_map_lookup_elem(&frames, &c.key);
 	if (!fr) {
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	frames__check_owner(fr, &c);
 	/* Frames deeper than this RET's were left by a panic or longjmp. */
 	frames__purge_deeper(fr, c.depth, c.key.tgid);
 	if (fr->n == 0) {
@@ -239,6 +237,7 @@ int rw_ret(struct pt_regs *regs)
 	h = hist__lookup(fn_id, c.key.tgid);
 	if (h)
 		hist__record(h, dur);
+	c.goid = fr->goid; /* recorded by the entry */
 	if (fn->threshold_ns && dur >= fn->threshold_ns)
 		slow_call__send(regs, &c, pid_tgid, fn_id, start, dur);
 	return 0;

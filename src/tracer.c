@@ -88,8 +88,6 @@ struct tracer {
 };
 
 static const char *const stat_names[RW_STAT__MAX] = {
-	[RW_STAT_ENTRIES] = "entries",
-	[RW_STAT_RETURNS] = "returns",
 	[RW_STAT_OTHER_PROCESS] = "other_process",
 	[RW_STAT_NOT_G_STACK] = "not_g_stack",
 	[RW_STAT_READ_FAILED] = "read_failed",
@@ -894,6 +892,12 @@ static void count_swept(struct tracer *t, uint32_t tgid, uint32_t fn_id)
 	}
 }
 
+/* BPF may have touched the frames after we read the clock: that is fresh too. */
+static bool stale(const struct rw_frames *fr, uint64_t now, uint64_t max_age_ns)
+{
+	return fr->last_ns < now && now - fr->last_ns >= max_age_ns;
+}
+
 /* Drops in-flight frames: of pid (0: any) or untouched for max_age_ns. */
 static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 {
@@ -912,7 +916,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &fr))
 			continue;
-		if (pid ? key.tgid != pid : now - fr.last_ns < max_age_ns)
+		if (pid ? key.tgid != pid : !stale(&fr, now, max_age_ns))
 			continue;
 		if (ndoomed == cap) {
 			struct rw_ctx_key *more = realloc(doomed, (cap * 2 + 16) * sizeof(*more));
@@ -927,7 +931,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	for (size_t i = 0; i < ndoomed; i++) {
 		/* read again: the frames may have moved on since the walk */
 		if (bpf_map_lookup_elem(fd, &doomed[i], &fr) ||
-		    (!pid && now - fr.last_ns < max_age_ns))
+		    (!pid && !stale(&fr, now, max_age_ns)))
 			continue;
 		bpf_map_delete_elem(fd, &doomed[i]);
 		for (uint32_t k = 0; k < fr.n && k < RW_MAX_FRAMES; k++) {

@@ -1,0 +1,371 @@
+#!/usr/bin/env bash
+# Benchmarks of the tracing engine. Prints figures; asserts nothing.
+#
+# 1. Cost of a traced call against the floor: a Go workload calls a small
+#    function (two RETs) CALLS times a round, with no probes (bare), with an
+#    empty BPF program at the same entry and RET offsets retwatch uses
+#    (floor), and under `retwatch trace` (ours), ROUNDS rounds of each,
+#    interleaved. Prints median ns per call, the overheads and their ratio,
+#    and checks retwatch's JSON call count against the calls made.
+# 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one extra floor
+#    round and one extra retwatch round, so stats do not slow part 1):
+#    run_time_ns / run_cnt of rw_entry, rw_ret and the empty program.
+# 3. Attach time at NFUNCS functions of the Go compiler with all their RETs:
+#    uprobe_multi against one perf-event uprobe per offset.
+# After each part, checks that no uprobe link or program of ours is left.
+#
+# Usage: bash bench/trace_bench.sh     (as root, after make)
+# Env:   CALLS        calls per round (default 200000)
+#        ROUNDS       rounds of each kind in part 1 (default 3)
+#        NFUNCS       functions in part 3 (default 1000)
+#        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
+#                     before a subset is timed and extrapolated (default 100)
+#        RETWATCH     the retwatch binary (default build/retwatch)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+calls=${CALLS:-200000}
+rounds=${ROUNDS:-3}
+nfuncs=${NFUNCS:-1000}
+perf_budget=${PERF_BUDGET:-100}
+retwatch=${RETWATCH:-build/retwatch}
+out=build/bench
+func=main.theFunc
+bench_start=$(date +%s)
+
+if [[ ! -x $retwatch || ! -f build/libretwatch.a ]]; then
+	echo "trace_bench: $retwatch or build/libretwatch.a not found (run make first)" >&2
+	exit 1
+fi
+if ((EUID != 0)); then
+	echo "trace_bench: needs root (BPF, uprobes, kernel.bpf_stats_enabled)" >&2
+	exit 1
+fi
+
+work=$(mktemp -d)
+: >"$work/ours"
+stats_old=$(cat /proc/sys/kernel/bpf_stats_enabled)
+wl_pid='' floor_pid='' rw_pid='' attach_pid=''
+
+# Ends what this script started (by PID only) and restores the stats sysctl.
+cleanup() {
+	local p
+	set +e
+	for p in "$rw_pid" "$floor_pid" "$attach_pid"; do
+		[[ -n $p ]] && kill -INT "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	[[ -n $wl_pid ]] && kill "$wl_pid" 2>/dev/null && wait "$wl_pid" 2>/dev/null
+	echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- build ----------------------------------------------------------------
+
+mkdir -p "$out"
+cflags=(-O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Ibuild/bpf -Ibench)
+libs=(-lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz)
+gcc "${cflags[@]}" bench/floor.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" -o "$out/floor"
+gcc "${cflags[@]}" bench/attach_time.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" \
+	-o "$out/attach_time"
+(cd bench/workload && GOFLAGS=-buildvcs=false go build -o ../../"$out"/workload .)
+go build -o "$out/compile" cmd/compile
+
+echo "kernel $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), retwatch: $retwatch"
+
+# ---- helpers --------------------------------------------------------------
+
+# waitfor FILE REGEX PID: until FILE has a line matching REGEX; fails if PID exits first.
+waitfor() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "trace_bench: gave up waiting for '$2'; $1 says:" >&2
+	sed 's/^/    /' "$1" >&2
+	return 1
+}
+
+# One measured round of the workload; sets round_ns.
+round() {
+	local word n
+	echo go >&"${WL[1]}"
+	read -r -t 900 word n round_ns <&"${WL[0]}"
+	[[ $word == round && $n == "$calls" ]] || {
+		echo "trace_bench: workload said '$word $n $round_ns'" >&2
+		return 1
+	}
+}
+
+start_floor() {
+	"$out/floor" "$wl_pid" "$func" 2>"$work/floor.err" &
+	floor_pid=$!
+	waitfor "$work/floor.err" '^floor: attached' "$floor_pid"
+	remember "$floor_pid"
+}
+
+stop_floor() {
+	kill -INT "$floor_pid"
+	wait "$floor_pid" || {
+		echo "trace_bench: floor exited with status $?:" >&2
+		cat "$work/floor.err" >&2
+		return 1
+	}
+	floor_pid=''
+}
+
+start_ours() {
+	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json "$func" \
+		>"$work/rw.json" 2>"$work/rw.err" &
+	rw_pid=$!
+	waitfor "$work/rw.err" '^retwatch: tracing' "$rw_pid"
+	remember "$rw_pid"
+}
+
+# Stops retwatch; sets rw_calls from its JSON and prints its counters if the count is off.
+stop_ours() {
+	kill -INT "$rw_pid"
+	wait "$rw_pid" || {
+		echo "trace_bench: retwatch exited with status $?:" >&2
+		cat "$work/rw.err" >&2
+		return 1
+	}
+	rw_pid=''
+	rw_calls=$(python3 -c '
+import json, sys
+fs = [f for f in json.load(open(sys.argv[1]))["functions"] if f["name"] == sys.argv[2]]
+print(fs[0]["calls"] if fs else "missing")' "$work/rw.json" "$func")
+	if [[ $rw_calls != "$calls" ]]; then
+		echo "    retwatch counted $rw_calls calls, $calls were made; its counters:"
+		grep -E 'stat .* [1-9]' "$work/rw.err" | sed 's/^retwatch: stat /      /' || true
+		grep -o '"orphans":[0-9]*' "$work/rw.json" | sed 's/^/      /' || true
+	fi
+}
+
+# BPF program ids a process holds (its program and link descriptors).
+prog_ids() {
+	grep -h '^prog_id:' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{ print $2 }' | sort -u | paste -sd,
+}
+
+# prog_stats PID NAME...: "name run_cnt run_time_ns" for each program NAME that PID holds.
+prog_stats() {
+	local pid=$1
+	shift
+	bpftool -j prog show | python3 -c '
+import json, sys
+ids = {int(i) for i in sys.argv[1].split(",") if i}
+for p in json.load(sys.stdin):
+    if p["id"] in ids and p.get("name") in sys.argv[2:]:
+        print(p["name"], p.get("run_cnt", 0), p.get("run_time_ns", 0))' "$(prog_ids "$pid")" "$@"
+}
+
+# Records the BPF programs PID holds as ours, for check_clean.
+remember() {
+	prog_ids "$1" | tr , '\n' >>"$work/ours"
+}
+
+# Prints whether anything of ours is still loaded or attached: our programs
+# (recorded by remember), links and perf-event uprobes using them. Other
+# processes (tests running beside us) may hold uprobe links and rw_*
+# programs of their own: those are counted apart, with their owners.
+check_clean() {
+	local label=$1 i state
+	for ((i = 0; i < 30; i++)); do
+		state=$({
+			echo "---progs"
+			bpftool -j prog show
+			echo
+			echo "---links"
+			bpftool -j link show
+			echo
+			echo "---perf"
+			bpftool perf show 2>/dev/null || true
+		} | python3 -c '
+import json, re, sys
+ours = {int(l) for l in open(sys.argv[1]) if l.strip()}
+parts = dict(re.findall(r"---(\w+)\n(.*?)(?=\n---|\Z)", sys.stdin.read(), re.S))
+progs = json.loads(parts["progs"] or "[]")
+links = json.loads(parts["links"] or "[]")
+uprobe_links = [l for l in links if l.get("type") in ("uprobe_multi", 12, "perf_event", 7)]
+perf = [l for l in parts["perf"].splitlines() if " uprobe " in l]
+left = ["prog %d %s" % (p["id"], p.get("name")) for p in progs if p["id"] in ours]
+left += ["link %d -> prog %s" % (l["id"], l.get("prog_id")) for l in links if l.get("prog_id") in ours]
+left += [l.strip() for l in perf if int(re.search(r"prog_id (\d+)", l).group(1)) in ours]
+others = [p for p in progs if p["id"] not in ours
+          and p.get("name") in ("rw_entry", "rw_ret", "rwbench_empty")]
+nother_links = sum(l.get("prog_id") not in ours for l in uprobe_links)
+nother_perf = sum(int(re.search(r"prog_id (\d+)", l).group(1)) not in ours for l in perf)
+print("LEFT " + "; ".join(left) if left else "CLEAN")
+if others or nother_links or nother_perf:
+    ids = {p["id"] for p in others} | {l.get("prog_id") for l in uprobe_links if l.get("prog_id") not in ours}
+    print("%d uprobe links, %d perf-event uprobes and %d rw_entry/rw_ret/rwbench_empty programs\t%s"
+          % (nother_links, nother_perf, len(others), ",".join(str(i) for i in sorted(ids))))
+' "$work/ours")
+		[[ $state == CLEAN* ]] && break
+		sleep 0.2 # a closed program can outlive its process by an RCU grace period
+	done
+	if [[ $state == CLEAN* ]]; then
+		echo "after $label: nothing of ours left (none of the $(sort -u "$work/ours" | wc -l)" \
+			"programs this run loaded remains, no link or perf-event uprobe uses them)"
+	else
+		echo "after $label: LEFT ATTACHED: ${state#LEFT }" | head -n 1
+	fi
+	if [[ $state == *$'\n'* ]]; then
+		local other
+		other=$(tail -n 1 <<<"$state")
+		echo "    not ours, present at the same time: ${other%%$'\t'*}$(owners "${other#*$'\t'}")"
+	fi
+}
+
+# owners ID,...: ", held by PID (comm)" for each process holding one of these program ids.
+owners() {
+	local f p id seen=' '
+	for f in /proc/[0-9]*/fdinfo/*; do
+		id=$(awk '$1 == "prog_id:" { print $2 }' "$f" 2>/dev/null) || continue
+		[[ -n $id && ,$1, == *",$id,"* ]] || continue
+		p=${f#/proc/}
+		p=${p%%/*}
+		[[ $seen == *" $p "* ]] && continue
+		seen+="$p "
+		printf ', held by %s (%s)' "$p" "$(cat /proc/"$p"/comm 2>/dev/null)"
+	done
+}
+
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ---- part 1: overhead per traced call ------------------------------------
+
+echo
+echo "== 1. overhead per traced call: $func (2 RETs), $calls calls a round, $rounds rounds each"
+coproc WL { exec "$out/workload" -n "$calls"; }
+read -r -t 60 word wl_pid <&"${WL[0]}"
+[[ $word == pid ]] || {
+	echo "trace_bench: workload did not start" >&2
+	exit 1
+}
+"$retwatch" inspect "$out/workload" "$func" | awk '/returns/ { print "   ", $0 }'
+round # warm-up, not counted
+bare=() floor=() ours=()
+ours_total=0
+for ((r = 1; r <= rounds; r++)); do
+	round
+	bare+=("$round_ns")
+	start_floor
+	round
+	floor+=("$round_ns")
+	stop_floor
+	start_ours
+	round
+	ours+=("$round_ns")
+	stop_ours
+	ours_total=$((ours_total + ${rw_calls/missing/0}))
+	printf '    round %d: bare %8s ns/call   floor %8s ns/call   ours %8s ns/call   retwatch calls %s of %s\n' \
+		"$r" "${bare[-1]}" "${floor[-1]}" "${ours[-1]}" "$rw_calls" "$calls"
+done
+mb=$(median "${bare[@]}")
+mf=$(median "${floor[@]}")
+mo=$(median "${ours[@]}")
+min() {
+	printf '%s\n' "$@" | sort -g | head -n 1
+}
+
+awk -v b="$mb" -v f="$mf" -v o="$mo" -v nb="$(min "${bare[@]}")" -v nf="$(min "${floor[@]}")" \
+	-v no="$(min "${ours[@]}")" 'BEGIN {
+	printf "    median ns/call:  bare %.1f   floor %.1f   ours %.1f   (min: %.1f, %.1f, %.1f)\n", b, f, o, nb, nf, no
+	printf "    overhead per call (probe - bare):  floor %.1f ns   ours %.1f ns   (ours - floor %.1f ns)\n", f - b, o - b, o - f
+	printf "    ours/floor:  total per-call time %.3f   overhead %.3f\n", o / f, (o - b) / (f - b)
+}'
+echo "    retwatch JSON calls over its $rounds rounds: $ours_total (calls made: $((calls * rounds)))"
+check_clean "part 1"
+
+# ---- part 2: BPF run time per hit ----------------------------------------
+
+echo
+echo "== 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one more round of each; was $stats_old)"
+echo 1 >/proc/sys/kernel/bpf_stats_enabled
+start_floor
+round
+floor_ns=$round_ns
+prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
+stop_floor
+start_ours
+round
+ours_ns=$round_ns
+prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
+stop_ours
+echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
+echo "    (these rounds: floor $floor_ns ns/call, ours $ours_ns ns/call; retwatch calls $rw_calls of $calls)"
+for name in rw_entry rw_ret rwbench_empty; do
+	line=$(cat "$work/ours.stats" "$work/floor.stats" | awk -v n="$name" '$1 == n')
+	if [[ -z $line ]]; then
+		echo "    $name: not found in bpftool's list"
+		continue
+	fi
+	read -r _ cnt ns <<<"$line"
+	awk -v n="$name" -v c="$cnt" -v t="$ns" -v calls="$calls" 'BEGIN {
+		hits = (n == "rwbench_empty") ? "entry + RET hits" : (n == "rw_entry") ? "entries" : "RETs"
+		printf "    %-14s run_cnt %8d  run_time_ns %11d  %7.1f ns per hit  (expected %s: %d)\n", \
+			n, c, t, c ? t / c : 0, hits, (n == "rwbench_empty") ? 2 * calls : calls
+	}'
+done
+echo "    goal: under 150 ns per hit for rw_entry and rw_ret"
+wl_in=${WL[1]}
+exec {wl_in}>&- # end of input: the workload exits
+wait "$wl_pid" || true
+wl_pid=''
+check_clean "part 2"
+
+# ---- part 3: attach time -------------------------------------------------
+
+echo
+echo "== 3. attach time: $nfuncs entry+ret functions of $out/compile with all their RETs"
+"$out/attach_time" "$out/compile" "$nfuncs" "$perf_budget" 3 >"$work/attach.out" &
+attach_pid=$!
+wait "$attach_pid"
+attach_pid=''
+awk '$1 == "prog_id" { print $2 }' "$work/attach.out" >>"$work/ours"
+python3 - "$work/attach.out" "$out/compile" "$perf_budget" <<'EOF'
+import sys
+kv = {}
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    if k == "prog_id":
+        continue
+    kv.setdefault(k, []).append(float(v))
+one = lambda k: kv[k][0]
+med = lambda k: sorted(kv[k])[len(kv[k]) // 2]
+n = int(one("entries") + one("rets"))
+print("    %s: %d functions (%d entry+ret, binary analysis %.2f s); picked %d spread over them by name"
+      % (sys.argv[2], one("functions"), one("candidates"), one("analysis_s"), one("picked")))
+print("    offsets: %d entries + %d RETs = %d" % (one("entries"), one("rets"), n))
+if "multi_attach_s" in kv:
+    print("    uprobe_multi, 2 links (entries, RETs): attach %.3f s (median of %s), detach %.3f s (median of %s)"
+          % (med("multi_attach_s"), ", ".join("%.3f" % v for v in kv["multi_attach_s"]),
+             med("multi_detach_s"), ", ".join("%.3f" % v for v in kv["multi_detach_s"])))
+    print("      goal: under 1 s to attach with uprobe_multi")
+else:
+    print("    uprobe_multi: not supported by this kernel")
+m = int(one("perf_offsets_measured"))
+print("    perf events, one per offset, on %d of the %d offsets: attach %.3f s, detach %.3f s"
+      " (%.3f ms and %.1f ms per offset)"
+      % (m, n, one("perf_attach_s"), one("perf_detach_s"),
+         1e3 * one("perf_attach_s") / m, 1e3 * one("perf_detach_s") / m))
+if m < n:
+    per = (one("perf_calibration_attach_s") + one("perf_calibration_detach_s")) \
+        / one("perf_calibration_offsets")
+    print("      attaching and detaching all %d would take about %.0f s (%.1f ms per offset on a first"
+          " %d), over the %s s budget: an evenly spread subset was timed"
+          % (n, per * n, 1e3 * per, one("perf_calibration_offsets"), sys.argv[3]))
+    print("      EXTRAPOLATED linearly to %d offsets: attach %.3f s, detach %.1f s"
+          % (n, one("perf_attach_extrapolated_s"), one("perf_detach_extrapolated_s")))
+    print("      (attach may be a lower bound: per offset, it grew with the number attached in runs by hand)")
+EOF
+check_clean "part 3"
+
+echo
+echo "trace_bench: done in $(($(date +%s) - bench_start)) s"

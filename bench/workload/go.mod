@@ -1,0 +1,3 @@
+module retwatch/bench/workload
+
+go 1.21
