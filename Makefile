@@ -37,6 +37,8 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 20
 
 .DELETE_ON_ERROR:
+# Generated BPF files are kept, not deleted as intermediates.
+.SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
 .PHONY: all clean test unit asan fixtures itest fuzz fuzz-build deps lint demo
 
 all: $(OUTPUT)/retwatch
