@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,11 @@ const char *tracer__attach_mode(const struct tracer *t)
 {
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
+
+_Static_assert(sizeof(struct latency) == sizeof(struct rw_hist) &&
+		       offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
+		       offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
+	       "struct latency must mirror struct rw_hist");
 
 static size_t hist_value_size(void)
 {
@@ -849,18 +855,11 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 		return -errno;
 	memset(ret, 0, sizeof(*ret));
 	for (int cpu = 0; cpu < t->ncpus; cpu++) {
-		const struct rw_hist *h = (const void *)((const char *)t->percpu_buf +
-							 cpu * hist_value_size());
+		struct latency one;
 
-		ret->calls += h->calls;
-		ret->orphans += h->orphans;
-		ret->sum_ns += h->sum_ns;
-		if (h->min_ns && (!ret->min_ns || h->min_ns < ret->min_ns))
-			ret->min_ns = h->min_ns;
-		if (h->max_ns > ret->max_ns)
-			ret->max_ns = h->max_ns;
-		for (size_t b = 0; b < RW_HIST_BUCKETS; b++)
-			ret->buckets[b] += h->buckets[b];
+		/* struct latency mirrors struct rw_hist field by field */
+		memcpy(&one, (const char *)t->percpu_buf + cpu * hist_value_size(), sizeof(one));
+		latency__merge(ret, &one);
 	}
 	ret->orphans += tt->swept_orphans[i];
 	return 0;
