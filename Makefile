@@ -10,7 +10,7 @@ BPF_OUT := build/bpf
 
 CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I$(BPF_OUT)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz
+LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lyaml -lcurl -lz
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
@@ -41,7 +41,7 @@ FUZZ_SECONDS ?= 20
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
 .PHONY: all clean test unit asan fixtures itest fuzz fuzz-build deps lint demo
 
-all: $(OUTPUT)/retwatch
+all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
 $(BPF_OUT)/vmlinux.h:
 	$(Q)mkdir -p $(BPF_OUT)
@@ -69,6 +69,11 @@ $(OUTPUT)/retwatch: $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h cmd/r
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
 
+AGENT_SRCS := $(wildcard cmd/retwatch-agent/*.c)
+$(OUTPUT)/retwatch-agent: $(AGENT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h cmd/retwatch-agent/*.h)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $(AGENT_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+
 $(OUTPUT)/unit_tests: $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h tests/unit/*.h)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests/unit $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
@@ -81,7 +86,7 @@ deps:
 
 # Everything under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
-	$(Q)$(MAKE) --no-print-directory OUTPUT=build/asan SANITIZE=1 build/asan/retwatch build/asan/unit_tests
+	$(Q)$(MAKE) --no-print-directory OUTPUT=build/asan SANITIZE=1 build/asan/retwatch build/asan/retwatch-agent build/asan/unit_tests
 
 fixtures:
 	$(Q)bash tests/fixtures/build.sh build/fixtures

@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
 	make gcc pkg-config clang clang-format-14 llvm bpftool binutils file time
 	libbpf-dev libelf-dev libdw-dev libzydis-dev zlib1g-dev
-	libcurl4-openssl-dev libcjson-dev libyaml-dev
+	libcurl4-openssl-dev libcjson-dev libyaml-dev runc busybox-static
 	libclang-rt-14-dev
 	golang-1.19-go
 )
