@@ -283,3 +283,12 @@ void latency__print_log2(FILE *f, const struct latency *l)
 		fputs("|\n", f);
 	}
 }
+
+void latency__subtract(struct latency *l, const struct latency *base)
+{
+	l->calls -= base->calls < l->calls ? base->calls : l->calls;
+	l->orphans -= base->orphans < l->orphans ? base->orphans : l->orphans;
+	l->sum_ns -= base->sum_ns < l->sum_ns ? base->sum_ns : l->sum_ns;
+	for (size_t i = 0; i < RW_HIST_BUCKETS; i++)
+		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i] : l->buckets[i];
+}

@@ -29,6 +29,8 @@ struct latency {
 void latency__record(struct latency *l, uint64_t ns);
 /* Adds src into dst: counts add up, min and max combine (exact). */
 void latency__merge(struct latency *dst, const struct latency *src);
+/* Takes the counts of an earlier reading base out of l (min and max stay). */
+void latency__subtract(struct latency *l, const struct latency *base);
 /* Calls that have a duration (the sum of the buckets). */
 uint64_t latency__count(const struct latency *l);
 /* Mean duration of the calls that have one; 0 when none. */

@@ -67,6 +67,7 @@ struct tracer_target {
 	struct tracer_func *funcs;
 	struct slot **slots;
 	uint64_t *swept_orphans; /* purged by userspace, per function */
+	struct latency **base;	 /* a shared histogram's counts when added, per function */
 	size_t nfuncs;
 	struct tracer_target *next;
 };
@@ -78,6 +79,7 @@ struct tracer {
 	bool own_cache;
 	struct attached_file *files;
 	struct tracer_target *targets;
+	bool partial;
 	uint32_t next_fn_id;
 	uint32_t *free_ids;
 	size_t nfree_ids;
@@ -201,6 +203,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	}
 	t->ncpus = libbpf_num_possible_cpus();
 	t->cache = opts ? opts->cache : NULL;
+	t->partial = opts && opts->partial;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;
@@ -283,6 +286,9 @@ static void target__free(struct tracer_target *tt)
 	free(tt->funcs);
 	free(tt->slots);
 	free(tt->swept_orphans);
+	for (size_t i = 0; tt->base && i < tt->nfuncs; i++)
+		free(tt->base[i]);
+	free(tt->base);
 	free(tt);
 }
 
@@ -664,6 +670,21 @@ out:
 	return e;
 }
 
+static int read_hist(struct tracer *t, const struct rw_hist_key *hk, struct latency *ret)
+{
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.hists), hk, t->percpu_buf))
+		return -errno;
+	memset(ret, 0, sizeof(*ret));
+	for (int cpu = 0; cpu < t->ncpus; cpu++) {
+		struct latency one;
+
+		/* struct latency mirrors struct rw_hist field by field */
+		memcpy(&one, (const char *)t->percpu_buf + cpu * hist_value_size(), sizeof(one));
+		latency__merge(ret, &one);
+	}
+	return 0;
+}
+
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
 	struct rw_proc proc = { 0 };
@@ -673,11 +694,17 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 	for (size_t i = 0; i < tt->nfuncs; i++) {
 		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
 
-		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf,
-					BPF_NOEXIST) &&
-		    errno != EEXIST)
+		if (!bpf_map_update_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf,
+					 BPF_NOEXIST))
+			continue;
+		if (errno != EEXIST)
 			return rw_error_set(err, errno, "failed to create a histogram: %s",
 					    strerror(errno));
+		/* another target counts this function of this process: start from its counts */
+		tt->base[i] = malloc(sizeof(struct latency));
+		if (!tt->base[i] || read_hist(t, &hk, tt->base[i]))
+			return rw_error_set(err, ENOMEM, "failed to read a histogram");
+		memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	}
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &tgid, &proc, BPF_ANY))
 		return rw_error_set(err, errno, "failed to register process %d: %s", tt->pid,
@@ -707,7 +734,7 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 			  err);
 	if (e)
 		goto fail;
-	if (tt->match.nunmatched) {
+	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
 		const struct binary_unmatched *u = &tt->match.unmatched[0];
 		char hint[256] = "";
 		size_t len = 0;
@@ -723,7 +750,8 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
 	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
 	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
-	if (!tt->funcs || !tt->slots || !tt->swept_orphans) {
+	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
+	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->base) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -758,6 +786,19 @@ static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_tar
 	for (const struct tracer_target *o = t->targets; o; o = o->next)
 		if (o != tt && o->pid == tt->pid)
 			return true;
+	return false;
+}
+
+static bool fn_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt,
+				uint32_t fn_id)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next) {
+		if (o == tt || o->pid != tt->pid)
+			continue;
+		for (size_t i = 0; i < o->nfuncs; i++)
+			if (o->funcs[i].fn_id == fn_id)
+				return true;
+	}
 	return false;
 }
 
@@ -815,7 +856,8 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 
 		if (!tt->slots[i])
 			continue;
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
+		if (!fn_traced_elsewhere(t, tt, tt->funcs[i].fn_id))
+			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
 		slot__unuse(t, tt->file, tt->slots[i]);
 	}
 	if (tt->file && --tt->file->users == 0)
@@ -847,22 +889,28 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 			struct latency *ret)
 {
 	struct rw_hist_key hk;
+	int e;
 
 	if (i >= tt->nfuncs)
 		return -EINVAL;
 	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
-	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
-		return -errno;
-	memset(ret, 0, sizeof(*ret));
-	for (int cpu = 0; cpu < t->ncpus; cpu++) {
-		struct latency one;
-
-		/* struct latency mirrors struct rw_hist field by field */
-		memcpy(&one, (const char *)t->percpu_buf + cpu * hist_value_size(), sizeof(one));
-		latency__merge(ret, &one);
-	}
+	e = read_hist(t, &hk, ret);
+	if (e)
+		return e;
+	if (tt->base[i])
+		latency__subtract(ret, tt->base[i]);
 	ret->orphans += tt->swept_orphans[i];
 	return 0;
+}
+
+size_t tracer_target__nunmatched(const struct tracer_target *tt)
+{
+	return tt->match.nunmatched;
+}
+
+const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *tt, size_t i)
+{
+	return i < tt->match.nunmatched ? &tt->match.unmatched[i] : NULL;
 }
 
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx)

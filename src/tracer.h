@@ -29,6 +29,9 @@ enum tracer_attach_mode {
 struct tracer_opts {
 	enum tracer_attach_mode attach_mode;
 	struct binary_cache *cache; /* may be NULL */
+	/* tracer__add leaves out patterns that match nothing (listed by
+	 * tracer_target__unmatched) instead of failing, unless none matches */
+	bool partial;
 };
 
 /* One traced function of a target. */
@@ -76,7 +79,13 @@ pid_t tracer_target__pid(const struct tracer_target *target);
 struct binary *tracer_target__binary(const struct tracer_target *target);
 size_t tracer_target__nfuncs(const struct tracer_target *target);
 const struct tracer_func *tracer_target__func(const struct tracer_target *target, size_t i);
-/* Reads the latency of function i: the kernel's per-CPU histograms summed. */
+/* Patterns left out under tracer_opts.partial, with suggestions. */
+size_t tracer_target__nunmatched(const struct tracer_target *target);
+const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *target,
+							size_t i);
+/* Reads the latency of function i since the target was added: the kernel's
+ * per-CPU histograms summed (less what another target of the same process
+ * and function had counted before; min and max are the histogram's own). */
 int tracer_target__read(struct tracer *t, const struct tracer_target *target, size_t i,
 			struct latency *ret);
 

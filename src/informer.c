@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "informer.h"
+#include "log.h"
+
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 5000
+/* The server ends each watch after this long; a new one resumes. */
+#define WATCH_TIMEOUT_S 240
+/* No byte for this long on a watch (not even a bookmark): reconnect. */
+#define WATCH_IDLE_S (WATCH_TIMEOUT_S + 60)
+#define LIST_TIMEOUT_MS 60000
+#define RV_LEN 64
+
+struct entry {
+	char *key; /* namespace/name */
+	cJSON *obj;
+};
+
+struct informer {
+	struct kube *k;
+	char *name, *path, *query;
+	int notify_fd;
+	pthread_t thread;
+	volatile sig_atomic_t stop;
+
+	pthread_mutex_t lock; /* guards everything below */
+	struct entry *items;
+	size_t n, cap;
+	bool synced;
+	struct informer_counters c;
+
+	/* the watch thread's own */
+	char rv[RV_LEN];
+	bool gone;
+};
+
+static void notify(struct informer *inf)
+{
+	uint64_t one = 1;
+
+	if (write(inf->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("%s: failed to wake the agent: %s", inf->name, strerror(errno));
+}
+
+static char *object_key(const cJSON *obj)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "name"));
+	char *key;
+
+	if (!name)
+		return NULL;
+	if (asprintf(&key, "%s/%s", ns ? ns : "", name) < 0)
+		return NULL;
+	return key;
+}
+
+static const char *object_rv(const cJSON *obj)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "resourceVersion"));
+}
+
+static void set_rv(struct informer *inf, const char *rv)
+{
+	if (rv)
+		snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+}
+
+/* Field ownership is of no use here and is most of an object's size. */
+static void slim(cJSON *obj)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "managedFields");
+}
+
+static ssize_t find(struct informer *inf, const char *key)
+{
+	for (size_t i = 0; i < inf->n; i++)
+		if (!strcmp(inf->items[i].key, key))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* Takes obj. Caller holds the lock. */
+static int put(struct informer *inf, cJSON *obj)
+{
+	char *key = object_key(obj);
+	ssize_t i;
+
+	if (!key) {
+		cJSON_Delete(obj);
+		return -EINVAL;
+	}
+	slim(obj);
+	i = find(inf, key);
+	if (i >= 0) {
+		free(key);
+		cJSON_Delete(inf->items[i].obj);
+		inf->items[i].obj = obj;
+		return 0;
+	}
+	if (inf->n == inf->cap) {
+		size_t cap = inf->cap ? inf->cap * 2 : 16;
+		struct entry *items = realloc(inf->items, cap * sizeof(*items));
+
+		if (!items) {
+			free(key);
+			cJSON_Delete(obj);
+			return -ENOMEM;
+		}
+		inf->items = items;
+		inf->cap = cap;
+	}
+	inf->items[inf->n++] = (struct entry){ key, obj };
+	return 0;
+}
+
+static void drop(struct informer *inf, const cJSON *obj)
+{
+	char *key = object_key(obj);
+	ssize_t i = key ? find(inf, key) : -1;
+
+	free(key);
+	if (i < 0)
+		return;
+	free(inf->items[i].key);
+	cJSON_Delete(inf->items[i].obj);
+	inf->items[i] = inf->items[--inf->n];
+}
+
+static void clear(struct informer *inf)
+{
+	for (size_t i = 0; i < inf->n; i++) {
+		free(inf->items[i].key);
+		cJSON_Delete(inf->items[i].obj);
+	}
+	inf->n = 0;
+}
+
+static void count_failure(struct informer *inf)
+{
+	pthread_mutex_lock(&inf->lock);
+	inf->c.failures++;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+/* Replaces the cache with a fresh list: objects deleted while no watch ran vanish. */
+static int list(struct informer *inf)
+{
+	struct rw_error err = { "" };
+	char *path = NULL, *body = NULL;
+	cJSON *doc = NULL, *items, *item;
+	int status, e = -EPROTO;
+	size_t n;
+
+	if (asprintf(&path, "%s%s%s", inf->path, inf->query ? "?" : "", inf->query ? inf->query : "") <
+	    0)
+		return -ENOMEM;
+	status = kube__request(inf->k, "GET", path, NULL, NULL, LIST_TIMEOUT_MS, &body, &err);
+	if (status != 200) {
+		if (status > 0)
+			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path, status,
+				  body ? body : "");
+		else
+			log_error("%s: list failed: %s", inf->name, err.msg);
+		goto out;
+	}
+	doc = cJSON_Parse(body);
+	items = cJSON_GetObjectItemCaseSensitive(doc, "items");
+	if (!cJSON_IsArray(items) || !object_rv(doc)) {
+		log_error("%s: list %s: the response is not a list", inf->name, inf->path);
+		goto out;
+	}
+	pthread_mutex_lock(&inf->lock);
+	clear(inf);
+	while ((item = cJSON_DetachItemFromArray(items, 0)))
+		put(inf, item);
+	inf->synced = true;
+	inf->c.lists++;
+	set_rv(inf, object_rv(doc));
+	n = inf->n;
+	pthread_mutex_unlock(&inf->lock);
+	log_info("%s: listed %zu objects at resourceVersion %s", inf->name, n, inf->rv);
+	notify(inf);
+	e = 0;
+out:
+	if (e)
+		count_failure(inf);
+	cJSON_Delete(doc);
+	free(body);
+	free(path);
+	return e;
+}
+
+static int status_code(const cJSON *status)
+{
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(status, "code");
+
+	return cJSON_IsNumber(code) ? code->valueint : 0;
+}
+
+/* One watch event; nonzero ends the watch. */
+static int on_event(const char *line, size_t len, void *ctx)
+{
+	struct informer *inf = ctx;
+	cJSON *ev = cJSON_ParseWithLength(line, len);
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+	cJSON *obj = cJSON_DetachItemFromObjectCaseSensitive(ev, "object");
+	int stop = 0;
+
+	if (!type || !cJSON_IsObject(obj)) {
+		log_warn("%s: ignoring a malformed watch event", inf->name);
+	} else if (!strcmp(type, "ERROR")) {
+		if (status_code(obj) == 410) {
+			inf->gone = true;
+		} else {
+			const cJSON *msg = cJSON_GetObjectItemCaseSensitive(obj, "message");
+
+			log_warn("%s: watch error: %s", inf->name,
+				 cJSON_GetStringValue(msg) ? msg->valuestring : "(no message)");
+		}
+		stop = 1;
+	} else if (!strcmp(type, "BOOKMARK")) {
+		pthread_mutex_lock(&inf->lock);
+		set_rv(inf, object_rv(obj));
+		inf->c.bookmarks++;
+		pthread_mutex_unlock(&inf->lock);
+	} else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") ||
+		   !strcmp(type, "DELETED")) {
+		pthread_mutex_lock(&inf->lock);
+		set_rv(inf, object_rv(obj));
+		if (type[0] == 'D') {
+			drop(inf, obj);
+		} else {
+			put(inf, obj);
+			obj = NULL;
+		}
+		inf->c.events++;
+		pthread_mutex_unlock(&inf->lock);
+		notify(inf);
+	}
+	cJSON_Delete(obj);
+	cJSON_Delete(ev);
+	return stop;
+}
+
+/* 0: the server ended the watch; 1: 410 Gone; -errno: it failed. */
+static int watch(struct informer *inf)
+{
+	struct rw_error err = { "" };
+	char *path = NULL;
+	int status;
+
+	inf->gone = false;
+	if (asprintf(&path,
+		     "%s?%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d",
+		     inf->path, inf->query ? inf->query : "", inf->query ? "&" : "", inf->rv,
+		     WATCH_TIMEOUT_S) < 0)
+		return -ENOMEM;
+	pthread_mutex_lock(&inf->lock);
+	inf->c.watches++;
+	pthread_mutex_unlock(&inf->lock);
+	status = kube__stream(inf->k, path, on_event, inf, &inf->stop, WATCH_IDLE_S, &err);
+	free(path);
+	if (inf->gone || status == 410) {
+		pthread_mutex_lock(&inf->lock);
+		inf->c.gone++;
+		pthread_mutex_unlock(&inf->lock);
+		log_info("%s: resourceVersion %s is too old (410 Gone), listing again", inf->name,
+			 inf->rv);
+		return 1;
+	}
+	if (status == 200 || status == -ECANCELED)
+		return 0;
+	log_warn("%s: watch failed, will resume from resourceVersion %s: %s", inf->name, inf->rv,
+		 err.msg);
+	count_failure(inf);
+	return status < 0 ? status : -EPROTO;
+}
+
+static void pause_ms(struct informer *inf, int ms)
+{
+	for (; ms > 0 && !inf->stop; ms -= 50)
+		usleep(50 * 1000);
+}
+
+static void *run(void *arg)
+{
+	struct informer *inf = arg;
+	bool need_list = true;
+	int backoff = 0;
+
+	while (!inf->stop) {
+		int r;
+
+		pause_ms(inf, backoff);
+		if (need_list) {
+			if (list(inf)) {
+				backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
+				backoff = backoff > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff;
+				continue;
+			}
+			need_list = false;
+		}
+		r = watch(inf);
+		need_list = r == 1;
+		if (r < 0) {
+			backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
+			backoff = backoff > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff;
+		} else {
+			backoff = 0;
+		}
+	}
+	return NULL;
+}
+
+struct informer *informer__start(struct kube *k, const char *name, const char *path,
+				 const char *query, int notify_fd)
+{
+	struct informer *inf = calloc(1, sizeof(*inf));
+	int e;
+
+	if (!inf)
+		return NULL;
+	inf->k = k;
+	inf->notify_fd = notify_fd;
+	pthread_mutex_init(&inf->lock, NULL);
+	inf->name = strdup(name);
+	inf->path = strdup(path);
+	inf->query = query ? strdup(query) : NULL;
+	if (!inf->name || !inf->path || (query && !inf->query)) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	e = pthread_create(&inf->thread, NULL, run, inf);
+	if (e) {
+		errno = e;
+		goto fail;
+	}
+	return inf;
+fail:
+	e = errno;
+	free(inf->name);
+	free(inf->path);
+	free(inf->query);
+	pthread_mutex_destroy(&inf->lock);
+	free(inf);
+	errno = e;
+	return NULL;
+}
+
+void informer__stop(struct informer *inf)
+{
+	if (!inf)
+		return;
+	inf->stop = 1;
+	pthread_join(inf->thread, NULL);
+	clear(inf);
+	free(inf->items);
+	free(inf->name);
+	free(inf->path);
+	free(inf->query);
+	pthread_mutex_destroy(&inf->lock);
+	free(inf);
+}
+
+bool informer__synced(struct informer *inf)
+{
+	bool synced;
+
+	pthread_mutex_lock(&inf->lock);
+	synced = inf->synced;
+	pthread_mutex_unlock(&inf->lock);
+	return synced;
+}
+
+void informer__foreach(struct informer *inf, informer_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&inf->lock);
+	for (size_t i = 0; i < inf->n; i++)
+		fn(inf->items[i].obj, ctx);
+	pthread_mutex_unlock(&inf->lock);
+}
+
+void informer__counters(struct informer *inf, struct informer_counters *ret)
+{
+	pthread_mutex_lock(&inf->lock);
+	*ret = inf->c;
+	pthread_mutex_unlock(&inf->lock);
+}

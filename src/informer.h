@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * List and watch one kind of Kubernetes object into a local cache, on a
+ * thread of its own: list, then watch from the list's resourceVersion with
+ * bookmarks; resume from the last version seen after a dropped connection
+ * (with backoff); relist after "410 Gone". The cache always holds the
+ * server's latest state of every object; readers reconcile against it as a
+ * whole (level-triggered), so a replayed or merged event changes nothing.
+ */
+#ifndef RETWATCH_INFORMER_H
+#define RETWATCH_INFORMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "kube.h"
+
+struct informer;
+
+struct informer_counters {
+	uint64_t lists;	     /* lists done, the first included */
+	uint64_t watches;    /* watch requests started */
+	uint64_t events;     /* ADDED, MODIFIED, DELETED applied */
+	uint64_t bookmarks;
+	uint64_t gone;	     /* 410 Gone: resourceVersion too old, relisted */
+	uint64_t failures;   /* requests that failed (transport or HTTP) */
+};
+
+/*
+ * Starts watching path (such as "/api/v1/pods") with query parameters
+ * query (such as "fieldSelector=spec.nodeName%3Dn1", or NULL). Each change
+ * of the cache writes 1 to the eventfd notify_fd. name is used in the log.
+ */
+struct informer *informer__start(struct kube *k, const char *name, const char *path,
+				 const char *query, int notify_fd);
+/* Stops the thread and frees the cache; NULL is fine. */
+void informer__stop(struct informer *inf);
+/* True once the first list has been loaded. */
+bool informer__synced(struct informer *inf);
+
+typedef void (*informer_fn)(const cJSON *obj, void *ctx);
+/* Calls fn on every cached object, under the cache's lock (fn must not keep obj). */
+void informer__foreach(struct informer *inf, informer_fn fn, void *ctx);
+void informer__counters(struct informer *inf, struct informer_counters *ret);
+
+#endif

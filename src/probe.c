@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+#define MAX_NAME 1024
+#define MAX_PATH 4096
+#define MAX_LABEL_VALUES 256
+
+static const cJSON *field(const cJSON *obj, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+static bool string_ok(const cJSON *v, size_t max)
+{
+	return cJSON_IsString(v) && v->valuestring[0] && strlen(v->valuestring) <= max;
+}
+
+/* A list of 1..max non-empty strings (or absent when optional). */
+static int strings(const cJSON *arr, const char *name, size_t min, size_t max, size_t len,
+		   char ***ret, size_t *ret_n, struct rw_error *err)
+{
+	const cJSON *v;
+	size_t n = 0;
+
+	if (!arr && !min)
+		return 0;
+	if (!arr)
+		return rw_error_set(err, EINVAL, "%s is required", name);
+	if (!cJSON_IsArray(arr))
+		return rw_error_set(err, EINVAL, "%s must be a list of strings", name);
+	n = cJSON_GetArraySize(arr);
+	if (n < min || n > max)
+		return rw_error_set(err, EINVAL, "%s must have %zu to %zu entries (has %zu)", name,
+				    min, max, n);
+	*ret = calloc(n ? n : 1, sizeof(char *));
+	if (!*ret)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	*ret_n = 0;
+	cJSON_ArrayForEach(v, arr)
+	{
+		if (!string_ok(v, len))
+			return rw_error_set(err, EINVAL,
+					    "%s[%zu] must be a non-empty string of at most %zu "
+					    "characters",
+					    name, *ret_n, len);
+		(*ret)[*ret_n] = strdup(v->valuestring);
+		if (!(*ret)[*ret_n])
+			return rw_error_set(err, ENOMEM, "out of memory");
+		(*ret_n)++;
+	}
+	return 0;
+}
+
+static int duration(const cJSON *v, const char *name, uint64_t dflt, uint64_t *ret,
+		    struct rw_error *err)
+{
+	if (!v) {
+		*ret = dflt;
+		return 0;
+	}
+	if (!cJSON_IsString(v) || latency__parse_duration(v->valuestring, ret))
+		return rw_error_set(err, EINVAL,
+				    "%s must be a duration such as \"100ms\", \"10s\" or \"1h30m\"",
+				    name);
+	return 0;
+}
+
+static struct label_req *add_req(struct probe_spec *s, struct rw_error *err)
+{
+	struct label_req *r = realloc(s->selector, (s->nselector + 1) * sizeof(*r));
+
+	if (!r) {
+		rw_error_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	s->selector = r;
+	r = &s->selector[s->nselector++];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static int match_labels(const cJSON *ml, struct probe_spec *s, struct rw_error *err)
+{
+	const cJSON *v;
+
+	if (!ml)
+		return 0;
+	if (!cJSON_IsObject(ml))
+		return rw_error_set(err, EINVAL, "spec.selector.matchLabels must map keys to values");
+	cJSON_ArrayForEach(v, ml)
+	{
+		struct label_req *r;
+
+		if (!cJSON_IsString(v) || strlen(v->valuestring) > 63)
+			return rw_error_set(err, EINVAL,
+					    "spec.selector.matchLabels[%s] must be a string of at "
+					    "most 63 characters",
+					    v->string);
+		r = add_req(s, err);
+		if (!r)
+			return -ENOMEM;
+		r->op = LABEL_IN;
+		r->key = strdup(v->string);
+		r->values = calloc(1, sizeof(char *));
+		if (!r->key || !r->values || !(r->values[0] = strdup(v->valuestring)))
+			return rw_error_set(err, ENOMEM, "out of memory");
+		r->nvalues = 1;
+	}
+	return 0;
+}
+
+static int parse_op(const char *op, enum label_op *ret)
+{
+	static const char *const ops[] = { "In", "NotIn", "Exists", "DoesNotExist" };
+
+	for (size_t i = 0; op && i < 4; i++) {
+		if (!strcmp(op, ops[i])) {
+			*ret = (enum label_op)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int match_expressions(const cJSON *exprs, struct probe_spec *s, struct rw_error *err)
+{
+	const cJSON *x;
+	size_t i = 0;
+
+	if (!exprs)
+		return 0;
+	if (!cJSON_IsArray(exprs))
+		return rw_error_set(err, EINVAL, "spec.selector.matchExpressions must be a list");
+	cJSON_ArrayForEach(x, exprs)
+	{
+		char name[64];
+		struct label_req *r = add_req(s, err);
+		bool need_values;
+		int e;
+
+		if (!r)
+			return -ENOMEM;
+		snprintf(name, sizeof(name), "spec.selector.matchExpressions[%zu]", i++);
+		if (!string_ok(field(x, "key"), 317))
+			return rw_error_set(err, EINVAL, "%s.key must be a label key", name);
+		if (parse_op(cJSON_GetStringValue(field(x, "operator")), &r->op))
+			return rw_error_set(err, EINVAL,
+					    "%s.operator must be In, NotIn, Exists or DoesNotExist",
+					    name);
+		r->key = strdup(field(x, "key")->valuestring);
+		if (!r->key)
+			return rw_error_set(err, ENOMEM, "out of memory");
+		need_values = r->op == LABEL_IN || r->op == LABEL_NOT_IN;
+		if (!need_values && cJSON_GetArraySize(field(x, "values")))
+			return rw_error_set(err, EINVAL, "%s.values must be empty with %s", name,
+					    field(x, "operator")->valuestring);
+		if (!need_values)
+			continue;
+		strcat(name, ".values");
+		e = strings(field(x, "values"), name, 1, MAX_LABEL_VALUES, 63, &r->values,
+			    &r->nvalues, err);
+		if (e)
+			return e;
+	}
+	return 0;
+}
+
+static int parse_durations(const cJSON *spec, struct probe_spec *s, struct rw_error *err)
+{
+	int e;
+
+	e = duration(field(spec, "slowThreshold"), "spec.slowThreshold", 0, &s->threshold_ns, err);
+	if (!e)
+		e = duration(field(spec, "lifetime"), "spec.lifetime", PROBE_DEFAULT_LIFETIME_NS,
+			     &s->lifetime_ns, err);
+	if (!e)
+		e = duration(field(spec, "reportInterval"), "spec.reportInterval",
+			     PROBE_DEFAULT_INTERVAL_NS, &s->interval_ns, err);
+	if (e)
+		return e;
+	if (!s->lifetime_ns)
+		return rw_error_set(err, EINVAL, "spec.lifetime must be longer than 0");
+	if (s->interval_ns < PROBE_MIN_INTERVAL_NS)
+		return rw_error_set(err, EINVAL, "spec.reportInterval must be at least 2s");
+	return 0;
+}
+
+int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error *err)
+{
+	const cJSON *sel = field(spec, "selector"), *exe = field(spec, "executable");
+	int e;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!cJSON_IsObject(spec))
+		e = rw_error_set(err, EINVAL, "spec is missing");
+	else if (!cJSON_IsObject(sel))
+		e = rw_error_set(err, EINVAL,
+				 "spec.selector is required: a label selector of the pods to probe");
+	else
+		e = match_labels(field(sel, "matchLabels"), ret, err);
+	if (!e)
+		e = match_expressions(field(sel, "matchExpressions"), ret, err);
+	if (!e)
+		e = strings(field(spec, "containers"), "spec.containers", 0, 64, 63,
+			    &ret->containers, &ret->ncontainers, err);
+	if (!e)
+		e = strings(field(spec, "functions"), "spec.functions", 1, PROBE_MAX_FUNCTIONS,
+			    MAX_NAME, &ret->functions, &ret->nfunctions, err);
+	if (!e && exe) {
+		if (!string_ok(exe, MAX_PATH) || exe->valuestring[0] != '/')
+			e = rw_error_set(err, EINVAL,
+					 "spec.executable must be an absolute path inside the "
+					 "container, such as /app/server");
+		else if (!(ret->executable = strdup(exe->valuestring)))
+			e = rw_error_set(err, ENOMEM, "out of memory");
+	}
+	if (!e)
+		e = parse_durations(spec, ret, err);
+	if (e)
+		probe_spec__free(ret);
+	return e;
+}
+
+static void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void probe_spec__free(struct probe_spec *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nselector; i++) {
+		free(s->selector[i].key);
+		free_strings(s->selector[i].values, s->selector[i].nvalues);
+	}
+	free(s->selector);
+	free_strings(s->containers, s->ncontainers);
+	free_strings(s->functions, s->nfunctions);
+	free(s->executable);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool req_holds(const struct label_req *r, const cJSON *labels)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, r->key);
+	const char *val = cJSON_GetStringValue(v);
+	bool in = false;
+
+	if (r->op == LABEL_EXISTS)
+		return val != NULL;
+	if (r->op == LABEL_DOES_NOT_EXIST)
+		return val == NULL;
+	for (size_t i = 0; val && i < r->nvalues; i++)
+		in = in || !strcmp(val, r->values[i]);
+	return r->op == LABEL_IN ? in : !in;
+}
+
+bool probe_spec__selects(const struct probe_spec *s, const cJSON *labels)
+{
+	for (size_t i = 0; i < s->nselector; i++)
+		if (!req_holds(&s->selector[i], labels))
+			return false;
+	return true;
+}
+
+bool probe_spec__wants_container(const struct probe_spec *s, const char *name)
+{
+	if (!s->ncontainers)
+		return true;
+	for (size_t i = 0; i < s->ncontainers; i++)
+		if (!strcmp(s->containers[i], name))
+			return true;
+	return false;
+}
+
+static int add_duration(cJSON *obj, const char *name, uint64_t ns)
+{
+	char buf[LATENCY_FMT_LEN];
+
+	return cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf))) ? 0
+											   : -ENOMEM;
+}
+
+int probe_latency__to_json(const struct latency *l, cJSON *obj)
+{
+	cJSON *buckets, *pair;
+
+	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
+	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
+	    add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
+	    add_duration(obj, "p95", latency__percentile(l, 0.95)) ||
+	    add_duration(obj, "p99", latency__percentile(l, 0.99)) ||
+	    add_duration(obj, "max", l->max_ns) ||
+	    !cJSON_AddNumberToObject(obj, "minNs", (double)l->min_ns) ||
+	    !cJSON_AddNumberToObject(obj, "maxNs", (double)l->max_ns) ||
+	    !cJSON_AddNumberToObject(obj, "sumNs", (double)l->sum_ns) ||
+	    !(buckets = cJSON_AddArrayToObject(obj, "buckets")))
+		return -ENOMEM;
+	for (unsigned int i = 0; i < RW_HIST_BUCKETS; i++) {
+		if (!l->buckets[i])
+			continue;
+		pair = cJSON_CreateArray();
+		if (!pair || !cJSON_AddItemToArray(buckets, pair) ||
+		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber(i)) ||
+		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)l->buckets[i])))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A count: a whole number from 0 to 2^53 (what a JSON number holds exactly). */
+static int count(const cJSON *v, uint64_t *ret)
+{
+	if (!v) {
+		*ret = 0;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
+	    v->valuedouble != (double)(uint64_t)v->valuedouble)
+		return -EINVAL;
+	*ret = (uint64_t)v->valuedouble;
+	return 0;
+}
+
+int probe_latency__from_json(const cJSON *obj, struct latency *ret)
+{
+	const cJSON *pair, *buckets = field(obj, "buckets");
+	long prev = -1;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!cJSON_IsObject(obj) || count(field(obj, "calls"), &ret->calls) ||
+	    count(field(obj, "orphans"), &ret->orphans) ||
+	    count(field(obj, "minNs"), &ret->min_ns) || count(field(obj, "maxNs"), &ret->max_ns) ||
+	    count(field(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)))
+		return -EINVAL;
+	cJSON_ArrayForEach(pair, buckets)
+	{
+		uint64_t idx, n;
+
+		if (cJSON_GetArraySize(pair) != 2 || count(cJSON_GetArrayItem(pair, 0), &idx) ||
+		    count(cJSON_GetArrayItem(pair, 1), &n) || idx >= RW_HIST_BUCKETS ||
+		    (long)idx <= prev)
+			return -EINVAL;
+		ret->buckets[idx] = n;
+		prev = (long)idx;
+	}
+	return 0;
+}

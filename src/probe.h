@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FunctionProbe resource (crds/functionprobe.yaml): its spec, checked
+ * again here beyond what the schema can say, label selectors, and the
+ * latency results as they appear in its status.
+ */
+#ifndef RETWATCH_PROBE_H
+#define RETWATCH_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "latency.h"
+#include "rwerr.h"
+
+#define PROBE_MAX_FUNCTIONS 64
+#define PROBE_MIN_INTERVAL_NS (2ULL * 1000000000ULL)
+#define PROBE_DEFAULT_INTERVAL_NS (10ULL * 1000000000ULL)
+#define PROBE_DEFAULT_LIFETIME_NS (3600ULL * 1000000000ULL)
+
+enum label_op { LABEL_IN, LABEL_NOT_IN, LABEL_EXISTS, LABEL_DOES_NOT_EXIST };
+
+struct label_req {
+	char *key;
+	enum label_op op;
+	char **values;
+	size_t nvalues;
+};
+
+struct probe_spec {
+	struct label_req *selector; /* all must hold; none selects every pod */
+	size_t nselector;
+	char **containers; /* none: every container */
+	size_t ncontainers;
+	char *executable; /* NULL: each container's main process */
+	char **functions;
+	size_t nfunctions;
+	uint64_t threshold_ns; /* 0: no slow-call log */
+	uint64_t lifetime_ns;
+	uint64_t interval_ns;
+};
+
+/* Parses and checks a spec; err says which field is wrong and how. */
+int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error *err);
+void probe_spec__free(struct probe_spec *s);
+/* Whether the selector matches labels (a JSON object of strings, or NULL). */
+bool probe_spec__selects(const struct probe_spec *s, const cJSON *labels);
+bool probe_spec__wants_container(const struct probe_spec *s, const char *name);
+
+/*
+ * Latency in a status: calls, orphans, p50/p95/p99/max as durations,
+ * minNs/maxNs/sumNs exact, and "buckets": the non-empty buckets of bpf/hist.h
+ * as [index, count] pairs in ascending index order.
+ */
+int probe_latency__to_json(const struct latency *l, cJSON *obj);
+/* Reads what probe_latency__to_json wrote; -EINVAL on anything out of range. */
+int probe_latency__from_json(const cJSON *obj, struct latency *ret);
+
+#endif
