@@ -1,8 +1,174 @@
 // SPDX-License-Identifier: MIT
+/*
+ * retwatch-agent: the per-node agent. Watches FunctionProbes and this node's
+ * pods, probes the selected processes, writes results into each probe's
+ * status. Logs JSON lines on stderr.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(void)
+#include "agent.h"
+#include "kube.h"
+#include "kubeconfig.h"
+#include "log.h"
+
+#ifndef RETWATCH_VERSION
+#define RETWATCH_VERSION "0.1.0"
+#endif
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
 {
-	fprintf(stderr, "retwatch-agent: not built yet\n");
-	return 1;
+	(void)sig;
+	exiting = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
+		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
+		"                      [--attach auto|uprobe_multi|perf_event]\n"
+		"\n"
+		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
+		"in the pods of this node and writes their latency into each probe's status.\n"
+		"\n"
+		"  --kubeconfig FILE      reach the API server as this kubeconfig says; without\n"
+		"                         it, the pod's service account is used\n"
+		"  --context NAME         kubeconfig context (default: its current-context)\n"
+		"  --node-name NODE       this node's name (default: $NODE_NAME)\n"
+		"  --lease-namespace NS   namespace of the Lease that elects the summary writer\n"
+		"                         (default: $POD_NAMESPACE, else the kubeconfig's or\n"
+		"                         service account's namespace, else retwatch)\n"
+		"  --log-level LEVEL      debug, info (default), warn or error\n"
+		"  --attach MODE          how uprobes attach (default auto)\n"
+		"  --version              print the version\n");
+}
+
+static int parse_attach(const char *s, enum tracer_attach_mode *ret)
+{
+	if (!strcmp(s, "auto"))
+		*ret = TRACER_ATTACH_AUTO;
+	else if (!strcmp(s, "uprobe_multi"))
+		*ret = TRACER_ATTACH_MULTI;
+	else if (!strcmp(s, "perf_event"))
+		*ret = TRACER_ATTACH_PERF_EVENT;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int load_creds(const char *kubeconfig, const char *context, struct kube_creds *ret,
+		      struct rw_error *err)
+{
+	if (kubeconfig)
+		return kubeconfig__load(kubeconfig, context, ret, err);
+	if (!getenv("KUBERNETES_SERVICE_HOST"))
+		return rw_error_set(err, EINVAL,
+				    "not in a pod: give --kubeconfig FILE to reach the API server");
+	return kubeconfig__in_cluster(NULL, ret, err);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "kubeconfig", required_argument, NULL, 'k' },
+		{ "context", required_argument, NULL, 'c' },
+		{ "node-name", required_argument, NULL, 'n' },
+		{ "lease-namespace", required_argument, NULL, 'l' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "attach", required_argument, NULL, 'a' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct agent_opts ao = { .node = getenv("NODE_NAME"), .lease_s = 15 };
+	const char *kubeconfig = NULL, *context = NULL;
+	struct kube_creds creds = { 0 };
+	struct rw_error err = { "" };
+	struct agent *a = NULL;
+	struct kube *k = NULL;
+	enum log_level level;
+	int c, e = 1;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			kubeconfig = optarg;
+			break;
+		case 'c':
+			context = optarg;
+			break;
+		case 'n':
+			ao.node = optarg;
+			break;
+		case 'l':
+			ao.lease_ns = optarg;
+			break;
+		case 'L':
+			if (log_parse_level(optarg, &level)) {
+				fprintf(stderr, "retwatch-agent: --log-level must be debug, info, warn "
+						"or error\n");
+				return 2;
+			}
+			log_set_level(level);
+			break;
+		case 'a':
+			if (parse_attach(optarg, &ao.attach_mode)) {
+				fprintf(stderr, "retwatch-agent: --attach must be auto, uprobe_multi "
+						"or perf_event\n");
+				return 2;
+			}
+			break;
+		case 'V':
+			printf("retwatch-agent %s\n", RETWATCH_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc || !ao.node || !ao.node[0]) {
+		if (optind >= argc)
+			fprintf(stderr, "retwatch-agent: give --node-name NODE or set NODE_NAME\n");
+		usage(stderr);
+		return 2;
+	}
+	log_route_libbpf();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	if (load_creds(kubeconfig, context, &creds, &err)) {
+		log_error("%s", err.msg);
+		goto out;
+	}
+	if (!ao.lease_ns)
+		ao.lease_ns = getenv("POD_NAMESPACE");
+	if (!ao.lease_ns)
+		ao.lease_ns = creds.namespace ? creds.namespace : "retwatch";
+	k = kube__new(&creds, &err);
+	if (!k) {
+		log_error("%s", err.msg);
+		goto out;
+	}
+	a = agent__new(k, &ao, &err);
+	if (!a) {
+		log_error("failed to start: %s", err.msg);
+		goto out;
+	}
+	e = agent__run(a, &exiting) ? 1 : 0;
+	log_info("stopping: detaching every probe");
+out:
+	agent__free(a);
+	kube__free(k);
+	kube_creds__free(&creds);
+	return e;
 }

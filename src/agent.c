@@ -1,0 +1,1386 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "cgroup.h"
+#include "informer.h"
+#include "log.h"
+#include "probe.h"
+#include "publisher.h"
+#include "rootpath.h"
+#include "symbolize.h"
+
+#define NS_PER_S 1000000000ULL
+/* New processes of traced containers are found this often. */
+#define SCAN_EVERY_NS (NS_PER_S)
+/* In-flight frames untouched this long are purged (a backstop). */
+#define SWEEP_AGE_NS (60 * NS_PER_S)
+#define SWEEP_EVERY_NS (5 * NS_PER_S)
+/* A new probe's first results go out this soon, later ones every interval. */
+#define FIRST_WRITE_NS (NS_PER_S)
+#define MAX_ERRORS 20
+#define SUMMARY_MANAGER "retwatch-summary"
+#define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
+#define PROBE_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobes/%s"
+
+struct fn_result {
+	char *name;
+	const char *mode; /* "entry+ret" or "entry-only" */
+	char *reason;	  /* why entry-only */
+	size_t nreturns;
+	struct latency done; /* from processes no longer traced */
+};
+
+/* One process traced for one probe. */
+struct trace {
+	char *pod, *container, *cid, *exe;
+	pid_t pid;
+	uint64_t starttime;
+	dev_t dev;
+	ino_t ino;
+	struct tracer_target *target;
+	size_t *fn; /* p->fns index of each of the target's functions */
+	char *warning; /* patterns that matched nothing in this binary */
+	bool seen;
+	struct trace *next;
+};
+
+/* An attach that failed, not retried while its process and binary stay. */
+struct failure {
+	char *key;
+	char *msg;
+	bool seen;
+	struct failure *next;
+};
+
+struct probe {
+	char *uid, *ns, *name, *key, *status_path;
+	int64_t generation;
+	time_t created;
+	struct probe_spec spec;
+	bool valid, expired, seen;
+	char spec_err[512];
+	struct fn_result *fns;
+	size_t nfns;
+	struct trace *traces;
+	struct failure *failures;
+	char *errors[MAX_ERRORS];
+	size_t nerrors, nerrors_more;
+	uint64_t next_write, next_summary;
+	char *last_entry, *last_summary;
+	bool wrote;
+	struct probe *next;
+};
+
+struct proc_ent {
+	pid_t pid;
+	uint64_t starttime;
+	char cid[CGROUP_ID_LEN + 1]; /* "" when in no container */
+};
+
+struct agent {
+	struct agent_opts o;
+	struct kube *k;
+	struct tracer *tracer;
+	struct binary_cache *cache;
+	struct symbolizer *sym;
+	struct informer *probes_inf, *pods_inf;
+	struct publisher *pub;
+	int notify_fd;
+	char *manager;
+	struct probe *probes;
+	cJSON *probes_snap, *pods_snap;
+	struct proc_ent *procs;
+	size_t nprocs;
+	uint64_t next_scan, next_sweep;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static void rfc3339(time_t t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static time_t parse_rfc3339(const char *s)
+{
+	struct tm tm = { 0 };
+
+	if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+		return 0;
+	return timegm(&tm);
+}
+
+static const cJSON *get(const cJSON *obj, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+static const char *get_str(const cJSON *obj, const char *name)
+{
+	return cJSON_GetStringValue(get(obj, name));
+}
+
+/* ---- results and errors of a probe ---- */
+
+static size_t fn_get(struct probe *p, const char *name)
+{
+	struct fn_result *fns;
+
+	for (size_t i = 0; i < p->nfns; i++)
+		if (!strcmp(p->fns[i].name, name))
+			return i;
+	fns = realloc(p->fns, (p->nfns + 1) * sizeof(*fns));
+	if (!fns)
+		return SIZE_MAX;
+	p->fns = fns;
+	memset(&fns[p->nfns], 0, sizeof(*fns));
+	fns[p->nfns].name = strdup(name);
+	fns[p->nfns].mode = "entry+ret";
+	if (!fns[p->nfns].name)
+		return SIZE_MAX;
+	return p->nfns++;
+}
+
+static void fns_clear(struct probe *p)
+{
+	for (size_t i = 0; i < p->nfns; i++) {
+		free(p->fns[i].name);
+		free(p->fns[i].reason);
+	}
+	free(p->fns);
+	p->fns = NULL;
+	p->nfns = 0;
+}
+
+static void add_error(struct probe *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_error(struct probe *p, const char *fmt, ...)
+{
+	char *msg;
+	va_list ap;
+	int n;
+
+	if (p->nerrors == MAX_ERRORS) {
+		p->nerrors_more++;
+		return;
+	}
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n >= 0)
+		p->errors[p->nerrors++] = msg;
+}
+
+static void errors_clear(struct probe *p)
+{
+	for (size_t i = 0; i < p->nerrors; i++)
+		free(p->errors[i]);
+	p->nerrors = p->nerrors_more = 0;
+}
+
+/* ---- traces ---- */
+
+static void trace_free(struct trace *t)
+{
+	free(t->pod);
+	free(t->container);
+	free(t->cid);
+	free(t->exe);
+	free(t->fn);
+	free(t->warning);
+	free(t);
+}
+
+static bool process_alive(struct agent *a, pid_t pid, uint64_t starttime)
+{
+	char cid[CGROUP_ID_LEN + 1];
+	uint64_t st = 0;
+
+	(void)a;
+	return !cgroup__pid_container("/proc", pid, cid, &st) && st == starttime;
+}
+
+/* Stops tracing; what it counted stays in the probe's results. */
+static void trace_retire(struct agent *a, struct probe *p, struct trace *t, const char *why)
+{
+	cJSON *ev;
+
+	if (!process_alive(a, t->pid, t->starttime))
+		tracer__reap(a->tracer, t->target);
+	for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++) {
+		struct latency l;
+
+		if (t->fn[i] != SIZE_MAX && !tracer_target__read(a->tracer, t->target, i, &l))
+			latency__merge(&p->fns[t->fn[i]].done, &l);
+	}
+	tracer__remove(a->tracer, t->target);
+	symbolizer__forget(a->sym, t->pid);
+	ev = log_event(LOG_INFO, "detached from process %d: %s", t->pid, why);
+	cJSON_AddStringToObject(ev, "namespace", p->ns);
+	cJSON_AddStringToObject(ev, "probe", p->name);
+	cJSON_AddStringToObject(ev, "pod", t->pod);
+	cJSON_AddStringToObject(ev, "container", t->container);
+	log_emit(ev);
+	trace_free(t);
+}
+
+static void traces_retire(struct agent *a, struct probe *p, bool all, const char *why)
+{
+	struct trace **tp = &p->traces;
+
+	while (*tp) {
+		struct trace *t = *tp;
+
+		if (all || !t->seen) {
+			*tp = t->next;
+			trace_retire(a, p, t, why);
+		} else {
+			tp = &t->next;
+		}
+	}
+}
+
+static void failures_drop(struct probe *p, bool all)
+{
+	struct failure **fp = &p->failures;
+
+	while (*fp) {
+		struct failure *f = *fp;
+
+		if (all || !f->seen) {
+			*fp = f->next;
+			free(f->key);
+			free(f->msg);
+			free(f);
+		} else {
+			fp = &f->next;
+		}
+	}
+}
+
+/* ---- probes ---- */
+
+static void probe_free(struct agent *a, struct probe *p)
+{
+	traces_retire(a, p, true, "the probe was deleted");
+	failures_drop(p, true);
+	errors_clear(p);
+	fns_clear(p);
+	probe_spec__free(&p->spec);
+	publisher__forget(a->pub, p->key);
+	free(p->uid);
+	free(p->ns);
+	free(p->name);
+	free(p->key);
+	free(p->status_path);
+	free(p->last_entry);
+	free(p->last_summary);
+	free(p);
+}
+
+/* A restarted agent carries on from the results it wrote before. */
+static void seed_results(struct agent *a, struct probe *p, const cJSON *obj)
+{
+	const cJSON *node, *fn;
+
+	cJSON_ArrayForEach(node, get(get(obj, "status"), "nodes"))
+	{
+		const cJSON *gen = get(node, "generation");
+
+		if (!get_str(node, "node") || strcmp(get_str(node, "node"), a->o.node) ||
+		    !cJSON_IsNumber(gen) || (int64_t)gen->valuedouble != p->generation)
+			continue;
+		cJSON_ArrayForEach(fn, get(node, "functions"))
+		{
+			struct latency l;
+			size_t i;
+
+			if (!get_str(fn, "name") || probe_latency__from_json(fn, &l))
+				continue;
+			i = fn_get(p, get_str(fn, "name"));
+			if (i != SIZE_MAX)
+				p->fns[i].done = l;
+		}
+		log_info("probe %s/%s: carrying on from the results written before", p->ns,
+			 p->name);
+	}
+}
+
+static void probe_apply_spec(struct agent *a, struct probe *p, const cJSON *obj)
+{
+	struct rw_error err = { "" };
+	const cJSON *gen = get(get(obj, "metadata"), "generation");
+
+	traces_retire(a, p, true, "the probe's spec changed");
+	failures_drop(p, true);
+	fns_clear(p);
+	probe_spec__free(&p->spec);
+	p->generation = cJSON_IsNumber(gen) ? (int64_t)gen->valuedouble : 0;
+	p->valid = !probe_spec__parse(get(obj, "spec"), &p->spec, &err);
+	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
+	p->expired = false;
+	if (!p->valid)
+		log_warn("probe %s/%s is not valid: %s", p->ns, p->name, err.msg);
+	p->next_write = mono_ns() + FIRST_WRITE_NS;
+}
+
+static struct probe *probe_new(struct agent *a, const cJSON *obj, const char *uid)
+{
+	const cJSON *md = get(obj, "metadata");
+	struct probe *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->uid = strdup(uid);
+	p->ns = strdup(get_str(md, "namespace") ? get_str(md, "namespace") : "");
+	p->name = strdup(get_str(md, "name") ? get_str(md, "name") : "");
+	if (!p->uid || !p->ns || !p->name || asprintf(&p->key, "node/%s", uid) < 0 ||
+	    asprintf(&p->status_path, PROBE_PATH "/status", p->ns, p->name) < 0) {
+		free(p->uid);
+		free(p->ns);
+		free(p->name);
+		free(p->key);
+		free(p);
+		return NULL;
+	}
+	p->created = parse_rfc3339(get_str(md, "creationTimestamp"));
+	p->generation = -1;
+	p->next = a->probes;
+	a->probes = p;
+	return p;
+}
+
+static struct probe *probe_find(struct agent *a, const char *uid)
+{
+	for (struct probe *p = a->probes; p; p = p->next)
+		if (!strcmp(p->uid, uid))
+			return p;
+	return NULL;
+}
+
+static void probe_sync(struct agent *a, const cJSON *obj)
+{
+	const cJSON *md = get(obj, "metadata"), *gen = get(md, "generation");
+	const char *uid = get_str(md, "uid");
+	struct probe *p;
+	bool fresh = false;
+
+	if (!uid)
+		return;
+	p = probe_find(a, uid);
+	if (!p) {
+		p = probe_new(a, obj, uid);
+		if (!p)
+			return;
+		fresh = true;
+	}
+	p->seen = true;
+	if (!cJSON_IsNumber(gen) || (int64_t)gen->valuedouble != p->generation) {
+		probe_apply_spec(a, p, obj);
+		if (fresh && p->valid)
+			seed_results(a, p, obj);
+	}
+	if (p->valid && !p->expired &&
+	    time(NULL) >= p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S)) {
+		traces_retire(a, p, true, "the probe's lifetime ended");
+		failures_drop(p, true);
+		errors_clear(p);
+		p->expired = true;
+		log_info("probe %s/%s expired: probes detached, results kept", p->ns, p->name);
+	}
+}
+
+/* ---- processes of this node ---- */
+
+static int proc_cmp(const void *x, const void *y)
+{
+	const struct proc_ent *a = x, *b = y;
+
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+/*
+ * Lists the processes and the container each is in. Only new pids have
+ * their cgroup read; a traced process is checked again by its start time.
+ */
+static void scan_procs(struct agent *a)
+{
+	struct proc_ent *next = NULL, *old;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+
+	if (!d) {
+		log_error("failed to list /proc: %s", strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct proc_ent key = { .pid = (pid_t)strtol(de->d_name, NULL, 10) };
+
+		if (key.pid <= 0)
+			continue;
+		if (n == cap) {
+			struct proc_ent *g = realloc(next, (cap = cap ? cap * 2 : 512) * sizeof(*g));
+
+			if (!g)
+				break;
+			next = g;
+		}
+		old = a->nprocs ? bsearch(&key, a->procs, a->nprocs, sizeof(key), proc_cmp) : NULL;
+		if (old) {
+			next[n++] = *old;
+			continue;
+		}
+		if (cgroup__pid_container("/proc", key.pid, key.cid, &key.starttime))
+			key.cid[0] = '\0';
+		next[n++] = key;
+	}
+	closedir(d);
+	qsort(next, n, sizeof(*next), proc_cmp);
+	free(a->procs);
+	a->procs = next;
+	a->nprocs = n;
+}
+
+/* The container's first process: pid 1 in its pid namespace. */
+static bool ns_init(pid_t pid)
+{
+	char path[64], line[256];
+	bool init = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *last = strrchr(line, '\t');
+
+			init = last && strtol(last + 1, NULL, 10) == 1 && last != line + 6;
+			break;
+		}
+	}
+	fclose(f);
+	return init;
+}
+
+/* ---- placing probes on processes ---- */
+
+struct place {
+	const char *pod, *container, *cid;
+	const char *exe;  /* as the container sees it */
+	const char *path; /* where the tracer opens it, or NULL: /proc/PID/exe */
+	dev_t dev;
+	ino_t ino;
+};
+
+static struct trace *trace_find(struct probe *p, pid_t pid, uint64_t starttime, dev_t dev,
+				ino_t ino)
+{
+	for (struct trace *t = p->traces; t; t = t->next)
+		if (t->pid == pid && t->starttime == starttime && t->dev == dev && t->ino == ino)
+			return t;
+	return NULL;
+}
+
+static struct failure *failure_find(struct probe *p, const char *key)
+{
+	for (struct failure *f = p->failures; f; f = f->next)
+		if (!strcmp(f->key, key))
+			return f;
+	return NULL;
+}
+
+static void remember_failure(struct probe *p, const char *key, const char *msg)
+{
+	struct failure *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return;
+	f->key = strdup(key);
+	f->msg = strdup(msg);
+	f->seen = true;
+	f->next = p->failures;
+	p->failures = f;
+}
+
+static char *unmatched_warning(struct tracer_target *tt, const char *exe)
+{
+	char *out = NULL, *prev;
+
+	for (size_t i = 0; i < tracer_target__nunmatched(tt); i++) {
+		const struct binary_unmatched *u = tracer_target__unmatched(tt, i);
+		char hint[256] = "";
+		size_t len = 0;
+
+		for (size_t s = 0; s < u->nsuggestions && len < sizeof(hint); s++)
+			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", s ? ", " : "",
+					u->suggestions[s]);
+		prev = out;
+		if (asprintf(&out, "%s%sno function matches '%s' in %s%s%s%s", prev ? prev : "",
+			     prev ? "; " : "", u->pattern, exe, len ? " (did you mean: " : "", hint,
+			     len ? ")" : "") < 0)
+			out = NULL;
+		free(prev);
+	}
+	return out;
+}
+
+static void log_attached(struct probe *p, const struct trace *t, size_t nfuncs)
+{
+	cJSON *ev = log_event(LOG_INFO, "attached to process %d: %zu functions", t->pid, nfuncs);
+
+	cJSON_AddStringToObject(ev, "namespace", p->ns);
+	cJSON_AddStringToObject(ev, "probe", p->name);
+	cJSON_AddStringToObject(ev, "pod", t->pod);
+	cJSON_AddStringToObject(ev, "container", t->container);
+	cJSON_AddStringToObject(ev, "executable", t->exe);
+	log_emit(ev);
+}
+
+static void place_process(struct agent *a, struct probe *p, const struct place *pl,
+			  const struct proc_ent *pe)
+{
+	struct rw_error err = { "" };
+	const char *const *patterns = (const char *const *)p->spec.functions;
+	struct tracer_target *tt;
+	struct failure *f;
+	struct trace *t;
+	char key[128], path[64];
+
+	t = trace_find(p, pe->pid, pe->starttime, pl->dev, pl->ino);
+	if (t) {
+		t->seen = true;
+		if (t->warning)
+			add_error(p, "pod %s, container %s: %s", t->pod, t->container, t->warning);
+		return;
+	}
+	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pe->pid, pe->starttime,
+		 (uintmax_t)pl->dev, (uintmax_t)pl->ino);
+	f = failure_find(p, key);
+	if (f) {
+		f->seen = true;
+		add_error(p, "%s", f->msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", pe->pid);
+	tt = tracer__add(a->tracer, pe->pid, pl->path ? pl->path : path, patterns,
+			 p->spec.nfunctions, p->spec.threshold_ns, &err);
+	if (!tt) {
+		char *msg;
+
+		if (asprintf(&msg, "pod %s, container %s, process %d (%s): %s", pl->pod,
+			     pl->container, pe->pid, pl->exe, err.msg) < 0)
+			return;
+		log_error("probe %s/%s: %s", p->ns, p->name, msg);
+		add_error(p, "%s", msg);
+		remember_failure(p, key, msg);
+		free(msg);
+		return;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->fn = calloc(tracer_target__nfuncs(tt) + 1, sizeof(size_t)))) {
+		free(t);
+		tracer__remove(a->tracer, tt);
+		return;
+	}
+	t->pod = strdup(pl->pod);
+	t->container = strdup(pl->container);
+	t->cid = strdup(pl->cid);
+	t->exe = strdup(pl->exe);
+	t->pid = pe->pid;
+	t->starttime = pe->starttime;
+	t->dev = pl->dev;
+	t->ino = pl->ino;
+	t->target = tt;
+	t->seen = true;
+	for (size_t i = 0; i < tracer_target__nfuncs(tt); i++) {
+		const struct func_info *fi = tracer_target__func(tt, i)->info;
+		size_t k = fn_get(p, fi->name);
+
+		t->fn[i] = k;
+		if (k == SIZE_MAX)
+			continue;
+		p->fns[k].nreturns = fi->nreturns;
+		p->fns[k].mode = fi->mode == FUNC_MODE_ENTRY_ONLY ? "entry-only" : "entry+ret";
+		free(p->fns[k].reason);
+		p->fns[k].reason = fi->reason ? strdup(fi->reason) : NULL;
+	}
+	t->warning = unmatched_warning(tt, pl->exe);
+	if (t->warning) {
+		log_warn("probe %s/%s: pod %s: %s", p->ns, p->name, pl->pod, t->warning);
+		add_error(p, "pod %s, container %s: %s", pl->pod, pl->container, t->warning);
+	}
+	t->next = p->traces;
+	p->traces = t;
+	log_attached(p, t, tracer_target__nfuncs(tt));
+}
+
+static bool exe_identity(pid_t pid, dev_t *ret_dev, ino_t *ret_ino)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (stat(path, &st))
+		return false;
+	*ret_dev = st.st_dev;
+	*ret_ino = st.st_ino;
+	return true;
+}
+
+/* The executable named in the spec, opened inside the container's root. */
+static int open_in_container(struct probe *p, const struct place *pl, pid_t main_pid)
+{
+	char root[64];
+	int rootfd, fd;
+
+	snprintf(root, sizeof(root), "/proc/%d/root", main_pid);
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0) {
+		add_error(p, "pod %s, container %s: cannot open the container's root: %s", pl->pod,
+			  pl->container, strerror(errno));
+		return -1;
+	}
+	fd = rootpath__open(rootfd, p->spec.executable, O_RDONLY);
+	close(rootfd);
+	if (fd < 0)
+		add_error(p,
+			  "pod %s, container %s: cannot open spec.executable %s inside the "
+			  "container: %s",
+			  pl->pod, pl->container, p->spec.executable, strerror(-fd));
+	return fd;
+}
+
+static void place_container(struct agent *a, struct probe *p, const char *pod,
+			    const char *container, const char *status_id)
+{
+	struct place pl = { .pod = pod, .container = container };
+	char cid[CGROUP_ID_LEN + 1], exe[4096], fdpath[64];
+	const struct proc_ent *first = NULL, *main_pe = NULL;
+	size_t placed = 0;
+	struct stat st;
+	int fd = -1;
+	ssize_t n;
+
+	if (cgroup__status_container_id(status_id, cid)) {
+		add_error(p, "pod %s, container %s: unknown container id %s", pod, container,
+			  status_id);
+		return;
+	}
+	pl.cid = cid;
+	for (size_t i = 0; i < a->nprocs; i++) {
+		if (strcmp(a->procs[i].cid, cid))
+			continue;
+		first = first ? first : &a->procs[i];
+		if (!main_pe && ns_init(a->procs[i].pid))
+			main_pe = &a->procs[i];
+	}
+	if (!first) {
+		add_error(p,
+			  "pod %s, container %s: no process of container %.12s on this node (the "
+			  "agent needs the host's PID namespace)",
+			  pod, container, cid);
+		return;
+	}
+	main_pe = main_pe ? main_pe : first;
+	if (p->spec.executable) {
+		fd = open_in_container(p, &pl, main_pe->pid);
+		if (fd < 0 || fstat(fd, &st))
+			goto out;
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+		pl.path = fdpath;
+		pl.exe = p->spec.executable;
+	} else {
+		snprintf(fdpath, sizeof(fdpath), "/proc/%d/exe", main_pe->pid);
+		n = readlink(fdpath, exe, sizeof(exe) - 1);
+		exe[n > 0 ? n : 0] = '\0';
+		if (stat(fdpath, &st)) {
+			add_error(p, "pod %s, container %s: cannot read process %d's executable: %s",
+				  pod, container, main_pe->pid, strerror(errno));
+			goto out;
+		}
+		pl.exe = exe;
+	}
+	pl.dev = st.st_dev;
+	pl.ino = st.st_ino;
+	for (size_t i = 0; i < a->nprocs; i++) {
+		dev_t dev;
+		ino_t ino;
+
+		if (strcmp(a->procs[i].cid, cid) || !exe_identity(a->procs[i].pid, &dev, &ino) ||
+		    dev != pl.dev || ino != pl.ino)
+			continue;
+		place_process(a, p, &pl, &a->procs[i]);
+		placed++;
+	}
+	if (!placed)
+		add_error(p, "pod %s, container %s: no process runs %s", pod, container, pl.exe);
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
+static const char *waiting_reason(const cJSON *cs)
+{
+	const cJSON *state = get(cs, "state");
+	const char *r = get_str(get(state, "waiting"), "reason");
+
+	if (r)
+		return r;
+	r = get_str(get(state, "terminated"), "reason");
+	return r ? r : "not started";
+}
+
+static void place_pod(struct agent *a, struct probe *p, const cJSON *pod)
+{
+	const char *name = get_str(get(pod, "metadata"), "name");
+	const cJSON *cs, *statuses = get(get(pod, "status"), "containerStatuses");
+	size_t wanted = 0;
+
+	cJSON_ArrayForEach(cs, statuses)
+	{
+		const char *cname = get_str(cs, "name"), *id = get_str(cs, "containerID");
+
+		if (!cname || !probe_spec__wants_container(&p->spec, cname))
+			continue;
+		wanted++;
+		if (!id || !get(get(cs, "state"), "running")) {
+			add_error(p, "pod %s, container %s: not running (%s)", name, cname,
+				  waiting_reason(cs));
+			continue;
+		}
+		place_container(a, p, name, cname, id);
+	}
+	if (!wanted)
+		add_error(p, "pod %s: no running container%s%s", name,
+			  p->spec.ncontainers ? " named in spec.containers" : "",
+			  cJSON_GetArraySize(statuses) ? "" : " yet");
+}
+
+static void place_probe(struct agent *a, struct probe *p)
+{
+	const cJSON *pod;
+
+	errors_clear(p);
+	for (struct trace *t = p->traces; t; t = t->next)
+		t->seen = false;
+	for (struct failure *f = p->failures; f; f = f->next)
+		f->seen = false;
+	if (p->valid && !p->expired) {
+		cJSON_ArrayForEach(pod, a->pods_snap)
+		{
+			const cJSON *md = get(pod, "metadata");
+			const char *phase = get_str(get(pod, "status"), "phase");
+
+			if (!get_str(md, "namespace") || strcmp(get_str(md, "namespace"), p->ns) ||
+			    !probe_spec__selects(&p->spec, get(md, "labels")) ||
+			    (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+				continue;
+			place_pod(a, p, pod);
+		}
+	}
+	traces_retire(a, p, false, "its pod, container or process is gone");
+	failures_drop(p, false);
+}
+
+static cJSON *snapshot(struct informer *inf);
+
+static void reconcile(struct agent *a)
+{
+	struct probe **pp;
+	const cJSON *obj;
+
+	cJSON_Delete(a->probes_snap);
+	cJSON_Delete(a->pods_snap);
+	a->probes_snap = snapshot(a->probes_inf);
+	a->pods_snap = snapshot(a->pods_inf);
+	for (struct probe *p = a->probes; p; p = p->next)
+		p->seen = false;
+	cJSON_ArrayForEach(obj, a->probes_snap)
+		probe_sync(a, obj);
+	for (pp = &a->probes; *pp;) {
+		struct probe *p = *pp;
+
+		if (p->seen) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		probe_free(a, p);
+	}
+	scan_procs(a);
+	for (struct probe *p = a->probes; p; p = p->next)
+		place_probe(a, p);
+}
+
+static void dup_into(const cJSON *obj, void *ctx)
+{
+	cJSON_AddItemToArray(ctx, cJSON_Duplicate(obj, true));
+}
+
+static cJSON *snapshot(struct informer *inf)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	if (arr)
+		informer__foreach(inf, dup_into, arr);
+	return arr;
+}
+
+/* ---- this node's status entry ---- */
+
+static int fn_now(struct agent *a, struct probe *p, size_t k, struct latency *ret)
+{
+	*ret = p->fns[k].done;
+	for (struct trace *t = p->traces; t; t = t->next) {
+		for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++) {
+			struct latency l;
+
+			if (t->fn[i] == k && !tracer_target__read(a->tracer, t->target, i, &l))
+				latency__merge(ret, &l);
+		}
+	}
+	return 0;
+}
+
+static cJSON *pods_json(struct probe *p, size_t *ret_nprocs)
+{
+	cJSON *pods = cJSON_CreateArray(), *item, *procs;
+
+	*ret_nprocs = 0;
+	for (struct trace *t = p->traces; t; t = t->next) {
+		(*ret_nprocs)++;
+		procs = NULL;
+		cJSON_ArrayForEach(item, pods)
+		{
+			if (!strcmp(get_str(item, "name"), t->pod) &&
+			    !strcmp(get_str(item, "containerID"), t->cid))
+				procs = cJSON_GetObjectItemCaseSensitive(item, "processes");
+		}
+		if (!procs) {
+			item = cJSON_CreateObject();
+			cJSON_AddItemToArray(pods, item);
+			cJSON_AddStringToObject(item, "name", t->pod);
+			cJSON_AddStringToObject(item, "container", t->container);
+			cJSON_AddStringToObject(item, "containerID", t->cid);
+			cJSON_AddStringToObject(item, "executable", t->exe);
+			procs = cJSON_AddArrayToObject(item, "processes");
+		}
+		cJSON_AddItemToArray(procs, cJSON_CreateNumber(t->pid));
+	}
+	return pods;
+}
+
+static int str_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The entry without lastUpdate, or NULL when this node has nothing to say. */
+static cJSON *node_entry(struct agent *a, struct probe *p)
+{
+	cJSON *e, *fns, *errs;
+	size_t nprocs;
+
+	if (!p->traces && !p->nerrors && !p->nfns && !p->wrote)
+		return NULL;
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "node", a->o.node);
+	cJSON_AddNumberToObject(e, "generation", (double)p->generation);
+	cJSON_AddBoolToObject(e, "attached", p->traces != NULL);
+	cJSON_AddItemToObject(e, "pods", pods_json(p, &nprocs));
+	cJSON_AddNumberToObject(e, "processes", (double)nprocs);
+	qsort(p->errors, p->nerrors, sizeof(char *), str_cmp);
+	errs = cJSON_AddArrayToObject(e, "errors");
+	for (size_t i = 0; i < p->nerrors; i++)
+		cJSON_AddItemToArray(errs, cJSON_CreateString(p->errors[i]));
+	if (p->nerrors_more) {
+		char more[64];
+
+		snprintf(more, sizeof(more), "and %zu more", p->nerrors_more);
+		cJSON_AddItemToArray(errs, cJSON_CreateString(more));
+	}
+	fns = cJSON_AddArrayToObject(e, "functions");
+	for (size_t k = 0; k < p->nfns; k++) {
+		cJSON *f = cJSON_CreateObject();
+		struct latency l;
+
+		cJSON_AddItemToArray(fns, f);
+		fn_now(a, p, k, &l);
+		cJSON_AddStringToObject(f, "name", p->fns[k].name);
+		cJSON_AddStringToObject(f, "mode", p->fns[k].mode);
+		if (p->fns[k].reason)
+			cJSON_AddStringToObject(f, "reason", p->fns[k].reason);
+		cJSON_AddNumberToObject(f, "returnSites", (double)p->fns[k].nreturns);
+		probe_latency__to_json(&l, f);
+	}
+	return e;
+}
+
+static char *apply_body(struct probe *p, cJSON *status)
+{
+	cJSON *doc = cJSON_CreateObject(), *md;
+	char *out;
+
+	cJSON_AddStringToObject(doc, "apiVersion", "retwatch.io/v1alpha1");
+	cJSON_AddStringToObject(doc, "kind", "FunctionProbe");
+	md = cJSON_AddObjectToObject(doc, "metadata");
+	cJSON_AddStringToObject(md, "name", p->name);
+	cJSON_AddStringToObject(md, "namespace", p->ns);
+	/* a probe deleted and made again under the same name is another probe */
+	cJSON_AddStringToObject(md, "uid", p->uid);
+	cJSON_AddItemToObject(doc, "status", status);
+	out = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	return out;
+}
+
+static void add_now(cJSON *obj, const char *name)
+{
+	char ts[32];
+
+	rfc3339(time(NULL), ts, sizeof(ts));
+	cJSON_AddStringToObject(obj, name, ts);
+}
+
+/* Spreads the writes of many agents and probes over the interval. */
+static uint64_t jittered(uint64_t interval)
+{
+	return interval - interval / 10 + (uint64_t)rand() % (interval / 5 + 1);
+}
+
+static void write_node_status(struct agent *a, struct probe *p, uint64_t now)
+{
+	cJSON *entry, *status;
+	char *text, *body;
+
+	if (!p->valid || now < p->next_write)
+		return;
+	p->next_write = now + jittered(p->spec.interval_ns);
+	entry = node_entry(a, p);
+	if (!entry)
+		return;
+	text = cJSON_PrintUnformatted(entry);
+	if (!text || (p->last_entry && !strcmp(text, p->last_entry) &&
+		      !publisher__failed(a->pub, p->key))) {
+		free(text);
+		cJSON_Delete(entry);
+		return;
+	}
+	add_now(entry, "lastUpdate");
+	status = cJSON_CreateObject();
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"), entry);
+	body = apply_body(p, status);
+	if (body && !publisher__apply(a->pub, p->key, p->status_path, a->manager, body)) {
+		free(p->last_entry);
+		p->last_entry = text;
+		text = NULL;
+		p->wrote = true;
+	}
+	free(body);
+	free(text);
+}
+
+/* ---- the summary and conditions, written by the Lease holder ---- */
+
+struct merged {
+	char *name;
+	const char *mode, *reason;
+	double returns;
+	struct latency l;
+};
+
+struct summary {
+	struct merged *fns;
+	size_t nfns;
+	int nodes, pods, processes;
+	bool attached;
+	const char *first_error;
+};
+
+static void merge_fn(struct summary *s, const cJSON *fn)
+{
+	const char *name = get_str(fn, "name");
+	struct latency l;
+	struct merged *m = NULL;
+
+	if (!name || probe_latency__from_json(fn, &l))
+		return;
+	for (size_t i = 0; i < s->nfns && !m; i++)
+		if (!strcmp(s->fns[i].name, name))
+			m = &s->fns[i];
+	if (!m) {
+		m = realloc(s->fns, (s->nfns + 1) * sizeof(*m));
+		if (!m)
+			return;
+		s->fns = m;
+		m = &s->fns[s->nfns++];
+		memset(m, 0, sizeof(*m));
+		m->name = (char *)name;
+		m->mode = get_str(fn, "mode");
+		m->reason = get_str(fn, "reason");
+		m->returns = cJSON_GetNumberValue(get(fn, "returnSites"));
+	}
+	latency__merge(&m->l, &l);
+}
+
+static void merge_nodes(struct summary *s, const cJSON *status, int64_t generation)
+{
+	const cJSON *node, *fn;
+
+	cJSON_ArrayForEach(node, get(status, "nodes"))
+	{
+		const cJSON *gen = get(node, "generation");
+
+		if (!cJSON_IsNumber(gen) || (int64_t)gen->valuedouble != generation)
+			continue;
+		s->nodes++;
+		s->pods += cJSON_GetArraySize(get(node, "pods"));
+		s->processes += (int)cJSON_GetNumberValue(get(node, "processes"));
+		s->attached |= cJSON_IsTrue(get(node, "attached"));
+		if (!s->first_error)
+			s->first_error = cJSON_GetStringValue(cJSON_GetArrayItem(get(node, "errors"), 0));
+		cJSON_ArrayForEach(fn, get(node, "functions"))
+			merge_fn(s, fn);
+	}
+}
+
+static cJSON *summary_json(struct summary *s)
+{
+	cJSON *sum = cJSON_CreateObject(), *fns;
+	const struct merged *slowest = NULL;
+	uint64_t calls = 0, p99 = 0;
+	char buf[LATENCY_FMT_LEN];
+
+	cJSON_AddNumberToObject(sum, "nodes", s->nodes);
+	cJSON_AddNumberToObject(sum, "pods", s->pods);
+	cJSON_AddNumberToObject(sum, "processes", s->processes);
+	fns = cJSON_CreateArray();
+	for (size_t i = 0; i < s->nfns; i++) {
+		const struct merged *m = &s->fns[i];
+		cJSON *f = cJSON_CreateObject();
+		uint64_t q = latency__percentile(&m->l, 0.99);
+
+		cJSON_AddItemToArray(fns, f);
+		cJSON_AddStringToObject(f, "name", m->name);
+		if (m->mode)
+			cJSON_AddStringToObject(f, "mode", m->mode);
+		if (m->reason)
+			cJSON_AddStringToObject(f, "reason", m->reason);
+		cJSON_AddNumberToObject(f, "returnSites", m->returns);
+		probe_latency__to_json(&m->l, f);
+		calls += m->l.calls;
+		if (latency__count(&m->l) && (!slowest || q > p99)) {
+			slowest = m;
+			p99 = q;
+		}
+	}
+	cJSON_AddNumberToObject(sum, "calls", (double)calls);
+	if (slowest) {
+		cJSON_AddStringToObject(sum, "slowest", slowest->name);
+		cJSON_AddStringToObject(sum, "p50",
+					latency__format_ns(latency__percentile(&slowest->l, 0.5),
+							   buf, sizeof(buf)));
+		cJSON_AddStringToObject(sum, "p99", latency__format_ns(p99, buf, sizeof(buf)));
+	}
+	cJSON_AddItemToObject(sum, "functions", fns);
+	return sum;
+}
+
+static void add_condition(cJSON *conds, const cJSON *old, int64_t gen, const char *type, bool ok,
+			  const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+static void add_condition(cJSON *conds, const cJSON *old, int64_t gen, const char *type, bool ok,
+			  const char *reason, const char *fmt, ...)
+{
+	const char *status = ok ? "True" : "False", *since = NULL;
+	cJSON *c = cJSON_CreateObject();
+	const cJSON *o;
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_ArrayForEach(o, old)
+	{
+		/* the time it last changed, not the time it was last written */
+		if (get_str(o, "type") && !strcmp(get_str(o, "type"), type) &&
+		    get_str(o, "status") && !strcmp(get_str(o, "status"), status))
+			since = get_str(o, "lastTransitionTime");
+	}
+	cJSON_AddStringToObject(c, "type", type);
+	cJSON_AddStringToObject(c, "status", status);
+	cJSON_AddStringToObject(c, "reason", reason);
+	cJSON_AddStringToObject(c, "message", msg);
+	cJSON_AddNumberToObject(c, "observedGeneration", (double)gen);
+	if (since)
+		cJSON_AddStringToObject(c, "lastTransitionTime", since);
+	else
+		add_now(c, "lastTransitionTime");
+	cJSON_AddItemToArray(conds, c);
+}
+
+static void conditions(cJSON *status, struct probe *p, const struct summary *s,
+		       const cJSON *old)
+{
+	cJSON *c = cJSON_AddArrayToObject(status, "conditions");
+	char until[32];
+	int64_t g = p->generation;
+
+	rfc3339(p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S), until, sizeof(until));
+	if (!p->valid) {
+		add_condition(c, old, g, "Ready", false, "InvalidSpec", "%s", p->spec_err);
+		add_condition(c, old, g, "Attached", false, "InvalidSpec",
+			      "nothing is probed until the spec is fixed");
+		return;
+	}
+	add_condition(c, old, g, "Ready", true, "Accepted", "the spec is valid");
+	if (p->expired) {
+		add_condition(c, old, g, "Expired", true, "LifetimeEnded",
+			      "probes detached at %s (spec.lifetime); results stay", until);
+		add_condition(c, old, g, "Attached", false, "Expired",
+			      "probes detached when the lifetime ended; raise spec.lifetime to "
+			      "probe again");
+		return;
+	}
+	add_condition(c, old, g, "Expired", false, "Active", "probes detach at %s", until);
+	if (s->attached)
+		add_condition(c, old, g, "Attached", true, "Attached",
+			      "probes live on %d processes in %d pods on %d nodes", s->processes,
+			      s->pods, s->nodes);
+	else if (s->first_error)
+		add_condition(c, old, g, "Attached", false, "AttachFailed",
+			      "%s (all errors: status.nodes[].errors)", s->first_error);
+	else
+		add_condition(c, old, g, "Attached", false, "NoMatchingPods",
+			      "no running pod in namespace %s matches spec.selector", p->ns);
+}
+
+static void write_summary(struct agent *a, struct probe *p, const cJSON *obj, uint64_t now)
+{
+	const cJSON *old = get(obj, "status");
+	struct summary s = { 0 };
+	cJSON *status, *sum = NULL;
+	char *text, *body, key[128];
+
+	if (now < p->next_summary)
+		return;
+	p->next_summary = now + jittered(p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
+	status = cJSON_CreateObject();
+	cJSON_AddNumberToObject(status, "observedGeneration", (double)p->generation);
+	if (p->valid)
+		merge_nodes(&s, old, p->generation);
+	conditions(status, p, &s, get(old, "conditions"));
+	if (p->valid)
+		cJSON_AddItemToObject(status, "summary", sum = summary_json(&s));
+	free(s.fns);
+	snprintf(key, sizeof(key), "summary/%s", p->uid);
+	text = cJSON_PrintUnformatted(status);
+	if (!text ||
+	    (p->last_summary && !strcmp(text, p->last_summary) && !publisher__failed(a->pub, key))) {
+		free(text);
+		cJSON_Delete(status);
+		return;
+	}
+	if (p->valid)
+		add_now(sum, "lastUpdate");
+	body = apply_body(p, status);
+	if (body && !publisher__apply(a->pub, key, p->status_path, SUMMARY_MANAGER, body)) {
+		free(p->last_summary);
+		p->last_summary = text;
+		text = NULL;
+	}
+	free(body);
+	free(text);
+}
+
+static void write_statuses(struct agent *a)
+{
+	uint64_t now = mono_ns();
+	bool leader = publisher__leader(a->pub);
+	const cJSON *obj;
+
+	for (struct probe *p = a->probes; p; p = p->next)
+		write_node_status(a, p, now);
+	if (!leader)
+		return;
+	cJSON_ArrayForEach(obj, a->probes_snap)
+	{
+		struct probe *p = probe_find(a, get_str(get(obj, "metadata"), "uid"));
+
+		if (p)
+			write_summary(a, p, obj, now);
+	}
+}
+
+/* ---- slow calls ---- */
+
+static void log_slow_call(struct agent *a, struct probe *p, const struct trace *t, size_t i,
+			  const struct tracer_event *ev)
+{
+	char dur[LATENCY_FMT_LEN], frame[512];
+	cJSON *log, *stack;
+
+	log = log_event(LOG_INFO, "slow call of %s: %s", tracer_target__func(t->target, i)->info->name,
+			latency__format_ns(ev->duration_ns, dur, sizeof(dur)));
+	if (!log)
+		return;
+	cJSON_AddStringToObject(log, "event", "slow_call");
+	cJSON_AddStringToObject(log, "namespace", p->ns);
+	cJSON_AddStringToObject(log, "probe", p->name);
+	cJSON_AddStringToObject(log, "pod", t->pod);
+	cJSON_AddStringToObject(log, "container", t->container);
+	cJSON_AddStringToObject(log, "function", tracer_target__func(t->target, i)->info->name);
+	cJSON_AddStringToObject(log, "duration", dur);
+	cJSON_AddNumberToObject(log, "duration_ns", (double)ev->duration_ns);
+	cJSON_AddNumberToObject(log, "pid", ev->pid);
+	cJSON_AddNumberToObject(log, "tid", ev->tid);
+	if (ev->goid)
+		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
+	stack = cJSON_AddArrayToObject(log, "stack");
+	for (size_t k = 0; k < ev->nstack; k++) {
+		symbolizer__resolve(a->sym, ev->pid, ev->stack[k], k == 0, frame, sizeof(frame));
+		cJSON_AddItemToArray(stack, cJSON_CreateString(frame));
+	}
+	log_emit(log);
+}
+
+static void on_slow_call(const struct tracer_event *ev, void *ctx)
+{
+	struct agent *a = ctx;
+
+	/* every probe of this process and function whose threshold the call passed */
+	for (struct probe *p = a->probes; p; p = p->next) {
+		if (!p->spec.threshold_ns || ev->duration_ns < p->spec.threshold_ns)
+			continue;
+		for (struct trace *t = p->traces; t; t = t->next) {
+			if (t->pid != ev->pid)
+				continue;
+			for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++)
+				if (tracer_target__func(t->target, i)->fn_id == ev->fn_id)
+					log_slow_call(a, p, t, i, ev);
+		}
+	}
+}
+
+/* ---- the agent ---- */
+
+struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
+{
+	struct tracer_opts topts = { .attach_mode = o->attach_mode, .partial = true };
+	struct agent *a = calloc(1, sizeof(*a));
+	char query[512], esc[384], sel[300];
+
+	if (!a)
+		goto nomem;
+	a->o = *o;
+	a->k = k;
+	a->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	a->cache = binary_cache__new(64);
+	a->sym = symbolizer__new(a->cache);
+	if (a->notify_fd < 0 || !a->cache || !a->sym ||
+	    asprintf(&a->manager, "retwatch-agent-%s", o->node) < 0)
+		goto nomem;
+	topts.cache = a->cache;
+	a->tracer = tracer__new(&topts, err);
+	if (!a->tracer)
+		goto fail;
+	tracer__set_event_fn(a->tracer, on_slow_call, a);
+	a->pub = publisher__start(k, o->node, o->lease_ns, "retwatch-summary", o->lease_s);
+	snprintf(sel, sizeof(sel), "spec.nodeName=%s", o->node);
+	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
+	a->probes_inf = informer__start(k, "functionprobes", PROBES_PATH, NULL, a->notify_fd);
+	a->pods_inf = informer__start(k, "pods", "/api/v1/pods", query, a->notify_fd);
+	if (!a->pub || !a->probes_inf || !a->pods_inf)
+		goto nomem;
+	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
+		 "(attach mode %s)",
+		 o->node, kube__server(k), tracer__attach_mode(a->tracer));
+	return a;
+nomem:
+	rw_error_set(err, ENOMEM, "out of memory");
+fail:
+	agent__free(a);
+	return NULL;
+}
+
+static bool woken(struct agent *a)
+{
+	uint64_t n;
+
+	return read(a->notify_fd, &n, sizeof(n)) == sizeof(n);
+}
+
+int agent__run(struct agent *a, const volatile sig_atomic_t *exiting)
+{
+	while (!*exiting) {
+		uint64_t now;
+		int e = tracer__poll(a->tracer, 100);
+
+		if (e < 0 && e != -EINTR) {
+			log_error("failed to read slow calls: %s", strerror(-e));
+			return e;
+		}
+		now = mono_ns();
+		/* nothing is probed before both lists are in: a half view would detach */
+		if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf))
+			continue;
+		if (woken(a) || now >= a->next_scan) {
+			reconcile(a);
+			a->next_scan = now + SCAN_EVERY_NS;
+		}
+		if (now >= a->next_sweep) {
+			tracer__sweep(a->tracer, SWEEP_AGE_NS);
+			a->next_sweep = now + SWEEP_EVERY_NS;
+		}
+		write_statuses(a);
+	}
+	return 0;
+}
+
+void agent__free(struct agent *a)
+{
+	if (!a)
+		return;
+	informer__stop(a->probes_inf);
+	informer__stop(a->pods_inf);
+	while (a->probes) {
+		struct probe *p = a->probes;
+
+		a->probes = p->next;
+		probe_free(a, p);
+	}
+	publisher__stop(a->pub);
+	tracer__free(a->tracer);
+	symbolizer__free(a->sym);
+	binary_cache__free(a->cache);
+	cJSON_Delete(a->probes_snap);
+	cJSON_Delete(a->pods_snap);
+	free(a->procs);
+	free(a->manager);
+	if (a->notify_fd >= 0)
+		close(a->notify_fd);
+	free(a);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node agent: reconciles the FunctionProbes of the cluster against the
+ * pods of this node and what the tracer has attached, and writes each
+ * probe's results for this node (and, holding the Lease, every probe's
+ * summary) into the probe's status.
+ */
+#ifndef RETWATCH_AGENT_H
+#define RETWATCH_AGENT_H
+
+#include <signal.h>
+
+#include "kube.h"
+#include "rwerr.h"
+#include "tracer.h"
+
+struct agent_opts {
+	const char *node;     /* this node's name */
+	const char *lease_ns; /* namespace of the summary writer's Lease */
+	int lease_s;	      /* its duration */
+	enum tracer_attach_mode attach_mode;
+};
+
+struct agent;
+
+/* Loads the BPF programs and starts watching. NULL on error (err says why). */
+struct agent *agent__new(struct kube *k, const struct agent_opts *opts, struct rw_error *err);
+/* Runs until *exiting is set. 0, or -errno when it cannot go on. */
+int agent__run(struct agent *a, const volatile sig_atomic_t *exiting);
+/* Detaches every probe and stops; NULL is fine. */
+void agent__free(struct agent *a);
+
+#endif
