@@ -279,9 +279,9 @@ static void failures_drop(struct probe *p, bool all)
 
 /* ---- probes ---- */
 
-static void probe_free(struct agent *a, struct probe *p)
+static void probe_free(struct agent *a, struct probe *p, const char *why)
 {
-	traces_retire(a, p, true, "the probe was deleted");
+	traces_retire(a, p, true, why);
 	failures_drop(p, true);
 	errors_clear(p);
 	fns_clear(p);
@@ -827,7 +827,7 @@ static void reconcile(struct agent *a)
 			continue;
 		}
 		*pp = p->next;
-		probe_free(a, p);
+		probe_free(a, p, "the probe was deleted");
 	}
 	scan_procs(a);
 	for (struct probe *p = a->probes; p; p = p->next)
@@ -1370,7 +1370,7 @@ void agent__free(struct agent *a)
 		struct probe *p = a->probes;
 
 		a->probes = p->next;
-		probe_free(a, p);
+		probe_free(a, p, "the agent is stopping");
 	}
 	publisher__stop(a->pub);
 	tracer__free(a->tracer);

@@ -1,0 +1,134 @@
+"""The agent under test as a process: start, read its JSON-line log, stop.
+
+Standard library only."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+
+def held_link_ids(pid):
+    """BPF link ids that process pid holds open (from /proc/PID/fdinfo)."""
+    links = set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    try:
+        fds = os.listdir(fdinfo)
+    except OSError:
+        return links
+    for fd in fds:
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key == "link_id":
+                links.add(int(value))
+    return links
+
+
+def system_link_ids():
+    """Ids of every BPF link the kernel has (bpftool link list)."""
+    out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    return {link["id"] for link in json.loads(out or "[]")}
+
+
+def wait_for(what, fn, timeout, interval=0.1):
+    """Polls fn until it returns something true; returns it, or fails naming what."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = fn()
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            last = e
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+class Agent:
+    """retwatch-agent for one node, as the agent identity of the test cluster."""
+
+    def __init__(self, binary, kubeconfig, node, workdir, extra=()):
+        self.argv = [binary, "--kubeconfig", kubeconfig, "--node-name", node,
+                     "--lease-namespace", "retwatch", *extra]
+        self.node = node
+        self.log_path = os.path.join(workdir, f"agent-{node}-{time.monotonic_ns()}.log")
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ)
+        # leaks are reported at exit (a SIGTERM exit runs the full teardown)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=self.log, env=env)
+        wait_for(f"agent {self.node} to list pods and probes",
+                 lambda: self.proc.poll() is not None or self.find(msg_has="listed", count=2),
+                 timeout=20)
+        assert self.proc.poll() is None, f"agent {self.node} exited early:\n{self.tail()}"
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def lines(self):
+        """The log as parsed JSON lines; a line that is not JSON fails the test
+        (sanitizer reports excepted: they are checked at stop())."""
+        out = []
+        with open(self.log_path, "rb") as f:
+            for raw in f.read().decode(errors="replace").splitlines():
+                if not raw.strip():
+                    continue
+                try:
+                    out.append(json.loads(raw))
+                except json.JSONDecodeError:
+                    out.append({"msg": raw, "level": "raw"})
+        return out
+
+    def find(self, msg_has=None, count=1, **fields):
+        """Log events whose msg contains msg_has and whose fields equal fields;
+        the list when at least count match, else []."""
+        hits = [ev for ev in self.lines()
+                if (msg_has is None or msg_has in ev.get("msg", ""))
+                and all(ev.get(k) == v for k, v in fields.items())]
+        return hits if len(hits) >= count else []
+
+    def tail(self, n=40):
+        with open(self.log_path, "rb") as f:
+            return "\n".join(f.read().decode(errors="replace").splitlines()[-n:])
+
+    def links(self):
+        return held_link_ids(self.proc.pid)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Stops the agent; returns its exit status. A sanitizer report or a
+        line that is not JSON fails the test."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"agent {self.node} did not stop within {timeout}s:\n{self.tail()}")
+        self.log.close()
+        raw = [ev["msg"] for ev in self.lines() if ev.get("level") == "raw"]
+        assert not raw, f"agent {self.node} wrote lines that are not JSON:\n" + "\n".join(raw[:40])
+        return rc
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

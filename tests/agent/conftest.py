@@ -1,0 +1,133 @@
+"""End-to-end tests of retwatch-agent against real parts: a kube-apiserver
+and etcd built from Go modules (tests/k8s), runc containers in kubelet-style
+cgroups running a Go service with known latencies (tests/fixtures/podapp),
+and real uprobes.
+
+Run (from the repository root, as root):
+    make agenttest
+or  RETWATCH_AGENT=build/asan/retwatch-agent python3 -m pytest -q tests/agent
+
+Nothing is skipped: without root, runc or bpftool the run stops with an error.
+"""
+
+import itertools
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+
+pytest.register_assert_rewrite("agentproc")
+
+import agentproc  # noqa: E402
+import pods  # noqa: E402
+from controlplane import ControlPlane, build_bindir  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AGENT = os.environ.get("RETWATCH_AGENT", os.path.join(REPO, "build/asan/retwatch-agent"))
+
+
+def pytest_configure(config):
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("the agent's tests need root (uprobes, runc, /proc of other processes)")
+    if not os.access(AGENT, os.X_OK):
+        problems.append(f"RETWATCH_AGENT={AGENT}: no such executable (run `make asan`)")
+    for tool in ("runc", "bpftool", "openssl", "go"):
+        if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
+            problems.append(f"{tool} is not installed (scripts/deps.sh installs it)")
+    if problems:
+        raise pytest.UsageError("agent tests cannot run:\n  " + "\n  ".join(problems))
+
+
+@pytest.fixture(scope="session")
+def workdir():
+    d = tempfile.mkdtemp(prefix="retwatch-agent-test-")
+    yield d
+    pods.cleanup_all(pods.runtime_root(d))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+class Cluster:
+    """The test control plane with the CRD and the agent's RBAC applied."""
+
+    def __init__(self, cp, workdir):
+        self.cp = cp
+        self.workdir = workdir
+        self._ns = itertools.count(1)
+
+    def kubectl(self, *args, **kw):
+        return self.cp.kubectl(*args, **kw)
+
+    def namespace(self):
+        """A fresh namespace (namespaces are never deleted: no controller
+        manager runs to finish a deletion)."""
+        name = f"t{next(self._ns)}"
+        self.kubectl("create", "namespace", name)
+        return name
+
+    def apply_probe(self, ns, name, spec, check=True):
+        doc = {"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+               "metadata": {"name": name, "namespace": ns}, "spec": spec}
+        return self.kubectl("apply", "-f", "-", input=json.dumps(doc), check=check)
+
+    def probe(self, ns, name):
+        return json.loads(self.kubectl("get", "functionprobe", name, "-n", ns, "-o", "json").stdout)
+
+    def status(self, ns, name):
+        return self.probe(ns, name).get("status", {})
+
+    def node_entry(self, ns, name, node):
+        for entry in self.status(ns, name).get("nodes", []):
+            if entry["node"] == node:
+                return entry
+        return None
+
+    def condition(self, ns, name, ctype):
+        for c in self.status(ns, name).get("conditions", []):
+            if c["type"] == ctype:
+                return c
+        return None
+
+    def agent(self, node, user="agent", extra=()):
+        return agentproc.Agent(AGENT, self.cp.kubeconfig(user), node, self.workdir, extra)
+
+
+@pytest.fixture(scope="session")
+def cluster(workdir):
+    cp = ControlPlane(os.path.join(workdir, "cp"), build_bindir())
+    cp.start()
+    try:
+        cp.kubectl("apply", "-f", os.path.join(REPO, "crds", "functionprobe.yaml"))
+        cp.kubectl("apply", "-f", os.path.join(REPO, "manifests", "rbac.yaml"))
+        cp.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io")
+        yield Cluster(cp, workdir)
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def image(workdir):
+    """The rootfs every test container runs: busybox and the podapp service."""
+    app = pods.build_podapp(os.path.join(workdir, "bin"))
+    root = os.path.join(workdir, "image")
+    pods.make_rootfs(root, app)
+    return root
+
+
+@pytest.fixture
+def make_pod(cluster, image, workdir):
+    """make_pod(ns, name, labels, node, containers={"app": args}) -> a created Pod,
+    deleted after the test."""
+    made = []
+
+    def make(ns, name, labels, node, containers=None):
+        pod = pods.Pod(cluster.kubectl, ns, name, labels, node, containers or {"app": None},
+                       image, workdir)
+        made.append(pod)
+        return pod.create()
+
+    yield make
+    for pod in made:
+        pod.delete()
