@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 20
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
-.PHONY: all clean test unit asan fixtures itest fuzz fuzz-build deps lint demo
+.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -107,10 +107,16 @@ build/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/*.h) $(BPF_SKELS)
 
 fuzz-build: $(FUZZ_BINS)
 
+# The node agent against a real API server (built from Go modules, cached)
+# and runc containers; needs root.
+agenttest: asan
+	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent \
+		python3 -m pytest -q -p no:cacheprovider tests/agent
+
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps lint all unit itest fuzz
+test: deps lint all unit itest agenttest fuzz
 
 FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:

@@ -558,6 +558,23 @@ static void log_attached(struct probe *p, const struct trace *t, size_t nfuncs)
 	log_emit(ev);
 }
 
+/* Replaces each from in msg (of size len) by to. */
+static void replace_path(char *msg, size_t len, const char *from, const char *to)
+{
+	char out[sizeof(((struct rw_error *)0)->msg)], *at, *src = msg;
+	size_t o = 0, nfrom = strlen(from);
+
+	while ((at = strstr(src, from)) && o < sizeof(out)) {
+		o += snprintf(out + o, sizeof(out) - o, "%.*s%s", (int)(at - src), src, to);
+		src = at + nfrom;
+	}
+	if (src == msg)
+		return;
+	if (o < sizeof(out))
+		snprintf(out + o, sizeof(out) - o, "%s", src);
+	snprintf(msg, len, "%s", out);
+}
+
 static void place_process(struct agent *a, struct probe *p, const struct place *pl,
 			  const struct proc_ent *pe)
 {
@@ -589,8 +606,10 @@ static void place_process(struct agent *a, struct probe *p, const struct place *
 	if (!tt) {
 		char *msg;
 
-		if (asprintf(&msg, "pod %s, container %s, process %d (%s): %s", pl->pod,
-			     pl->container, pe->pid, pl->exe, err.msg) < 0)
+		/* the tracer names the file by the path it opened, not the container's */
+		replace_path(err.msg, sizeof(err.msg), pl->path ? pl->path : path, pl->exe);
+		if (asprintf(&msg, "pod %s, container %s, process %d: %s", pl->pod, pl->container,
+			     pe->pid, err.msg) < 0)
 			return;
 		log_error("probe %s/%s: %s", p->ns, p->name, msg);
 		add_error(p, "%s", msg);
@@ -1016,7 +1035,8 @@ struct summary {
 	size_t nfns;
 	int nodes, pods, processes;
 	bool attached;
-	const char *first_error;
+	const char *errors[3]; /* the first few, for the Attached condition */
+	size_t nerrors;
 };
 
 static void merge_fn(struct summary *s, const cJSON *fn)
@@ -1047,7 +1067,7 @@ static void merge_fn(struct summary *s, const cJSON *fn)
 
 static void merge_nodes(struct summary *s, const cJSON *status, int64_t generation)
 {
-	const cJSON *node, *fn;
+	const cJSON *node, *fn, *err;
 
 	cJSON_ArrayForEach(node, get(status, "nodes"))
 	{
@@ -1059,8 +1079,12 @@ static void merge_nodes(struct summary *s, const cJSON *status, int64_t generati
 		s->pods += cJSON_GetArraySize(get(node, "pods"));
 		s->processes += (int)cJSON_GetNumberValue(get(node, "processes"));
 		s->attached |= cJSON_IsTrue(get(node, "attached"));
-		if (!s->first_error)
-			s->first_error = cJSON_GetStringValue(cJSON_GetArrayItem(get(node, "errors"), 0));
+		cJSON_ArrayForEach(err, get(node, "errors"))
+		{
+			if (s->nerrors < sizeof(s->errors) / sizeof(s->errors[0]) &&
+			    cJSON_IsString(err))
+				s->errors[s->nerrors++] = err->valuestring;
+		}
 		cJSON_ArrayForEach(fn, get(node, "functions"))
 			merge_fn(s, fn);
 	}
@@ -1170,9 +1194,11 @@ static void conditions(cJSON *status, struct probe *p, const struct summary *s,
 		add_condition(c, old, g, "Attached", true, "Attached",
 			      "probes live on %d processes in %d pods on %d nodes", s->processes,
 			      s->pods, s->nodes);
-	else if (s->first_error)
+	else if (s->nerrors)
 		add_condition(c, old, g, "Attached", false, "AttachFailed",
-			      "%s (all errors: status.nodes[].errors)", s->first_error);
+			      "%s%s%s%s%s (all errors: status.nodes[].errors)", s->errors[0],
+			      s->nerrors > 1 ? "; " : "", s->nerrors > 1 ? s->errors[1] : "",
+			      s->nerrors > 2 ? "; " : "", s->nerrors > 2 ? s->errors[2] : "");
 	else
 		add_condition(c, old, g, "Attached", false, "NoMatchingPods",
 			      "no running pod in namespace %s matches spec.selector", p->ns);

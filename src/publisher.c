@@ -13,6 +13,8 @@
 
 #define PATCH_TIMEOUT_MS 10000
 #define LEASE_TIMEOUT_MS 5000
+/* How often an agent that does not hold the Lease looks whether it is free. */
+#define LEASE_RETRY_S 2
 
 struct patch {
 	char *key, *path, *manager, *body;
@@ -243,7 +245,35 @@ static void tend_lease(struct publisher *p)
 			 p->lease_path);
 	p->leader = leader;
 	clock_gettime(CLOCK_MONOTONIC, &p->next_lease);
-	p->next_lease.tv_sec += p->lease_s / 3 > 0 ? p->lease_s / 3 : 1;
+	p->next_lease.tv_sec += leader && p->lease_s / 3 > 0 ? p->lease_s / 3 : LEASE_RETRY_S;
+}
+
+/* Hands the Lease over at once instead of letting it expire. */
+static void release_lease(struct publisher *p)
+{
+	struct rw_error err = { "" };
+	char *resp = NULL, *body = NULL;
+	cJSON *lease = NULL, *spec;
+	int status;
+
+	status = kube__request(p->k, "GET", p->lease_path, NULL, NULL, LEASE_TIMEOUT_MS, &resp,
+			       &err);
+	lease = status == 200 ? cJSON_Parse(resp) : NULL;
+	spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
+	if (spec && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(spec, "holderIdentity")) &&
+	    !strcmp(cJSON_GetObjectItemCaseSensitive(spec, "holderIdentity")->valuestring,
+		    p->identity)) {
+		cJSON_ReplaceItemInObjectCaseSensitive(spec, "holderIdentity",
+						       cJSON_CreateString(""));
+		body = cJSON_PrintUnformatted(lease);
+		status = kube__request(p->k, "PUT", p->lease_path, "application/json", body,
+				       LEASE_TIMEOUT_MS, NULL, &err);
+		if (status == 200)
+			log_info("released Lease %s", p->lease_path);
+	}
+	cJSON_Delete(lease);
+	free(resp);
+	free(body);
 }
 
 static void *run(void *arg)
@@ -261,6 +291,12 @@ static void *run(void *arg)
 		pthread_cond_timedwait(&p->cond, &p->lock, &until);
 	}
 	send_queued(p);
+	if (p->leader) {
+		pthread_mutex_unlock(&p->lock);
+		release_lease(p);
+		pthread_mutex_lock(&p->lock);
+		p->leader = false;
+	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }

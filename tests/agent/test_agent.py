@@ -1,0 +1,331 @@
+"""retwatch-agent end to end: FunctionProbes applied with kubectl to a real
+API server, pods as runc containers, results read back from the status."""
+
+import json
+import os
+import re
+import signal
+import time
+
+from agentproc import system_link_ids, wait_for
+
+FUNCS = ["main.handleRequest", "main.lookupUser"]
+UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def ns_of(duration):
+    m = re.fullmatch(r"([0-9.]+)(ns|us|ms|s)", duration)
+    assert m, f"not a duration: {duration!r}"
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def spec(**kw):
+    s = {"selector": {"matchLabels": {"app": "web"}}, "functions": FUNCS, "reportInterval": "2s"}
+    s.update(kw)
+    return s
+
+
+def fns(entry):
+    return {f["name"]: f for f in entry.get("functions", [])}
+
+
+def has_calls(cluster, ns, name, node, funcs=FUNCS, more_than=0):
+    """node's entry once every function of funcs has more than more_than calls."""
+    entry = cluster.node_entry(ns, name, node)
+    if entry and all(fns(entry).get(f, {}).get("calls", 0) > more_than for f in funcs):
+        return entry
+    return None
+
+
+def attached_log(agent, pid, timeout):
+    return wait_for(f"the agent to attach to process {pid}",
+                    lambda: agent.find(msg_has=f"attached to process {pid}:"), timeout)
+
+
+def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    make_pod(ns, "other", {"app": "db"}, "node-a")
+    with cluster.agent("node-a"):
+        start = time.monotonic()
+        cluster.apply_probe(ns, "lat", spec())
+        wait_for("calls of both functions", lambda: has_calls(cluster, ns, "lat", "node-a"),
+                 timeout=5)
+        assert time.monotonic() - start < 5
+        # compare the same window of calls: podapp counts afresh from now on
+        c = pod.containers["app"]
+        os.kill(c.pid, signal.SIGUSR1)
+        first = cluster.node_entry(ns, "lat", "node-a")["lastUpdate"]
+        entry = wait_for("the next report", lambda: (e := cluster.node_entry(ns, "lat", "node-a"))
+                         and e["lastUpdate"] != first and e, timeout=5)
+        assert entry["pods"] == [{"name": "web-1", "container": "app", "containerID": c.id,
+                                  "executable": "/app/podapp", "processes": [c.pid]}]
+        assert entry["attached"] is True and entry["processes"] == 1 and entry["errors"] == []
+        own = c.stats()["functions"]
+        for name, f in fns(entry).items():
+            assert f["mode"] == "entry+ret" and f["returnSites"] >= 1
+            p50, median = ns_of(f["p50"]), own[name]["median_ns"]
+            assert abs(p50 - median) / median < 0.05, (name, f["p50"], median)
+            assert f["calls"] == sum(n for _, n in f["buckets"])
+        # the Lease holder's summary and conditions
+        wait_for("the summary", lambda: cluster.status(ns, "lat").get("summary", {}).get("calls"),
+                 timeout=6)
+        conds = {c["type"]: c for c in cluster.status(ns, "lat")["conditions"]}
+        assert conds["Ready"]["status"] == "True"
+        assert conds["Attached"]["status"] == "True", conds["Attached"]
+        assert conds["Expired"]["status"] == "False"
+        assert cluster.status(ns, "lat")["observedGeneration"] == 1
+        table = cluster.kubectl("get", "fprobe", "lat", "-n", ns).stdout
+        assert "main.handleRequest" in table and "ms" in table, table
+
+
+def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-a", {"app": "web"}, "node-a")
+    pods_b = [make_pod(ns, f"web-b{i}", {"app": "web"}, "node-b") for i in range(2)]
+    with cluster.agent("node-a") as a, cluster.agent("node-b") as b:
+        cluster.apply_probe(ns, "two", spec())
+        for node in ("node-a", "node-b"):
+            wait_for(f"{node}'s calls", lambda: has_calls(cluster, ns, "two", node), timeout=8)
+        assert len(cluster.node_entry(ns, "two", "node-b")["pods"]) == 2
+        summary = wait_for("a summary over both nodes",
+                           lambda: cluster.status(ns, "two").get("summary", {}).get("nodes") == 2
+                           and cluster.status(ns, "two")["summary"], timeout=8)
+        assert summary["pods"] == 3 and summary["processes"] == 3
+        for p in pods_b:
+            p.delete()
+
+        # once no call is made anywhere, the summary settles on the nodes' sum
+        def merged_equals_nodes():
+            st = cluster.status(ns, "two")
+            nodes = [e for e in st["nodes"] if not e["pods"]]
+            if len(nodes) != 1 or not st.get("summary"):
+                return None
+            want = {}
+            for e in st["nodes"]:
+                for f in e["functions"]:
+                    w = want.setdefault(f["name"], {"calls": 0, "sumNs": 0, "buckets": {}})
+                    w["calls"] += f["calls"]
+                    w["sumNs"] += f["sumNs"]
+                    for i, n in f["buckets"]:
+                        w["buckets"][i] = w["buckets"].get(i, 0) + n
+            got = {f["name"]: {"calls": f["calls"], "sumNs": f["sumNs"],
+                               "buckets": {i: n for i, n in f["buckets"]}}
+                   for f in st["summary"]["functions"]}
+            return got == want and got
+
+        # node-a keeps counting: stop it to freeze its numbers
+        assert a.stop() == 0
+        wait_for("the summary to equal the sum of the node entries", merged_equals_nodes,
+                 timeout=20, interval=0.5)
+    for agent in (a, b):
+        assert not agent.find(msg_has="failed to write status"), agent.tail()
+
+
+def test_restarted_container_new_process_and_new_pod_are_probed(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "life", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        before = wait_for("calls", lambda: has_calls(cluster, ns, "life", "node-a"), timeout=6)
+
+        new = pod.restart_container("app")
+        attached_log(agent, new.pid, timeout=3)
+        second = new.exec(["/app/podapp", "-stats", "/tmp/second.json", "-name", "second"])
+        attached_log(agent, second, timeout=3)
+        pod2 = make_pod(ns, "web-2", {"app": "web"}, "node-a")
+        attached_log(agent, pod2.containers["app"].pid, timeout=3)
+
+        def all_three():
+            e = cluster.node_entry(ns, "life", "node-a")
+            procs = sorted(p for item in e["pods"] for p in item["processes"])
+            return procs == sorted([new.pid, second, pod2.containers["app"].pid]) and e
+        entry = wait_for("the status to list the three processes", all_three, timeout=6)
+        ids = {item["containerID"] for item in entry["pods"]}
+        assert ids == {new.id, pod2.containers["app"].id}
+        # the calls of the process that died stay counted
+        for name in FUNCS:
+            assert fns(entry)[name]["calls"] > fns(before)[name]["calls"]
+        assert agent.find(msg_has="detached from process", pod="web-1")
+
+
+def test_deleted_pod_and_probe_are_detached(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "del", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        links = agent.links()
+        assert links
+        start = time.monotonic()
+        cluster.kubectl("delete", "pod", "web-1", "-n", ns, "--grace-period=0", "--force",
+                        "--wait=false")
+        wait_for("the links to go", lambda: not agent.links(), timeout=2)
+        took = time.monotonic() - start
+        assert not links & system_link_ids()
+        assert took < 2, took
+        pod.delete()
+
+        pod2 = make_pod(ns, "web-2", {"app": "web"}, "node-a")
+        attached_log(agent, pod2.containers["app"].pid, timeout=5)
+        links = agent.links()
+        cluster.kubectl("delete", "functionprobe", "del", "-n", ns)
+        wait_for("the links to go", lambda: not agent.links(), timeout=2)
+        assert not links & system_link_ids()
+        wait_for("the detach in the log",
+                 lambda: agent.find(msg_has="the probe was deleted", pod="web-2"), timeout=2)
+
+
+def test_spec_edit_is_applied(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a"):
+        cluster.apply_probe(ns, "edit", spec(functions=["main.handleRequest"]))
+        wait_for("calls", lambda: has_calls(cluster, ns, "edit", "node-a", ["main.handleRequest"]),
+                 timeout=6)
+        cluster.apply_probe(ns, "edit", spec(functions=["main.lookupUser"]))
+        entry = wait_for("the new function's calls",
+                         lambda: (e := has_calls(cluster, ns, "edit", "node-a",
+                                                 ["main.lookupUser"])) and e["generation"] == 2
+                         and e, timeout=6)
+        assert list(fns(entry)) == ["main.lookupUser"]
+        wait_for("observedGeneration 2",
+                 lambda: cluster.status(ns, "edit").get("observedGeneration") == 2, timeout=6)
+
+
+def test_lifetime_expiry_detaches_and_keeps_results(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "short", spec(lifetime="4s"))
+        wait_for("calls", lambda: has_calls(cluster, ns, "short", "node-a"), timeout=5)
+        cond = wait_for("Expired=True",
+                        lambda: (c := cluster.condition(ns, "short", "Expired"))
+                        and c["status"] == "True" and c, timeout=12)
+        assert "results stay" in cond["message"]
+        assert not agent.links()
+        entry = wait_for("attached=false", lambda: (e := cluster.node_entry(ns, "short", "node-a"))
+                         and e["attached"] is False and e, timeout=6)
+        assert all(f["calls"] > 0 for f in entry["functions"])
+        assert cluster.condition(ns, "short", "Attached")["reason"] == "Expired"
+
+
+def test_api_server_restart_and_compaction_miss_nothing(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "before", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        lists = len(agent.find(msg_has="listed"))
+        cluster.cp.restart_apiserver()
+        cluster.cp.compact_etcd()
+        # changes right after the restart: a new pod, a new probe, a deleted probe
+        pod2 = make_pod(ns, "web-2", {"app": "db"}, "node-a")
+        cluster.apply_probe(ns, "after", spec(selector={"matchLabels": {"app": "db"}}))
+        cluster.kubectl("delete", "functionprobe", "before", "-n", ns)
+        wait_for("calls of the probe made after the restart",
+                 lambda: has_calls(cluster, ns, "after", "node-a"), timeout=15)
+        wait_for("the deleted probe's process to be detached",
+                 lambda: agent.find(msg_has="the probe was deleted", pod="web-1"), timeout=5)
+        entry = cluster.node_entry(ns, "after", "node-a")
+        assert [p["name"] for p in entry["pods"]] == ["web-2"]
+        assert pod2.containers["app"].pid in entry["pods"][0]["processes"]
+        # the watches resumed or relisted (410 Gone after the compaction)
+        assert (len(agent.find(msg_has="listed")) > lists
+                or agent.find(msg_has="resume from resourceVersion")), agent.tail()
+        assert agent.proc.poll() is None
+
+
+def test_schema_rejects_bad_probes_with_its_message(cluster):
+    ns = cluster.namespace()
+    cases = [
+        (spec(functions=[]), "should have at least 1 items"),
+        (spec(functions=[f"f{i}" for i in range(65)]), "must have at most 64 items"),
+        (spec(reportInterval="1s"), "reportInterval must be at least 2s"),
+        (spec(lifetime="forever"), "spec.lifetime"),
+        ({"functions": FUNCS}, "spec.selector: Required value"),
+        (spec(selector={"matchExpressions": [{"key": "app", "operator": "Like"}]}),
+         "Unsupported value: \"Like\""),
+        (spec(selector={"matchExpressions": [{"key": "app", "operator": "In"}]}),
+         "In and NotIn need values"),
+        (spec(executable="app/server"), "spec.executable"),
+    ]
+    for i, (bad, message) in enumerate(cases):
+        res = cluster.apply_probe(ns, f"bad{i}", bad, check=False)
+        assert res.returncode != 0, bad
+        assert message in res.stderr, (bad, res.stderr)
+
+
+def test_agent_reports_what_only_it_can_reject(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    # a pod whose container is not running
+    cluster.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "waiting", "namespace": ns, "labels": {"app": "web"}},
+        "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "x"}]}}))
+    cluster.kubectl("patch", "pod", "waiting", "-n", ns, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"phase": "Pending", "containerStatuses": [{
+                        "name": "app", "image": "x", "imageID": "", "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": {"reason": "ContainerCreating"}}}]}}))
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "typo", spec(functions=["main.handleReqest"]))
+        cluster.apply_probe(ns, "escape", spec(executable="/app/escape"))
+        cluster.apply_probe(ns, "inside", spec(executable="/app/current"))
+        entry = wait_for("errors", lambda: (e := cluster.node_entry(ns, "typo", "node-a"))
+                         and len(e["errors"]) == 2 and e, timeout=6)
+        assert any("no function matches 'main.handleReqest' in /app/podapp "
+                   "(did you mean: main.handleRequest" in e for e in entry["errors"]), entry
+        assert "pod waiting, container app: not running (ContainerCreating)" in entry["errors"]
+        assert entry["attached"] is False
+        cond = wait_for("Attached=False", lambda: (c := cluster.condition(ns, "typo", "Attached"))
+                        and c["reason"] == "AttachFailed" and c, timeout=8)
+        assert "main.handleReqest" in cond["message"]
+
+        # /app/escape -> /../../../../etc/hostname: resolved inside the container
+        entry = wait_for("errors", lambda: (e := cluster.node_entry(ns, "escape", "node-a"))
+                         and e["errors"] and e, timeout=6)
+        assert any("cannot open spec.executable /app/escape inside the container: "
+                   "No such file or directory" in e for e in entry["errors"]), entry
+        # a symlink that stays inside works
+        wait_for("calls through /app/current",
+                 lambda: has_calls(cluster, ns, "inside", "node-a"), timeout=6)
+        cluster.kubectl("delete", "pod", "waiting", "-n", ns, "--grace-period=0", "--force")
+        assert agent.proc.poll() is None
+
+
+def test_sigterm_detaches_and_a_new_agent_carries_on(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    agent = cluster.agent("node-a").start()
+    try:
+        cluster.apply_probe(ns, "carry", spec())
+        before = wait_for("calls", lambda: has_calls(cluster, ns, "carry", "node-a", more_than=200),
+                          timeout=8)
+        links = agent.links()
+        assert links
+    finally:
+        assert agent.stop(signal.SIGTERM) == 0
+    assert not links & system_link_ids()
+    assert agent.find(msg_has="the agent is stopping")
+    low = {n: f["calls"] for n, f in fns(cluster.node_entry(ns, "carry", "node-a")).items()}
+    assert all(low[n] >= fns(before)[n]["calls"] for n in FUNCS)
+    with cluster.agent("node-a") as again:
+        seen = []
+
+        def grew():
+            e = cluster.node_entry(ns, "carry", "node-a")
+            seen.append({n: f["calls"] for n, f in fns(e).items()})
+            return all(seen[-1][n] > low[n] for n in FUNCS)
+        wait_for("calls counted on from the earlier agent's", grew, timeout=8)
+        assert all(s[n] >= low[n] for s in seen for n in FUNCS), seen
+        assert again.find(msg_has="carrying on from the results written before")
+
+
+def test_kubeconfig_with_files_and_client_certificate(cluster):
+    for user in ("agent-files", "admin-cert"):
+        agent = cluster.agent(f"node-{user}", user=user).start()
+        assert agent.stop() == 0
+        assert not agent.find(level="error"), agent.tail()
