@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+#define DELETED_SUFFIX " (deleted)"
+#define SCOPE_SUFFIX ".scope"
+#define STAT_MAX 4096
+/* the kernel prints one line per hierarchy: about 15 with every v1 controller */
+#define MAX_LINES 64
+#define MAX_HIERARCHY_DIGITS 9
+#define MAX_SCHEME 32
+
+/* The id one line names, where it sits, and how the line ranks on a tie. */
+struct found {
+	const char *id; /* NULL: none */
+	long depth;
+	size_t rank; /* 0: the v2 line; v1 lines from 1 in file order */
+};
+
+static bool is_id(const char *p, size_t n)
+{
+	if (n != CGROUP_ID_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool is_runtime(const char *p, size_t n)
+{
+	/* not crio-conmon or libpod-conmon: their monitor process is not the container */
+	static const char *const runtimes[] = { "cri-containerd", "crio", "docker", "libpod" };
+
+	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++)
+		if (strlen(runtimes[i]) == n && !memcmp(runtimes[i], p, n))
+			return true;
+	return false;
+}
+
+/* The container id path component c (n bytes) names (see cgroup.h), or NULL. */
+static const char *component_id(const char *c, size_t n)
+{
+	const size_t slen = strlen(SCOPE_SUFFIX);
+	const char *id, *colon;
+
+	if (is_id(c, n))
+		return c;
+	/* "<runtime>-<id>.scope" */
+	if (n > CGROUP_ID_LEN + slen + 1 && !memcmp(c + n - slen, SCOPE_SUFFIX, slen)) {
+		id = c + n - slen - CGROUP_ID_LEN;
+		if (id[-1] == '-' && is_id(id, CGROUP_ID_LEN) && is_runtime(c, id - 1 - c))
+			return id;
+	}
+	/* "<slice>:<runtime>:<id>" */
+	if (n > CGROUP_ID_LEN + 1) {
+		id = c + n - CGROUP_ID_LEN;
+		if (id[-1] != ':' || !is_id(id, CGROUP_ID_LEN))
+			return NULL;
+		colon = memrchr(c, ':', id - 1 - c);
+		if (colon && colon > c && !memchr(c, ':', colon - c) &&
+		    is_runtime(colon + 1, id - 1 - (colon + 1)))
+			return id;
+	}
+	return NULL;
+}
+
+/* The last container id in a cgroup path, and its depth, into ret. */
+static void path_id(const char *path, size_t len, struct found *ret)
+{
+	const char *p = path, *end = path + len;
+	long depth = 0;
+
+	ret->id = NULL;
+	while (p < end) {
+		const char *slash = memchr(p, '/', end - p), *id;
+		size_t n = slash ? (size_t)(slash - p) : (size_t)(end - p);
+
+		/* a reader in a cgroup namespace sees paths outside it through ".." */
+		if (n == 2 && !memcmp(p, "..", 2))
+			depth--;
+		else if (n && !(n == 1 && *p == '.'))
+			depth++;
+		id = component_id(p, n);
+		if (id) {
+			ret->id = id;
+			ret->depth = depth;
+		}
+		p += n + (slash ? 1 : 0);
+	}
+}
+
+/* "ID:CONTROLLERS:/PATH" into *ret_hierarchy and ret. False when malformed. */
+static bool parse_line(const char *line, size_t len, size_t rank, unsigned int *ret_hierarchy,
+		       struct found *ret)
+{
+	const char *end = line + len, *c1, *c2, *path;
+	size_t plen, slen = strlen(DELETED_SUFFIX);
+	unsigned int h = 0;
+
+	c1 = memchr(line, ':', len);
+	if (!c1 || c1 == line || c1 - line > MAX_HIERARCHY_DIGITS)
+		return false;
+	for (const char *p = line; p < c1; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		h = h * 10 + (*p - '0');
+	}
+	c2 = memchr(c1 + 1, ':', end - (c1 + 1));
+	if (!c2 || c2 + 1 >= end || c2[1] != '/')
+		return false;
+	/* v2 has no controllers in the line, v1 always names some (or name=) */
+	if ((h == 0) != (c2 == c1 + 1))
+		return false;
+	path = c2 + 1;
+	plen = end - path;
+	if (plen > slen && !memcmp(end - slen, DELETED_SUFFIX, slen))
+		plen -= slen;
+	path_id(path, plen, ret);
+	ret->rank = h ? rank : 0;
+	*ret_hierarchy = h;
+	return true;
+}
+
+static bool better(const struct found *a, const struct found *b)
+{
+	if (!a->id)
+		return false;
+	if (!b->id)
+		return true;
+	if (a->depth != b->depth)
+		return a->depth > b->depth;
+	return a->rank < b->rank;
+}
+
+/*
+ * The kernel prints each hierarchy once, the v2 one last. It refuses cgroup
+ * names with a newline, which could add lines; were one to slip through (an
+ * old kernel), a repeated hierarchy or a line after the v2 one gives it away.
+ */
+static bool seen_before(const unsigned int *seen, size_t n, unsigned int h)
+{
+	for (size_t i = 0; i < n; i++)
+		if (seen[i] == h)
+			return true;
+	return false;
+}
+
+int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
+{
+	const char *p = text, *end = text + len;
+	unsigned int seen[MAX_LINES];
+	struct found best = {}, f;
+	size_t nlines = 0;
+
+	if (!text || !len || memchr(text, 0, len))
+		return -EINVAL;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', end - p);
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		unsigned int h;
+
+		if (nlines == MAX_LINES || (nlines && seen[nlines - 1] == 0) ||
+		    !parse_line(p, n, nlines + 1, &h, &f) || seen_before(seen, nlines, h))
+			return -EINVAL;
+		seen[nlines++] = h;
+		if (better(&f, &best))
+			best = f;
+		p += n + (nl ? 1 : 0);
+	}
+	if (!best.id)
+		return -ENOENT;
+	memcpy(ret_id, best.id, CGROUP_ID_LEN);
+	ret_id[CGROUP_ID_LEN] = '\0';
+	return 0;
+}
+
+static bool is_scheme_char(char c, size_t i)
+{
+	bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+
+	/* RFC 3986: a letter, then letters, digits, '+', '-', '.' */
+	return alpha || (i && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'));
+}
+
+int cgroup__status_container_id(const char *container_id, char *ret_id)
+{
+	const char *id;
+	size_t n = 0;
+
+	if (!container_id)
+		return -EINVAL;
+	while (n <= MAX_SCHEME && is_scheme_char(container_id[n], n))
+		n++;
+	if (!n || n > MAX_SCHEME || strncmp(container_id + n, "://", 3))
+		return -EINVAL;
+	id = container_id + n + 3;
+	if (strnlen(id, CGROUP_ID_LEN + 1) != CGROUP_ID_LEN || !is_id(id, CGROUP_ID_LEN))
+		return -EINVAL;
+	memcpy(ret_id, id, CGROUP_ID_LEN + 1);
+	return 0;
+}
+
+/* Up to size bytes of file name under directory fd dir. 0 or -errno. */
+static int read_at(int dir, const char *name, char *buf, size_t size, size_t *ret_len)
+{
+	int fd = openat(dir, name, O_RDONLY | O_CLOEXEC), ret = 0;
+	size_t len = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (len < size) {
+		ssize_t n = read(fd, buf + len, size - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			ret = -errno;
+		if (n <= 0)
+			break;
+		len += n;
+	}
+	close(fd);
+	*ret_len = len;
+	return ret;
+}
+
+/* Field 22 of /proc/PID/stat. The name (field 2) may hold spaces and ")". */
+static int parse_starttime(const char *text, size_t len, uint64_t *ret)
+{
+	const char *p = memrchr(text, ')', len), *end = text + len, *start = text;
+	uint64_t v = 0;
+
+	if (!p)
+		return -EINVAL;
+	p++;
+	for (int field = 3; field <= 22; field++) {
+		if (p >= end || *p++ != ' ')
+			return -EINVAL;
+		start = p;
+		while (p < end && *p != ' ' && *p != '\n')
+			p++;
+		if (p == start)
+			return -EINVAL;
+	}
+	for (const char *q = start; q < p; q++) {
+		unsigned int d = *q - '0';
+
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* The start time of the process whose /proc directory is dir. */
+static int read_starttime(int dir, uint64_t *ret)
+{
+	char buf[STAT_MAX];
+	size_t len;
+	int err = read_at(dir, "stat", buf, sizeof(buf), &len);
+
+	if (err)
+		return err;
+	/* a real one is a few hundred bytes: a full buffer is not one */
+	if (len == sizeof(buf))
+		return -EINVAL;
+	return parse_starttime(buf, len, ret);
+}
+
+int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *ret_starttime)
+{
+	char path[PATH_MAX], id[CGROUP_ID_LEN + 1], *buf = NULL;
+	uint64_t start = 0;
+	int dir = -1, ret;
+	size_t len;
+
+	if (pid <= 0)
+		return -EINVAL;
+	ret = snprintf(path, sizeof(path), "%s/%d", proc, (int)pid);
+	if (ret < 0 || (size_t)ret >= sizeof(path))
+		return -ENAMETOOLONG;
+	/* both files through one directory fd: it stays with this process, not its pid */
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0) {
+		ret = -errno;
+		goto cleanup;
+	}
+	buf = malloc(CGROUP_FILE_MAX + 1);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto cleanup;
+	}
+	ret = read_at(dir, "cgroup", buf, CGROUP_FILE_MAX + 1, &len);
+	if (!ret && len > CGROUP_FILE_MAX)
+		ret = -EFBIG;
+	if (!ret)
+		ret = cgroup__parse_container_id(buf, len, id);
+	if (!ret && ret_starttime)
+		ret = read_starttime(dir, &start);
+cleanup:
+	free(buf);
+	if (dir >= 0)
+		close(dir);
+	/* the files of a process that exited meanwhile fail with ESRCH */
+	if (ret == -ESRCH)
+		return -ENOENT;
+	if (ret)
+		return ret;
+	memcpy(ret_id, id, sizeof(id));
+	if (ret_starttime)
+		*ret_starttime = start;
+	return 0;
+}

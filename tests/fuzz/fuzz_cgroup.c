@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+/*
+ * /proc/PID/cgroup text, whose paths a process with a delegated cgroup can
+ * name, and Pod status container ids, which the API server relays: any id
+ * found is 64 lowercase hex digits taken from the input.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgroup.h"
+
+static bool is_id(const char *id)
+{
+	if (strlen(id) != CGROUP_ID_LEN)
+		return false;
+	for (const char *p = id; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char id[CGROUP_ID_LEN + 1], *s;
+	int ret = cgroup__parse_container_id((const char *)data, size, id);
+
+	if (ret && ret != -ENOENT && ret != -EINVAL)
+		__builtin_trap();
+	if (!ret && (!is_id(id) || !memmem(data, size, id, CGROUP_ID_LEN)))
+		__builtin_trap();
+	s = malloc(size + 1);
+	if (!s)
+		return 0;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	ret = cgroup__status_container_id(s, id);
+	if (ret && ret != -EINVAL)
+		__builtin_trap();
+	if (!ret && (!is_id(id) || strcmp(id, s + strlen(s) - CGROUP_ID_LEN)))
+		__builtin_trap();
+	free(s);
+	return 0;
+}
