@@ -49,7 +49,7 @@ struct trace {
 	dev_t dev;
 	ino_t ino;
 	struct tracer_target *target;
-	size_t *fn; /* p->fns index of each of the target's functions */
+	size_t *fn;    /* p->fns index of each of the target's functions */
 	char *warning; /* patterns that matched nothing in this binary */
 	bool seen;
 	struct trace *next;
@@ -439,7 +439,8 @@ static void scan_procs(struct agent *a)
 		if (key.pid <= 0)
 			continue;
 		if (n == cap) {
-			struct proc_ent *g = realloc(next, (cap = cap ? cap * 2 : 512) * sizeof(*g));
+			struct proc_ent *g = realloc(next,
+						     (cap = cap ? cap * 2 : 512) * sizeof(*g));
 
 			if (!g)
 				break;
@@ -735,7 +736,8 @@ static void place_container(struct agent *a, struct probe *p, const char *pod,
 		n = readlink(fdpath, exe, sizeof(exe) - 1);
 		exe[n > 0 ? n : 0] = '\0';
 		if (stat(fdpath, &st)) {
-			add_error(p, "pod %s, container %s: cannot read process %d's executable: %s",
+			add_error(p,
+				  "pod %s, container %s: cannot read process %d's executable: %s",
 				  pod, container, main_pe->pid, strerror(errno));
 			goto out;
 		}
@@ -836,8 +838,7 @@ static void reconcile(struct agent *a)
 	a->pods_snap = snapshot(a->pods_inf);
 	for (struct probe *p = a->probes; p; p = p->next)
 		p->seen = false;
-	cJSON_ArrayForEach(obj, a->probes_snap)
-		probe_sync(a, obj);
+	cJSON_ArrayForEach(obj, a->probes_snap) probe_sync(a, obj);
 	for (pp = &a->probes; *pp;) {
 		struct probe *p = *pp;
 
@@ -1001,8 +1002,8 @@ static void write_node_status(struct agent *a, struct probe *p, uint64_t now)
 	if (!entry)
 		return;
 	text = cJSON_PrintUnformatted(entry);
-	if (!text || (p->last_entry && !strcmp(text, p->last_entry) &&
-		      !publisher__failed(a->pub, p->key))) {
+	if (!text ||
+	    (p->last_entry && !strcmp(text, p->last_entry) && !publisher__failed(a->pub, p->key))) {
 		free(text);
 		cJSON_Delete(entry);
 		return;
@@ -1085,8 +1086,7 @@ static void merge_nodes(struct summary *s, const cJSON *status, int64_t generati
 			    cJSON_IsString(err))
 				s->errors[s->nerrors++] = err->valuestring;
 		}
-		cJSON_ArrayForEach(fn, get(node, "functions"))
-			merge_fn(s, fn);
+		cJSON_ArrayForEach(fn, get(node, "functions")) merge_fn(s, fn);
 	}
 }
 
@@ -1166,8 +1166,7 @@ static void add_condition(cJSON *conds, const cJSON *old, int64_t gen, const cha
 	cJSON_AddItemToArray(conds, c);
 }
 
-static void conditions(cJSON *status, struct probe *p, const struct summary *s,
-		       const cJSON *old)
+static void conditions(cJSON *status, struct probe *p, const struct summary *s, const cJSON *old)
 {
 	cJSON *c = cJSON_AddArrayToObject(status, "conditions");
 	char until[32];
@@ -1213,7 +1212,8 @@ static void write_summary(struct agent *a, struct probe *p, const cJSON *obj, ui
 
 	if (now < p->next_summary)
 		return;
-	p->next_summary = now + jittered(p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
+	p->next_summary = now +
+			  jittered(p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
 	status = cJSON_CreateObject();
 	cJSON_AddNumberToObject(status, "observedGeneration", (double)p->generation);
 	if (p->valid)
@@ -1224,8 +1224,8 @@ static void write_summary(struct agent *a, struct probe *p, const cJSON *obj, ui
 	free(s.fns);
 	snprintf(key, sizeof(key), "summary/%s", p->uid);
 	text = cJSON_PrintUnformatted(status);
-	if (!text ||
-	    (p->last_summary && !strcmp(text, p->last_summary) && !publisher__failed(a->pub, key))) {
+	if (!text || (p->last_summary && !strcmp(text, p->last_summary) &&
+		      !publisher__failed(a->pub, key))) {
 		free(text);
 		cJSON_Delete(status);
 		return;
@@ -1269,7 +1269,8 @@ static void log_slow_call(struct agent *a, struct probe *p, const struct trace *
 	char dur[LATENCY_FMT_LEN], frame[512];
 	cJSON *log, *stack;
 
-	log = log_event(LOG_INFO, "slow call of %s: %s", tracer_target__func(t->target, i)->info->name,
+	log = log_event(LOG_INFO, "slow call of %s: %s",
+			tracer_target__func(t->target, i)->info->name,
 			latency__format_ns(ev->duration_ns, dur, sizeof(dur)));
 	if (!log)
 		return;
@@ -1359,9 +1360,10 @@ static bool woken(struct agent *a)
 	return read(a->notify_fd, &n, sizeof(n)) == sizeof(n);
 }
 
-int agent__run(struct agent *a, const volatile sig_atomic_t *exiting)
+int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
+	       const volatile sig_atomic_t *pause)
 {
-	while (!*exiting) {
+	while (!*exiting && !*pause) {
 		uint64_t now;
 		int e = tracer__poll(a->tracer, 100);
 
@@ -1384,6 +1386,40 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting)
 		write_statuses(a);
 	}
 	return 0;
+}
+
+void agent__log_stats(struct agent *a)
+{
+	struct informer_counters pc, dc;
+	struct publisher_counters uc;
+	size_t nprobes = 0, ntraces = 0;
+	cJSON *ev;
+
+	informer__counters(a->probes_inf, &pc);
+	informer__counters(a->pods_inf, &dc);
+	publisher__counters(a->pub, &uc);
+	for (struct probe *p = a->probes; p; p = p->next) {
+		nprobes++;
+		for (struct trace *t = p->traces; t; t = t->next)
+			ntraces++;
+	}
+	ev = log_event(LOG_INFO, "counters");
+	if (!ev)
+		return;
+	cJSON_AddStringToObject(ev, "event", "stats");
+	cJSON_AddNumberToObject(ev, "api_requests", (double)kube__requests(a->k));
+	cJSON_AddNumberToObject(ev, "lists", (double)(pc.lists + dc.lists));
+	cJSON_AddNumberToObject(ev, "watches", (double)(pc.watches + dc.watches));
+	cJSON_AddNumberToObject(ev, "watch_events", (double)(pc.events + dc.events));
+	cJSON_AddNumberToObject(ev, "gone", (double)(pc.gone + dc.gone));
+	cJSON_AddNumberToObject(ev, "request_failures", (double)(pc.failures + dc.failures));
+	cJSON_AddNumberToObject(ev, "status_patches", (double)uc.patches);
+	cJSON_AddNumberToObject(ev, "status_patch_failures", (double)uc.failures);
+	cJSON_AddNumberToObject(ev, "lease_requests", (double)uc.lease_requests);
+	cJSON_AddNumberToObject(ev, "probes", (double)nprobes);
+	cJSON_AddNumberToObject(ev, "traced_processes", (double)ntraces);
+	cJSON_AddBoolToObject(ev, "summary_writer", publisher__leader(a->pub));
+	log_emit(ev);
 }
 
 void agent__free(struct agent *a)

@@ -25,8 +25,11 @@ struct agent;
 
 /* Loads the BPF programs and starts watching. NULL on error (err says why). */
 struct agent *agent__new(struct kube *k, const struct agent_opts *opts, struct rw_error *err);
-/* Runs until *exiting is set. 0, or -errno when it cannot go on. */
-int agent__run(struct agent *a, const volatile sig_atomic_t *exiting);
+/* Runs until *exiting or *pause is set. 0, or -errno when it cannot go on. */
+int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
+	       const volatile sig_atomic_t *pause);
+/* Logs the agent's counters (API requests, watch events, patches, probes). */
+void agent__log_stats(struct agent *a);
 /* Detaches every probe and stops; NULL is fine. */
 void agent__free(struct agent *a);
 

@@ -80,8 +80,8 @@ static void set_rv(struct informer *inf, const char *rv)
 /* Field ownership is of no use here and is most of an object's size. */
 static void slim(cJSON *obj)
 {
-	cJSON_DeleteItemFromObjectCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "managedFields");
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+						"managedFields");
 }
 
 static ssize_t find(struct informer *inf, const char *key)
@@ -164,14 +164,14 @@ static int list(struct informer *inf)
 	int status, e = -EPROTO;
 	size_t n;
 
-	if (asprintf(&path, "%s%s%s", inf->path, inf->query ? "?" : "", inf->query ? inf->query : "") <
-	    0)
+	if (asprintf(&path, "%s%s%s", inf->path, inf->query ? "?" : "",
+		     inf->query ? inf->query : "") < 0)
 		return -ENOMEM;
 	status = kube__request(inf->k, "GET", path, NULL, NULL, LIST_TIMEOUT_MS, &body, &err);
 	if (status != 200) {
 		if (status > 0)
-			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path, status,
-				  body ? body : "");
+			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path,
+				  status, body ? body : "");
 		else
 			log_error("%s: list failed: %s", inf->name, err.msg);
 		goto out;

@@ -20,12 +20,12 @@
 struct informer;
 
 struct informer_counters {
-	uint64_t lists;	     /* lists done, the first included */
-	uint64_t watches;    /* watch requests started */
-	uint64_t events;     /* ADDED, MODIFIED, DELETED applied */
+	uint64_t lists;	  /* lists done, the first included */
+	uint64_t watches; /* watch requests started */
+	uint64_t events;  /* ADDED, MODIFIED, DELETED applied */
 	uint64_t bookmarks;
-	uint64_t gone;	     /* 410 Gone: resourceVersion too old, relisted */
-	uint64_t failures;   /* requests that failed (transport or HTTP) */
+	uint64_t gone;	   /* 410 Gone: resourceVersion too old, relisted */
+	uint64_t failures; /* requests that failed (transport or HTTP) */
 };
 
 /*

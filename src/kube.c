@@ -28,6 +28,7 @@ struct kube {
 	char *token;
 	char *token_file;
 	time_t token_read;
+	unsigned long requests; /* atomic */
 };
 
 struct buf {
@@ -90,7 +91,8 @@ struct kube *kube__new(const struct kube_creds *c, struct rw_error *err)
 	size_t n;
 
 	if (!c->server || strncmp(c->server, "https://", 8)) {
-		rw_error_set(err, EINVAL, "the API server address must start with https:// (got %s)",
+		rw_error_set(err, EINVAL,
+			     "the API server address must start with https:// (got %s)",
 			     c->server ? c->server : "none");
 		errno = EINVAL;
 		return NULL;
@@ -168,9 +170,9 @@ static int read_token_file(const char *path, char **ret, struct rw_error *err)
 	/* the token goes into an HTTP header */
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e)
-			return rw_error_set(err, EINVAL,
-					    "token file %s holds a character not allowed in a token",
-					    path);
+			return rw_error_set(
+				err, EINVAL,
+				"token file %s holds a character not allowed in a token", path);
 	*ret = strdup(buf);
 	return *ret ? 0 : rw_error_set(err, ENOMEM, "out of memory");
 }
@@ -288,6 +290,7 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 	CURLcode rc;
 	int e;
 
+	__atomic_add_fetch(&k->requests, 1, __ATOMIC_RELAXED);
 	e = auth_header(k, &auth, err);
 	if (e)
 		return e;
@@ -333,7 +336,8 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 		e = -ECANCELED;
 	} else if (rc != CURLE_OK) {
 		e = rw_error_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNABORTED,
-				 "%s %s: %s", method, path, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+				 "%s %s: %s", method, path,
+				 errbuf[0] ? errbuf : curl_easy_strerror(rc));
 	} else {
 		e = (int)response_status(c);
 	}
@@ -374,6 +378,11 @@ int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
 	return e;
 }
 
+unsigned long kube__requests(const struct kube *k)
+{
+	return __atomic_load_n(&k->requests, __ATOMIC_RELAXED);
+}
+
 const char *kube__escape(const char *s, char *buf, size_t len)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -382,8 +391,8 @@ const char *kube__escape(const char *s, char *buf, size_t len)
 	for (; *s && o + 4 < len; s++) {
 		unsigned char ch = (unsigned char)*s;
 
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    strchr("-._~", ch)) {
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
 			buf[o++] = (char)ch;
 		} else {
 			buf[o++] = '%';

@@ -42,6 +42,9 @@ typedef int (*kube_line_fn)(const char *line, size_t len, void *ctx);
 int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
 		 const volatile sig_atomic_t *stop, int idle_s, struct rw_error *err);
 
+/* Requests started so far (watches included), by every thread. */
+unsigned long kube__requests(const struct kube *k);
+
 /* Escapes s for a URL query value into buf (truncated to len). */
 const char *kube__escape(const char *s, char *buf, size_t len);
 

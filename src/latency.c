@@ -290,5 +290,6 @@ void latency__subtract(struct latency *l, const struct latency *base)
 	l->orphans -= base->orphans < l->orphans ? base->orphans : l->orphans;
 	l->sum_ns -= base->sum_ns < l->sum_ns ? base->sum_ns : l->sum_ns;
 	for (size_t i = 0; i < RW_HIST_BUCKETS; i++)
-		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i] : l->buckets[i];
+		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i]
+								  : l->buckets[i];
 }

@@ -91,7 +91,8 @@ static int match_labels(const cJSON *ml, struct probe_spec *s, struct rw_error *
 	if (!ml)
 		return 0;
 	if (!cJSON_IsObject(ml))
-		return rw_error_set(err, EINVAL, "spec.selector.matchLabels must map keys to values");
+		return rw_error_set(err, EINVAL,
+				    "spec.selector.matchLabels must map keys to values");
 	cJSON_ArrayForEach(v, ml)
 	{
 		struct label_req *r;
@@ -199,8 +200,9 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 	if (!cJSON_IsObject(spec))
 		e = rw_error_set(err, EINVAL, "spec is missing");
 	else if (!cJSON_IsObject(sel))
-		e = rw_error_set(err, EINVAL,
-				 "spec.selector is required: a label selector of the pods to probe");
+		e = rw_error_set(
+			err, EINVAL,
+			"spec.selector is required: a label selector of the pods to probe");
 	else
 		e = match_labels(field(sel, "matchLabels"), ret, err);
 	if (!e)
@@ -285,8 +287,9 @@ static int add_duration(cJSON *obj, const char *name, uint64_t ns)
 {
 	char buf[LATENCY_FMT_LEN];
 
-	return cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf))) ? 0
-											   : -ENOMEM;
+	return cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)))
+		       ? 0
+		       : -ENOMEM;
 }
 
 int probe_latency__to_json(const struct latency *l, cJSON *obj)

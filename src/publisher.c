@@ -70,8 +70,7 @@ static void micro_time(char *buf, size_t len)
 }
 
 /* Sends one patch; called without the lock. */
-static bool send_patch(struct publisher *p, const char *path, const char *manager,
-		       const char *body)
+static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body)
 {
 	struct rw_error err = { "" };
 	char *url = NULL, *resp = NULL, esc[256];
@@ -169,10 +168,10 @@ static char *lease_body(struct publisher *p, const cJSON *old)
 static bool lease_free(struct publisher *p, const cJSON *lease)
 {
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
-	const char *holder =
-		cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "holderIdentity"));
-	const char *renew =
-		cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "renewTime"));
+	const char *holder = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(spec, "holderIdentity"));
+	const char *renew = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(spec, "renewTime"));
 
 	if (!holder || !holder[0])
 		return true;
@@ -198,8 +197,8 @@ static bool try_lease(struct publisher *p)
 			       &err);
 	if (status == 404) {
 		body = lease_body(p, NULL);
-		status = kube__request(p->k, "POST", p->lease_create_path, "application/json",
-				       body, LEASE_TIMEOUT_MS, NULL, &err);
+		status = kube__request(p->k, "POST", p->lease_create_path, "application/json", body,
+				       LEASE_TIMEOUT_MS, NULL, &err);
 		leader = status == 201;
 		goto out;
 	}

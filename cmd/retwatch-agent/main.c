@@ -20,12 +20,14 @@
 #define RETWATCH_VERSION "0.1.0"
 #endif
 
-static volatile sig_atomic_t exiting;
+static volatile sig_atomic_t exiting, stats_wanted;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	exiting = 1;
+	if (sig == SIGUSR1)
+		stats_wanted = 1;
+	else
+		exiting = 1;
 }
 
 static void usage(FILE *f)
@@ -47,7 +49,9 @@ static void usage(FILE *f)
 		"                         service account's namespace, else retwatch)\n"
 		"  --log-level LEVEL      debug, info (default), warn or error\n"
 		"  --attach MODE          how uprobes attach (default auto)\n"
-		"  --version              print the version\n");
+		"  --version              print the version\n"
+		"\n"
+		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n");
 }
 
 static int parse_attach(const char *s, enum tracer_attach_mode *ret)
@@ -98,42 +102,30 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'k':
-			kubeconfig = optarg;
-			break;
-		case 'c':
-			context = optarg;
-			break;
-		case 'n':
-			ao.node = optarg;
-			break;
-		case 'l':
-			ao.lease_ns = optarg;
-			break;
+		case 'k': kubeconfig = optarg; break;
+		case 'c': context = optarg; break;
+		case 'n': ao.node = optarg; break;
+		case 'l': ao.lease_ns = optarg; break;
 		case 'L':
 			if (log_parse_level(optarg, &level)) {
-				fprintf(stderr, "retwatch-agent: --log-level must be debug, info, warn "
-						"or error\n");
+				fprintf(stderr,
+					"retwatch-agent: --log-level must be debug, info, warn "
+					"or error\n");
 				return 2;
 			}
 			log_set_level(level);
 			break;
 		case 'a':
 			if (parse_attach(optarg, &ao.attach_mode)) {
-				fprintf(stderr, "retwatch-agent: --attach must be auto, uprobe_multi "
-						"or perf_event\n");
+				fprintf(stderr,
+					"retwatch-agent: --attach must be auto, uprobe_multi "
+					"or perf_event\n");
 				return 2;
 			}
 			break;
-		case 'V':
-			printf("retwatch-agent %s\n", RETWATCH_VERSION);
-			return 0;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
+		case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
 		}
 	}
 	if (optind < argc || !ao.node || !ao.node[0]) {
@@ -145,6 +137,7 @@ int main(int argc, char **argv)
 	log_route_libbpf();
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGUSR1, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	if (load_creds(kubeconfig, context, &creds, &err)) {
 		log_error("%s", err.msg);
@@ -164,7 +157,16 @@ int main(int argc, char **argv)
 		log_error("failed to start: %s", err.msg);
 		goto out;
 	}
-	e = agent__run(a, &exiting) ? 1 : 0;
+	while (!exiting) {
+		e = agent__run(a, &exiting, &stats_wanted) ? 1 : 0;
+		if (e)
+			break;
+		if (stats_wanted) {
+			stats_wanted = 0;
+			agent__log_stats(a);
+		}
+	}
+	agent__log_stats(a);
 	log_info("stopping: detaching every probe");
 out:
 	agent__free(a);
