@@ -23,6 +23,9 @@
 #define NS_PER_S 1000000000ULL
 /* New processes of traced containers are found this often. */
 #define SCAN_EVERY_NS (NS_PER_S)
+/* A runtime starts a container's first process in its own cgroup and moves
+ * it: a young process outside any container is looked at again. */
+#define PROC_SETTLE_NS (5 * NS_PER_S)
 /* In-flight frames untouched this long are purged (a backstop). */
 #define SWEEP_AGE_NS (60 * NS_PER_S)
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
@@ -85,6 +88,7 @@ struct probe {
 struct proc_ent {
 	pid_t pid;
 	uint64_t starttime;
+	uint64_t seen_ns;	     /* when first listed */
 	char cid[CGROUP_ID_LEN + 1]; /* "" when in no container */
 };
 
@@ -419,12 +423,14 @@ static int proc_cmp(const void *x, const void *y)
 }
 
 /*
- * Lists the processes and the container each is in. Only new pids have
- * their cgroup read; a traced process is checked again by its start time.
+ * Lists the processes and the container each is in. Only new (or young and
+ * containerless) pids have their cgroup read; a traced process is checked
+ * again by its start time.
  */
 static void scan_procs(struct agent *a)
 {
 	struct proc_ent *next = NULL, *old;
+	uint64_t now = mono_ns();
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d = opendir("/proc");
@@ -447,10 +453,11 @@ static void scan_procs(struct agent *a)
 			next = g;
 		}
 		old = a->nprocs ? bsearch(&key, a->procs, a->nprocs, sizeof(key), proc_cmp) : NULL;
-		if (old) {
+		if (old && (old->cid[0] || now - old->seen_ns > PROC_SETTLE_NS)) {
 			next[n++] = *old;
 			continue;
 		}
+		key.seen_ns = old ? old->seen_ns : now;
 		if (cgroup__pid_container("/proc", key.pid, key.cid, &key.starttime))
 			key.cid[0] = '\0';
 		next[n++] = key;
@@ -692,16 +699,90 @@ static int open_in_container(struct probe *p, const struct place *pl, pid_t main
 	return fd;
 }
 
-static void place_container(struct agent *a, struct probe *p, const char *pod,
+/*
+ * Whether pid's cgroup path names the pod too: a process can make a cgroup
+ * named after another container's id inside its own, but not leave its
+ * pod's cgroup (kubelet names it pod<uid>, or pod<uid with _> under systemd).
+ */
+static bool in_pod(pid_t pid, const char *pod_uid)
+{
+	char path[64], text[CGROUP_FILE_MAX + 1], plain[80], under[80];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	snprintf(plain, sizeof(plain), "pod%s", pod_uid);
+	snprintf(under, sizeof(under), "pod%s", pod_uid);
+	for (char *c = under; *c; c++)
+		*c = *c == '-' ? '_' : *c;
+	return strstr(text, plain) || strstr(text, under);
+}
+
+/* The processes of container cid of the pod: indices into a->procs. */
+static size_t container_procs(struct agent *a, const char *cid, const char *pod_uid, size_t **ret)
+{
+	size_t n = 0;
+
+	*ret = calloc(a->nprocs + 1, sizeof(**ret));
+	for (size_t i = 0; *ret && i < a->nprocs; i++)
+		if (!strcmp(a->procs[i].cid, cid) && in_pod(a->procs[i].pid, pod_uid))
+			(*ret)[n++] = i;
+	return n;
+}
+
+/*
+ * Where the probe's executable is: its identity, and a path the tracer opens
+ * (through *ret_fd, to close, for spec.executable). 0, or -1 with an error added.
+ */
+static int locate_executable(struct probe *p, struct place *pl, pid_t main_pid, char *exe,
+			     size_t len, char *fdpath, size_t fdlen, int *ret_fd)
+{
+	struct stat st;
+	ssize_t n;
+
+	*ret_fd = -1;
+	if (p->spec.executable) {
+		*ret_fd = open_in_container(p, pl, main_pid);
+		if (*ret_fd < 0)
+			return -1;
+		if (fstat(*ret_fd, &st))
+			return -1;
+		snprintf(fdpath, fdlen, "/proc/self/fd/%d", *ret_fd);
+		pl->path = fdpath;
+		pl->exe = p->spec.executable;
+	} else {
+		snprintf(fdpath, fdlen, "/proc/%d/exe", main_pid);
+		if (stat(fdpath, &st)) {
+			add_error(p,
+				  "pod %s, container %s: cannot read process %d's executable: %s",
+				  pl->pod, pl->container, main_pid, strerror(errno));
+			return -1;
+		}
+		n = readlink(fdpath, exe, len - 1);
+		exe[n > 0 ? n : 0] = '\0';
+		pl->exe = exe;
+	}
+	pl->dev = st.st_dev;
+	pl->ino = st.st_ino;
+	return 0;
+}
+
+static void place_container(struct agent *a, struct probe *p, const char *pod, const char *pod_uid,
 			    const char *container, const char *status_id)
 {
 	struct place pl = { .pod = pod, .container = container };
 	char cid[CGROUP_ID_LEN + 1], exe[4096], fdpath[64];
-	const struct proc_ent *first = NULL, *main_pe = NULL;
-	size_t placed = 0;
-	struct stat st;
+	const struct proc_ent *main_pe = NULL;
+	size_t *idx = NULL, n, placed = 0;
 	int fd = -1;
-	ssize_t n;
 
 	if (cgroup__status_container_id(status_id, cid)) {
 		add_error(p, "pod %s, container %s: unknown container id %s", pod, container,
@@ -709,50 +790,28 @@ static void place_container(struct agent *a, struct probe *p, const char *pod,
 		return;
 	}
 	pl.cid = cid;
-	for (size_t i = 0; i < a->nprocs; i++) {
-		if (strcmp(a->procs[i].cid, cid))
-			continue;
-		first = first ? first : &a->procs[i];
-		if (!main_pe && ns_init(a->procs[i].pid))
-			main_pe = &a->procs[i];
-	}
-	if (!first) {
+	n = container_procs(a, cid, pod_uid, &idx);
+	for (size_t k = 0; k < n && !main_pe; k++)
+		if (ns_init(a->procs[idx[k]].pid))
+			main_pe = &a->procs[idx[k]];
+	if (!n) {
 		add_error(p,
 			  "pod %s, container %s: no process of container %.12s on this node (the "
 			  "agent needs the host's PID namespace)",
 			  pod, container, cid);
-		return;
+		goto out;
 	}
-	main_pe = main_pe ? main_pe : first;
-	if (p->spec.executable) {
-		fd = open_in_container(p, &pl, main_pe->pid);
-		if (fd < 0 || fstat(fd, &st))
-			goto out;
-		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-		pl.path = fdpath;
-		pl.exe = p->spec.executable;
-	} else {
-		snprintf(fdpath, sizeof(fdpath), "/proc/%d/exe", main_pe->pid);
-		n = readlink(fdpath, exe, sizeof(exe) - 1);
-		exe[n > 0 ? n : 0] = '\0';
-		if (stat(fdpath, &st)) {
-			add_error(p,
-				  "pod %s, container %s: cannot read process %d's executable: %s",
-				  pod, container, main_pe->pid, strerror(errno));
-			goto out;
-		}
-		pl.exe = exe;
-	}
-	pl.dev = st.st_dev;
-	pl.ino = st.st_ino;
-	for (size_t i = 0; i < a->nprocs; i++) {
+	main_pe = main_pe ? main_pe : &a->procs[idx[0]];
+	if (locate_executable(p, &pl, main_pe->pid, exe, sizeof(exe), fdpath, sizeof(fdpath), &fd))
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		const struct proc_ent *pe = &a->procs[idx[k]];
 		dev_t dev;
 		ino_t ino;
 
-		if (strcmp(a->procs[i].cid, cid) || !exe_identity(a->procs[i].pid, &dev, &ino) ||
-		    dev != pl.dev || ino != pl.ino)
+		if (!exe_identity(pe->pid, &dev, &ino) || dev != pl.dev || ino != pl.ino)
 			continue;
-		place_process(a, p, &pl, &a->procs[i]);
+		place_process(a, p, &pl, pe);
 		placed++;
 	}
 	if (!placed)
@@ -760,6 +819,7 @@ static void place_container(struct agent *a, struct probe *p, const char *pod,
 out:
 	if (fd >= 0)
 		close(fd);
+	free(idx);
 }
 
 static const char *waiting_reason(const cJSON *cs)
@@ -776,6 +836,7 @@ static const char *waiting_reason(const cJSON *cs)
 static void place_pod(struct agent *a, struct probe *p, const cJSON *pod)
 {
 	const char *name = get_str(get(pod, "metadata"), "name");
+	const char *uid = get_str(get(pod, "metadata"), "uid");
 	const cJSON *cs, *statuses = get(get(pod, "status"), "containerStatuses");
 	size_t wanted = 0;
 
@@ -791,7 +852,7 @@ static void place_pod(struct agent *a, struct probe *p, const cJSON *pod)
 				  waiting_reason(cs));
 			continue;
 		}
-		place_container(a, p, name, cname, id);
+		place_container(a, p, name, uid ? uid : "", cname, id);
 	}
 	if (!wanted)
 		add_error(p, "pod %s: no running container%s%s", name,
@@ -984,6 +1045,18 @@ static void add_now(cJSON *obj, const char *name)
 	cJSON_AddStringToObject(obj, name, ts);
 }
 
+/* The time of a report, to the millisecond. */
+static void add_now_ms(cJSON *obj, const char *name)
+{
+	struct timespec now;
+	char ts[48], sec[32];
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	rfc3339(now.tv_sec, sec, sizeof(sec));
+	snprintf(ts, sizeof(ts), "%.19s.%03ldZ", sec, now.tv_nsec / 1000000);
+	cJSON_AddStringToObject(obj, name, ts);
+}
+
 /* Spreads the writes of many agents and probes over the interval. */
 static uint64_t jittered(uint64_t interval)
 {
@@ -1008,7 +1081,7 @@ static void write_node_status(struct agent *a, struct probe *p, uint64_t now)
 		cJSON_Delete(entry);
 		return;
 	}
-	add_now(entry, "lastUpdate");
+	add_now_ms(entry, "lastUpdate");
 	status = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"), entry);
 	body = apply_body(p, status);
@@ -1231,7 +1304,7 @@ static void write_summary(struct agent *a, struct probe *p, const cJSON *obj, ui
 		return;
 	}
 	if (p->valid)
-		add_now(sum, "lastUpdate");
+		add_now_ms(sum, "lastUpdate");
 	body = apply_body(p, status);
 	if (body && !publisher__apply(a->pub, key, p->status_path, SUMMARY_MANAGER, body)) {
 		free(p->last_summary);
