@@ -169,7 +169,15 @@ static int list(struct informer *inf)
 		return -ENOMEM;
 	status = kube__request(inf->k, "GET", path, NULL, NULL, LIST_TIMEOUT_MS, &body, &err);
 	if (status != 200) {
-		if (status > 0)
+		if (status == 404)
+			log_error("%s: the API server does not serve %s: is its "
+				  "CustomResourceDefinition installed? (kubectl apply -f crds/)",
+				  inf->name, inf->path);
+		else if (status == 401 || status == 403)
+			log_error("%s: the agent may not list %s (HTTP %d): check its credentials "
+				  "and RBAC rules (manifests/rbac.yaml): %.300s",
+				  inf->name, inf->path, status, body ? body : "");
+		else if (status > 0)
 			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path,
 				  status, body ? body : "");
 		else

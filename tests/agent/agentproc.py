@@ -64,16 +64,19 @@ class Agent:
         self.log_path = os.path.join(workdir, f"agent-{node}-{time.monotonic_ns()}.log")
         self.proc = None
 
-    def start(self):
+    def start(self, wait_listed=True):
+        """Starts the agent; unless told not to, waits until it has listed
+        pods and probes."""
         env = dict(os.environ)
         # leaks are reported at exit (a SIGTERM exit runs the full teardown)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=self.log, env=env)
-        wait_for(f"agent {self.node} to list pods and probes",
-                 lambda: self.proc.poll() is not None or self.find(msg_has="listed", count=2),
-                 timeout=20)
+        if wait_listed:
+            wait_for(f"agent {self.node} to list pods and probes",
+                     lambda: self.proc.poll() is not None or self.find(msg_has="listed", count=2),
+                     timeout=20)
         assert self.proc.poll() is None, f"agent {self.node} exited early:\n{self.tail()}"
         return self
 

@@ -8,7 +8,9 @@ import re
 import signal
 import time
 
-from agentproc import system_link_ids, wait_for
+from agentproc import Agent, system_link_ids, wait_for
+from conftest import AGENT, REPO
+from controlplane import ControlPlane
 
 FUNCS = ["main.handleRequest", "main.lookupUser"]
 UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -344,3 +346,81 @@ def test_kubeconfig_with_files_and_client_certificate(cluster):
         agent = cluster.agent(f"node-{user}", user=user).start()
         assert agent.stop() == 0
         assert not agent.find(level="error"), agent.tail()
+
+
+def stats(agent):
+    """The agent's counters, logged on SIGUSR1."""
+    before = len(agent.find(event="stats"))
+    agent.proc.send_signal(signal.SIGUSR1)
+    return wait_for("a stats line", lambda: agent.find(event="stats", count=before + 1),
+                    timeout=5)[-1]
+
+
+def test_status_writes_are_bounded(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "quiet", spec(reportInterval="3s"))
+        wait_for("calls", lambda: has_calls(cluster, ns, "quiet", "node-a"), timeout=6)
+        first = stats(agent)
+        time.sleep(9)
+        busy = stats(agent)
+        # one node entry per interval (jitter: 2.7 to 3.3 s), plus the summary
+        node_writes = busy["status_patches"] - first["status_patches"]
+        assert 2 <= node_writes <= 2 * 4, (first, busy)
+        # no call, no change, no write (the summary settles one interval later)
+        os.kill(pod.containers["app"].pid, signal.SIGUSR2)
+        time.sleep(8)
+        settled = stats(agent)
+        time.sleep(7)
+        idle = stats(agent)
+        assert idle["status_patches"] == settled["status_patches"], (settled, idle)
+        assert idle["status_patch_failures"] == 0
+
+
+def test_two_probes_on_one_process_count_apart(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "first", spec(functions=["main.handleRequest"]))
+        early = wait_for("calls", lambda: has_calls(cluster, ns, "first", "node-a",
+                                                    ["main.handleRequest"], more_than=100),
+                         timeout=8)
+        cluster.apply_probe(ns, "second", spec())
+        second = wait_for("calls", lambda: has_calls(cluster, ns, "second", "node-a"), timeout=8)
+        # the second probe counts from its own start, not the first's
+        assert fns(second)["main.handleRequest"]["calls"] < fns(
+            cluster.node_entry(ns, "first", "node-a"))["main.handleRequest"]["calls"]
+        links = agent.links()
+        cluster.kubectl("delete", "functionprobe", "first", "-n", ns)
+        wait_for("the first probe's detach",
+                 lambda: agent.find(msg_has="the probe was deleted", pod="web-1"), timeout=3)
+        # the second keeps counting, from where it was
+        later = wait_for("more calls", lambda: has_calls(
+            cluster, ns, "second", "node-a",
+            more_than=fns(cluster.node_entry(ns, "second", "node-a"))["main.handleRequest"]["calls"]),
+            timeout=8)
+        assert fns(later)["main.handleRequest"]["calls"] > fns(early)["main.handleRequest"]["calls"]
+        assert agent.links() and agent.links() <= links
+
+
+def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
+    """A control plane without the CRD, and an identity without RBAC rules:
+    the agent says what is wrong and keeps trying."""
+    cp = ControlPlane(os.path.join(workdir, "bare"), cluster.cp.bindir)
+    cp.start()
+    try:
+        agent = Agent(AGENT, cp.kubeconfig("agent"), "node-x", workdir).start(wait_listed=False)
+        wait_for("the RBAC hint", lambda: agent.find(msg_has="check its credentials and RBAC")
+                 or agent.proc.poll() is not None, timeout=10)
+        assert agent.proc.poll() is None, agent.tail()
+        cp.kubectl("apply", "-f", os.path.join(REPO, "manifests", "rbac.yaml"))
+        wait_for("the CRD hint",
+                 lambda: agent.find(msg_has="is its CustomResourceDefinition installed"),
+                 timeout=15)
+        cp.kubectl("apply", "-f", os.path.join(REPO, "crds", "functionprobe.yaml"))
+        wait_for("the lists", lambda: agent.find(msg_has="functionprobes: listed"), timeout=15)
+        assert agent.proc.poll() is None
+        assert agent.stop() == 0
+    finally:
+        cp.stop()
