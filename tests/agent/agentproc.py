@@ -73,11 +73,16 @@ class Agent:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=self.log, env=env)
-        if wait_listed:
-            wait_for(f"agent {self.node} to list pods and probes",
-                     lambda: self.proc.poll() is not None or self.find(msg_has="listed", count=2),
-                     timeout=20)
-        assert self.proc.poll() is None, f"agent {self.node} exited early:\n{self.tail()}"
+        try:
+            if wait_listed:
+                wait_for(f"agent {self.node} to list pods and probes",
+                         lambda: self.proc.poll() is not None
+                         or self.find(msg_has="listed", count=2), timeout=20)
+            assert self.proc.poll() is None, f"agent {self.node} exited early:\n{self.tail()}"
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
         return self
 
     @property

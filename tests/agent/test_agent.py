@@ -409,8 +409,9 @@ def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
     the agent says what is wrong and keeps trying."""
     cp = ControlPlane(os.path.join(workdir, "bare"), cluster.cp.bindir)
     cp.start()
+    agent = Agent(AGENT, cp.kubeconfig("agent"), "node-x", workdir)
     try:
-        agent = Agent(AGENT, cp.kubeconfig("agent"), "node-x", workdir).start(wait_listed=False)
+        agent.start(wait_listed=False)
         wait_for("the RBAC hint", lambda: agent.find(msg_has="check its credentials and RBAC")
                  or agent.proc.poll() is not None, timeout=10)
         assert agent.proc.poll() is None, agent.tail()
@@ -421,6 +422,6 @@ def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
         cp.kubectl("apply", "-f", os.path.join(REPO, "crds", "functionprobe.yaml"))
         wait_for("the lists", lambda: agent.find(msg_has="functionprobes: listed"), timeout=15)
         assert agent.proc.poll() is None
-        assert agent.stop() == 0
     finally:
+        assert agent.stop() == 0
         cp.stop()
