@@ -16,6 +16,7 @@
 #include "informer.h"
 #include "log.h"
 #include "probe.h"
+#include "overlay.h"
 #include "publisher.h"
 #include "rootpath.h"
 #include "symbolize.h"
@@ -32,6 +33,7 @@
 /* A new probe's first results go out this soon, later ones every interval. */
 #define FIRST_WRITE_NS (NS_PER_S)
 #define MAX_ERRORS 20
+#define RETRY_NS (30 * NS_PER_S)
 #define SUMMARY_MANAGER "retwatch-summary"
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 #define PROBE_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobes/%s"
@@ -58,10 +60,12 @@ struct trace {
 	struct trace *next;
 };
 
-/* An attach that failed, not retried while its process and binary stay. */
+/* An attach that failed: tried again after a while (the kernel may have
+ * been short of memory), reported as it stands meanwhile. */
 struct failure {
 	char *key;
 	char *msg;
+	uint64_t retry_ns;
 	bool seen;
 	struct failure *next;
 };
@@ -104,6 +108,7 @@ struct agent {
 	char *manager;
 	struct probe *probes;
 	cJSON *probes_snap, *pods_snap;
+	uint64_t probes_version, pods_version; /* of the snapshots */
 	struct proc_ent *procs;
 	size_t nprocs;
 	uint64_t next_scan, next_sweep;
@@ -519,17 +524,51 @@ static struct failure *failure_find(struct probe *p, const char *key)
 	return NULL;
 }
 
-static void remember_failure(struct probe *p, const char *key, const char *msg)
+/* Records a failed attach; whether it is news (to log) or the same again. */
+static bool remember_failure(struct probe *p, struct failure *f, const char *key, const char *msg)
 {
-	struct failure *f = calloc(1, sizeof(*f));
+	bool news = !f || strcmp(f->msg, msg);
 
-	if (!f)
-		return;
-	f->key = strdup(key);
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return true;
+		f->key = strdup(key);
+		f->next = p->failures;
+		p->failures = f;
+	}
+	free(f->msg);
 	f->msg = strdup(msg);
+	f->retry_ns = mono_ns() + RETRY_NS;
 	f->seen = true;
-	f->next = p->failures;
-	p->failures = f;
+	return news;
+}
+
+/*
+ * The host's root as the agent sees it: /proc/1/root in a pod (the agent runs
+ * in the host's PID namespace, not in its mount namespace), else / (run on
+ * the host, or where PID 1 is out of reach).
+ */
+static const char *host_root(void)
+{
+	return access("/proc/1/root/", X_OK) ? "/" : "/proc/1/root";
+}
+
+/*
+ * pid's executable in its image layer, when the container's root is an
+ * overlay (as containerd, CRI-O and Docker make it); -1 otherwise.
+ */
+static int real_exe(pid_t pid)
+{
+	char link[64], exe[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0 || exe[0] != '/')
+		return -1;
+	exe[n] = '\0';
+	return overlay__open_real(pid, exe, host_root());
 }
 
 static char *unmatched_warning(struct tracer_target *tt, const char *exe)
@@ -554,7 +593,7 @@ static char *unmatched_warning(struct tracer_target *tt, const char *exe)
 	return out;
 }
 
-static void log_attached(struct probe *p, const struct trace *t, size_t nfuncs)
+static void log_attached(struct probe *p, const struct trace *t, size_t nfuncs, bool layer)
 {
 	cJSON *ev = log_event(LOG_INFO, "attached to process %d: %zu functions", t->pid, nfuncs);
 
@@ -563,6 +602,8 @@ static void log_attached(struct probe *p, const struct trace *t, size_t nfuncs)
 	cJSON_AddStringToObject(ev, "pod", t->pod);
 	cJSON_AddStringToObject(ev, "container", t->container);
 	cJSON_AddStringToObject(ev, "executable", t->exe);
+	/* attached through the image layer's file (shared with the image's other containers) */
+	cJSON_AddBoolToObject(ev, "layer_file", layer);
 	log_emit(ev);
 }
 
@@ -591,7 +632,8 @@ static void place_process(struct agent *a, struct probe *p, const struct place *
 	struct tracer_target *tt;
 	struct failure *f;
 	struct trace *t;
-	char key[128], path[64];
+	char key[128], path[96];
+	int real;
 
 	t = trace_find(p, pe->pid, pe->starttime, pl->dev, pl->ino);
 	if (t) {
@@ -603,25 +645,35 @@ static void place_process(struct agent *a, struct probe *p, const struct place *
 	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pe->pid, pe->starttime,
 		 (uintmax_t)pl->dev, (uintmax_t)pl->ino);
 	f = failure_find(p, key);
-	if (f) {
+	if (f && mono_ns() < f->retry_ns) {
 		f->seen = true;
 		add_error(p, "%s", f->msg);
 		return;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/exe", pe->pid);
-	tt = tracer__add(a->tracer, pe->pid, pl->path ? pl->path : path, patterns,
-			 p->spec.nfunctions, p->spec.threshold_ns, &err);
+	/* attach through the image layer's file, shared by every container of the image */
+	real = real_exe(pe->pid);
+	if (real >= 0)
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", real);
+	else if (pl->path)
+		snprintf(path, sizeof(path), "%s", pl->path);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/exe", pe->pid);
+	tt = tracer__add(a->tracer, pe->pid, path, patterns, p->spec.nfunctions,
+			 p->spec.threshold_ns, &err);
+	if (real >= 0)
+		close(real);
+	real = real >= 0 ? 0 : -1;
 	if (!tt) {
 		char *msg;
 
 		/* the tracer names the file by the path it opened, not the container's */
-		replace_path(err.msg, sizeof(err.msg), pl->path ? pl->path : path, pl->exe);
+		replace_path(err.msg, sizeof(err.msg), path, pl->exe);
 		if (asprintf(&msg, "pod %s, container %s, process %d: %s", pl->pod, pl->container,
 			     pe->pid, err.msg) < 0)
 			return;
-		log_error("probe %s/%s: %s", p->ns, p->name, msg);
+		if (remember_failure(p, f, key, msg))
+			log_error("probe %s/%s: %s", p->ns, p->name, msg);
 		add_error(p, "%s", msg);
-		remember_failure(p, key, msg);
 		free(msg);
 		return;
 	}
@@ -660,7 +712,7 @@ static void place_process(struct agent *a, struct probe *p, const struct place *
 	}
 	t->next = p->traces;
 	p->traces = t;
-	log_attached(p, t, tracer_target__nfuncs(tt));
+	log_attached(p, t, tracer_target__nfuncs(tt), real >= 0);
 }
 
 static bool exe_identity(pid_t pid, dev_t *ret_dev, ino_t *ret_ino)
@@ -888,15 +940,25 @@ static void place_probe(struct agent *a, struct probe *p)
 
 static cJSON *snapshot(struct informer *inf);
 
+/* Copies the informer's cache when it changed since the last copy. */
+static void refresh(struct informer *inf, cJSON **snap, uint64_t *version)
+{
+	uint64_t v = informer__version(inf);
+
+	if (*snap && v == *version)
+		return;
+	cJSON_Delete(*snap);
+	*snap = snapshot(inf);
+	*version = v;
+}
+
 static void reconcile(struct agent *a)
 {
 	struct probe **pp;
 	const cJSON *obj;
 
-	cJSON_Delete(a->probes_snap);
-	cJSON_Delete(a->pods_snap);
-	a->probes_snap = snapshot(a->probes_inf);
-	a->pods_snap = snapshot(a->pods_inf);
+	refresh(a->probes_inf, &a->probes_snap, &a->probes_version);
+	refresh(a->pods_inf, &a->pods_snap, &a->pods_version);
 	for (struct probe *p = a->probes; p; p = p->next)
 		p->seen = false;
 	cJSON_ArrayForEach(obj, a->probes_snap) probe_sync(a, obj);
@@ -1411,8 +1473,9 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->pub = publisher__start(k, o->node, o->lease_ns, "retwatch-summary", o->lease_s);
 	snprintf(sel, sizeof(sel), "spec.nodeName=%s", o->node);
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
-	a->probes_inf = informer__start(k, "functionprobes", PROBES_PATH, NULL, a->notify_fd);
-	a->pods_inf = informer__start(k, "pods", "/api/v1/pods", query, a->notify_fd);
+	/* status writes (this agent's among them) need no reconcile */
+	a->probes_inf = informer__start(k, "functionprobes", PROBES_PATH, NULL, true, a->notify_fd);
+	a->pods_inf = informer__start(k, "pods", "/api/v1/pods", query, false, a->notify_fd);
 	if (!a->pub || !a->probes_inf || !a->pods_inf)
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "

@@ -27,6 +27,7 @@ struct entry {
 struct informer {
 	struct kube *k;
 	char *name, *path, *query;
+	bool spec_changes_only;
 	int notify_fd;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
@@ -35,6 +36,7 @@ struct informer {
 	struct entry *items;
 	size_t n, cap;
 	bool synced;
+	uint64_t version;
 	struct informer_counters c;
 
 	/* the watch thread's own */
@@ -92,7 +94,15 @@ static ssize_t find(struct informer *inf, const char *key)
 	return -1;
 }
 
-/* Takes obj. Caller holds the lock. */
+static double generation(const cJSON *obj)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+
+	return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(md, "generation"));
+}
+
+/* Takes obj. Caller holds the lock. 1 when it replaced an object of the same
+ * generation (only its status changed), else 0 or -errno. */
 static int put(struct informer *inf, cJSON *obj)
 {
 	char *key = object_key(obj);
@@ -105,10 +115,12 @@ static int put(struct informer *inf, cJSON *obj)
 	slim(obj);
 	i = find(inf, key);
 	if (i >= 0) {
+		bool same = generation(inf->items[i].obj) == generation(obj);
+
 		free(key);
 		cJSON_Delete(inf->items[i].obj);
 		inf->items[i].obj = obj;
-		return 0;
+		return same;
 	}
 	if (inf->n == inf->cap) {
 		size_t cap = inf->cap ? inf->cap * 2 : 16;
@@ -177,6 +189,9 @@ static int list(struct informer *inf)
 			log_error("%s: the agent may not list %s (HTTP %d): check its credentials "
 				  "and RBAC rules (manifests/rbac.yaml): %.300s",
 				  inf->name, inf->path, status, body ? body : "");
+		else if (status == 429 || status >= 500)
+			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
+				 inf->name, inf->path, status);
 		else if (status > 0)
 			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path,
 				  status, body ? body : "");
@@ -196,6 +211,7 @@ static int list(struct informer *inf)
 		put(inf, item);
 	inf->synced = true;
 	inf->c.lists++;
+	inf->version++;
 	set_rv(inf, object_rv(doc));
 	n = inf->n;
 	pthread_mutex_unlock(&inf->lock);
@@ -246,17 +262,22 @@ static int on_event(const char *line, size_t len, void *ctx)
 		pthread_mutex_unlock(&inf->lock);
 	} else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") ||
 		   !strcmp(type, "DELETED")) {
+		bool wake = true;
+
 		pthread_mutex_lock(&inf->lock);
 		set_rv(inf, object_rv(obj));
 		if (type[0] == 'D') {
 			drop(inf, obj);
 		} else {
-			put(inf, obj);
+			/* generation counts spec changes; status writes keep it */
+			wake = put(inf, obj) != 1 || !inf->spec_changes_only;
 			obj = NULL;
 		}
 		inf->c.events++;
+		inf->version++;
 		pthread_mutex_unlock(&inf->lock);
-		notify(inf);
+		if (wake)
+			notify(inf);
 	}
 	cJSON_Delete(obj);
 	cJSON_Delete(ev);
@@ -334,7 +355,7 @@ static void *run(void *arg)
 }
 
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
-				 const char *query, int notify_fd)
+				 const char *query, bool spec_changes_only, int notify_fd)
 {
 	struct informer *inf = calloc(1, sizeof(*inf));
 	int e;
@@ -343,6 +364,7 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 		return NULL;
 	inf->k = k;
 	inf->notify_fd = notify_fd;
+	inf->spec_changes_only = spec_changes_only;
 	pthread_mutex_init(&inf->lock, NULL);
 	inf->name = strdup(name);
 	inf->path = strdup(path);
@@ -406,4 +428,14 @@ void informer__counters(struct informer *inf, struct informer_counters *ret)
 	pthread_mutex_lock(&inf->lock);
 	*ret = inf->c;
 	pthread_mutex_unlock(&inf->lock);
+}
+
+uint64_t informer__version(struct informer *inf)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&inf->lock);
+	v = inf->version;
+	pthread_mutex_unlock(&inf->lock);
+	return v;
 }

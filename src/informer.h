@@ -31,10 +31,13 @@ struct informer_counters {
 /*
  * Starts watching path (such as "/api/v1/pods") with query parameters
  * query (such as "fieldSelector=spec.nodeName%3Dn1", or NULL). Each change
- * of the cache writes 1 to the eventfd notify_fd. name is used in the log.
+ * of the cache writes 1 to the eventfd notify_fd, except, with
+ * spec_changes_only, an update that keeps metadata.generation (a write to
+ * the status subresource): the cache takes it without a wake-up. name is
+ * used in the log.
  */
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
-				 const char *query, int notify_fd);
+				 const char *query, bool spec_changes_only, int notify_fd);
 /* Stops the thread and frees the cache; NULL is fine. */
 void informer__stop(struct informer *inf);
 /* True once the first list has been loaded. */
@@ -44,5 +47,7 @@ typedef void (*informer_fn)(const cJSON *obj, void *ctx);
 /* Calls fn on every cached object, under the cache's lock (fn must not keep obj). */
 void informer__foreach(struct informer *inf, informer_fn fn, void *ctx);
 void informer__counters(struct informer *inf, struct informer_counters *ret);
+/* Grows with every change of the cache (status-only ones included). */
+uint64_t informer__version(struct informer *inf);
 
 #endif

@@ -281,6 +281,38 @@ static void set_tls(struct kube *k, CURL *curl)
 		curl_easy_setopt(curl, CURLOPT_SSLKEY, k->key_file);
 }
 
+static pthread_key_t handle_key;
+
+static void handle_free(void *h)
+{
+	curl_easy_cleanup(h);
+}
+
+static void handle_key_init(void)
+{
+	pthread_key_create(&handle_key, handle_free);
+}
+
+/* The calling thread's handle for single requests, reset for a new one. */
+static CURL *thread_handle(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	CURL *h;
+
+	pthread_once(&once, handle_key_init);
+	h = pthread_getspecific(handle_key);
+	if (h) {
+		curl_easy_reset(h); /* keeps the connection */
+		return h;
+	}
+	h = curl_easy_init();
+	if (h && pthread_setspecific(handle_key, h)) {
+		curl_easy_cleanup(h);
+		h = NULL;
+	}
+	return h;
+}
+
 static int perform(struct kube *k, struct call *c, const char *method, const char *path,
 		   const char *content_type, const char *body, long timeout_ms, int idle_s,
 		   struct rw_error *err)
@@ -294,7 +326,8 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 	e = auth_header(k, &auth, err);
 	if (e)
 		return e;
-	c->curl = curl_easy_init();
+	/* a thread's requests share one handle, and so its open connection */
+	c->curl = c->fn ? curl_easy_init() : thread_handle();
 	if (!c->curl || asprintf(&url, "%s%s", k->server, path) < 0 ||
 	    (content_type && asprintf(&ct, "Content-Type: %s", content_type) < 0)) {
 		url = NULL;
@@ -343,7 +376,8 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 	}
 out:
 	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(c->curl);
+	if (c->fn)
+		curl_easy_cleanup(c->curl);
 	free(url);
 	free(auth);
 	free(ct);

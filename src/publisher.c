@@ -32,6 +32,7 @@ struct publisher {
 	bool stop;
 	struct patch *patches; /* every key ever seen; queued ones wait to be sent */
 	bool leader;
+	struct timespec renewed; /* when the Lease was last taken or renewed */
 	struct publisher_counters c;
 
 	/* the thread's own: the Lease as last seen */
@@ -93,6 +94,7 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 }
 
 static struct patch *find(struct publisher *p, const char *key);
+static void tend_lease(struct publisher *p);
 
 static void send_queued(struct publisher *p)
 {
@@ -126,6 +128,8 @@ static void send_queued(struct publisher *p)
 		if (pt)
 			pt->failed = !ok;
 		free(key);
+		/* a long queue must not let the Lease lapse */
+		tend_lease(p);
 	}
 }
 
@@ -243,6 +247,8 @@ static void tend_lease(struct publisher *p)
 				: "not holding Lease %s: another agent writes the summaries",
 			 p->lease_path);
 	p->leader = leader;
+	if (leader)
+		clock_gettime(CLOCK_MONOTONIC, &p->renewed);
 	clock_gettime(CLOCK_MONOTONIC, &p->next_lease);
 	p->next_lease.tv_sec += leader && p->lease_s / 3 > 0 ? p->lease_s / 3 : LEASE_RETRY_S;
 }
@@ -433,7 +439,8 @@ bool publisher__leader(struct publisher *p)
 	bool leader;
 
 	pthread_mutex_lock(&p->lock);
-	leader = p->leader;
+	/* a Lease not renewed in time may be another agent's by now */
+	leader = p->leader && elapsed_s(&p->renewed) < p->lease_s;
 	pthread_mutex_unlock(&p->lock);
 	return leader;
 }

@@ -47,8 +47,11 @@ def has_calls(cluster, ns, name, node, funcs=FUNCS, more_than=0):
 
 
 def attached_log(agent, pid, timeout):
-    return wait_for(f"the agent to attach to process {pid}",
-                    lambda: agent.find(msg_has=f"attached to process {pid}:"), timeout)
+    try:
+        return wait_for(f"the agent to attach to process {pid}",
+                        lambda: agent.find(msg_has=f"attached to process {pid}:"), timeout)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
 
 
 def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
@@ -396,10 +399,9 @@ def test_two_probes_on_one_process_count_apart(cluster, make_pod):
         wait_for("the first probe's detach",
                  lambda: agent.find(msg_has="the probe was deleted", pod="web-1"), timeout=3)
         # the second keeps counting, from where it was
-        later = wait_for("more calls", lambda: has_calls(
-            cluster, ns, "second", "node-a",
-            more_than=fns(cluster.node_entry(ns, "second", "node-a"))["main.handleRequest"]["calls"]),
-            timeout=8)
+        now = fns(cluster.node_entry(ns, "second", "node-a"))["main.handleRequest"]["calls"]
+        later = wait_for("more calls", lambda: has_calls(cluster, ns, "second", "node-a",
+                                                         more_than=now), timeout=8)
         assert fns(later)["main.handleRequest"]["calls"] > fns(early)["main.handleRequest"]["calls"]
         assert agent.links() and agent.links() <= links
 
@@ -425,3 +427,40 @@ def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
     finally:
         assert agent.stop() == 0
         cp.stop()
+
+
+def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
+    """Each container sees its own overlay of the image, but uprobes land on
+    the layer's file that all of them share: probes attach once and each
+    process's calls are counted once."""
+    ns = cluster.namespace()
+    pods = [make_pod(ns, f"web-{i}", {"app": "web"}, "node-a") for i in range(3)]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "image", spec())
+        for p in pods:
+            attached_log(agent, p.containers["app"].pid, timeout=5)
+            os.kill(p.containers["app"].pid, signal.SIGUSR1)
+        links_for_all = agent.links()
+        time.sleep(2)
+        for p in pods:
+            os.kill(p.containers["app"].pid, signal.SIGUSR2)
+        own = [p.containers["app"].stats()["functions"] for p in pods]
+        paused = time.time()
+        entry = wait_for("a report after the pause",
+                         lambda: (e := cluster.node_entry(ns, "image", "node-a"))
+                         and rfc3339(e["lastUpdate"]) > paused and e, timeout=6)
+        assert entry["processes"] == 3
+        for name in FUNCS:
+            f = fns(entry)[name]
+            assert f["orphans"] == 0, f
+            mine = sum(o[name]["calls"] for o in own)
+            assert 0 <= f["calls"] - mine <= 3 * 500, (name, f["calls"], mine)
+        # as many links as for one pod: entry, return and morestack probes
+        cluster.kubectl("delete", "functionprobe", "image", "-n", ns)
+        wait_for("the links to go", lambda: not agent.links(), timeout=2)
+        cluster.kubectl("label", "pod", "web-0", "-n", ns, "single=yes")
+        cluster.apply_probe(ns, "single", spec(selector={"matchLabels": {
+            "app": "web", "single": "yes"}}))
+        wait_for("the attach", lambda: agent.find(msg_has="attached to process", probe="single"),
+                 timeout=5)
+        assert len(agent.links()) == len(links_for_all)
