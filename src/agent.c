@@ -31,7 +31,7 @@
 #define SWEEP_AGE_NS (60 * NS_PER_S)
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
 /* A new probe's first results go out this soon, later ones every interval. */
-#define FIRST_WRITE_NS (NS_PER_S)
+#define FIRST_WRITE_NS (NS_PER_S / 2)
 #define MAX_ERRORS 20
 #define RETRY_NS (30 * NS_PER_S)
 #define SUMMARY_MANAGER "retwatch-summary"

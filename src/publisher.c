@@ -18,6 +18,7 @@
 
 struct patch {
 	char *key, *path, *manager, *body;
+	uint64_t seq; /* when it was queued: the oldest goes first */
 	bool queued, failed;
 	struct patch *next;
 };
@@ -31,6 +32,7 @@ struct publisher {
 	pthread_cond_t cond;
 	bool stop;
 	struct patch *patches; /* every key ever seen; queued ones wait to be sent */
+	uint64_t seq;
 	bool leader;
 	struct timespec renewed; /* when the Lease was last taken or renewed */
 	struct publisher_counters c;
@@ -96,6 +98,19 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 static struct patch *find(struct publisher *p, const char *key);
 static void tend_lease(struct publisher *p);
 
+/* First queued, first sent: when patches come faster than the server takes
+ * them, every key still gets its turn (a newer patch of a waiting key keeps
+ * its place in the line). */
+static struct patch *oldest_queued(struct publisher *p)
+{
+	struct patch *best = NULL;
+
+	for (struct patch *pt = p->patches; pt; pt = pt->next)
+		if (pt->queued && (!best || pt->seq < best->seq))
+			best = pt;
+	return best;
+}
+
 static void send_queued(struct publisher *p)
 {
 	struct patch *pt;
@@ -104,8 +119,7 @@ static void send_queued(struct publisher *p)
 		char *key, *path, *manager, *body;
 		bool ok;
 
-		for (pt = p->patches; pt && !pt->queued; pt = pt->next)
-			;
+		pt = oldest_queued(p);
 		if (!pt)
 			return;
 		/* send a copy: a newer patch may replace this one meanwhile */
@@ -398,6 +412,8 @@ int publisher__apply(struct publisher *p, const char *key, const char *path, con
 		pt->path = np;
 		pt->manager = nm;
 		pt->body = nb;
+		if (!pt->queued)
+			pt->seq = ++p->seq;
 		pt->queued = true;
 		pthread_cond_signal(&p->cond);
 	}
