@@ -54,6 +54,18 @@ def attached_log(agent, pid, timeout):
         raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
 
 
+def report_after_pause(cluster, ns, name, node, paused, own):
+    """node's first report that holds every call the paused podapps (their
+    stats own) made: written after the pause, with at least their calls
+    (the agent counted from a little before their counts began)."""
+    def complete():
+        e = cluster.node_entry(ns, name, node)
+        return (e and rfc3339(e["lastUpdate"]) > paused
+                and all(fns(e)[f]["calls"] >= sum(o[f]["calls"] for o in own) for f in FUNCS)
+                and e)
+    return wait_for("a report with every call made before the pause", complete, timeout=6)
+
+
 def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
     ns = cluster.namespace()
     pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
@@ -70,12 +82,10 @@ def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
                  timeout=5)
         assert time.monotonic() - start < 5
         time.sleep(1)
+        paused = time.time()
         os.kill(c.pid, signal.SIGUSR2)
         own = c.stats()["functions"]
-        paused = time.time()
-        entry = wait_for("a report after the pause",
-                         lambda: (e := cluster.node_entry(ns, "lat", "node-a"))
-                         and rfc3339(e["lastUpdate"]) > paused and e, timeout=6)
+        entry = report_after_pause(cluster, ns, "lat", "node-a", paused, [own])
         assert entry["pods"] == [{"name": "web-1", "container": "app", "containerID": c.id,
                                   "executable": "/app/podapp", "processes": [c.pid]}]
         assert entry["attached"] is True and entry["processes"] == 1 and entry["errors"] == []
@@ -383,17 +393,23 @@ def test_status_writes_are_bounded(cluster, make_pod):
 
 def test_two_probes_on_one_process_count_apart(cluster, make_pod):
     ns = cluster.namespace()
-    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "first", spec(functions=["main.handleRequest"]))
         early = wait_for("calls", lambda: has_calls(cluster, ns, "first", "node-a",
                                                     ["main.handleRequest"], more_than=100),
                          timeout=8)
         cluster.apply_probe(ns, "second", spec())
-        second = wait_for("calls", lambda: has_calls(cluster, ns, "second", "node-a"), timeout=8)
-        # the second probe counts from its own start, not the first's
-        assert fns(second)["main.handleRequest"]["calls"] < fns(
-            cluster.node_entry(ns, "first", "node-a"))["main.handleRequest"]["calls"]
+        wait_for("calls", lambda: has_calls(cluster, ns, "second", "node-a"), timeout=8)
+        # the second probe counts from its own start, not the first's: compare
+        # both once the calls stop and both reported all of them (a report
+        # that missed the last calls is followed by one more, an interval later)
+        os.kill(pod.containers["app"].pid, signal.SIGUSR2)
+        time.sleep(5)
+        handled = [fns(cluster.node_entry(ns, name, "node-a"))["main.handleRequest"]["calls"]
+                   for name in ("first", "second")]
+        assert handled[0] - handled[1] >= 100, handled
+        os.kill(pod.containers["app"].pid, signal.SIGUSR2)
         links = agent.links()
         cluster.kubectl("delete", "functionprobe", "first", "-n", ns)
         wait_for("the first probe's detach",
@@ -442,13 +458,11 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
             os.kill(p.containers["app"].pid, signal.SIGUSR1)
         links_for_all = agent.links()
         time.sleep(2)
+        paused = time.time()
         for p in pods:
             os.kill(p.containers["app"].pid, signal.SIGUSR2)
         own = [p.containers["app"].stats()["functions"] for p in pods]
-        paused = time.time()
-        entry = wait_for("a report after the pause",
-                         lambda: (e := cluster.node_entry(ns, "image", "node-a"))
-                         and rfc3339(e["lastUpdate"]) > paused and e, timeout=6)
+        entry = report_after_pause(cluster, ns, "image", "node-a", paused, own)
         assert entry["processes"] == 3
         for name in FUNCS:
             f = fns(entry)[name]
