@@ -1099,23 +1099,12 @@ static char *apply_body(struct probe *p, cJSON *status)
 	return out;
 }
 
-static void add_now(cJSON *obj, const char *name)
+/* Now, in seconds (conditions) or milliseconds (the time of a report). */
+static void add_now(cJSON *obj, const char *name, unsigned int digits)
 {
-	char ts[32];
+	char ts[TIME_RFC3339_LEN];
 
-	rfc3339(time(NULL), ts, sizeof(ts));
-	cJSON_AddStringToObject(obj, name, ts);
-}
-
-/* The time of a report, to the millisecond. */
-static void add_now_ms(cJSON *obj, const char *name)
-{
-	struct timespec now;
-	char ts[48], sec[32];
-
-	clock_gettime(CLOCK_REALTIME, &now);
-	rfc3339(now.tv_sec, sec, sizeof(sec));
-	snprintf(ts, sizeof(ts), "%.19s.%03ldZ", sec, now.tv_nsec / 1000000);
+	time_rfc3339(ts, sizeof(ts), digits);
 	cJSON_AddStringToObject(obj, name, ts);
 }
 
@@ -1143,7 +1132,7 @@ static void write_node_status(struct agent *a, struct probe *p, uint64_t now)
 		cJSON_Delete(entry);
 		return;
 	}
-	add_now_ms(entry, "lastUpdate");
+	add_now(entry, "lastUpdate", 3);
 	status = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"), entry);
 	body = apply_body(p, status);
@@ -1297,7 +1286,7 @@ static void add_condition(cJSON *conds, const cJSON *old, int64_t gen, const cha
 	if (since)
 		cJSON_AddStringToObject(c, "lastTransitionTime", since);
 	else
-		add_now(c, "lastTransitionTime");
+		add_now(c, "lastTransitionTime", 0);
 	cJSON_AddItemToArray(conds, c);
 }
 
@@ -1366,7 +1355,7 @@ static void write_summary(struct agent *a, struct probe *p, const cJSON *obj, ui
 		return;
 	}
 	if (p->valid)
-		add_now_ms(sum, "lastUpdate");
+		add_now(sum, "lastUpdate", 3);
 	body = apply_body(p, status);
 	if (body && !publisher__apply(a->pub, key, p->status_path, SUMMARY_MANAGER, body)) {
 		free(p->last_summary);

@@ -35,16 +35,25 @@ bool log_enabled(enum log_level level)
 	return level >= min_level;
 }
 
-static void timestamp(char *buf, size_t len)
+void time_rfc3339(char *buf, size_t len, unsigned int digits)
 {
 	struct timespec ts;
 	struct tm tm;
 	char sec[32];
+	long frac;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%03ldZ", sec, ts.tv_nsec / 1000000);
+	if (!digits) {
+		snprintf(buf, len, "%sZ", sec);
+		return;
+	}
+	digits = digits > 6 ? 6 : digits;
+	frac = ts.tv_nsec;
+	for (unsigned int i = digits; i < 9; i++)
+		frac /= 10;
+	snprintf(buf, len, "%s.%0*ldZ", sec, (int)digits, frac);
 }
 
 static cJSON *log_vevent(enum log_level level, const char *fmt, va_list ap)
@@ -57,7 +66,7 @@ static cJSON *log_vevent(enum log_level level, const char *fmt, va_list ap)
 	ev = cJSON_CreateObject();
 	if (!ev)
 		return NULL;
-	timestamp(ts, sizeof(ts));
+	time_rfc3339(ts, sizeof(ts), 3);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	cJSON_AddStringToObject(ev, "ts", ts);
 	cJSON_AddStringToObject(ev, "level", level_names[level]);

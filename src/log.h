@@ -29,6 +29,11 @@ void log_emit(cJSON *ev);
 #define log_info(...) log_emit(log_event(LOG_INFO, __VA_ARGS__))
 #define log_debug(...) log_emit(log_event(LOG_DEBUG, __VA_ARGS__))
 
+/* Now as an RFC 3339 UTC time with digits (0, 3 or 6) of fractional seconds,
+ * as the log, the status and Leases write times. */
+void time_rfc3339(char *buf, size_t len, unsigned int digits);
+#define TIME_RFC3339_LEN 40
+
 /* Routes libbpf's messages into the log (warnings and up; debug with LOG_DEBUG). */
 void log_route_libbpf(void);
 

@@ -60,18 +60,6 @@ static double elapsed_s(const struct timespec *since)
 	return (double)(now.tv_sec - since->tv_sec) + (now.tv_nsec - since->tv_nsec) / 1e9;
 }
 
-static void micro_time(char *buf, size_t len)
-{
-	struct timespec ts;
-	struct tm tm;
-	char sec[32];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%06ldZ", sec, ts.tv_nsec / 1000);
-}
-
 /* Sends one patch; called without the lock. */
 static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body)
 {
@@ -159,7 +147,7 @@ static char *lease_body(struct publisher *p, const cJSON *old)
 	bool mine = oholder && !strcmp(oholder, p->identity);
 	char now[64], *out;
 
-	micro_time(now, sizeof(now));
+	time_rfc3339(now, sizeof(now), 6); /* a Lease's MicroTime */
 	cJSON_AddStringToObject(lease, "apiVersion", "coordination.k8s.io/v1");
 	cJSON_AddStringToObject(lease, "kind", "Lease");
 	md = cJSON_AddObjectToObject(lease, "metadata");
