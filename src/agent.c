@@ -295,7 +295,6 @@ static void probe_free(struct agent *a, struct probe *p, const char *why)
 	errors_clear(p);
 	fns_clear(p);
 	probe_spec__free(&p->spec);
-	publisher__forget(a->pub, p->key);
 	free(p->uid);
 	free(p->ns);
 	free(p->name);
@@ -954,6 +953,7 @@ static void refresh(struct informer *inf, cJSON **snap, uint64_t *version)
 
 static void reconcile(struct agent *a)
 {
+	char summary_key[128];
 	struct probe **pp;
 	const cJSON *obj;
 
@@ -970,6 +970,9 @@ static void reconcile(struct agent *a)
 			continue;
 		}
 		*pp = p->next;
+		snprintf(summary_key, sizeof(summary_key), "summary/%s", p->uid);
+		publisher__forget(a->pub, p->key);
+		publisher__forget(a->pub, summary_key);
 		probe_free(a, p, "the probe was deleted");
 	}
 	scan_procs(a);
@@ -1553,6 +1556,13 @@ void agent__free(struct agent *a)
 		return;
 	informer__stop(a->probes_inf);
 	informer__stop(a->pods_inf);
+	/* a last report: detached, with every call counted until now */
+	for (struct probe *p = a->probes; p && a->pub; p = p->next) {
+		traces_retire(a, p, true, "the agent is stopping");
+		errors_clear(p);
+		p->next_write = 0;
+		write_node_status(a, p, mono_ns());
+	}
 	while (a->probes) {
 		struct probe *p = a->probes;
 

@@ -12,6 +12,8 @@
 #include "publisher.h"
 
 #define PATCH_TIMEOUT_MS 10000
+/* Stopping, the last patches get this long in all (the API server may be gone). */
+#define STOP_GRACE_S 3
 #define LEASE_TIMEOUT_MS 5000
 /* How often an agent that does not hold the Lease looks whether it is free. */
 #define LEASE_RETRY_S 2
@@ -31,7 +33,8 @@ struct publisher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	struct patch *patches; /* every key ever seen; queued ones wait to be sent */
+	struct timespec stopped; /* when stop was asked */
+	struct patch *patches;	 /* every key ever seen; queued ones wait to be sent */
 	uint64_t seq;
 	bool leader;
 	struct timespec renewed; /* when the Lease was last taken or renewed */
@@ -61,7 +64,8 @@ static double elapsed_s(const struct timespec *since)
 }
 
 /* Sends one patch; called without the lock. */
-static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body)
+static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body,
+		       long timeout_ms)
 {
 	struct rw_error err = { "" };
 	char *url = NULL, *resp = NULL, esc[256];
@@ -70,8 +74,8 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 	if (asprintf(&url, "%s?fieldManager=%s&force=true", path,
 		     kube__escape(manager, esc, sizeof(esc))) < 0)
 		return false;
-	status = kube__request(p->k, "PATCH", url, "application/apply-patch+yaml", body,
-			       PATCH_TIMEOUT_MS, &resp, &err);
+	status = kube__request(p->k, "PATCH", url, "application/apply-patch+yaml", body, timeout_ms,
+			       &resp, &err);
 	if (status < 0)
 		log_warn("failed to write status %s: %s", path, err.msg);
 	else if (status / 100 != 2)
@@ -107,6 +111,15 @@ static void send_queued(struct publisher *p)
 		char *key, *path, *manager, *body;
 		bool ok;
 
+		long timeout_ms = PATCH_TIMEOUT_MS;
+
+		if (p->stop) {
+			double left = STOP_GRACE_S - elapsed_s(&p->stopped);
+
+			if (left <= 0.1)
+				return;
+			timeout_ms = (long)(left * 1000);
+		}
 		pt = oldest_queued(p);
 		if (!pt)
 			return;
@@ -117,7 +130,8 @@ static void send_queued(struct publisher *p)
 		body = strdup(pt->body);
 		pt->queued = false;
 		pthread_mutex_unlock(&p->lock);
-		ok = key && path && manager && body && send_patch(p, path, manager, body);
+		ok = key && path && manager && body &&
+		     send_patch(p, path, manager, body, timeout_ms);
 		free(path);
 		free(manager);
 		free(body);
@@ -341,6 +355,7 @@ void publisher__stop(struct publisher *p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
+	clock_gettime(CLOCK_MONOTONIC, &p->stopped);
 	pthread_cond_signal(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->thread, NULL);

@@ -128,8 +128,7 @@ def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
         # once no call is made anywhere, the summary settles on the nodes' sum
         def merged_equals_nodes():
             st = cluster.status(ns, "two")
-            nodes = [e for e in st["nodes"] if not e["pods"]]
-            if len(nodes) != 1 or not st.get("summary"):
+            if len(st["nodes"]) != 2 or not st.get("summary"):
                 return None
             want = {}
             for e in st["nodes"]:
@@ -144,7 +143,8 @@ def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
                    for f in st["summary"]["functions"]}
             return got == want and got
 
-        # node-a keeps counting: stop it to freeze its numbers
+        # node-a keeps counting: stop it to freeze its numbers (its last
+        # report says it detached; node-b, the Lease holder now, merges it)
         assert a.stop() == 0
         wait_for("the summary to equal the sum of the node entries", merged_equals_nodes,
                  timeout=20, interval=0.5)
@@ -340,7 +340,10 @@ def test_sigterm_detaches_and_a_new_agent_carries_on(cluster, make_pod):
         assert agent.stop(signal.SIGTERM) == 0
     assert not links & system_link_ids()
     assert agent.find(msg_has="the agent is stopping")
-    low = {n: f["calls"] for n, f in fns(cluster.node_entry(ns, "carry", "node-a")).items()}
+    # its last report says it detached
+    last = cluster.node_entry(ns, "carry", "node-a")
+    assert last["attached"] is False and last["processes"] == 0, last
+    low = {n: f["calls"] for n, f in fns(last).items()}
     assert all(low[n] >= fns(before)[n]["calls"] for n in FUNCS)
     with cluster.agent("node-a") as again:
         seen = []
