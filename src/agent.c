@@ -219,12 +219,11 @@ static void trace_free(struct trace *t)
 	free(t);
 }
 
-static bool process_alive(struct agent *a, pid_t pid, uint64_t starttime)
+static bool process_alive(pid_t pid, uint64_t starttime)
 {
 	char cid[CGROUP_ID_LEN + 1];
 	uint64_t st = 0;
 
-	(void)a;
 	return !cgroup__pid_container("/proc", pid, cid, &st) && st == starttime;
 }
 
@@ -233,7 +232,7 @@ static void trace_retire(struct agent *a, struct probe *p, struct trace *t, cons
 {
 	cJSON *ev;
 
-	if (!process_alive(a, t->pid, t->starttime))
+	if (!process_alive(t->pid, t->starttime))
 		tracer__reap(a->tracer, t->target);
 	for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++) {
 		struct latency l;
