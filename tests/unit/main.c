@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -35,6 +39,33 @@ const char *test__fixture(const char *rel)
 	if (access(p, R_OK))
 		return NULL;
 	return p;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+void test__rm_tree(const char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+bool test__write_file(const char *dir, const char *name, const void *data, size_t len)
+{
+	char path[4096];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "we");
+	if (!CHECK(f, "cannot create %s: %s", path, strerror(errno)))
+		return false;
+	ok = fwrite(data, 1, len, f) == len;
+	return ASSERT_TRUE(!fclose(f) && ok);
 }
 
 int main(int argc, char **argv)

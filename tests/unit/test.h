@@ -18,6 +18,10 @@ void test__register(const char *name, test_fn fn);
  * when it does not exist (the test is then skipped with a message). */
 const char *test__fixture(const char *rel);
 void test__skip(const char *why);
+/* Removes dir and everything under it, symlinks not followed. */
+void test__rm_tree(const char *dir);
+/* Writes len bytes to dir/name; false, with a message, when it cannot. */
+bool test__write_file(const char *dir, const char *name, const void *data, size_t len);
 
 #define TEST(name)                                                     \
 	static bool test_##name(void);                                 \

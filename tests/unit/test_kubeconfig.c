@@ -6,7 +6,6 @@
  * service account variant.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -438,26 +437,9 @@ TEST(kubeconfig_hostile_yaml)
 	return ok;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static bool put(const char *dir, const char *name, const char *text)
 {
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static bool put_file(const char *dir, const char *name, const char *text)
-{
-	char path[4096];
-	FILE *f;
-	bool ok;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "we");
-	if (!CHECK(f, "cannot create %s: %s", path, strerror(errno)))
-		return false;
-	ok = fputs(text, f) >= 0;
-	return ASSERT_TRUE(!fclose(f) && ok);
+	return test__write_file(dir, name, text, strlen(text));
 }
 
 TEST(kubeconfig_load)
@@ -472,7 +454,7 @@ TEST(kubeconfig_load)
 	snprintf(path, sizeof(path), "%s/config", dir);
 	snprintf(missing, sizeof(missing), "%s/nope", dir);
 	snprintf(want, sizeof(want), "%s/ca/prod.crt", dir);
-	ok = put_file(dir, "config", multi) &&
+	ok = put(dir, "config", multi) &&
 	     CHECK(!kubeconfig__load(path, "prod", &c, &err), "%s", err.msg) &&
 	     ASSERT_STREQ(c.ca_file, want);
 	kube_creds__free(&c);
@@ -484,7 +466,7 @@ TEST(kubeconfig_load)
 	ok = ok && ASSERT_EQ(kubeconfig__load(missing, NULL, &c, &err), -ENOENT) &&
 	     ASSERT_STRCONTAINS(err.msg, want) &&
 	     ASSERT_EQ(kubeconfig__load(dir, NULL, &c, NULL), -EISDIR);
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test__rm_tree(dir);
 	return ok;
 }
 
@@ -527,8 +509,8 @@ TEST(kubeconfig_in_cluster)
 
 	if (!ASSERT_TRUE(mkdtemp(sa)))
 		return false;
-	ok = put_file(sa, "token", TOKEN) && put_file(sa, "ca.crt", CA_PEM) &&
-	     put_file(sa, "namespace", "monitoring\n") &&
+	ok = put(sa, "token", TOKEN) && put(sa, "ca.crt", CA_PEM) &&
+	     put(sa, "namespace", "monitoring\n") &&
 	     in_cluster(sa, "10.96.0.1", "443", 0, "https://10.96.0.1:443", &c);
 	snprintf(want, sizeof(want), "%s/token", sa);
 	ok = ok && ASSERT_STREQ(c.token_file, want) && ASSERT_STREQ(c.namespace, "monitoring") &&
@@ -544,7 +526,7 @@ TEST(kubeconfig_in_cluster)
 			"KUBERNETES_SERVICE_PORT \"https\" is not a port number", &c) &&
 	     in_cluster(sa, "10.96.0.1", "65536", -EINVAL, "not a port number", &c) &&
 	     in_cluster(sa, "evil/x?", "443", -EINVAL, "is not a host name or address", &c) &&
-	     put_file(sa, "namespace", "../kube-system") &&
+	     put(sa, "namespace", "../kube-system") &&
 	     in_cluster(sa, "10.96.0.1", "443", -EINVAL, "not a namespace name", &c);
 	snprintf(want, sizeof(want), "%s/namespace", sa);
 	ok = ok && ASSERT_OK(unlink(want)) && in_cluster(sa, "k", "443", 0, "https://k:443", &c) &&
@@ -554,7 +536,7 @@ TEST(kubeconfig_in_cluster)
 	ok = ok && ASSERT_OK(unlink(want)) &&
 	     in_cluster(sa, "k", "443", -ENOENT, "automountServiceAccountToken", &c) &&
 	     ASSERT_FALSE(c.server);
-	nftw(sa, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test__rm_tree(sa);
 	kube_creds__free(NULL);
 	return ok;
 }

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,31 +19,9 @@
 #define INSIDE_SHADOW "root:*:19000:0:99999:7:::inside\n"
 #define OUTSIDE "decoy outside the container root\n"
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_tree(const char *dir)
-{
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static bool put_file(const char *top, const char *rel, const char *text)
 {
-	char path[4096];
-	FILE *f;
-	bool ok;
-
-	snprintf(path, sizeof(path), "%s/%s", top, rel);
-	f = fopen(path, "we");
-	if (!CHECK(f, "cannot create %s: %s", path, strerror(errno)))
-		return false;
-	ok = fputs(text, f) >= 0;
-	return ASSERT_TRUE(!fclose(f) && ok);
+	return test__write_file(top, rel, text, strlen(text));
 }
 
 static bool put_dir(const char *top, const char *rel)
@@ -184,7 +161,7 @@ TEST(rootpath_stays_inside)
 		close(root);
 	if (plain >= 0)
 		close(plain);
-	rm_tree(top);
+	test__rm_tree(top);
 	return ok;
 }
 
@@ -225,6 +202,6 @@ TEST(rootpath_refuses_magic_links)
 		close(root);
 	if (self >= 0)
 		close(self);
-	rm_tree(top);
+	test__rm_tree(top);
 	return ok;
 }
