@@ -1017,3 +1017,20 @@ int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
 	free(vals);
 	return 0;
 }
+
+int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret)
+{
+	static const char *const names[] = {
+		[TRACER_ATTACH_AUTO] = "auto",
+		[TRACER_ATTACH_MULTI] = "uprobe_multi",
+		[TRACER_ATTACH_PERF_EVENT] = "perf_event",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(s, names[i])) {
+			*ret = (enum tracer_attach_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}

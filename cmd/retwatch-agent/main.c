@@ -54,19 +54,6 @@ static void usage(FILE *f)
 		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n");
 }
 
-static int parse_attach(const char *s, enum tracer_attach_mode *ret)
-{
-	if (!strcmp(s, "auto"))
-		*ret = TRACER_ATTACH_AUTO;
-	else if (!strcmp(s, "uprobe_multi"))
-		*ret = TRACER_ATTACH_MULTI;
-	else if (!strcmp(s, "perf_event"))
-		*ret = TRACER_ATTACH_PERF_EVENT;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 static int load_creds(const char *kubeconfig, const char *context, struct kube_creds *ret,
 		      struct rw_error *err)
 {
@@ -116,7 +103,7 @@ int main(int argc, char **argv)
 			log_set_level(level);
 			break;
 		case 'a':
-			if (parse_attach(optarg, &ao.attach_mode)) {
+			if (tracer_attach_mode__parse(optarg, &ao.attach_mode)) {
 				fprintf(stderr,
 					"retwatch-agent: --attach must be auto, uprobe_multi "
 					"or perf_event\n");

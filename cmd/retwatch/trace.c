@@ -399,13 +399,7 @@ int cmd_trace(int argc, char **argv)
 			break;
 		case 'j': r.json = true; break;
 		case 'a':
-			if (!strcmp(optarg, "auto")) {
-				topts.attach_mode = TRACER_ATTACH_AUTO;
-			} else if (!strcmp(optarg, "uprobe_multi")) {
-				topts.attach_mode = TRACER_ATTACH_MULTI;
-			} else if (!strcmp(optarg, "perf_event")) {
-				topts.attach_mode = TRACER_ATTACH_PERF_EVENT;
-			} else {
+			if (tracer_attach_mode__parse(optarg, &topts.attach_mode)) {
 				fprintf(stderr,
 					"retwatch: invalid --attach '%s': give auto, uprobe_multi or "
 					"perf_event\n",
