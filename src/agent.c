@@ -94,6 +94,9 @@ struct proc_ent {
 	uint64_t starttime;
 	uint64_t seen_ns;	     /* when first listed */
 	char cid[CGROUP_ID_LEN + 1]; /* "" when in no container */
+	/* learnt once, when the process is first looked at for a pod */
+	char pod_uid[48]; /* the pod its cgroup was found to name, or "" */
+	signed char init; /* pid 1 of its namespace: 1, 0, or -1 not known yet */
 };
 
 struct agent {
@@ -443,7 +446,7 @@ static void scan_procs(struct agent *a)
 		return;
 	}
 	while ((de = readdir(d))) {
-		struct proc_ent key = { .pid = (pid_t)strtol(de->d_name, NULL, 10) };
+		struct proc_ent key = { .pid = (pid_t)strtol(de->d_name, NULL, 10), .init = -1 };
 
 		if (key.pid <= 0)
 			continue;
@@ -776,6 +779,22 @@ static bool in_pod(pid_t pid, const char *pod_uid)
 	return strstr(text, plain) || strstr(text, under);
 }
 
+/* in_pod and ns_init, remembered: neither changes while the process lives. */
+static bool proc_in_pod(struct proc_ent *pe, const char *pod_uid)
+{
+	if (strcmp(pe->pod_uid, pod_uid) && strlen(pod_uid) < sizeof(pe->pod_uid) &&
+	    in_pod(pe->pid, pod_uid))
+		snprintf(pe->pod_uid, sizeof(pe->pod_uid), "%s", pod_uid);
+	return pod_uid[0] && !strcmp(pe->pod_uid, pod_uid);
+}
+
+static bool proc_init(struct proc_ent *pe)
+{
+	if (pe->init < 0)
+		pe->init = ns_init(pe->pid);
+	return pe->init == 1;
+}
+
 /* The processes of container cid of the pod: indices into a->procs. */
 static size_t container_procs(struct agent *a, const char *cid, const char *pod_uid, size_t **ret)
 {
@@ -783,7 +802,7 @@ static size_t container_procs(struct agent *a, const char *cid, const char *pod_
 
 	*ret = calloc(a->nprocs + 1, sizeof(**ret));
 	for (size_t i = 0; *ret && i < a->nprocs; i++)
-		if (!strcmp(a->procs[i].cid, cid) && in_pod(a->procs[i].pid, pod_uid))
+		if (!strcmp(a->procs[i].cid, cid) && proc_in_pod(&a->procs[i], pod_uid))
 			(*ret)[n++] = i;
 	return n;
 }
@@ -842,7 +861,7 @@ static void place_container(struct agent *a, struct probe *p, const char *pod, c
 	pl.cid = cid;
 	n = container_procs(a, cid, pod_uid, &idx);
 	for (size_t k = 0; k < n && !main_pe; k++)
-		if (ns_init(a->procs[idx[k]].pid))
+		if (proc_init(&a->procs[idx[k]]))
 			main_pe = &a->procs[idx[k]];
 	if (!n) {
 		add_error(p,
