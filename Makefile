@@ -10,7 +10,7 @@ BPF_OUT := build/bpf
 
 CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I$(BPF_OUT)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lyaml -lcurl -lz
+LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lyaml -lcurl -lz -lmicrohttpd
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 20
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
-.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo
+.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -112,6 +112,26 @@ fuzz-build: $(FUZZ_BINS)
 agenttest: asan
 	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent \
 		python3 -m pytest -q -p no:cacheprovider tests/agent
+
+# helm, built from its Go module (tests/helm, cached); prints its directory.
+helm:
+	$(Q)bash tests/helm/build.sh
+
+# manifests/install.yaml, rendered from the Helm chart (charts/retwatch).
+manifests:
+	$(call msg,HELM,manifests/install.yaml)
+	$(Q)bash manifests/render.sh > manifests/install.yaml.tmp
+	$(Q)mv manifests/install.yaml.tmp manifests/install.yaml
+
+# The chart and the manifests against the real API server (part of agenttest).
+charttest: asan
+	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent \
+		python3 -m pytest -q -p no:cacheprovider tests/agent/test_install.py
+
+# The node agent's image (Dockerfile), built with buildah on a Debian base
+# made with debootstrap (cached), run with runc; needs root.
+imagetest:
+	$(Q)python3 -m pytest -q -p no:cacheprovider tests/image
 
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

@@ -11,10 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bpf/retwatch.h"
 #include "agent.h"
 #include "cgroup.h"
 #include "informer.h"
 #include "log.h"
+#include "metrics.h"
 #include "probe.h"
 #include "overlay.h"
 #include "publisher.h"
@@ -70,16 +72,26 @@ struct failure {
 	struct failure *next;
 };
 
+/* What the processes no longer traced counted, by pod and container: the
+ * metrics' series keep counting up across a process's exit. */
+struct series {
+	char *pod, *container;
+	struct latency *lat; /* by p->fns index */
+	size_t nlat;
+	struct series *next;
+};
+
 struct probe {
 	char *uid, *ns, *name, *key, *status_path;
 	int64_t generation;
 	time_t created;
 	struct probe_spec spec;
-	bool valid, expired, seen;
+	bool valid, expired, seen, limited;
 	char spec_err[512];
 	struct fn_result *fns;
 	size_t nfns;
 	struct trace *traces;
+	struct series *gone;
 	struct failure *failures;
 	char *errors[MAX_ERRORS];
 	size_t nerrors, nerrors_more;
@@ -115,6 +127,10 @@ struct agent {
 	struct proc_ent *procs;
 	size_t nprocs;
 	uint64_t next_scan, next_sweep;
+	/* for the metrics */
+	uint64_t attach_failures, swept;
+	size_t nlimited;
+	bool series_warned;
 };
 
 static uint64_t mono_ns(void)
@@ -230,18 +246,76 @@ static bool process_alive(pid_t pid, uint64_t starttime)
 	return !cgroup__pid_container("/proc", pid, cid, &st) && st == starttime;
 }
 
+static void series_free(struct series *s)
+{
+	free(s->pod);
+	free(s->container);
+	free(s->lat);
+	free(s);
+}
+
+static void series_clear(struct probe *p)
+{
+	while (p->gone) {
+		struct series *s = p->gone;
+
+		p->gone = s->next;
+		series_free(s);
+	}
+}
+
+/* The latency of function k that pod's container's retired processes counted. */
+static struct latency *series_lat(struct probe *p, const char *pod, const char *container, size_t k)
+{
+	struct series *s;
+
+	for (s = p->gone; s; s = s->next)
+		if (!strcmp(s->pod, pod) && !strcmp(s->container, container))
+			break;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		s->pod = strdup(pod);
+		s->container = strdup(container);
+		if (!s->pod || !s->container) {
+			series_free(s);
+			return NULL;
+		}
+		s->next = p->gone;
+		p->gone = s;
+	}
+	if (k >= s->nlat) {
+		struct latency *lat = realloc(s->lat, (k + 1) * sizeof(*lat));
+
+		if (!lat)
+			return NULL;
+		memset(lat + s->nlat, 0, (k + 1 - s->nlat) * sizeof(*lat));
+		s->lat = lat;
+		s->nlat = k + 1;
+	}
+	return &s->lat[k];
+}
+
 /* Stops tracing; what it counted stays in the probe's results. */
 static void trace_retire(struct agent *a, struct probe *p, struct trace *t, const char *why)
 {
 	cJSON *ev;
+	int n;
 
-	if (!process_alive(t->pid, t->starttime))
-		tracer__reap(a->tracer, t->target);
+	if (!process_alive(t->pid, t->starttime)) {
+		n = tracer__reap(a->tracer, t->target);
+		a->swept += n > 0 ? (uint64_t)n : 0;
+	}
 	for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++) {
-		struct latency l;
+		struct latency l, *sl;
 
-		if (t->fn[i] != SIZE_MAX && !tracer_target__read(a->tracer, t->target, i, &l))
-			latency__merge(&p->fns[t->fn[i]].done, &l);
+		if (t->fn[i] == SIZE_MAX || tracer_target__read(a->tracer, t->target, i, &l))
+			continue;
+		latency__merge(&p->fns[t->fn[i]].done, &l);
+		sl = series_lat(p, t->pod, t->container, t->fn[i]);
+		if (sl)
+			latency__merge(sl, &l);
 	}
 	tracer__remove(a->tracer, t->target);
 	symbolizer__forget(a->sym, t->pid);
@@ -293,6 +367,7 @@ static void failures_drop(struct probe *p, bool all)
 static void probe_free(struct agent *a, struct probe *p, const char *why)
 {
 	traces_retire(a, p, true, why);
+	series_clear(p);
 	failures_drop(p, true);
 	errors_clear(p);
 	fns_clear(p);
@@ -341,6 +416,7 @@ static void probe_apply_spec(struct agent *a, struct probe *p, const cJSON *obj)
 	const cJSON *gen = get(get(obj, "metadata"), "generation");
 
 	traces_retire(a, p, true, "the probe's spec changed");
+	series_clear(p);
 	failures_drop(p, true);
 	fns_clear(p);
 	probe_spec__free(&p->spec);
@@ -672,6 +748,7 @@ static void place_process(struct agent *a, struct probe *p, const struct place *
 		if (asprintf(&msg, "pod %s, container %s, process %d: %s", pl->pod, pl->container,
 			     pe->pid, err.msg) < 0)
 			return;
+		a->attach_failures++;
 		if (remember_failure(p, f, key, msg))
 			log_error("probe %s/%s: %s", p->ns, p->name, msg);
 		add_error(p, "%s", msg);
@@ -929,6 +1006,56 @@ static void place_pod(struct agent *a, struct probe *p, const cJSON *pod)
 			  cJSON_GetArraySize(statuses) ? "" : " yet");
 }
 
+/* Whether p wants pod (of this node): in its namespace, selected, not done. */
+static bool selected(const struct probe *p, const cJSON *pod)
+{
+	const cJSON *md = get(pod, "metadata");
+	const char *phase = get_str(get(pod, "status"), "phase");
+
+	return p->valid && !p->expired && get_str(md, "namespace") &&
+	       !strcmp(get_str(md, "namespace"), p->ns) &&
+	       probe_spec__selects(&p->spec, get(md, "labels")) &&
+	       !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")));
+}
+
+static bool selects_any(struct agent *a, const struct probe *p)
+{
+	const cJSON *pod;
+
+	cJSON_ArrayForEach(pod, a->pods_snap)
+	{
+		if (selected(p, pod))
+			return true;
+	}
+	return false;
+}
+
+/* Forgets the retired processes' counts of pods no longer selected. */
+static void series_prune(struct agent *a, struct probe *p)
+{
+	struct series **sp = &p->gone;
+
+	while (*sp) {
+		struct series *s = *sp;
+		const cJSON *pod;
+		bool keep = false;
+
+		cJSON_ArrayForEach(pod, a->pods_snap)
+		{
+			const char *name = get_str(get(pod, "metadata"), "name");
+
+			if (name && !strcmp(name, s->pod) && selected(p, pod))
+				keep = true;
+		}
+		if (keep) {
+			sp = &s->next;
+		} else {
+			*sp = s->next;
+			series_free(s);
+		}
+	}
+}
+
 static void place_probe(struct agent *a, struct probe *p)
 {
 	const cJSON *pod;
@@ -938,21 +1065,67 @@ static void place_probe(struct agent *a, struct probe *p)
 		t->seen = false;
 	for (struct failure *f = p->failures; f; f = f->next)
 		f->seen = false;
-	if (p->valid && !p->expired) {
-		cJSON_ArrayForEach(pod, a->pods_snap)
-		{
-			const cJSON *md = get(pod, "metadata");
-			const char *phase = get_str(get(pod, "status"), "phase");
-
-			if (!get_str(md, "namespace") || strcmp(get_str(md, "namespace"), p->ns) ||
-			    !probe_spec__selects(&p->spec, get(md, "labels")) ||
-			    (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
-				continue;
+	if (p->limited)
+		add_error(p,
+			  "this node already traces %zu probes, the most its agent takes "
+			  "(--max-probes, the chart's maxProbesPerNode): this probe waits for one "
+			  "of them to end",
+			  a->o.max_probes);
+	cJSON_ArrayForEach(pod, a->pods_snap)
+	{
+		if (!p->limited && selected(p, pod))
 			place_pod(a, p, pod);
+	}
+	series_prune(a, p);
+	traces_retire(a, p, false,
+		      p->limited ? "the node's probe limit was reached"
+				 : "its pod, container or process is gone");
+	failures_drop(p, false);
+}
+
+/* Oldest first, so the probes over the limit are the newest. */
+static int probe_age_cmp(const void *x, const void *y)
+{
+	const struct probe *p = *(const struct probe *const *)x,
+			   *q = *(const struct probe *const *)y;
+
+	if (p->created != q->created)
+		return p->created < q->created ? -1 : 1;
+	return strcmp(p->uid, q->uid);
+}
+
+/* Marks the probes beyond --max-probes of those with pods on this node. */
+static void apply_limit(struct agent *a)
+{
+	struct probe **by_age;
+	size_t n = 0, i = 0, active = 0;
+
+	for (struct probe *p = a->probes; p; p = p->next)
+		n++;
+	a->nlimited = 0;
+	by_age = calloc(n ? n : 1, sizeof(*by_age));
+	if (!by_age)
+		return;
+	for (struct probe *p = a->probes; p; p = p->next)
+		by_age[i++] = p;
+	qsort(by_age, n, sizeof(*by_age), probe_age_cmp);
+	for (i = 0; i < n; i++) {
+		struct probe *p = by_age[i];
+		bool wants = selects_any(a, p), was = p->limited;
+
+		p->limited = wants && a->o.max_probes && active >= a->o.max_probes;
+		if (p->limited) {
+			a->nlimited++;
+			if (!was)
+				log_warn(
+					"probe %s/%s not traced: this node already traces %zu probes "
+					"(--max-probes)",
+					p->ns, p->name, active);
+		} else if (wants) {
+			active++;
 		}
 	}
-	traces_retire(a, p, false, "its pod, container or process is gone");
-	failures_drop(p, false);
+	free(by_age);
 }
 
 static cJSON *snapshot(struct informer *inf);
@@ -994,6 +1167,7 @@ static void reconcile(struct agent *a)
 		probe_free(a, p, "the probe was deleted");
 	}
 	scan_procs(a);
+	apply_limit(a);
 	for (struct probe *p = a->probes; p; p = p->next)
 		place_probe(a, p);
 }
@@ -1459,6 +1633,249 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 
 /* ---- the agent ---- */
 
+/* ---- metrics ---- */
+
+/* Function k's latency in pod's container: its retired processes' and its live ones'. */
+static void series_now(struct agent *a, struct probe *p, const char *pod, const char *container,
+		       size_t k, struct latency *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	for (struct series *s = p->gone; s; s = s->next)
+		if (k < s->nlat && !strcmp(s->pod, pod) && !strcmp(s->container, container))
+			latency__merge(ret, &s->lat[k]);
+	for (struct trace *t = p->traces; t; t = t->next) {
+		if (strcmp(t->pod, pod) || strcmp(t->container, container))
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(t->target); i++) {
+			struct latency l;
+
+			if (t->fn[i] == k && !tracer_target__read(a->tracer, t->target, i, &l))
+				latency__merge(ret, &l);
+		}
+	}
+}
+
+/* The per-function families, each written to its own stream: a family's
+ * samples must follow each other. */
+struct render {
+	FILE *hist, *calls, *orphans;
+	size_t nseries, dropped;
+};
+
+static void render_series(struct agent *a, struct probe *p, const char *pod, const char *container,
+			  struct render *r)
+{
+	for (size_t k = 0; k < p->nfns; k++) {
+		const char *kv[] = {
+			"namespace", p->ns,	  "probe",   p->name,	 "pod",
+			pod,	     "container", container, "function", p->fns[k].name
+		};
+		char labels[4096];
+		struct latency l;
+
+		if ((a->o.max_series && r->nseries >= a->o.max_series) ||
+		    prom_labels(labels, sizeof(labels), kv, 5)) {
+			r->dropped++;
+			continue;
+		}
+		r->nseries++;
+		series_now(a, p, pod, container, k, &l);
+		if (strcmp(p->fns[k].mode, "entry-only"))
+			prom_histogram(r->hist, "retwatch_function_duration_seconds", labels, &l);
+		prom_sample(r->calls, "retwatch_function_calls_total", labels, l.calls);
+		prom_sample(r->orphans, "retwatch_function_orphans_total", labels, l.orphans);
+	}
+}
+
+/* Each (pod, container) that p traces or traced, once. */
+static void render_probe(struct agent *a, struct probe *p, struct render *r)
+{
+	for (struct series *s = p->gone; s; s = s->next)
+		render_series(a, p, s->pod, s->container, r);
+	for (struct trace *t = p->traces; t; t = t->next) {
+		bool done = false;
+
+		for (struct series *s = p->gone; s && !done; s = s->next)
+			done = !strcmp(s->pod, t->pod) && !strcmp(s->container, t->container);
+		for (struct trace *u = p->traces; u != t && !done; u = u->next)
+			done = !strcmp(u->pod, t->pod) && !strcmp(u->container, t->container);
+		if (!done)
+			render_series(a, p, t->pod, t->container, r);
+	}
+}
+
+static void append_stream(FILE *f, char *buf, size_t len)
+{
+	if (buf)
+		fwrite(buf, 1, len, f);
+	free(buf);
+}
+
+static void render_counters(struct agent *a, FILE *f)
+{
+	static const unsigned int kernel_errors[] = {
+		RW_STAT_FRAMES_FULL, RW_STAT_CONTEXTS_FULL, RW_STAT_READ_FAILED,
+		RW_STAT_NOT_G_STACK, RW_STAT_NO_HIST,	    RW_STAT_NO_FUNC,
+	};
+	uint64_t stats[RW_STAT__MAX] = { 0 };
+	struct informer_counters pc, dc;
+	struct publisher_counters uc;
+	size_t nprobes = 0, ntraces = 0;
+	int64_t inflight = tracer__inflight(a->tracer);
+	char labels[128];
+
+	tracer__stats(a->tracer, stats, RW_STAT__MAX);
+	informer__counters(a->probes_inf, &pc);
+	informer__counters(a->pods_inf, &dc);
+	publisher__counters(a->pub, &uc);
+	for (struct probe *p = a->probes; p; p = p->next) {
+		nprobes++;
+		for (struct trace *t = p->traces; t; t = t->next)
+			ntraces++;
+	}
+	prom_family(f, "retwatch_errors_total", "counter",
+		    "Errors by type: failed attaches, API requests and status patches, and "
+		    "calls the kernel side could not measure.");
+	snprintf(labels, sizeof(labels), "type=\"attach\"");
+	prom_sample(f, "retwatch_errors_total", labels, a->attach_failures);
+	snprintf(labels, sizeof(labels), "type=\"api_request\"");
+	prom_sample(f, "retwatch_errors_total", labels, pc.failures + dc.failures);
+	snprintf(labels, sizeof(labels), "type=\"status_patch\"");
+	prom_sample(f, "retwatch_errors_total", labels, uc.failures);
+	for (size_t i = 0; i < sizeof(kernel_errors) / sizeof(kernel_errors[0]); i++) {
+		snprintf(labels, sizeof(labels), "type=\"%s\"", tracer_stat__str(kernel_errors[i]));
+		prom_sample(f, "retwatch_errors_total", labels, stats[kernel_errors[i]]);
+	}
+	prom_family(f, "retwatch_inflight_calls", "gauge",
+		    "Calls entered and not yet returned, as the kernel holds them.");
+	prom_sample(f, "retwatch_inflight_calls", NULL, inflight > 0 ? (uint64_t)inflight : 0);
+	prom_family(f, "retwatch_orphans_purged_total", "counter",
+		    "In-flight calls dropped as never to return: by the kernel side when a newer "
+		    "call proved them dead, by the sweeper when they grew old or their process "
+		    "exited.");
+	prom_sample(f, "retwatch_orphans_purged_total", "by=\"kernel\"",
+		    stats[RW_STAT_ORPHANS_PURGED] + stats[RW_STAT_GOID_CHANGED]);
+	prom_sample(f, "retwatch_orphans_purged_total", "by=\"sweeper\"", a->swept);
+	prom_family(f, "retwatch_lost_events_total", "counter",
+		    "Slow-call events lost because the ring buffer was full.");
+	prom_sample(f, "retwatch_lost_events_total", NULL, stats[RW_STAT_RINGBUF_FULL]);
+	prom_family(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.");
+	prom_sample(f, "retwatch_probes", NULL, nprobes);
+	prom_family(f, "retwatch_probes_limited", "gauge",
+		    "FunctionProbes with pods on this node not traced: over --max-probes.");
+	prom_sample(f, "retwatch_probes_limited", NULL, a->nlimited);
+	prom_family(f, "retwatch_traced_processes", "gauge",
+		    "Processes traced, counted once per probe.");
+	prom_sample(f, "retwatch_traced_processes", NULL, ntraces);
+	prom_family(f, "retwatch_api_requests_total", "counter",
+		    "Requests to the Kubernetes API server.");
+	prom_sample(f, "retwatch_api_requests_total", NULL, kube__requests(a->k));
+	prom_family(f, "retwatch_status_patches_total", "counter",
+		    "FunctionProbe status patches sent.");
+	prom_sample(f, "retwatch_status_patches_total", NULL, uc.patches);
+	prom_family(
+		f, "retwatch_lease_holder", "gauge",
+		"1 while this agent holds the Lease that makes it write every probe's summary.");
+	prom_sample(f, "retwatch_lease_holder", NULL, publisher__leader(a->pub));
+}
+
+static char *render_metrics(struct agent *a, size_t *ret_len)
+{
+	struct render r = { 0 };
+	char *buf[3] = { 0 }, *out = NULL, labels[256];
+	size_t len[3] = { 0 }, out_len = 0;
+	FILE *f;
+
+	r.hist = open_memstream(&buf[0], &len[0]);
+	r.calls = open_memstream(&buf[1], &len[1]);
+	r.orphans = open_memstream(&buf[2], &len[2]);
+	f = open_memstream(&out, &out_len);
+	if (!r.hist || !r.calls || !r.orphans || !f)
+		goto out;
+	for (struct probe *p = a->probes; p; p = p->next)
+		render_probe(a, p, &r);
+	fclose(r.hist);
+	fclose(r.calls);
+	fclose(r.orphans);
+	r.hist = r.calls = r.orphans = NULL;
+
+	prom_family(f, "retwatch_build_info", "gauge",
+		    "The agent's version and how it attaches uprobes; always 1.");
+	snprintf(labels, sizeof(labels), "version=\"%s\",attach_mode=\"%s\"", a->o.version,
+		 tracer__attach_mode(a->tracer));
+	prom_sample(f, "retwatch_build_info", labels, 1);
+	prom_family(f, "retwatch_function_duration_seconds", "histogram",
+		    "Duration of the calls of each probed function, per pod and container.");
+	append_stream(f, buf[0], len[0]);
+	prom_family(f, "retwatch_function_calls_total", "counter",
+		    "Calls of each probed function (entries, for an entry-only function).");
+	append_stream(f, buf[1], len[1]);
+	prom_family(f, "retwatch_function_orphans_total", "counter",
+		    "Calls of each probed function that never returned.");
+	append_stream(f, buf[2], len[2]);
+	buf[0] = buf[1] = buf[2] = NULL;
+	prom_family(f, "retwatch_function_return_sites", "gauge",
+		    "RET instructions probed in each function (0: entry-only).");
+	for (struct probe *p = a->probes; p; p = p->next) {
+		for (size_t k = 0; k < p->nfns; k++) {
+			const char *kv[] = { "namespace", p->ns,      "probe",
+					     p->name,	  "function", p->fns[k].name };
+			char fl[4096];
+
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample(f, "retwatch_function_return_sites", fl,
+					    p->fns[k].nreturns);
+		}
+	}
+	render_counters(a, f);
+	prom_family(f, "retwatch_metrics_series", "gauge",
+		    "Per-function series exported (each of the retwatch_function_* families).");
+	prom_sample(f, "retwatch_metrics_series", NULL, r.nseries);
+	prom_family(f, "retwatch_metrics_series_dropped", "gauge",
+		    "Per-function series left out of this scrape by --metrics-max-series.");
+	prom_sample(f, "retwatch_metrics_series_dropped", NULL, r.dropped);
+	if (r.dropped && !a->series_warned)
+		log_warn("metrics: %zu series left out: more than %zu (raise --metrics-max-series)",
+			 r.dropped, a->o.max_series);
+	a->series_warned = r.dropped > 0;
+out:
+	for (int i = 0; i < 3; i++)
+		free(buf[i]);
+	if (r.hist)
+		fclose(r.hist);
+	if (r.calls)
+		fclose(r.calls);
+	if (r.orphans)
+		fclose(r.orphans);
+	if (!f)
+		return NULL;
+	if (fclose(f)) {
+		free(out);
+		return NULL;
+	}
+	*ret_len = out_len;
+	return out;
+}
+
+static void serve_metrics(struct agent *a)
+{
+	struct metrics_server *ms = a->o.metrics;
+	bool ready = informer__synced(a->probes_inf) && informer__synced(a->pods_inf);
+	size_t len = 0;
+	char *text;
+
+	if (!ms)
+		return;
+	metrics_server__beat(ms, ready,
+			     ready ? NULL
+				   : "waiting for the first list of FunctionProbes and pods from "
+				     "the API server");
+	if (!metrics_server__wanted(ms))
+		return;
+	text = render_metrics(a, &len);
+	metrics_server__publish(ms, text, len);
+}
+
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode, .partial = true };
@@ -1518,6 +1935,7 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			return e;
 		}
 		now = mono_ns();
+		serve_metrics(a);
 		/* nothing is probed before both lists are in: a half view would detach */
 		if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf))
 			continue;
@@ -1526,7 +1944,8 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			a->next_scan = now + SCAN_EVERY_NS;
 		}
 		if (now >= a->next_sweep) {
-			tracer__sweep(a->tracer, SWEEP_AGE_NS);
+			e = tracer__sweep(a->tracer, SWEEP_AGE_NS);
+			a->swept += e > 0 ? (uint64_t)e : 0;
 			a->next_sweep = now + SWEEP_EVERY_NS;
 		}
 		write_statuses(a);

@@ -19,9 +19,14 @@ struct agent_opts {
 	const char *lease_ns; /* namespace of the summary writer's Lease */
 	int lease_s;	      /* its duration */
 	enum tracer_attach_mode attach_mode;
+	const char *version;		/* for retwatch_build_info */
+	struct metrics_server *metrics; /* NULL: none */
+	size_t max_probes;		/* probes traced at once; 0: no limit */
+	size_t max_series;		/* per-function metrics series; 0: no limit */
 };
 
 struct agent;
+struct metrics_server;
 
 /* Loads the BPF programs and starts watching. NULL on error (err says why). */
 struct agent *agent__new(struct kube *k, const struct agent_opts *opts, struct rw_error *err);

@@ -186,9 +186,10 @@ static int list(struct informer *inf)
 				  "CustomResourceDefinition installed? (kubectl apply -f crds/)",
 				  inf->name, inf->path);
 		else if (status == 401 || status == 403)
-			log_error("%s: the agent may not list %s (HTTP %d): check its credentials "
-				  "and RBAC rules (manifests/rbac.yaml): %.300s",
-				  inf->name, inf->path, status, body ? body : "");
+			log_error(
+				"%s: the agent may not list %s (HTTP %d): check its credentials "
+				"and RBAC rules (manifests/install.yaml, charts/retwatch): %.300s",
+				inf->name, inf->path, status, body ? body : "");
 		else if (status == 429 || status >= 500)
 			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
 				 inf->name, inf->path, status);

@@ -1000,6 +1000,22 @@ int tracer__reap(struct tracer *t, struct tracer_target *tt)
 	return sweep(t, tt->pid, 0);
 }
 
+int64_t tracer__inflight(struct tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.frames);
+	struct rw_ctx_key key, next, *prev = NULL;
+	struct rw_frames fr;
+	int64_t n = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &fr))
+			n += fr.n < RW_MAX_FRAMES ? fr.n : RW_MAX_FRAMES;
+	}
+	return n;
+}
+
 int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
 {
 	uint64_t *vals = calloc(t->ncpus, sizeof(*vals));

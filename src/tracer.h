@@ -104,6 +104,8 @@ int tracer__sweep(struct tracer *t, uint64_t max_age_ns);
 /* After target's process exited: its in-flight frames become orphans. */
 int tracer__reap(struct tracer *t, struct tracer_target *target);
 
+/* Calls in flight: entered, not yet returned (nor purged). */
+int64_t tracer__inflight(struct tracer *t);
 /* The programs' counters, indexed by enum rw_stat (bpf/retwatch.h). */
 int tracer__stats(struct tracer *t, uint64_t *ret_stats, size_t n);
 const char *tracer_stat__str(unsigned int stat);

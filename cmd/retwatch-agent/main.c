@@ -15,10 +15,16 @@
 #include "kube.h"
 #include "kubeconfig.h"
 #include "log.h"
+#include "metrics.h"
+#include "selfcheck.h"
 
 #ifndef RETWATCH_VERSION
 #define RETWATCH_VERSION "0.1.0"
 #endif
+
+#define DEFAULT_METRICS_ADDRESS ":9431"
+#define DEFAULT_MAX_PROBES 100
+#define DEFAULT_MAX_SERIES 5000
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -36,6 +42,9 @@ static void usage(FILE *f)
 		"usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
 		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
+		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
+		"                      [--metrics-max-series N]\n"
+		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
 		"in the pods of this node and writes their latency into each probe's status.\n"
@@ -49,9 +58,36 @@ static void usage(FILE *f)
 		"                         service account's namespace, else retwatch)\n"
 		"  --log-level LEVEL      debug, info (default), warn or error\n"
 		"  --attach MODE          how uprobes attach (default auto)\n"
+		"  --metrics-address A    serve /metrics (Prometheus), /healthz and /readyz on\n"
+		"                         A, such as :9431 (the default), 127.0.0.1:9431 or\n"
+		"                         [::1]:9431; none serves nothing\n"
+		"  --max-probes N         trace at most N probes at once on this node; others\n"
+		"                         wait, with an error in their status (default 100;\n"
+		"                         0: no limit)\n"
+		"  --metrics-max-series N export at most N per-function series (default 5000;\n"
+		"                         0: no limit); retwatch_metrics_series_dropped counts\n"
+		"                         the rest\n"
+		"  --self-check           probe a function of this binary, call it, check every\n"
+		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
 		"\n"
 		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n");
+}
+
+/* A count for a limit: digits only, 0 meaning none. */
+static int parse_count(const char *s, size_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s[0] || strspn(s, "0123456789") != strlen(s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || v > SIZE_MAX)
+		return -EINVAL;
+	*ret = (size_t)v;
+	return 0;
 }
 
 static int load_creds(const char *kubeconfig, const char *context, struct kube_creds *ret,
@@ -74,12 +110,24 @@ int main(int argc, char **argv)
 		{ "lease-namespace", required_argument, NULL, 'l' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "attach", required_argument, NULL, 'a' },
+		{ "metrics-address", required_argument, NULL, 'm' },
+		{ "max-probes", required_argument, NULL, 'P' },
+		{ "metrics-max-series", required_argument, NULL, 'S' },
+		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent_opts ao = { .node = getenv("NODE_NAME"), .lease_s = 15 };
-	const char *kubeconfig = NULL, *context = NULL;
+	struct agent_opts ao = {
+		.node = getenv("NODE_NAME"),
+		.lease_s = 15,
+		.version = RETWATCH_VERSION,
+		.max_probes = DEFAULT_MAX_PROBES,
+		.max_series = DEFAULT_MAX_SERIES,
+	};
+	const char *kubeconfig = NULL, *context = NULL, *metrics_address = DEFAULT_METRICS_ADDRESS;
+	struct metrics_server *ms = NULL;
+	bool self_check = false;
 	struct kube_creds creds = { 0 };
 	struct rw_error err = { "" };
 	struct agent *a = NULL;
@@ -110,11 +158,28 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'm': metrics_address = optarg; break;
+		case 'P':
+			if (parse_count(optarg, &ao.max_probes)) {
+				fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
+				return 2;
+			}
+			break;
+		case 'S':
+			if (parse_count(optarg, &ao.max_series)) {
+				fprintf(stderr,
+					"retwatch-agent: --metrics-max-series must be a number\n");
+				return 2;
+			}
+			break;
+		case 'C': self_check = true; break;
 		case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
+	if (self_check && optind == argc)
+		return selfcheck__run(ao.attach_mode);
 	if (optind < argc || !ao.node || !ao.node[0]) {
 		if (optind >= argc)
 			fprintf(stderr, "retwatch-agent: give --node-name NODE or set NODE_NAME\n");
@@ -134,6 +199,16 @@ int main(int argc, char **argv)
 		ao.lease_ns = getenv("POD_NAMESPACE");
 	if (!ao.lease_ns)
 		ao.lease_ns = creds.namespace ? creds.namespace : "retwatch";
+	if (strcmp(metrics_address, "none")) {
+		ms = metrics_server__start(metrics_address, &err);
+		if (!ms) {
+			log_error("%s", err.msg);
+			goto out;
+		}
+		ao.metrics = ms;
+		log_info("serving /metrics, /healthz and /readyz on port %u",
+			 metrics_server__port(ms));
+	}
 	k = kube__new(&creds, &err);
 	if (!k) {
 		log_error("%s", err.msg);
@@ -157,6 +232,7 @@ int main(int argc, char **argv)
 	log_info("stopping: detaching every probe");
 out:
 	agent__free(a);
+	metrics_server__stop(ms);
 	kube__free(k);
 	kube_creds__free(&creds);
 	return e;

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: MIT
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "log.h"
+
+/* A scrape waits this long for the main thread, which turns every 100 ms. */
+#define RENDER_WAIT_S 5
+/* /healthz fails once the main thread has not turned for this long. */
+#define STALL_NS (30ULL * 1000000000ULL)
+#define MAX_CONNECTIONS 16
+#define CONNECTION_TIMEOUT_S 10
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct metrics_server {
+	struct MHD_Daemon *d;
+	uint16_t port;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* a rendering was published */
+	/* scrapes ask for rendering number `asked`; `rendered` is the newest */
+	uint64_t asked, rendered;
+	char *text;
+	size_t len;
+	uint64_t beat_ns;
+	bool ready;
+	char why_not[256];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int metrics__parse_address(const char *s, char *ret_host, size_t host_len, uint16_t *ret_port,
+			   struct rw_error *err)
+{
+	const char *colon = strrchr(s, ':'), *host = s;
+	size_t hlen = colon ? (size_t)(colon - s) : 0;
+	struct in6_addr a6;
+	struct in_addr a4;
+	char *end;
+	unsigned long port;
+
+	if (!colon || !colon[1])
+		goto bad;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port > 65535 || colon[1] == '-' || colon[1] == '+')
+		goto bad;
+	if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+		host++;
+		hlen -= 2;
+	} else if (memchr(host, ':', hlen)) {
+		goto bad; /* an IPv6 address needs its brackets */
+	}
+	if (hlen >= host_len || hlen >= INET6_ADDRSTRLEN)
+		goto bad;
+	memcpy(ret_host, host, hlen);
+	ret_host[hlen] = '\0';
+	if (hlen && inet_pton(AF_INET, ret_host, &a4) != 1 &&
+	    inet_pton(AF_INET6, ret_host, &a6) != 1)
+		goto bad;
+	*ret_port = (uint16_t)port;
+	return 0;
+bad:
+	return rw_error_set(err, EINVAL,
+			    "metrics address \"%s\" is not HOST:PORT: give a numeric address and a "
+			    "port, such as :9431, 127.0.0.1:9431 or [::1]:9431",
+			    s);
+}
+
+/* ---- serving ---- */
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned int code, char *body, size_t len,
+			       const char *type)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	enum MHD_Result ret;
+
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	ret = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned int code, const char *text)
+{
+	char *body = NULL;
+	int n = asprintf(&body, "%s\n", text);
+
+	if (n < 0)
+		return MHD_NO;
+	return respond(c, code, body, (size_t)n, "text/plain; charset=utf-8");
+}
+
+/* HTTP thread: asks the main thread for a rendering and waits for it. */
+static enum MHD_Result serve_metrics(struct metrics_server *ms, struct MHD_Connection *c)
+{
+	struct timespec deadline;
+	uint64_t want;
+	char *copy = NULL;
+	size_t len = 0;
+	int e = 0;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += RENDER_WAIT_S;
+	pthread_mutex_lock(&ms->mu);
+	want = ++ms->asked;
+	while (ms->rendered < want && e != ETIMEDOUT)
+		e = pthread_cond_timedwait(&ms->cv, &ms->mu, &deadline);
+	if (ms->rendered >= want && ms->text) {
+		copy = malloc(ms->len ? ms->len : 1);
+		if (copy) {
+			memcpy(copy, ms->text, ms->len);
+			len = ms->len;
+		}
+	}
+	pthread_mutex_unlock(&ms->mu);
+	if (!copy)
+		return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+				    "the agent's main loop did not render the metrics in time");
+	return respond(c, MHD_HTTP_OK, copy, len, CONTENT_TYPE);
+}
+
+static enum MHD_Result serve_health(struct metrics_server *ms, struct MHD_Connection *c,
+				    bool readiness)
+{
+	char msg[320];
+	unsigned int code = MHD_HTTP_OK;
+	uint64_t idle;
+
+	pthread_mutex_lock(&ms->mu);
+	idle = mono_ns() - ms->beat_ns;
+	if (!ms->beat_ns || idle > STALL_NS) {
+		code = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(msg, sizeof(msg), "the agent's main loop is %s",
+			 ms->beat_ns ? "stalled" : "not running yet");
+	} else if (readiness && !ms->ready) {
+		code = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(msg, sizeof(msg), "not ready: %s", ms->why_not);
+	} else {
+		snprintf(msg, sizeof(msg), "ok");
+	}
+	pthread_mutex_unlock(&ms->mu);
+	return respond_text(c, code, msg);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version, const char *upload_data,
+			      size_t *upload_data_size, void **con_cls)
+{
+	struct metrics_server *ms = cls;
+
+	(void)version;
+	(void)upload_data;
+	(void)con_cls;
+	if (*upload_data_size)
+		return MHD_NO; /* no request here has a body */
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+	if (!strcmp(url, "/metrics"))
+		return serve_metrics(ms, c);
+	if (!strcmp(url, "/healthz"))
+		return serve_health(ms, c, false);
+	if (!strcmp(url, "/readyz"))
+		return serve_health(ms, c, true);
+	return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /readyz");
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("metrics endpoint: %s", msg);
+}
+
+static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sockaddr *sa,
+				    unsigned int extra_flags)
+{
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+					MHD_USE_ERROR_LOG | extra_flags,
+				0, NULL, NULL, handle, ms, MHD_OPTION_SOCK_ADDR, sa,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+}
+
+struct metrics_server *metrics_server__start(const char *address, struct rw_error *err)
+{
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+	struct metrics_server *ms;
+	const union MHD_DaemonInfo *info;
+	char host[INET6_ADDRSTRLEN];
+	uint16_t port;
+
+	if (metrics__parse_address(address, host, sizeof(host), &port, err))
+		return NULL;
+	ms = calloc(1, sizeof(*ms));
+	if (!ms) {
+		rw_error_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&ms->mu, NULL);
+	pthread_cond_init(&ms->cv, NULL);
+	snprintf(ms->why_not, sizeof(ms->why_not), "starting");
+	s4.sin_port = s6.sin6_port = htons(port);
+	if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
+		ms->d = listen_on(ms, (struct sockaddr *)&s6, MHD_USE_IPv6);
+	} else if (host[0]) {
+		inet_pton(AF_INET, host, &s4.sin_addr);
+		ms->d = listen_on(ms, (struct sockaddr *)&s4, 0);
+	} else {
+		/* every address: both families where the kernel has IPv6 */
+		s6.sin6_addr = in6addr_any;
+		ms->d = listen_on(ms, (struct sockaddr *)&s6, MHD_USE_DUAL_STACK);
+		if (!ms->d)
+			ms->d = listen_on(ms, (struct sockaddr *)&s4, 0);
+	}
+	if (!ms->d) {
+		rw_error_set(err, EADDRINUSE,
+			     "failed to listen on %s for metrics (is the port in use? give "
+			     "another with --metrics-address)",
+			     address);
+		metrics_server__stop(ms);
+		return NULL;
+	}
+	info = MHD_get_daemon_info(ms->d, MHD_DAEMON_INFO_BIND_PORT);
+	ms->port = info ? info->port : port;
+	return ms;
+}
+
+uint16_t metrics_server__port(const struct metrics_server *ms)
+{
+	return ms->port;
+}
+
+void metrics_server__stop(struct metrics_server *ms)
+{
+	if (!ms)
+		return;
+	if (ms->d)
+		MHD_stop_daemon(ms->d);
+	pthread_cond_destroy(&ms->cv);
+	pthread_mutex_destroy(&ms->mu);
+	free(ms->text);
+	free(ms);
+}
+
+void metrics_server__beat(struct metrics_server *ms, bool ready, const char *why_not)
+{
+	pthread_mutex_lock(&ms->mu);
+	ms->beat_ns = mono_ns();
+	ms->ready = ready;
+	snprintf(ms->why_not, sizeof(ms->why_not), "%s", why_not ? why_not : "");
+	pthread_mutex_unlock(&ms->mu);
+}
+
+bool metrics_server__wanted(struct metrics_server *ms)
+{
+	bool wanted;
+
+	pthread_mutex_lock(&ms->mu);
+	wanted = ms->asked > ms->rendered;
+	pthread_mutex_unlock(&ms->mu);
+	return wanted;
+}
+
+void metrics_server__publish(struct metrics_server *ms, char *text, size_t len)
+{
+	pthread_mutex_lock(&ms->mu);
+	free(ms->text);
+	ms->text = text;
+	ms->len = text ? len : 0;
+	/* rendered after every scrape asked so far began: it answers them all */
+	ms->rendered = ms->asked;
+	pthread_cond_broadcast(&ms->cv);
+	pthread_mutex_unlock(&ms->mu);
+}
+
+/* ---- the text format ---- */
+
+void prom_family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int prom_labels(char *buf, size_t len, const char *const *kv, size_t n)
+{
+	size_t at = 0;
+
+#define PUT(ch)                         \
+	do {                            \
+		if (at + 1 >= len)      \
+			return -ENOSPC; \
+		buf[at++] = (ch);       \
+	} while (0)
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			PUT(',');
+		for (const char *k = kv[2 * i]; *k; k++)
+			PUT(*k);
+		PUT('=');
+		PUT('"');
+		for (const char *v = kv[2 * i + 1]; v && *v; v++) {
+			/* the format escapes exactly these three in label values */
+			if (*v == '\\' || *v == '"') {
+				PUT('\\');
+				PUT(*v);
+			} else if (*v == '\n') {
+				PUT('\\');
+				PUT('n');
+			} else {
+				PUT(*v);
+			}
+		}
+		PUT('"');
+	}
+#undef PUT
+	if (!len)
+		return -ENOSPC;
+	buf[at] = '\0';
+	return 0;
+}
+
+void prom_sample(FILE *f, const char *name, const char *labels, uint64_t value)
+{
+	if (labels && labels[0])
+		fprintf(f, "%s{%s} %" PRIu64 "\n", name, labels, value);
+	else
+		fprintf(f, "%s %" PRIu64 "\n", name, value);
+}
+
+/* ns as an exact decimal number of seconds: 1024 -> "0.000001024". */
+static const char *seconds(uint64_t ns, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%" PRIu64 ".%09" PRIu64, ns / (uint64_t)1000000000,
+			 ns % (uint64_t)1000000000);
+
+	while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
+		buf[--n] = '\0';
+	return buf;
+}
+
+#define PROM_FIRST_EXP 10
+
+void prom_histogram(FILE *f, const char *name, const char *labels, const struct latency *l)
+{
+	const char *sep = labels && labels[0] ? "," : "";
+	char le[32], sum[32];
+	uint64_t below = 0;
+	unsigned int b = 0;
+
+	if (!labels)
+		labels = "";
+	for (unsigned int e = PROM_FIRST_EXP; e <= RW_HIST_MAX_EXP; e++) {
+		/* 2^e ns begins a bucket: those before it hold the faster calls */
+		unsigned int edge = rw_hist_bucket(1ULL << e);
+
+		for (; b < edge; b++)
+			below += l->buckets[b];
+		fprintf(f, "%s_bucket{%s%sle=\"%s\"} %" PRIu64 "\n", name, labels, sep,
+			seconds(1ULL << e, le, sizeof(le)), below);
+	}
+	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep,
+		latency__count(l));
+	if (labels[0]) {
+		fprintf(f, "%s_sum{%s} %s\n", name, labels, seconds(l->sum_ns, sum, sizeof(sum)));
+		fprintf(f, "%s_count{%s} %" PRIu64 "\n", name, labels, latency__count(l));
+	} else {
+		fprintf(f, "%s_sum %s\n", name, seconds(l->sum_ns, sum, sizeof(sum)));
+		fprintf(f, "%s_count %" PRIu64 "\n", name, latency__count(l));
+	}
+}

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/* The Prometheus text format's writers and the HTTP endpoint, over loopback. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "metrics.h"
+#include "test.h"
+
+TEST(metrics_parse_address)
+{
+	static const char *const bad[] = {
+		"9431", ":",	    "host:9431", "1.2.3.4:", "1.2.3.4:x",  ":65536",
+		":-1",	"::1:9431", "[::1]",	 "[nope]:1", "1.2.3.4:+5", "",
+	};
+	struct rw_error err = { "" };
+	char host[64];
+	uint16_t port;
+	bool ok = true;
+
+	ok &= ASSERT_OK(metrics__parse_address(":9431", host, sizeof(host), &port, &err)) &&
+	      ASSERT_STREQ(host, "") && ASSERT_EQ(port, 9431);
+	ok &= ASSERT_OK(metrics__parse_address("127.0.0.1:0", host, sizeof(host), &port, &err)) &&
+	      ASSERT_STREQ(host, "127.0.0.1") && ASSERT_EQ(port, 0);
+	ok &= ASSERT_OK(metrics__parse_address("[::1]:80", host, sizeof(host), &port, &err)) &&
+	      ASSERT_STREQ(host, "::1") && ASSERT_EQ(port, 80);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err.msg[0] = '\0';
+		ok &= CHECK(metrics__parse_address(bad[i], host, sizeof(host), &port, &err) ==
+				    -EINVAL,
+			    "\"%s\" accepted", bad[i]) &&
+		      ASSERT_STRCONTAINS(err.msg, "127.0.0.1:9431");
+	}
+	return ok;
+}
+
+TEST(metrics_labels_escape)
+{
+	const char *kv[] = { "pod", "a\"b\\c\nd", "function", "main.(*T).Run" };
+	char buf[128], tiny[12];
+
+	return ASSERT_OK(prom_labels(buf, sizeof(buf), kv, 2)) &&
+	       ASSERT_STREQ(buf, "pod=\"a\\\"b\\\\c\\nd\",function=\"main.(*T).Run\"") &&
+	       ASSERT_EQ(prom_labels(tiny, sizeof(tiny), kv, 2), -ENOSPC);
+}
+
+/* The count of one bucket line of text, or -1. */
+static long long bucket(const char *text, const char *le)
+{
+	char needle[96];
+	const char *at;
+
+	snprintf(needle, sizeof(needle), "le=\"%s\"} ", le);
+	at = strstr(text, needle);
+	return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+}
+
+TEST(metrics_histogram_exact_edges)
+{
+	struct latency l = { 0 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	bool ok;
+
+	/* 1023 ns is under 2^10 ns, 1024 ns is not; 3 ms and 100 s fall far above */
+	latency__record(&l, 1023);
+	latency__record(&l, 1024);
+	latency__record(&l, 3000000);
+	latency__record(&l, 100000000000ULL);
+	prom_histogram(f, "x_seconds", "a=\"b\"", &l);
+	fclose(f);
+	ok = ASSERT_EQ(bucket(text, "0.000001024"), 1) &&
+	     ASSERT_EQ(bucket(text, "0.000002048"), 2) &&
+	     ASSERT_EQ(bucket(text, "0.002097152"), 2) &&
+	     ASSERT_EQ(bucket(text, "0.004194304"), 3) &&
+	     ASSERT_EQ(bucket(text, "68.719476736"), 3) && ASSERT_EQ(bucket(text, "+Inf"), 4) &&
+	     ASSERT_STRCONTAINS(text, "x_seconds_bucket{a=\"b\",le=\"0.000001024\"} 1\n") &&
+	     ASSERT_STRCONTAINS(text, "x_seconds_sum{a=\"b\"} 100.003002047\n") &&
+	     ASSERT_STRCONTAINS(text, "x_seconds_count{a=\"b\"} 4\n");
+	free(text);
+	return ok;
+}
+
+/* ---- the endpoint ---- */
+
+struct body {
+	char buf[8192];
+	size_t len;
+};
+
+static size_t collect(char *data, size_t size, size_t n, void *ctx)
+{
+	struct body *b = ctx;
+	size_t take = size * n;
+
+	if (take > sizeof(b->buf) - 1 - b->len)
+		take = sizeof(b->buf) - 1 - b->len;
+	memcpy(b->buf + b->len, data, take);
+	b->len += take;
+	b->buf[b->len] = '\0';
+	return size * n;
+}
+
+static long get(uint16_t port, const char *path, const char *method, struct body *b)
+{
+	CURL *c = curl_easy_init();
+	char url[128];
+	long code = -1;
+
+	b->len = 0;
+	b->buf[0] = '\0';
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+/* Plays the agent's main loop: renders whenever a scrape asks. */
+struct loop {
+	struct metrics_server *ms;
+	volatile int stop;
+	int renders;
+};
+
+static void *main_loop(void *arg)
+{
+	struct loop *lp = arg;
+
+	while (!lp->stop) {
+		metrics_server__beat(lp->ms, true, NULL);
+		if (metrics_server__wanted(lp->ms)) {
+			char *text = NULL;
+			int n = asprintf(&text, "# TYPE t counter\nt_total %d\n", ++lp->renders);
+
+			metrics_server__publish(lp->ms, text, n > 0 ? (size_t)n : 0);
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+TEST(metrics_endpoint)
+{
+	struct rw_error err = { "" };
+	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", &err);
+	struct loop lp = { .ms = ms };
+	struct body b;
+	pthread_t th;
+	bool ok;
+
+	if (!CHECK(ms, "%s", err.msg))
+		return false;
+	/* before the main loop turns: not alive, not ready */
+	ok = ASSERT_EQ(get(metrics_server__port(ms), "/healthz", "GET", &b), 503) &&
+	     ASSERT_STRCONTAINS(b.buf, "not running yet");
+	metrics_server__beat(ms, false, "waiting for the lists");
+	ok = ok && ASSERT_EQ(get(metrics_server__port(ms), "/healthz", "GET", &b), 200) &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/readyz", "GET", &b), 503) &&
+	     ASSERT_STRCONTAINS(b.buf, "waiting for the lists");
+	pthread_create(&th, NULL, main_loop, &lp);
+	/* each scrape gets a rendering made after it asked */
+	ok = ok && ASSERT_EQ(get(metrics_server__port(ms), "/metrics", "GET", &b), 200) &&
+	     ASSERT_STRCONTAINS(b.buf, "t_total 1\n") &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/metrics", "GET", &b), 200) &&
+	     ASSERT_STRCONTAINS(b.buf, "t_total 2\n") &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/readyz", "GET", &b), 200) &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/nope", "GET", &b), 404) &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/metrics", "DELETE", &b), 405);
+	lp.stop = 1;
+	pthread_join(th, NULL);
+	/* nobody renders: the scrape gives up with 503 instead of hanging */
+	ok = ok && ASSERT_EQ(get(metrics_server__port(ms), "/metrics", "GET", &b), 503);
+	metrics_server__stop(ms);
+	return ok;
+}
+
+TEST(metrics_port_in_use)
+{
+	struct rw_error err = { "" };
+	struct metrics_server *a = metrics_server__start("127.0.0.1:0", &err), *b;
+	char addr[32];
+	bool ok;
+
+	if (!CHECK(a, "%s", err.msg))
+		return false;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", metrics_server__port(a));
+	b = metrics_server__start(addr, &err);
+	ok = ASSERT_TRUE(b == NULL) && ASSERT_STRCONTAINS(err.msg, "--metrics-address");
+	metrics_server__stop(b);
+	metrics_server__stop(a);
+	return ok;
+}
