@@ -109,8 +109,9 @@ class Bench:
 
     def _start(self):
         self.cp.start()
-        for manifest in ("crds/functionprobe.yaml", "manifests/rbac.yaml"):
-            self.kubectl("apply", "-f", os.path.join(REPO, manifest))
+        # the CRD, the agent's ServiceAccount and RBAC (and its DaemonSet,
+        # which nothing runs here)
+        self.kubectl("apply", "-f", os.path.join(REPO, "manifests", "install.yaml"))
         self.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io")
         app = pods.build_podapp(os.path.join(self.workdir, "bin"))
         self.image = pods.make_rootfs(os.path.join(self.workdir, "image"), app)

@@ -1,12 +1,60 @@
 """The agent under test as a process: start, read its JSON-line log, stop.
 
-Standard library only."""
+The agent runs with only the capabilities the DaemonSet grants it (as
+manifests/install.yaml, rendered from the chart, says), not as full root."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Rendered from the Helm chart (`make manifests`; test_install.py checks it is
+# up to date): the CRD, the namespace retwatch, the agent's ServiceAccount
+# retwatch-agent (the "agent" user of the control plane) and RBAC, and its
+# DaemonSet.
+INSTALL_YAML = os.path.join(REPO, "manifests", "install.yaml")
+
+
+def daemonset_capabilities(path=INSTALL_YAML):
+    """The capabilities the DaemonSet's agent container adds (it drops ALL),
+    as capsh names them: ["cap_bpf", ...]."""
+    with open(path) as f:
+        for doc in yaml.safe_load_all(f):
+            if doc and doc.get("kind") == "DaemonSet":
+                (container,) = [c for c in doc["spec"]["template"]["spec"]["containers"]
+                                if c["name"] == "agent"]
+                caps = container["securityContext"]["capabilities"]
+                assert caps.get("drop") == ["ALL"], f"the DaemonSet must drop ALL first: {caps}"
+                return sorted("cap_" + c.lower() for c in caps["add"])
+    raise AssertionError(f"{path}: no DaemonSet")
+
+
+def capsh_argv(caps, argv):
+    """argv run as root with only caps: capsh drops every other capability
+    from the bounding set, so root's exec gets just these (as a container
+    runtime does)."""
+    every = subprocess.run(["capsh", "--print"], capture_output=True, text=True,
+                           check=True).stdout
+    bounding = re.search(r"^Bounding set =(.*)$", every, re.M).group(1).split(",")
+    drop = [c for c in bounding if c and c not in caps]
+    return ["capsh", "--drop=" + ",".join(drop), "--", "-c", 'exec "$0" "$@"', *argv]
+
+
+def effective_caps(pid):
+    """The names of the capabilities process pid runs with (CapEff)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = re.search(r"^CapEff:\s*([0-9a-f]+)$", f.read(), re.M).group(1)
+    out = subprocess.run(["capsh", f"--decode={mask}"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    names = out.partition("=")[2]
+    return sorted(names.split(",")) if names else []
 
 
 def held_link_ids(pid):
@@ -55,11 +103,16 @@ def wait_for(what, fn, timeout, interval=0.1):
 
 
 class Agent:
-    """retwatch-agent for one node, as the agent identity of the test cluster."""
+    """retwatch-agent for one node, as the agent identity of the test cluster,
+    with the DaemonSet's capabilities (or caps) only. Its metrics endpoint
+    listens on a free loopback port (metrics_url)."""
 
-    def __init__(self, binary, kubeconfig, node, workdir, extra=()):
+    def __init__(self, binary, kubeconfig, node, workdir, extra=(), caps=None):
+        metrics = [] if "--metrics-address" in extra else ["--metrics-address", "127.0.0.1:0"]
+        self.binary = binary
+        self.caps = sorted(daemonset_capabilities() if caps is None else caps)
         self.argv = [binary, "--kubeconfig", kubeconfig, "--node-name", node,
-                     "--lease-namespace", "retwatch", *extra]
+                     "--lease-namespace", "retwatch", *metrics, *extra]
         self.node = node
         self.log_path = os.path.join(workdir, f"agent-{node}-{time.monotonic_ns()}.log")
         self.proc = None
@@ -71,14 +124,20 @@ class Agent:
         # leaks are reported at exit (a SIGTERM exit runs the full teardown)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=self.log, env=env)
+        self.proc = subprocess.Popen(capsh_argv(self.caps, self.argv), stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=self.log, env=env)
         try:
             if wait_listed:
                 wait_for(f"agent {self.node} to list pods and probes",
                          lambda: self.proc.poll() is not None
                          or self.find(msg_has="listed", count=2), timeout=20)
+            else:
+                wait_for(f"agent {self.node} to start", lambda: self.proc.poll() is not None
+                         or self.find(msg_has="serving /metrics")
+                         or self.find(level="error"), timeout=20)
             assert self.proc.poll() is None, f"agent {self.node} exited early:\n{self.tail()}"
+            wait_for(f"agent {self.node} to run with only {self.caps}",
+                     lambda: effective_caps(self.pid) == self.caps, timeout=2)
         except BaseException:
             self.proc.kill()
             self.proc.wait()
@@ -117,6 +176,20 @@ class Agent:
 
     def links(self):
         return held_link_ids(self.proc.pid)
+
+    def metrics_url(self, path="/metrics"):
+        (ev,) = wait_for(f"agent {self.node} to serve metrics",
+                         lambda: self.find(msg_has="serving /metrics"), timeout=10)
+        port = int(ev["msg"].rsplit(" ", 1)[1])
+        return f"http://127.0.0.1:{port}{path}"
+
+    def get(self, path):
+        """(status, body) of a GET of the agent's HTTP endpoint."""
+        try:
+            with urllib.request.urlopen(self.metrics_url(path), timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         """Stops the agent; returns its exit status. A sanitizer report or a

@@ -13,6 +13,7 @@ Nothing is skipped: without root, runc or bpftool the run stops with an error.
 import itertools
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -21,11 +22,15 @@ import pytest
 pytest.register_assert_rewrite("agentproc")
 
 import agentproc  # noqa: E402
+from agentproc import INSTALL_YAML, REPO  # noqa: E402
 import pods  # noqa: E402
 from controlplane import ControlPlane, build_bindir  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = os.environ.get("RETWATCH_AGENT", os.path.join(REPO, "build/asan/retwatch-agent"))
+# Rendered from the Helm chart (`make manifests`; test_install.py checks it is
+# up to date): the CRD, the namespace retwatch, the agent's ServiceAccount
+# retwatch-agent (the "agent" user of the control plane) and RBAC, and its
+# DaemonSet: agentproc.INSTALL_YAML.
 
 
 def pytest_configure(config):
@@ -49,8 +54,24 @@ def workdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def install_manifests(kinds=None, without=()):
+    """The documents of manifests/install.yaml whose kind is in kinds (default
+    all) and not in without, as one YAML text for `kubectl apply -f -`."""
+    with open(INSTALL_YAML) as f:
+        docs = re.split(r"^---[ \t]*\n", f.read(), flags=re.M)
+    picked = []
+    for doc in docs:
+        kind = re.search(r"^kind:[ \t]*(\S+)", doc, re.M)
+        if kind and (kinds is None or kind.group(1) in kinds) and kind.group(1) not in without:
+            picked.append(doc)
+    assert picked, f"{INSTALL_YAML}: no document of kind {kinds} without {without}"
+    return "---\n" + "---\n".join(picked)
+
+
 class Cluster:
-    """The test control plane with the CRD and the agent's RBAC applied."""
+    """The test control plane with manifests/install.yaml applied: the CRD and
+    the agent's RBAC. Its DaemonSet is stored but never runs: no controller
+    manager or kubelet does."""
 
     def __init__(self, cp, workdir):
         self.cp = cp
@@ -90,8 +111,9 @@ class Cluster:
                 return c
         return None
 
-    def agent(self, node, user="agent", extra=()):
-        return agentproc.Agent(AGENT, self.cp.kubeconfig(user), node, self.workdir, extra)
+    def agent(self, node, user="agent", extra=(), caps=None):
+        """The agent for node, with the DaemonSet's capabilities unless caps."""
+        return agentproc.Agent(AGENT, self.cp.kubeconfig(user), node, self.workdir, extra, caps)
 
 
 @pytest.fixture(scope="session")
@@ -99,8 +121,7 @@ def cluster(workdir):
     cp = ControlPlane(os.path.join(workdir, "cp"), build_bindir())
     cp.start()
     try:
-        cp.kubectl("apply", "-f", os.path.join(REPO, "crds", "functionprobe.yaml"))
-        cp.kubectl("apply", "-f", os.path.join(REPO, "manifests", "rbac.yaml"))
+        cp.kubectl("apply", "-f", INSTALL_YAML)
         cp.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io")
         yield Cluster(cp, workdir)
     finally:

@@ -9,7 +9,7 @@ import signal
 import time
 
 from agentproc import Agent, system_link_ids, wait_for
-from conftest import AGENT, REPO
+from conftest import AGENT, install_manifests
 from controlplane import ControlPlane
 
 FUNCS = ["main.handleRequest", "main.lookupUser"]
@@ -436,11 +436,13 @@ def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
         wait_for("the RBAC hint", lambda: agent.find(msg_has="check its credentials and RBAC")
                  or agent.proc.poll() is not None, timeout=10)
         assert agent.proc.poll() is None, agent.tail()
-        cp.kubectl("apply", "-f", os.path.join(REPO, "manifests", "rbac.yaml"))
+        # the rest of the install first, the CRD after
+        rbac = install_manifests(without={"CustomResourceDefinition"})
+        cp.kubectl("apply", "-f", "-", input=rbac)
         wait_for("the CRD hint",
                  lambda: agent.find(msg_has="is its CustomResourceDefinition installed"),
                  timeout=15)
-        cp.kubectl("apply", "-f", os.path.join(REPO, "crds", "functionprobe.yaml"))
+        cp.kubectl("apply", "-f", "-", input=install_manifests(kinds={"CustomResourceDefinition"}))
         wait_for("the lists", lambda: agent.find(msg_has="functionprobes: listed"), timeout=15)
         assert agent.proc.poll() is None
     finally:

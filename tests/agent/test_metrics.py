@@ -1,0 +1,227 @@
+"""The agent's /metrics, /healthz and /readyz: checked by promtool, scraped
+by a real Prometheus server on loopback, and compared with the probe's
+status; the series limit and the probes-per-node limit."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from agentproc import wait_for
+from test_agent import FUNCS, attached_log, fns, rfc3339, spec
+
+HIST = "retwatch_function_duration_seconds"
+
+
+def samples(text, name):
+    """{labels-dict-as-sorted-tuple: value} of the samples of name."""
+    out = {}
+    for line in text.splitlines():
+        m = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        labels = tuple(sorted(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or "")))
+        out[labels] = float(m.group(3))
+    return out
+
+
+def value(text, name, **labels):
+    """The value of the one sample of name whose labels include labels."""
+    hits = [v for k, v in samples(text, name).items()
+            if all((n, str(want)) in k for n, want in labels.items())]
+    assert len(hits) == 1, f"{name}{labels}: {len(hits)} samples"
+    return hits[0]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def paused_counts(cluster, ns, name, node, container):
+    """Pauses podapp and returns the node entry of a report written after
+    the pause: every call is in it, and no more come."""
+    paused = time.time()
+    os.kill(container.pid, signal.SIGUSR2)
+
+    def after():
+        e = cluster.node_entry(ns, name, node)
+        return e and rfc3339(e["lastUpdate"]) > paused + 0.2 and e
+    return wait_for("a report after the pause", after, timeout=6)
+
+
+def test_metrics_match_the_status_and_pass_promtool(cluster, make_pod, tmp_path):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        assert agent.get("/healthz") == (200, "ok\n")
+        # ready once its main loop has both lists (logged by the watch threads first)
+        wait_for("/readyz", lambda: agent.get("/readyz") == (200, "ok\n"), timeout=2)
+        cluster.apply_probe(ns, "m", spec())
+        attached_log(agent, c.pid, timeout=5)
+        wait_for("calls", lambda: (cluster.node_entry(ns, "m", "node-a") or {}).get("functions"),
+                 timeout=6)
+        entry = paused_counts(cluster, ns, "m", "node-a", c)
+        code, text = agent.get("/metrics")
+        assert code == 200
+        labels = {"namespace": ns, "probe": "m", "pod": "web-1", "container": "app"}
+        for name, f in fns(entry).items():
+            assert f["calls"] > 0
+            count = value(text, HIST + "_count", function=name, **labels)
+            assert count == f["calls"], (name, count, f["calls"])
+            assert value(text, "retwatch_function_calls_total", function=name, **labels) == count
+            assert value(text, HIST + "_bucket", function=name, le="+Inf", **labels) == count
+            assert value(text, HIST + "_sum", function=name, **labels) == \
+                pytest.approx(f["sumNs"] / 1e9, abs=1e-9)
+            # every call counted below the bucket holding the slowest one
+            assert value(text, HIST + "_bucket", function=name, le="68.719476736", **labels) \
+                == count
+            assert value(text, "retwatch_function_return_sites", namespace=ns, probe="m",
+                         function=name) == f["returnSites"] >= 1
+        build = samples(text, "retwatch_build_info")
+        assert [dict(k)["version"] for k in build] == [agent_version()]
+        every = cluster.kubectl("get", "fprobe", "-A", "-o", "name").stdout.split()
+        assert value(text, "retwatch_probes") == len(every)
+        assert value(text, "retwatch_traced_processes") == 1
+        assert value(text, "retwatch_errors_total", type="attach") == 0
+        assert value(text, "retwatch_lost_events_total") == 0
+        assert value(text, "retwatch_metrics_series") == len(FUNCS)
+        assert value(text, "retwatch_metrics_series_dropped") == 0
+
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text,
+                              capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def agent_version():
+    from conftest import AGENT
+    out = subprocess.run([AGENT, "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[1]
+
+
+class Prometheus:
+    """A Prometheus server (Debian's package) scraping targets every second."""
+
+    def __init__(self, workdir, targets):
+        self.port = free_port()
+        self.dir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                  "scrape_configs": [{"job_name": "retwatch-agent",
+                                      "static_configs": [{"targets": targets}]}]}
+        self.config = os.path.join(workdir, "prometheus.yml")
+        with open(self.config, "w") as f:
+            json.dump(config, f)  # YAML is a superset of JSON
+        self.log = open(os.path.join(workdir, "prometheus.log"), "wb")
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={self.config}",
+             f"--storage.tsdb.path={os.path.join(workdir, 'data')}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        wait_for("Prometheus to be ready", self._ready, timeout=30)
+
+    def _ready(self):
+        assert self.proc.poll() is None, self.tail()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def query(self, promql):
+        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
+               + urllib.parse.urlencode({"query": promql}))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def tail(self):
+        with open(os.path.join(self.dir, "prometheus.log"), "rb") as f:
+            return f.read().decode(errors="replace")[-3000:]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+def test_prometheus_scrapes_the_histogram(cluster, make_pod, tmp_path):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        port = int(agent.metrics_url().split(":")[2].split("/")[0])
+        prom = Prometheus(str(tmp_path / "prometheus"), [f"127.0.0.1:{port}"])
+        try:
+            cluster.apply_probe(ns, "scraped", spec())
+            attached_log(agent, c.pid, timeout=5)
+            wait_for("calls", lambda: (cluster.node_entry(ns, "scraped", "node-a") or {})
+                     .get("functions"), timeout=6)
+            entry = paused_counts(cluster, ns, "scraped", "node-a", c)
+            want = fns(entry)["main.handleRequest"]["calls"]
+            sel = (f'{HIST}_count{{namespace="{ns}",probe="scraped",pod="web-1",'
+                   f'container="app",function="main.handleRequest"}}')
+
+            def scraped():
+                r = prom.query(sel)
+                return r and float(r[0]["value"][1]) == want and r
+            wait_for(f"Prometheus to hold {want} calls", scraped, timeout=15, interval=0.5)
+            # the buckets, as PromQL sees them, end at the same count
+            buckets = prom.query(f'{HIST}_bucket{{namespace="{ns}",probe="scraped",'
+                                 f'function="main.handleRequest"}}')
+            les = {b["metric"]["le"]: float(b["value"][1]) for b in buckets}
+            assert les["+Inf"] == want and len(les) == 28
+            counts = [les[k] for k in sorted(les, key=lambda s: float(s))]
+            assert counts == sorted(counts), "buckets must be cumulative"
+            up = prom.query('up{job="retwatch-agent"}')
+            assert up and up[0]["value"][1] == "1"
+        finally:
+            prom.stop()
+
+
+def test_series_limit_is_counted(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a", extra=["--metrics-max-series", "1"]) as agent:
+        cluster.apply_probe(ns, "many", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        code, text = agent.get("/metrics")
+        assert code == 200
+        assert value(text, "retwatch_metrics_series") == 1
+        assert value(text, "retwatch_metrics_series_dropped") == len(FUNCS) - 1
+        assert len(samples(text, "retwatch_function_calls_total")) == 1
+        assert agent.find(msg_has="raise --metrics-max-series")
+
+
+def test_probes_over_the_node_limit_wait(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    pid = pod.containers["app"].pid
+    with cluster.agent("node-a", extra=["--max-probes", "1"]) as agent:
+        cluster.apply_probe(ns, "first", spec())
+        attached_log(agent, pid, timeout=5)
+        time.sleep(1.1)  # creation times are in whole seconds
+        cluster.apply_probe(ns, "second", spec(functions=["main.lookupUser"]))
+
+        def waiting():
+            e = cluster.node_entry(ns, "second", "node-a")
+            return e and not e["attached"] and any("--max-probes" in m for m in e["errors"]) and e
+        wait_for("the second probe to wait", waiting, timeout=6)
+        code, text = agent.get("/metrics")
+        assert value(text, "retwatch_probes_limited") == 1
+        assert cluster.node_entry(ns, "first", "node-a")["attached"] is True
+
+        cluster.kubectl("delete", "fprobe", "first", "-n", ns)
+        wait_for("the second probe to attach",
+                 lambda: (cluster.node_entry(ns, "second", "node-a") or {}).get("attached"),
+                 timeout=6)
