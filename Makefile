@@ -136,7 +136,7 @@ imagetest:
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps lint all unit itest agenttest fuzz
+test: deps lint all unit itest agenttest imagetest fuzz
 
 FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:

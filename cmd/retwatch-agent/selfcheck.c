@@ -67,10 +67,14 @@ int selfcheck__run(enum tracer_attach_mode mode)
 		goto out;
 	}
 	if (latency__count(&l) != CALLS) {
-		char why[128];
+		char why[256];
 
-		snprintf(why, sizeof(why), "%d calls made, %ju measured", CALLS,
-			 (uintmax_t)latency__count(&l));
+		/* the kernel side knows processes by their pid in the host's namespace */
+		snprintf(why, sizeof(why), "%d calls made, %ju measured%s", CALLS,
+			 (uintmax_t)latency__count(&l),
+			 latency__count(&l) ? ""
+					    : " (in a PID namespace of its own, the agent "
+					      "cannot trace: it needs the host's, hostPID: true)");
 		ret = fail("measuring calls", why);
 		goto out;
 	}
