@@ -35,6 +35,7 @@ STEADY_S = float(os.environ.get("STEADY_S", "60"))
 SETTLE_S = 20
 MEMORY_AFTER_S = 30
 NPODS, NPROBES = 20, 100
+SCRAPES = 20
 GOAL_S = 2.0
 GOAL_RSS_MIB = 50
 COUNTERS = ("api_requests", "status_patches", "lease_requests", "watches", "lists",
@@ -281,6 +282,27 @@ def many_probes(b, report):
     report.add("agent VmRSS / VmHWM after the window", "%.1f / %.1f MiB" % memory_mib(agent))
     report_calls(report, wait_for("the node entries", lambda: settled_entries(b, ns, node, NPROBES),
                                   timeout=10))
+
+    section(f"4c. /metrics scrapes, {NPROBES} probes / {NPODS} pods ({SCRAPES} scrapes)")
+    report_scrapes(report, agent)
+
+
+def report_scrapes(report, agent):
+    """How long a Prometheus scrape takes and how big it is: the agent renders
+    every series on its main loop for each scrape."""
+    times, size, series = [], 0, 0
+    for _ in range(SCRAPES):
+        start = now()
+        code, text = agent.get("/metrics")
+        times.append(now() - start)
+        assert code == 200, text[:200]
+        size = len(text)
+        series = next(int(line.split()[1]) for line in text.splitlines()
+                      if line.startswith("retwatch_metrics_series "))
+    times.sort()
+    report.add("/metrics scrape p50 / max",
+               "%.1f / %.1f ms" % (times[len(times) // 2] * 1000, times[-1] * 1000))
+    report.add("/metrics size, per-function series", f"{size / 1024:.0f} KiB, {series}")
 
 
 def main():
