@@ -1711,6 +1711,26 @@ static void append_stream(FILE *f, char *buf, size_t len)
 	free(buf);
 }
 
+/* What both the stats log line and /metrics report. */
+struct counters {
+	struct informer_counters probes, pods;
+	struct publisher_counters pub;
+	size_t nprobes, ntraces;
+};
+
+static void counters_read(struct agent *a, struct counters *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	informer__counters(a->probes_inf, &ret->probes);
+	informer__counters(a->pods_inf, &ret->pods);
+	publisher__counters(a->pub, &ret->pub);
+	for (struct probe *p = a->probes; p; p = p->next) {
+		ret->nprobes++;
+		for (struct trace *t = p->traces; t; t = t->next)
+			ret->ntraces++;
+	}
+}
+
 static void render_counters(struct agent *a, FILE *f)
 {
 	static const unsigned int kernel_errors[] = {
@@ -1718,30 +1738,21 @@ static void render_counters(struct agent *a, FILE *f)
 		RW_STAT_NOT_G_STACK, RW_STAT_NO_HIST,	    RW_STAT_NO_FUNC,
 	};
 	uint64_t stats[RW_STAT__MAX] = { 0 };
-	struct informer_counters pc, dc;
-	struct publisher_counters uc;
-	size_t nprobes = 0, ntraces = 0;
 	int64_t inflight = tracer__inflight(a->tracer);
+	struct counters c;
 	char labels[128];
 
 	tracer__stats(a->tracer, stats, RW_STAT__MAX);
-	informer__counters(a->probes_inf, &pc);
-	informer__counters(a->pods_inf, &dc);
-	publisher__counters(a->pub, &uc);
-	for (struct probe *p = a->probes; p; p = p->next) {
-		nprobes++;
-		for (struct trace *t = p->traces; t; t = t->next)
-			ntraces++;
-	}
+	counters_read(a, &c);
 	prom_family(f, "retwatch_errors_total", "counter",
 		    "Errors by type: failed attaches, API requests and status patches, and "
 		    "calls the kernel side could not measure.");
 	snprintf(labels, sizeof(labels), "type=\"attach\"");
 	prom_sample(f, "retwatch_errors_total", labels, a->attach_failures);
 	snprintf(labels, sizeof(labels), "type=\"api_request\"");
-	prom_sample(f, "retwatch_errors_total", labels, pc.failures + dc.failures);
+	prom_sample(f, "retwatch_errors_total", labels, c.probes.failures + c.pods.failures);
 	snprintf(labels, sizeof(labels), "type=\"status_patch\"");
-	prom_sample(f, "retwatch_errors_total", labels, uc.failures);
+	prom_sample(f, "retwatch_errors_total", labels, c.pub.failures);
 	for (size_t i = 0; i < sizeof(kernel_errors) / sizeof(kernel_errors[0]); i++) {
 		snprintf(labels, sizeof(labels), "type=\"%s\"", tracer_stat__str(kernel_errors[i]));
 		prom_sample(f, "retwatch_errors_total", labels, stats[kernel_errors[i]]);
@@ -1760,19 +1771,19 @@ static void render_counters(struct agent *a, FILE *f)
 		    "Slow-call events lost because the ring buffer was full.");
 	prom_sample(f, "retwatch_lost_events_total", NULL, stats[RW_STAT_RINGBUF_FULL]);
 	prom_family(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.");
-	prom_sample(f, "retwatch_probes", NULL, nprobes);
+	prom_sample(f, "retwatch_probes", NULL, c.nprobes);
 	prom_family(f, "retwatch_probes_limited", "gauge",
 		    "FunctionProbes with pods on this node not traced: over --max-probes.");
 	prom_sample(f, "retwatch_probes_limited", NULL, a->nlimited);
 	prom_family(f, "retwatch_traced_processes", "gauge",
 		    "Processes traced, counted once per probe.");
-	prom_sample(f, "retwatch_traced_processes", NULL, ntraces);
+	prom_sample(f, "retwatch_traced_processes", NULL, c.ntraces);
 	prom_family(f, "retwatch_api_requests_total", "counter",
 		    "Requests to the Kubernetes API server.");
 	prom_sample(f, "retwatch_api_requests_total", NULL, kube__requests(a->k));
 	prom_family(f, "retwatch_status_patches_total", "counter",
 		    "FunctionProbe status patches sent.");
-	prom_sample(f, "retwatch_status_patches_total", NULL, uc.patches);
+	prom_sample(f, "retwatch_status_patches_total", NULL, c.pub.patches);
 	prom_family(
 		f, "retwatch_lease_holder", "gauge",
 		"1 while this agent holds the Lease that makes it write every probe's summary.");
@@ -1955,34 +1966,26 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 
 void agent__log_stats(struct agent *a)
 {
-	struct informer_counters pc, dc;
-	struct publisher_counters uc;
-	size_t nprobes = 0, ntraces = 0;
+	struct counters c;
 	cJSON *ev;
 
-	informer__counters(a->probes_inf, &pc);
-	informer__counters(a->pods_inf, &dc);
-	publisher__counters(a->pub, &uc);
-	for (struct probe *p = a->probes; p; p = p->next) {
-		nprobes++;
-		for (struct trace *t = p->traces; t; t = t->next)
-			ntraces++;
-	}
+	counters_read(a, &c);
 	ev = log_event(LOG_INFO, "counters");
 	if (!ev)
 		return;
 	cJSON_AddStringToObject(ev, "event", "stats");
 	cJSON_AddNumberToObject(ev, "api_requests", (double)kube__requests(a->k));
-	cJSON_AddNumberToObject(ev, "lists", (double)(pc.lists + dc.lists));
-	cJSON_AddNumberToObject(ev, "watches", (double)(pc.watches + dc.watches));
-	cJSON_AddNumberToObject(ev, "watch_events", (double)(pc.events + dc.events));
-	cJSON_AddNumberToObject(ev, "gone", (double)(pc.gone + dc.gone));
-	cJSON_AddNumberToObject(ev, "request_failures", (double)(pc.failures + dc.failures));
-	cJSON_AddNumberToObject(ev, "status_patches", (double)uc.patches);
-	cJSON_AddNumberToObject(ev, "status_patch_failures", (double)uc.failures);
-	cJSON_AddNumberToObject(ev, "lease_requests", (double)uc.lease_requests);
-	cJSON_AddNumberToObject(ev, "probes", (double)nprobes);
-	cJSON_AddNumberToObject(ev, "traced_processes", (double)ntraces);
+	cJSON_AddNumberToObject(ev, "lists", (double)(c.probes.lists + c.pods.lists));
+	cJSON_AddNumberToObject(ev, "watches", (double)(c.probes.watches + c.pods.watches));
+	cJSON_AddNumberToObject(ev, "watch_events", (double)(c.probes.events + c.pods.events));
+	cJSON_AddNumberToObject(ev, "gone", (double)(c.probes.gone + c.pods.gone));
+	cJSON_AddNumberToObject(ev, "request_failures",
+				(double)(c.probes.failures + c.pods.failures));
+	cJSON_AddNumberToObject(ev, "status_patches", (double)c.pub.patches);
+	cJSON_AddNumberToObject(ev, "status_patch_failures", (double)c.pub.failures);
+	cJSON_AddNumberToObject(ev, "lease_requests", (double)c.pub.lease_requests);
+	cJSON_AddNumberToObject(ev, "probes", (double)c.nprobes);
+	cJSON_AddNumberToObject(ev, "traced_processes", (double)c.ntraces);
 	cJSON_AddBoolToObject(ev, "summary_writer", publisher__leader(a->pub));
 	log_emit(ev);
 }
