@@ -197,14 +197,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sockaddr *sa,
-				    unsigned int extra_flags)
+				    uint16_t port, unsigned int extra_flags)
 {
 	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 					MHD_USE_ERROR_LOG | extra_flags,
-				0, NULL, NULL, handle, ms, MHD_OPTION_SOCK_ADDR, sa,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+				/* the logger first, or the options before it log on stderr;
+				 * the address is sa, port only names it in messages */
+				port, NULL, NULL, handle, ms, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+				NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
+				(unsigned int)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
 }
 
 struct metrics_server *metrics_server__start(const char *address, struct rw_error *err)
@@ -228,16 +230,16 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 	snprintf(ms->why_not, sizeof(ms->why_not), "starting");
 	s4.sin_port = s6.sin6_port = htons(port);
 	if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
-		ms->d = listen_on(ms, (struct sockaddr *)&s6, MHD_USE_IPv6);
+		ms->d = listen_on(ms, (struct sockaddr *)&s6, port, MHD_USE_IPv6);
 	} else if (host[0]) {
 		inet_pton(AF_INET, host, &s4.sin_addr);
-		ms->d = listen_on(ms, (struct sockaddr *)&s4, 0);
+		ms->d = listen_on(ms, (struct sockaddr *)&s4, port, 0);
 	} else {
 		/* every address: both families where the kernel has IPv6 */
 		s6.sin6_addr = in6addr_any;
-		ms->d = listen_on(ms, (struct sockaddr *)&s6, MHD_USE_DUAL_STACK);
+		ms->d = listen_on(ms, (struct sockaddr *)&s6, port, MHD_USE_DUAL_STACK);
 		if (!ms->d)
-			ms->d = listen_on(ms, (struct sockaddr *)&s4, 0);
+			ms->d = listen_on(ms, (struct sockaddr *)&s4, port, 0);
 	}
 	if (!ms->d) {
 		rw_error_set(err, EADDRINUSE,
@@ -307,6 +309,39 @@ void prom_family(FILE *f, const char *name, const char *type, const char *help)
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	/* no overlong forms, no surrogates, nothing above U+10FFFF */
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
 int prom_labels(char *buf, size_t len, const char *const *kv, size_t n)
 {
 	size_t at = 0;
@@ -324,7 +359,9 @@ int prom_labels(char *buf, size_t len, const char *const *kv, size_t n)
 			PUT(*k);
 		PUT('=');
 		PUT('"');
-		for (const char *v = kv[2 * i + 1]; v && *v; v++) {
+		for (const char *v = kv[2 * i + 1]; v && *v;) {
+			size_t u = utf8_len((const unsigned char *)v);
+
 			/* the format escapes exactly these three in label values */
 			if (*v == '\\' || *v == '"') {
 				PUT('\\');
@@ -332,9 +369,18 @@ int prom_labels(char *buf, size_t len, const char *const *kv, size_t n)
 			} else if (*v == '\n') {
 				PUT('\\');
 				PUT('n');
+			} else if (!u) {
+				/* a function name comes from a container's binary: one
+				 * byte that is not UTF-8 would fail the whole scrape */
+				PUT('\xef');
+				PUT('\xbf');
+				PUT('\xbd');
+				u = 1;
 			} else {
-				PUT(*v);
+				for (size_t k = 0; k < u; k++)
+					PUT(v[k]);
 			}
+			v += u;
 		}
 		PUT('"');
 	}

@@ -47,6 +47,20 @@ TEST(metrics_labels_escape)
 	       ASSERT_EQ(prom_labels(tiny, sizeof(tiny), kv, 2), -ENOSPC);
 }
 
+TEST(metrics_labels_keep_utf8_replace_the_rest)
+{
+	/* é and 😀 stay; a stray byte, an overlong '/', a surrogate and a cut
+	 * sequence become U+FFFD each byte */
+	const char *kv[] = { "function",
+			     "caf\xc3\xa9 \xf0\x9f\x98\x80 \xff \xc0\xaf \xed\xa0\x80 \xe2\x82" };
+	char buf[256];
+
+	return ASSERT_OK(prom_labels(buf, sizeof(buf), kv, 1)) &&
+	       ASSERT_STREQ(buf, "function=\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xef\xbf\xbd "
+				 "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+				 "\xef\xbf\xbd\xef\xbf\xbd\"");
+}
+
 /* The count of one bucket line of text, or -1. */
 static long long bucket(const char *text, const char *le)
 {
@@ -198,5 +212,21 @@ TEST(metrics_port_in_use)
 	ok = ASSERT_TRUE(b == NULL) && ASSERT_STRCONTAINS(err.msg, "--metrics-address");
 	metrics_server__stop(b);
 	metrics_server__stop(a);
+	return ok;
+}
+
+TEST(metrics_every_address_serves_ipv4)
+{
+	struct rw_error err = { "" };
+	struct metrics_server *ms = metrics_server__start(":0", &err);
+	struct body b;
+	bool ok;
+
+	if (!CHECK(ms, "%s", err.msg))
+		return false;
+	metrics_server__beat(ms, true, NULL);
+	ok = ASSERT_NEQ(metrics_server__port(ms), 0) &&
+	     ASSERT_EQ(get(metrics_server__port(ms), "/readyz", "GET", &b), 200);
+	metrics_server__stop(ms);
 	return ok;
 }
