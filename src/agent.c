@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1934,12 +1935,25 @@ static bool woken(struct agent *a)
 	return read(a->notify_fd, &n, sizeof(n)) == sizeof(n);
 }
 
+/* Waits up to timeout_ms for slow calls or a scrape, then delivers the calls. */
+static int wait_events(struct agent *a, int timeout_ms)
+{
+	struct pollfd fds[2] = {
+		{ .fd = tracer__fd(a->tracer), .events = POLLIN },
+		{ .fd = a->o.metrics ? metrics_server__fd(a->o.metrics) : -1, .events = POLLIN },
+	};
+
+	if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	return tracer__poll(a->tracer, 0);
+}
+
 int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 	       const volatile sig_atomic_t *pause)
 {
 	while (!*exiting && !*pause) {
 		uint64_t now;
-		int e = tracer__poll(a->tracer, 100);
+		int e = wait_events(a, 100);
 
 		if (e < 0 && e != -EINTR) {
 			log_error("failed to read slow calls: %s", strerror(-e));

@@ -9,8 +9,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -31,6 +33,7 @@ struct metrics_server {
 	pthread_cond_t cv; /* a rendering was published */
 	/* scrapes ask for rendering number `asked`; `rendered` is the newest */
 	uint64_t asked, rendered;
+	int wake_fd; /* written when a scrape asks */
 	char *text;
 	size_t len;
 	uint64_t beat_ns;
@@ -125,6 +128,8 @@ static enum MHD_Result serve_metrics(struct metrics_server *ms, struct MHD_Conne
 	deadline.tv_sec += RENDER_WAIT_S;
 	pthread_mutex_lock(&ms->mu);
 	want = ++ms->asked;
+	if (eventfd_write(ms->wake_fd, 1))
+		log_warn("metrics endpoint: failed to wake the main loop: %s", strerror(errno));
 	while (ms->rendered < want && e != ETIMEDOUT)
 		e = pthread_cond_timedwait(&ms->cv, &ms->mu, &deadline);
 	if (ms->rendered >= want && ms->text) {
@@ -227,6 +232,12 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 	}
 	pthread_mutex_init(&ms->mu, NULL);
 	pthread_cond_init(&ms->cv, NULL);
+	ms->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ms->wake_fd < 0) {
+		rw_error_set(err, errno, "failed to make an eventfd: %s", strerror(errno));
+		metrics_server__stop(ms);
+		return NULL;
+	}
 	snprintf(ms->why_not, sizeof(ms->why_not), "starting");
 	s4.sin_port = s6.sin6_port = htons(port);
 	if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
@@ -254,6 +265,11 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 	return ms;
 }
 
+int metrics_server__fd(const struct metrics_server *ms)
+{
+	return ms->wake_fd;
+}
+
 uint16_t metrics_server__port(const struct metrics_server *ms)
 {
 	return ms->port;
@@ -267,6 +283,8 @@ void metrics_server__stop(struct metrics_server *ms)
 		MHD_stop_daemon(ms->d);
 	pthread_cond_destroy(&ms->cv);
 	pthread_mutex_destroy(&ms->mu);
+	if (ms->wake_fd >= 0)
+		close(ms->wake_fd);
 	free(ms->text);
 	free(ms);
 }
@@ -282,8 +300,10 @@ void metrics_server__beat(struct metrics_server *ms, bool ready, const char *why
 
 bool metrics_server__wanted(struct metrics_server *ms)
 {
+	eventfd_t n;
 	bool wanted;
 
+	eventfd_read(ms->wake_fd, &n); /* EAGAIN when nobody asked: fine */
 	pthread_mutex_lock(&ms->mu);
 	wanted = ms->asked > ms->rendered;
 	pthread_mutex_unlock(&ms->mu);

@@ -43,6 +43,9 @@ void metrics_server__stop(struct metrics_server *ms);
 void metrics_server__beat(struct metrics_server *ms, bool ready, const char *why_not);
 /* Main thread: whether a scrape waits for a rendering. */
 bool metrics_server__wanted(struct metrics_server *ms);
+/* Readable when a scrape began waiting: the main thread polls it to render
+ * at once instead of at its next turn (metrics_server__wanted clears it). */
+int metrics_server__fd(const struct metrics_server *ms);
 /* Main thread: hands over a rendering (malloc'd; taken over, even on NULL). */
 void metrics_server__publish(struct metrics_server *ms, char *text, size_t len);
 

@@ -924,6 +924,11 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	return ring_buffer__poll(t->rb, timeout_ms);
 }
 
+int tracer__fd(const struct tracer *t)
+{
+	return ring_buffer__epoll_fd(t->rb);
+}
+
 /* Counts a purged frame against the function it belongs to. */
 static void count_swept(struct tracer *t, uint32_t tgid, uint32_t fn_id)
 {

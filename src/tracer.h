@@ -94,6 +94,8 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *target, si
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
 /* Delivers slow-call events; returns how many, or -errno (-EINTR on a signal). */
 int tracer__poll(struct tracer *t, int timeout_ms);
+/* Readable when tracer__poll has events to deliver: for a caller's own poll(). */
+int tracer__fd(const struct tracer *t);
 
 /*
  * Drops in-flight frames untouched for max_age_ns (calls that will never
