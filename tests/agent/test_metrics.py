@@ -216,7 +216,12 @@ def test_probes_over_the_node_limit_wait(cluster, make_pod):
         def waiting():
             e = cluster.node_entry(ns, "second", "node-a")
             return e and not e["attached"] and any("--max-probes" in m for m in e["errors"]) and e
-        wait_for("the second probe to wait", waiting, timeout=6)
+        try:
+            wait_for("the second probe to wait", waiting, timeout=6)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nsecond: {cluster.node_entry(ns, 'second', 'node-a')}\n"
+                                 f"first: {cluster.node_entry(ns, 'first', 'node-a')}\n"
+                                 f"{agent.tail()}") from None
         code, text = agent.get("/metrics")
         assert value(text, "retwatch_probes_limited") == 1
         assert cluster.node_entry(ns, "first", "node-a")["attached"] is True
