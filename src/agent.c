@@ -1951,6 +1951,7 @@ static int wait_events(struct agent *a, int timeout_ms)
 int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 	       const volatile sig_atomic_t *pause)
 {
+	serve_metrics(a); /* alive from the start, not after the first wait */
 	while (!*exiting && !*pause) {
 		uint64_t now;
 		int e = wait_events(a, 100);

@@ -63,8 +63,9 @@ def test_metrics_match_the_status_and_pass_promtool(cluster, make_pod, tmp_path)
     pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
     c = pod.containers["app"]
     with cluster.agent("node-a") as agent:
-        assert agent.get("/healthz") == (200, "ok\n")
-        # ready once its main loop has both lists (logged by the watch threads first)
+        # alive once its main loop turns, ready once that loop has both lists
+        # (which the watch threads log first)
+        wait_for("/healthz", lambda: agent.get("/healthz") == (200, "ok\n"), timeout=2)
         wait_for("/readyz", lambda: agent.get("/readyz") == (200, "ok\n"), timeout=2)
         cluster.apply_probe(ns, "m", spec())
         attached_log(agent, c.pid, timeout=5)
