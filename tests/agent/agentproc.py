@@ -209,7 +209,9 @@ class Agent:
         return rc
 
     def __enter__(self):
-        return self.start()
+        """Starts the agent, unless start() did already: a second process
+        for the same node would go on writing its status unstopped."""
+        return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc):
         self.stop()

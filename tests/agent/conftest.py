@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -44,6 +45,29 @@ def pytest_configure(config):
             problems.append(f"{tool} is not installed (scripts/deps.sh installs it)")
     if problems:
         raise pytest.UsageError("agent tests cannot run:\n  " + "\n  ".join(problems))
+
+
+def agent_pids():
+    """Pids of the agent binary under test that are running."""
+    binary, pids = os.path.realpath(AGENT), []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and os.readlink(f"/proc/{d}/exe") == binary:
+                pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def no_stray_agent():
+    """Each test stops the agents it started: one left running would write
+    the status of its node's probes in the tests that follow."""
+    yield
+    stray = agent_pids()
+    for pid in stray:
+        os.kill(pid, signal.SIGKILL)
+    assert not stray, f"agents left running after the test: {stray}"
 
 
 @pytest.fixture(scope="session")
