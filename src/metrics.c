@@ -279,6 +279,8 @@ void metrics_server__stop(struct metrics_server *ms)
 {
 	if (!ms)
 		return;
+	/* scrapes waiting for a rendering get 503 now, not after RENDER_WAIT_S */
+	metrics_server__publish(ms, NULL, 0);
 	if (ms->d)
 		MHD_stop_daemon(ms->d);
 	pthread_cond_destroy(&ms->cv);
