@@ -16,6 +16,7 @@
 
 #include <microhttpd.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* A scrape waits this long for the main thread, which turns every 100 ms. */
@@ -40,14 +41,6 @@ struct metrics_server {
 	bool ready;
 	char why_not[256];
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 int metrics__parse_address(const char *s, char *ret_host, size_t host_len, uint16_t *ret_port,
 			   struct rw_error *err)
@@ -154,7 +147,7 @@ static enum MHD_Result serve_health(struct metrics_server *ms, struct MHD_Connec
 	uint64_t idle;
 
 	pthread_mutex_lock(&ms->mu);
-	idle = mono_ns() - ms->beat_ns;
+	idle = clock__mono_ns() - ms->beat_ns;
 	if (!ms->beat_ns || idle > STALL_NS) {
 		code = MHD_HTTP_SERVICE_UNAVAILABLE;
 		snprintf(msg, sizeof(msg), "the agent's main loop is %s",
@@ -294,7 +287,7 @@ void metrics_server__stop(struct metrics_server *ms)
 void metrics_server__beat(struct metrics_server *ms, bool ready, const char *why_not)
 {
 	pthread_mutex_lock(&ms->mu);
-	ms->beat_ns = mono_ns();
+	ms->beat_ns = clock__mono_ns();
 	ms->ready = ready;
 	snprintf(ms->why_not, sizeof(ms->why_not), "%s", why_not ? why_not : "");
 	pthread_mutex_unlock(&ms->mu);

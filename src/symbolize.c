@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "procmaps.h"
+#include "clock.h"
 #include "symbolize.h"
 
 #define PROC_BUCKETS 256
@@ -54,14 +55,6 @@ static void proc_drop_maps(struct sym_proc *p)
 	p->nmaps = 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 /* (Re)reads the process's mappings; failures are kept in maps_err. */
 static void proc_load(struct sym_proc *p)
 {
@@ -69,7 +62,7 @@ static void proc_load(struct sym_proc *p)
 	size_t n;
 
 	proc_drop_maps(p);
-	p->loaded_ns = now_ns();
+	p->loaded_ns = clock__mono_ns();
 	p->maps = procmaps__load(p->pid, &err);
 	if (!p->maps) {
 		/* /proc/PID is gone with the process */
@@ -173,7 +166,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 	}
 	if (p->maps)
 		map = procmaps__find(p->maps, lookup);
-	if (!map && !loaded && now_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
+	if (!map && !loaded && clock__mono_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
 		/* mapped since we read the maps (dlopen), or never */
 		proc_load(p);
 		if (p->maps)
