@@ -265,42 +265,31 @@ static void drop_abi_wrappers(struct parse_ctx *ctx, uint32_t *idx, size_t n)
 	}
 }
 
-int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
-		     struct gopclntab **ret_tab, struct rw_error *err)
+/*
+ * Picks the layout for a magic. The magics of layouts that are not
+ * supported get a message that names them rather than "bad magic".
+ */
+static int pcln_find_layout(uint32_t magic, const struct pcln_layout **ret_l, struct rw_error *err)
 {
-	const struct pcln_layout *l;
-	struct gopclntab *tab = NULL;
-	struct parse_ctx ctx = { 0 };
-	uint32_t *idx = NULL;
-	uint64_t w[8], nfunc, name_off, pcln_off, names_len, ftab_len;
-	uint32_t magic;
-	size_t hdr_len, n, kept;
-	int ret;
+	*ret_l = find_layout(magic);
+	if (*ret_l)
+		return 0;
+	if (magic == GO12_MAGIC)
+		return rw_error_set(
+			err, EINVAL,
+			"unsupported .gopclntab: go1.2-1.15 layout (magic 0x%08x), only go1.16 and later are supported",
+			magic);
+	if (find_layout(__builtin_bswap32(magic)))
+		return rw_error_set(
+			err, EINVAL,
+			"unsupported .gopclntab: big-endian table (magic 0x%08x), only little-endian amd64 is supported",
+			magic);
+	return rw_error_set(err, EINVAL, "not a .gopclntab: bad magic 0x%08x", magic);
+}
 
-	if (ret_tab)
-		*ret_tab = NULL;
-	if (!ret_tab || (!data && size))
-		return rw_error_set(err, EINVAL, "cannot parse .gopclntab: no data");
-	if (size < PCHDR_PREFIX)
-		return rw_error_set(err, EINVAL,
-				    "corrupted .gopclntab: %zu bytes are too few for the header",
-				    size);
-
-	magic = rd32(data);
-	l = find_layout(magic);
-	if (!l) {
-		if (magic == GO12_MAGIC)
-			return rw_error_set(
-				err, EINVAL,
-				"unsupported .gopclntab: go1.2-1.15 layout (magic 0x%08x), only go1.16 and later are supported",
-				magic);
-		if (find_layout(__builtin_bswap32(magic)))
-			return rw_error_set(
-				err, EINVAL,
-				"unsupported .gopclntab: big-endian table (magic 0x%08x), only little-endian amd64 is supported",
-				magic);
-		return rw_error_set(err, EINVAL, "not a .gopclntab: bad magic 0x%08x", magic);
-	}
+/* pad1, pad2, minLC and ptrSize: the values of amd64, the only target. */
+static int pcln_check_prefix(const uint8_t *data, struct rw_error *err)
+{
 	if (data[4] || data[5])
 		return rw_error_set(
 			err, EINVAL,
@@ -316,26 +305,68 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 			err, EINVAL,
 			"unsupported .gopclntab: pointer size %u is not amd64's 8, and amd64 is the only architecture supported",
 			data[7]);
+	return 0;
+}
 
-	hdr_len = PCHDR_PREFIX + (size_t)l->hdr_words * 8;
-	if (size < hdr_len)
+/* Where the tables are, from the header, once checked against the section. */
+struct pcln_hdr {
+	const struct pcln_layout *l;
+	size_t size;	     /* of the section */
+	size_t hdr_len;	     /* bytes of the pcHeader */
+	uint64_t w[8];	     /* its uintptr words, l->hdr_words of them */
+	uint64_t text_start; /* what go1.18+ entries are offsets from */
+	size_t nfunc;	     /* at most UINT32_MAX and what the section holds */
+	uint64_t pcln_off;   /* functab, then the _func records */
+	uint64_t name_off;   /* funcnametab */
+	uint64_t names_len;  /* bytes of funcnametab */
+};
+
+/* Reads the pcHeader: magic, prefix, the words, and the text start. */
+static int pcln_read_header(const uint8_t *data, size_t size, uint64_t text_start,
+			    struct pcln_hdr *h, struct rw_error *err)
+{
+	const struct pcln_layout *l;
+	int ret;
+
+	if (size < PCHDR_PREFIX)
+		return rw_error_set(err, EINVAL,
+				    "corrupted .gopclntab: %zu bytes are too few for the header",
+				    size);
+	ret = pcln_find_layout(rd32(data), &l, err);
+	if (!ret)
+		ret = pcln_check_prefix(data, err);
+	if (ret)
+		return ret;
+
+	h->l = l;
+	h->size = size;
+	h->hdr_len = PCHDR_PREFIX + (size_t)l->hdr_words * 8;
+	if (size < h->hdr_len)
 		return rw_error_set(
 			err, EINVAL,
 			"corrupted .gopclntab: the %s header needs 0x%zx bytes but the section has 0x%zx",
-			l->go, hdr_len, size);
+			l->go, h->hdr_len, size);
 	for (unsigned int i = 0; i < l->hdr_words; i++)
-		w[i] = rd64(data + PCHDR_PREFIX + 8 * i);
+		h->w[i] = rd64(data + PCHDR_PREFIX + 8 * i);
 
-	nfunc = w[0];
-	name_off = w[l->name_word];
-	pcln_off = w[l->pcln_word];
 	if (!text_start && l->text_word >= 0)
-		text_start = w[l->text_word];
+		text_start = h->w[l->text_word];
 	if (l->text_word >= 0 && !text_start)
 		return rw_error_set(
 			err, EINVAL,
 			"cannot parse .gopclntab: the header has no text start (go1.26 writes 0) and none was given");
+	h->text_start = text_start;
+	return 0;
+}
 
+/* Checks that the function count, the functab and the name table fit in the section. */
+static int pcln_locate_tables(struct pcln_hdr *h, struct rw_error *err)
+{
+	const struct pcln_layout *l = h->l;
+	uint64_t nfunc = h->w[0], ftab_len;
+
+	h->name_off = h->w[l->name_word];
+	h->pcln_off = h->w[l->pcln_word];
 	if (!nfunc)
 		return rw_error_set(err, EINVAL,
 				    "corrupted .gopclntab: the header says there are no functions");
@@ -344,127 +375,125 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 	 * the section can hold first also keeps the products below from
 	 * overflowing and bounds the allocations by the input size.
 	 */
-	if (nfunc > size / (2 * l->ftab_field) || nfunc > UINT32_MAX)
+	if (nfunc > h->size / (2 * l->ftab_field) || nfunc > UINT32_MAX)
 		return rw_error_set(
 			err, EINVAL,
 			"corrupted .gopclntab: %llu functions cannot fit in a 0x%zx-byte section",
-			(unsigned long long)nfunc, size);
-	n = (size_t)nfunc;
+			(unsigned long long)nfunc, h->size);
+	h->nfunc = (size_t)nfunc;
 	ftab_len = (2 * nfunc + 1) * l->ftab_field;
-	if (!in_bounds(pcln_off, ftab_len, size))
+	if (!in_bounds(h->pcln_off, ftab_len, h->size))
 		return rw_error_set(
 			err, EINVAL,
 			"corrupted .gopclntab: function table at offset 0x%llx (0x%llx bytes for %zu functions) runs past the end of the section (size 0x%zx)",
-			(unsigned long long)pcln_off, (unsigned long long)ftab_len, n, size);
-	if (name_off < hdr_len || name_off >= size)
+			(unsigned long long)h->pcln_off, (unsigned long long)ftab_len, h->nfunc,
+			h->size);
+	if (h->name_off < h->hdr_len || h->name_off >= h->size)
 		return rw_error_set(
 			err, EINVAL,
 			"corrupted .gopclntab: function name table at offset 0x%llx is outside the section (header 0x%zx, size 0x%zx)",
-			(unsigned long long)name_off, hdr_len, size);
+			(unsigned long long)h->name_off, h->hdr_len, h->size);
 	/*
 	 * The header gives no sizes: the name table ends where the next table
 	 * (by offset) starts, or at the end of the section.
 	 */
-	names_len = size - name_off;
+	h->names_len = h->size - h->name_off;
 	for (unsigned int i = l->name_word + 1; i < l->hdr_words; i++)
-		if (w[i] > name_off && w[i] - name_off < names_len)
-			names_len = w[i] - name_off;
-	ctx.names = data + name_off;
+		if (h->w[i] > h->name_off && h->w[i] - h->name_off < h->names_len)
+			h->names_len = h->w[i] - h->name_off;
+	return 0;
+}
 
-	ctx.f = calloc(n, sizeof(*ctx.f));
-	idx = calloc(n, sizeof(*idx));
-	tab = calloc(1, sizeof(*tab));
-	if (!ctx.f || !idx || !tab) {
-		ret = rw_error_set(err, ENOMEM,
-				   "cannot parse .gopclntab: out of memory for %zu functions", n);
-		goto cleanup;
+/* Reads functab entry i: {entry, funcoff} and the next entry, which ends it. */
+static void pcln_read_ftab(const uint8_t *data, const struct pcln_hdr *h, size_t i,
+			   uint64_t *ret_entry, uint64_t *ret_funcoff, uint64_t *ret_next)
+{
+	/* i < nfunc and the whole functab is in bounds (pcln_locate_tables) */
+	const uint8_t *ft = data + h->pcln_off + 2 * i * h->l->ftab_field;
+
+	if (h->l->ftab_field == 8) {
+		*ret_entry = rd64(ft);
+		*ret_funcoff = rd64(ft + 8);
+		*ret_next = rd64(ft + 16);
+	} else {
+		*ret_entry = rd32(ft);
+		*ret_funcoff = rd32(ft + 4);
+		*ret_next = rd32(ft + 8);
 	}
+}
 
-	for (size_t i = 0; i < n; i++) {
-		const uint8_t *ft = data + pcln_off + 2 * i * l->ftab_field;
-		struct rawfunc *f = &ctx.f[i];
-		uint64_t e, next, funcoff, rec, rec_entry;
-		int32_t nameoff;
+/* Reads function i from the functab and its _func record. */
+static int pcln_read_func(const uint8_t *data, const struct pcln_hdr *h, size_t i,
+			  struct rawfunc *f, struct rw_error *err)
+{
+	const struct pcln_layout *l = h->l;
+	uint64_t e, next, funcoff, rec, rec_entry;
+	int32_t nameoff;
 
-		if (l->ftab_field == 8) {
-			e = rd64(ft);
-			funcoff = rd64(ft + 8);
-			next = rd64(ft + 16);
-		} else {
-			e = rd32(ft);
-			funcoff = rd32(ft + 4);
-			next = rd32(ft + 8);
-		}
-		if (next < e) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted .gopclntab: function table is not sorted: function %zu starts at 0x%llx, after the next one at 0x%llx",
-				i, (unsigned long long)e, (unsigned long long)next);
-			goto cleanup;
-		}
-		if (__builtin_add_overflow(pcln_off, funcoff, &rec) ||
-		    !in_bounds(rec, l->f_size, size)) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted .gopclntab: function %zu's record at offset 0x%llx+0x%llx runs past the end of the section (size 0x%zx)",
-				i, (unsigned long long)pcln_off, (unsigned long long)funcoff, size);
-			goto cleanup;
-		}
-		/* The record repeats the entry: a mismatch means a bad funcoff. */
-		rec_entry = l->f_entry == 8 ? rd64(data + rec) : rd32(data + rec);
-		if (rec_entry != e) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted .gopclntab: function %zu's record at offset 0x%llx has entry 0x%llx but the function table says 0x%llx",
-				i, (unsigned long long)rec, (unsigned long long)rec_entry,
-				(unsigned long long)e);
-			goto cleanup;
-		}
-		nameoff = (int32_t)rd32(data + rec + l->f_nameoff);
-		if (nameoff < 0 || (uint64_t)nameoff >= names_len) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted .gopclntab: function %zu's name offset 0x%x is outside the name table (size 0x%llx)",
-				i, (uint32_t)nameoff, (unsigned long long)names_len);
-			goto cleanup;
-		}
-		if (l->ftab_field == 4 && (__builtin_add_overflow(text_start, e, &e) ||
-					   __builtin_add_overflow(text_start, next, &next))) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted .gopclntab: function %zu's address overflows (text start 0x%llx)",
-				i, (unsigned long long)text_start);
-			goto cleanup;
-		}
-		f->entry = e;
-		f->end = next;
-		f->nameoff = (uint32_t)nameoff;
-		f->funcid = data[rec + l->f_funcid];
-	}
+	pcln_read_ftab(data, h, i, &e, &funcoff, &next);
+	if (next < e)
+		return rw_error_set(
+			err, EINVAL,
+			"corrupted .gopclntab: function table is not sorted: function %zu starts at 0x%llx, after the next one at 0x%llx",
+			i, (unsigned long long)e, (unsigned long long)next);
+	if (__builtin_add_overflow(h->pcln_off, funcoff, &rec) ||
+	    !in_bounds(rec, l->f_size, h->size))
+		return rw_error_set(
+			err, EINVAL,
+			"corrupted .gopclntab: function %zu's record at offset 0x%llx+0x%llx runs past the end of the section (size 0x%zx)",
+			i, (unsigned long long)h->pcln_off, (unsigned long long)funcoff, h->size);
+	/* The record repeats the entry: a mismatch means a bad funcoff. */
+	rec_entry = l->f_entry == 8 ? rd64(data + rec) : rd32(data + rec);
+	if (rec_entry != e)
+		return rw_error_set(
+			err, EINVAL,
+			"corrupted .gopclntab: function %zu's record at offset 0x%llx has entry 0x%llx but the function table says 0x%llx",
+			i, (unsigned long long)rec, (unsigned long long)rec_entry,
+			(unsigned long long)e);
+	nameoff = (int32_t)rd32(data + rec + l->f_nameoff);
+	if (nameoff < 0 || (uint64_t)nameoff >= h->names_len)
+		return rw_error_set(
+			err, EINVAL,
+			"corrupted .gopclntab: function %zu's name offset 0x%x is outside the name table (size 0x%llx)",
+			i, (uint32_t)nameoff, (unsigned long long)h->names_len);
+	if (l->ftab_field == 4 && (__builtin_add_overflow(h->text_start, e, &e) ||
+				   __builtin_add_overflow(h->text_start, next, &next)))
+		return rw_error_set(
+			err, EINVAL,
+			"corrupted .gopclntab: function %zu's address overflows (text start 0x%llx)",
+			i, (unsigned long long)h->text_start);
+	f->entry = e;
+	f->end = next;
+	f->nameoff = (uint32_t)nameoff;
+	f->funcid = data[rec + l->f_funcid];
+	return 0;
+}
 
-	ret = measure_names(&ctx, idx, n, (size_t)names_len, err);
-	if (ret)
-		goto cleanup;
-	drop_abi_wrappers(&ctx, idx, n);
+/*
+ * Fills tab with the functions not dropped, and a copy of the name table
+ * that their names point into.
+ */
+static int pcln_fill_table(const struct pcln_hdr *h, const struct parse_ctx *ctx,
+			   struct gopclntab *tab, struct rw_error *err)
+{
+	size_t kept = 0;
 
-	kept = 0;
-	for (size_t i = 0; i < n; i++)
-		kept += !ctx.f[i].drop;
+	for (size_t i = 0; i < h->nfunc; i++)
+		kept += !ctx->f[i].drop;
 	/* The names are not copied one by one: names may overlap (suffixes
 	 * of one string), so copying the table once bounds the memory. */
-	tab->strings = malloc((size_t)names_len + 1);
+	tab->strings = malloc((size_t)h->names_len + 1);
 	tab->funcs = calloc(kept ? kept : 1, sizeof(*tab->funcs));
-	if (!tab->strings || !tab->funcs) {
-		ret = rw_error_set(err, ENOMEM,
-				   "cannot parse .gopclntab: out of memory for %zu functions", n);
-		goto cleanup;
-	}
-	memcpy(tab->strings, ctx.names, (size_t)names_len);
-	tab->strings[names_len] = '\0';
+	if (!tab->strings || !tab->funcs)
+		return rw_error_set(err, ENOMEM,
+				    "cannot parse .gopclntab: out of memory for %zu functions",
+				    h->nfunc);
+	memcpy(tab->strings, ctx->names, (size_t)h->names_len);
+	tab->strings[h->names_len] = '\0';
 
 	/* The functab is sorted by entry, so the output is too. */
-	for (size_t i = 0; i < n; i++) {
-		const struct rawfunc *f = &ctx.f[i];
+	for (size_t i = 0; i < h->nfunc; i++) {
+		const struct rawfunc *f = &ctx->f[i];
 
 		if (f->drop)
 			continue;
@@ -474,11 +503,54 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 			.end = f->end,
 		};
 	}
-	tab->magic = magic;
-	tab->text_start = l->ftab_field == 4 ? text_start : 0;
+	tab->magic = h->l->magic;
+	tab->text_start = h->l->ftab_field == 4 ? h->text_start : 0;
+	return 0;
+}
+
+int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
+		     struct gopclntab **ret_tab, struct rw_error *err)
+{
+	struct gopclntab *tab = NULL;
+	struct parse_ctx ctx = { 0 };
+	struct pcln_hdr h = { 0 };
+	uint32_t *idx = NULL;
+	int ret;
+
+	if (ret_tab)
+		*ret_tab = NULL;
+	if (!ret_tab || (!data && size))
+		return rw_error_set(err, EINVAL, "cannot parse .gopclntab: no data");
+	ret = pcln_read_header(data, size, text_start, &h, err);
+	if (!ret)
+		ret = pcln_locate_tables(&h, err);
+	if (ret)
+		return ret;
+	ctx.names = data + h.name_off;
+
+	ctx.f = calloc(h.nfunc, sizeof(*ctx.f));
+	idx = calloc(h.nfunc, sizeof(*idx));
+	tab = calloc(1, sizeof(*tab));
+	if (!ctx.f || !idx || !tab) {
+		ret = rw_error_set(err, ENOMEM,
+				   "cannot parse .gopclntab: out of memory for %zu functions",
+				   h.nfunc);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < h.nfunc; i++) {
+		ret = pcln_read_func(data, &h, i, &ctx.f[i], err);
+		if (ret)
+			goto cleanup;
+	}
+	ret = measure_names(&ctx, idx, h.nfunc, (size_t)h.names_len, err);
+	if (ret)
+		goto cleanup;
+	drop_abi_wrappers(&ctx, idx, h.nfunc);
+	ret = pcln_fill_table(&h, &ctx, tab, err);
+	if (ret)
+		goto cleanup;
 	*ret_tab = tab;
 	tab = NULL;
-	ret = 0;
 cleanup:
 	free(ctx.f);
 	free(idx);
