@@ -992,14 +992,90 @@ static bool pchdr_scan(const struct elfimg *img, const struct region **ret_r, st
 	return false;
 }
 
+/* Where the pcHeader is, and the moduledata pointing at it once one is found. */
+struct pchdr_loc {
+	const struct region *r; /* the region holding the pcHeader */
+	struct pchdr_info h;
+	uint64_t md; /* runtime.firstmoduledata, when have_md */
+	bool have_md;
+};
+
+/* Finds the pcHeader by section name, then by symbol, then by a scan. */
+static int pchdr_locate(const struct elfimg *img, struct pchdr_loc *loc, struct rw_error *err)
+{
+	/* 1. The section: ".data.rel.ro.gopclntab" in go1.21-1.23 internally
+	 *    linked PIEs, which relocate the header's textStart. */
+	loc->r = img_section(img, ".gopclntab");
+	if (!loc->r)
+		loc->r = img_section(img, ".data.rel.ro.gopclntab");
+	if (loc->r) {
+		loc->h.addr = loc->r->addr;
+		return 0;
+	}
+	if (img->sym_pclntab) {
+		/* 2. Externally linked PIEs of go1.21-1.23 put it inside
+		 *    .data.rel.ro, where only the symbol marks it. */
+		loc->r = img_find(img, img->sym_pclntab, 1);
+		if (!loc->r)
+			return rw_error_set(
+				err, EINVAL,
+				"corrupted Go binary: runtime.pclntab at 0x%llx is in no section",
+				(unsigned long long)img->sym_pclntab);
+		loc->h.addr = img->sym_pclntab;
+		return 0;
+	}
+	if (pchdr_scan(img, &loc->r, &loc->h, &loc->md)) {
+		/* 3. Stripped, no section: found through moduledata. */
+		loc->have_md = true;
+		return 0;
+	}
+	return rw_error_set(
+		err, ENOENT,
+		"not a Go binary: no .gopclntab section, runtime.pclntab symbol or moduledata-referenced pcHeader");
+}
+
+/*
+ * The text start that the entries of the table at data are offsets from: 0
+ * for go1.16/1.17 tables, whose entries are absolute, and for a table too
+ * short to tell (the parser reports it). May find the moduledata for loc.
+ */
+static int pchdr_text_start(const struct elfimg *img, const uint8_t *data, uint64_t size,
+			    struct pchdr_loc *loc, uint64_t *ret_text, struct rw_error *err)
+{
+	uint64_t text, v;
+
+	*ret_text = 0;
+	if (size < PCHDR_PREFIX + 24 || rd32(data) == GO116_MAGIC)
+		return 0;
+	/*
+	 * Entries are offsets from the text start. Not the start of .text: an
+	 * external linker puts C code before the Go text (cgo: .text at
+	 * 0x4022e0, runtime.text at 0x4023e0). In order: the runtime.text
+	 * symbol; the header's textStart (go1.18-1.25, where the runtime
+	 * insists it equals moduledata.text); and moduledata.text, the only
+	 * source in a stripped go1.26 binary, whose header word is 0.
+	 */
+	text = img->sym_text;
+	if (!text)
+		text = rd64(data + PCHDR_PREFIX + 16);
+	if (!text && !loc->have_md && pchdr_read(data, (size_t)size, &loc->h))
+		loc->have_md = md_find(img, &loc->h, &loc->md);
+	if (!text && loc->have_md && img_ptr(img, loc->md + MD_TEXT, &v))
+		text = v;
+	if (!text && find_layout(rd32(data)))
+		return rw_error_set(
+			err, EINVAL,
+			"cannot find the Go text start: the pclntab header has none and no runtime.text symbol or runtime.firstmoduledata was found");
+	*ret_text = text;
+	return 0;
+}
+
 int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 {
-	const struct region *r = NULL;
-	struct pchdr_info h = { 0 };
+	struct pchdr_loc loc = { 0 };
 	struct elfimg img;
-	uint64_t md = 0, text = 0, off, size, v;
+	uint64_t text, off, size;
 	const uint8_t *data;
-	bool have_md = false;
 	int ret;
 
 	if (ret_tab)
@@ -1013,66 +1089,20 @@ int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 	ret = img_load_relatives(&img, err);
 	if (ret)
 		goto cleanup;
-
-	/* 1. The section: ".data.rel.ro.gopclntab" in go1.21-1.23 internally
-	 *    linked PIEs, which relocate the header's textStart. */
-	r = img_section(&img, ".gopclntab");
-	if (!r)
-		r = img_section(&img, ".data.rel.ro.gopclntab");
-	if (r) {
-		h.addr = r->addr;
-	} else if (img.sym_pclntab) {
-		/* 2. Externally linked PIEs of go1.21-1.23 put it inside
-		 *    .data.rel.ro, where only the symbol marks it. */
-		r = img_find(&img, img.sym_pclntab, 1);
-		if (!r) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"corrupted Go binary: runtime.pclntab at 0x%llx is in no section",
-				(unsigned long long)img.sym_pclntab);
-			goto cleanup;
-		}
-		h.addr = img.sym_pclntab;
-	} else if (pchdr_scan(&img, &r, &h, &md)) {
-		/* 3. Stripped, no section: found through moduledata. */
-		have_md = true;
-	} else {
-		ret = rw_error_set(
-			err, ENOENT,
-			"not a Go binary: no .gopclntab section, runtime.pclntab symbol or moduledata-referenced pcHeader");
+	ret = pchdr_locate(&img, &loc, err);
+	if (ret)
 		goto cleanup;
-	}
-	off = h.addr - r->addr;
-	size = r->size - off;
-	/* The table ends at runtime.epclntab when that symbol is there. */
-	if (img.sym_epclntab > h.addr && img.sym_epclntab - h.addr < size)
-		size = img.sym_epclntab - h.addr;
-	data = r->data + off;
 
-	if (size >= PCHDR_PREFIX + 24 && rd32(data) != GO116_MAGIC) {
-		/*
-		 * Entries are offsets from the text start. Not the start of
-		 * .text: an external linker puts C code before the Go text
-		 * (cgo: .text at 0x4022e0, runtime.text at 0x4023e0). In order:
-		 * the runtime.text symbol; the header's textStart (go1.18-1.25,
-		 * where the runtime insists it equals moduledata.text); and
-		 * moduledata.text, the only source in a stripped go1.26 binary,
-		 * whose header word is 0.
-		 */
-		text = img.sym_text;
-		if (!text)
-			text = rd64(data + PCHDR_PREFIX + 16);
-		if (!text && !have_md && pchdr_read(data, (size_t)size, &h))
-			have_md = md_find(&img, &h, &md);
-		if (!text && have_md && img_ptr(&img, md + MD_TEXT, &v))
-			text = v;
-		if (!text && find_layout(rd32(data))) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"cannot find the Go text start: the pclntab header has none and no runtime.text symbol or runtime.firstmoduledata was found");
-			goto cleanup;
-		}
-	}
+	off = loc.h.addr - loc.r->addr;
+	size = loc.r->size - off;
+	/* The table ends at runtime.epclntab when that symbol is there. */
+	if (img.sym_epclntab > loc.h.addr && img.sym_epclntab - loc.h.addr < size)
+		size = img.sym_epclntab - loc.h.addr;
+	data = loc.r->data + off;
+
+	ret = pchdr_text_start(&img, data, size, &loc, &text, err);
+	if (ret)
+		goto cleanup;
 	ret = gopclntab__parse(data, (size_t)size, text, ret_tab, err);
 cleanup:
 	img_free(&img);
