@@ -303,6 +303,45 @@ TEST(gopclntab_malformed)
 	return ok;
 }
 
+/*
+ * The go1.16/1.17 layout's own checks: 7 header words, 8-byte functab fields
+ * and _func.entry, absolute entries (so a caller's text start is ignored).
+ */
+TEST(gopclntab_malformed_go116)
+{
+	struct synth s = synth_build(M116, three, 3, 0x123, 0x401000);
+	struct rw_error err = { 0 };
+	struct gopclntab *t = NULL;
+	uint8_t *b = malloc(s.size);
+	bool ok = true;
+
+#define MUTATE(stmt, msg)                                    \
+	do {                                                 \
+		memcpy(b, s.buf, s.size);                    \
+		stmt;                                        \
+		ok = ok && expect_einval(b, s.size, 0, msg); \
+	} while (0)
+
+	ok = ok && expect_einval(s.buf, 40, 0, "go1.16/1.17 header needs 0x40 bytes");
+	ok = ok && expect_einval(NULL, 16, 0, "no data");
+	ok = ok && ASSERT_EQ(gopclntab__parse(s.buf, s.size, 0, NULL, &err), -EINVAL);
+	MUTATE(put64(b + 8, s.size / 16 + 1), "cannot fit");
+	MUTATE(put64(b + 56, s.size - 8), "runs past the end of the section");
+	MUTATE(put64(b + 24, s.size), "name table at offset");
+	MUTATE(put64(b + s.pcln_off + 16, 0x400000), "not sorted");
+	MUTATE(put64(b + s.pcln_off + 8, UINT64_MAX - 8), "record at offset");
+	MUTATE(put64(b + s.rec_off[1], 0x41), "has entry 0x41");
+	MUTATE(put32(b + s.rec_off[2] + 8, 0x80000000), "name offset 0x80000000 is outside");
+#undef MUTATE
+	/* a text start that would overflow go1.18+ entries is not used */
+	ok = ok && ASSERT_OK(gopclntab__parse(s.buf, s.size, UINT64_MAX - 0x50, &t, &err)) &&
+	     ASSERT_EQ(t->text_start, 0) && check_three(t, 0x401000);
+	gopclntab__free(t);
+	free(b);
+	free(s.buf);
+	return ok;
+}
+
 /* Every prefix of a valid table fails cleanly (or parses): never crashes. */
 TEST(gopclntab_every_truncation)
 {
