@@ -90,18 +90,62 @@ static int parse_count(const char *s, size_t *ret)
 	return 0;
 }
 
-static int load_creds(const char *kubeconfig, const char *context, struct kube_creds *ret,
-		      struct rw_error *err)
+/* What the command line asks for. */
+struct cli {
+	struct agent_opts ao;
+	const char *kubeconfig, *context, *metrics_address;
+	bool self_check;
+};
+
+/* parse_option() and parse_args() return this to go on, else the exit code. */
+#define CLI_GO_ON -1
+
+static int parse_option(int c, struct cli *cli)
 {
-	if (kubeconfig)
-		return kubeconfig__load(kubeconfig, context, ret, err);
-	if (!getenv("KUBERNETES_SERVICE_HOST"))
-		return rw_error_set(err, EINVAL,
-				    "not in a pod: give --kubeconfig FILE to reach the API server");
-	return kubeconfig__in_cluster(NULL, ret, err);
+	enum log_level level;
+
+	switch (c) {
+	case 'k': cli->kubeconfig = optarg; break;
+	case 'c': cli->context = optarg; break;
+	case 'n': cli->ao.node = optarg; break;
+	case 'l': cli->ao.lease_ns = optarg; break;
+	case 'L':
+		if (log_parse_level(optarg, &level)) {
+			fprintf(stderr, "retwatch-agent: --log-level must be debug, info, warn "
+					"or error\n");
+			return 2;
+		}
+		log_set_level(level);
+		break;
+	case 'a':
+		if (tracer_attach_mode__parse(optarg, &cli->ao.attach_mode)) {
+			fprintf(stderr, "retwatch-agent: --attach must be auto, uprobe_multi "
+					"or perf_event\n");
+			return 2;
+		}
+		break;
+	case 'm': cli->metrics_address = optarg; break;
+	case 'P':
+		if (parse_count(optarg, &cli->ao.max_probes)) {
+			fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
+			return 2;
+		}
+		break;
+	case 'S':
+		if (parse_count(optarg, &cli->ao.max_series)) {
+			fprintf(stderr, "retwatch-agent: --metrics-max-series must be a number\n");
+			return 2;
+		}
+		break;
+	case 'C': cli->self_check = true; break;
+	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
+	case 'h': usage(stdout); return 0;
+	default: usage(stderr); return 2;
+	}
+	return CLI_GO_ON;
 }
 
-int main(int argc, char **argv)
+static int parse_args(int argc, char **argv, struct cli *ret)
 {
 	static const struct option opts[] = {
 		{ "kubeconfig", required_argument, NULL, 'k' },
@@ -118,107 +162,92 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent_opts ao = {
-		.node = getenv("NODE_NAME"),
-		.lease_s = 15,
-		.version = RETWATCH_VERSION,
-		.max_probes = DEFAULT_MAX_PROBES,
-		.max_series = DEFAULT_MAX_SERIES,
-	};
-	const char *kubeconfig = NULL, *context = NULL, *metrics_address = DEFAULT_METRICS_ADDRESS;
-	struct metrics_server *ms = NULL;
-	bool self_check = false;
-	struct kube_creds creds = { 0 };
-	struct rw_error err = { "" };
-	struct agent *a = NULL;
-	struct kube *k = NULL;
-	enum log_level level;
-	int c, e = 1;
+	int c, e;
 
+	*ret = (struct cli){
+		.ao = {
+			.node = getenv("NODE_NAME"),
+			.lease_s = 15,
+			.version = RETWATCH_VERSION,
+			.max_probes = DEFAULT_MAX_PROBES,
+			.max_series = DEFAULT_MAX_SERIES,
+		},
+		.metrics_address = DEFAULT_METRICS_ADDRESS,
+	};
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': kubeconfig = optarg; break;
-		case 'c': context = optarg; break;
-		case 'n': ao.node = optarg; break;
-		case 'l': ao.lease_ns = optarg; break;
-		case 'L':
-			if (log_parse_level(optarg, &level)) {
-				fprintf(stderr,
-					"retwatch-agent: --log-level must be debug, info, warn "
-					"or error\n");
-				return 2;
-			}
-			log_set_level(level);
-			break;
-		case 'a':
-			if (tracer_attach_mode__parse(optarg, &ao.attach_mode)) {
-				fprintf(stderr,
-					"retwatch-agent: --attach must be auto, uprobe_multi "
-					"or perf_event\n");
-				return 2;
-			}
-			break;
-		case 'm': metrics_address = optarg; break;
-		case 'P':
-			if (parse_count(optarg, &ao.max_probes)) {
-				fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
-				return 2;
-			}
-			break;
-		case 'S':
-			if (parse_count(optarg, &ao.max_series)) {
-				fprintf(stderr,
-					"retwatch-agent: --metrics-max-series must be a number\n");
-				return 2;
-			}
-			break;
-		case 'C': self_check = true; break;
-		case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
+		e = parse_option(c, ret);
+		if (e != CLI_GO_ON)
+			return e;
 	}
-	if (self_check && optind == argc)
-		return selfcheck__run(ao.attach_mode);
-	if (optind < argc || !ao.node || !ao.node[0]) {
+	/* --self-check needs no node name */
+	if (ret->self_check && optind == argc)
+		return CLI_GO_ON;
+	if (optind < argc || !ret->ao.node || !ret->ao.node[0]) {
 		if (optind >= argc)
 			fprintf(stderr, "retwatch-agent: give --node-name NODE or set NODE_NAME\n");
 		usage(stderr);
 		return 2;
 	}
-	log_route_libbpf();
+	return CLI_GO_ON;
+}
+
+static void setup_signals(void)
+{
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGUSR1, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	if (load_creds(kubeconfig, context, &creds, &err)) {
-		log_error("%s", err.msg);
-		goto out;
-	}
-	if (!ao.lease_ns)
-		ao.lease_ns = getenv("POD_NAMESPACE");
-	if (!ao.lease_ns)
-		ao.lease_ns = creds.namespace ? creds.namespace : "retwatch";
-	if (strcmp(metrics_address, "none")) {
-		ms = metrics_server__start(metrics_address, &err);
-		if (!ms) {
-			log_error("%s", err.msg);
-			goto out;
-		}
-		ao.metrics = ms;
-		log_info("serving /metrics, /healthz and /readyz on port %u",
-			 metrics_server__port(ms));
-	}
-	k = kube__new(&creds, &err);
-	if (!k) {
-		log_error("%s", err.msg);
-		goto out;
-	}
-	a = agent__new(k, &ao, &err);
-	if (!a) {
-		log_error("failed to start: %s", err.msg);
-		goto out;
-	}
+}
+
+static int load_creds(const char *kubeconfig, const char *context, struct kube_creds *ret,
+		      struct rw_error *err)
+{
+	if (kubeconfig)
+		return kubeconfig__load(kubeconfig, context, ret, err);
+	if (!getenv("KUBERNETES_SERVICE_HOST"))
+		return rw_error_set(err, EINVAL,
+				    "not in a pod: give --kubeconfig FILE to reach the API server");
+	return kubeconfig__in_cluster(NULL, ret, err);
+}
+
+/* Reads the credentials, then settles the Lease's namespace: --lease-namespace,
+ * else $POD_NAMESPACE, else the credentials' namespace, else retwatch. The
+ * namespace may point into ret, which must outlive cli->ao. */
+static int setup_kube(struct cli *cli, struct kube_creds *ret, struct rw_error *err)
+{
+	int e = load_creds(cli->kubeconfig, cli->context, ret, err);
+
+	if (e)
+		return e;
+	if (!cli->ao.lease_ns)
+		cli->ao.lease_ns = getenv("POD_NAMESPACE");
+	if (!cli->ao.lease_ns)
+		cli->ao.lease_ns = ret->namespace ? ret->namespace : "retwatch";
+	return 0;
+}
+
+/* Serves /metrics, /healthz and /readyz on address; "none" serves nothing and
+ * leaves *ret NULL. -EINVAL when it cannot (err says why; the metrics module
+ * gives no errno). */
+static int start_metrics(const char *address, struct metrics_server **ret, struct rw_error *err)
+{
+	*ret = NULL;
+	if (!strcmp(address, "none"))
+		return 0;
+	*ret = metrics_server__start(address, err);
+	if (!*ret)
+		return -EINVAL;
+	log_info("serving /metrics, /healthz and /readyz on port %u", metrics_server__port(*ret));
+	return 0;
+}
+
+/* Runs the agent until SIGTERM or SIGINT, logging its counters on SIGUSR1 and
+ * at the end. 1 when the agent could not go on, or when it was stopped before
+ * its first turn; else 0. */
+static int run_agent(struct agent *a)
+{
+	int e = 1;
+
 	while (!exiting) {
 		e = agent__run(a, &exiting, &stats_wanted) ? 1 : 0;
 		if (e)
@@ -230,10 +259,54 @@ int main(int argc, char **argv)
 	}
 	agent__log_stats(a);
 	log_info("stopping: detaching every probe");
+	return e;
+}
+
+/* Connects to the API server, starts the metrics server and the agent, runs
+ * it, and takes everything down again. Returns the exit code. */
+static int run(struct cli *cli)
+{
+	struct metrics_server *ms = NULL;
+	struct kube_creds creds = { 0 };
+	struct rw_error err = { "" };
+	struct agent *a = NULL;
+	struct kube *k = NULL;
+	int e = 1;
+
+	if (setup_kube(cli, &creds, &err) || start_metrics(cli->metrics_address, &ms, &err)) {
+		log_error("%s", err.msg);
+		goto out;
+	}
+	cli->ao.metrics = ms;
+	k = kube__new(&creds, &err);
+	if (!k) {
+		log_error("%s", err.msg);
+		goto out;
+	}
+	a = agent__new(k, &cli->ao, &err);
+	if (!a) {
+		log_error("failed to start: %s", err.msg);
+		goto out;
+	}
+	e = run_agent(a);
 out:
 	agent__free(a);
 	metrics_server__stop(ms);
 	kube__free(k);
 	kube_creds__free(&creds);
 	return e;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli cli;
+	int e = parse_args(argc, argv, &cli);
+
+	if (e != CLI_GO_ON)
+		return e;
+	if (cli.self_check)
+		return selfcheck__run(cli.ao.attach_mode);
+	log_route_libbpf();
+	setup_signals();
+	return run(&cli);
 }
