@@ -55,6 +55,7 @@ _Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
 struct rw_proc {
 	__u32 flags; /* reserved */
 };
+_Static_assert(sizeof(struct rw_proc) == 4, "rw_proc layout");
 
 /* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
 struct rw_ctx_key {
@@ -91,6 +92,7 @@ struct rw_hist_key {
 	__u32 fn_id;
 	__u32 tgid;
 };
+_Static_assert(sizeof(struct rw_hist_key) == 8, "rw_hist_key layout");
 
 struct rw_hist {
 	__u64 calls;   /* with a duration, or entries of an entry-only function */
