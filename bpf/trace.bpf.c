@@ -60,6 +60,10 @@ static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
 		h->buckets[b]++;
 }
 
+/*
+ * The frames of c's goroutine or thread, made empty on its first call;
+ * NULL when they cannot be made (the drop is counted).
+ */
 static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
 {
 	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
@@ -69,13 +73,21 @@ static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
 	if (fr)
 		return fr;
 	empty = bpf_map_lookup_elem(&frames_zero, &zero);
-	if (!empty || bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
+	if (!empty) {
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+		return NULL;
+	}
+	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
 		stat_inc(RW_STAT_CONTEXTS_FULL);
 		return NULL;
 	}
+	/* NULL when deleted right after the insert (a sweep, or the process reaped) */
 	fr = bpf_map_lookup_elem(&frames, &c->key);
-	if (fr)
-		fr->goid = c->goid;
+	if (!fr) {
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+		return NULL;
+	}
+	fr->goid = c->goid;
 	return fr;
 }
 
@@ -104,8 +116,10 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
 	if (top->depth + 8 != c.depth)
 		return;
-	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp))
+	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp)) {
+		stat_inc(RW_STAT_MORESTACK_READ_FAILED);
 		return;
+	}
 	fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
 	if (!fn || ret_addr <= top->entry_ip || ret_addr > top->entry_ip + fn->size)
 		return;

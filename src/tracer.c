@@ -90,7 +90,7 @@ struct tracer {
 	void *percpu_buf;
 };
 
-static const char *const stat_names[RW_STAT__MAX] = {
+static const char *const stat_names[] = {
 	[RW_STAT_OTHER_PROCESS] = "other_process",
 	[RW_STAT_NOT_G_STACK] = "not_g_stack",
 	[RW_STAT_READ_FAILED] = "read_failed",
@@ -103,7 +103,11 @@ static const char *const stat_names[RW_STAT__MAX] = {
 	[RW_STAT_GOID_CHANGED] = "goid_changed",
 	[RW_STAT_RESTARTS] = "restarts",
 	[RW_STAT_RINGBUF_FULL] = "ringbuf_full",
+	[RW_STAT_MORESTACK_READ_FAILED] = "morestack_read_failed",
+	[RW_STAT_FRAMES_INSERT_FAILED] = "frames_insert_failed",
 };
+_Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
+	       "a name for every enum rw_stat");
 
 const char *tracer_stat__str(unsigned int stat)
 {
