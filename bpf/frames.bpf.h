@@ -68,14 +68,15 @@ static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
 	return &fr->f[i & (RW_MAX_FRAMES - 1)];
 }
 
-static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid)
+/* A dead frame: an orphan of its function, counted once under why. */
+static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why)
 {
 	struct rw_hist_key hk = { .fn_id = f->fn_id, .tgid = tgid };
 	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
 
 	if (h)
 		h->orphans++;
-	stat_inc(RW_STAT_ORPHANS_PURGED);
+	stat_inc(why);
 }
 
 /* Frames of a goroutine whose g now runs another goroutine are all dead. */
@@ -87,8 +88,7 @@ static __always_inline void frames__check_owner(struct rw_frames *fr, const stru
 		if (fr->n == 0)
 			break;
 		fr->n--;
-		frame__orphan(frame_at(fr, fr->n), c->key.tgid);
-		stat_inc(RW_STAT_GOID_CHANGED);
+		frame__orphan(frame_at(fr, fr->n), c->key.tgid, RW_STAT_GOID_CHANGED);
 	}
 	fr->goid = c->goid;
 }
@@ -104,7 +104,7 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 		top = frame_at(fr, fr->n - 1);
 		if (top->depth <= depth)
 			break;
-		frame__orphan(top, tgid);
+		frame__orphan(top, tgid, RW_STAT_ORPHANS_PURGED);
 		fr->n--;
 	}
 }

@@ -169,7 +169,7 @@ int rw_entry(struct pt_regs *regs)
 				stat_inc(RW_STAT_RESTARTS);
 				return 0;
 			}
-			frame__orphan(top, c.key.tgid);
+			frame__orphan(top, c.key.tgid, RW_STAT_ORPHANS_PURGED);
 			fr->n--;
 		}
 	}
