@@ -61,37 +61,6 @@ static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
 }
 
 /*
- * The frames of c's goroutine or thread, made empty on its first call;
- * NULL when they cannot be made (the drop is counted).
- */
-static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
-{
-	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
-	__u32 zero = 0;
-	void *empty;
-
-	if (fr)
-		return fr;
-	empty = bpf_map_lookup_elem(&frames_zero, &zero);
-	if (!empty) {
-		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
-		return NULL;
-	}
-	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
-		stat_inc(RW_STAT_CONTEXTS_FULL);
-		return NULL;
-	}
-	/* NULL when deleted right after the insert (a sweep, or the process reaped) */
-	fr = bpf_map_lookup_elem(&frames, &c->key);
-	if (!fr) {
-		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
-		return NULL;
-	}
-	fr->goid = c->goid;
-	return fr;
-}
-
-/*
  * runtime.morestack, called from a function's prologue before its frame
  * exists: the function will start over at its entry on a larger stack (or
  * after a preemption) at the same depth. Mark its frame so that second entry
@@ -126,6 +95,15 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 	top->flags |= RW_FRAME_RESTARTING;
 }
 
+/* Entry-only functions: a call counts at its entry, with no duration. */
+static __always_inline void hist__count_entry(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist *h = hist__lookup(fn_id, tgid);
+
+	if (h)
+		h->calls++;
+}
+
 SEC("uprobe")
 int rw_entry(struct pt_regs *regs)
 {
@@ -133,9 +111,7 @@ int rw_entry(struct pt_regs *regs)
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK;
 	const struct rw_func *fn;
 	struct rw_frames *fr;
-	struct rw_frame *top;
 	struct call_ctx c;
-	struct rw_hist *h;
 
 	if (!traced(pid_tgid))
 		return 0;
@@ -147,9 +123,7 @@ int rw_entry(struct pt_regs *regs)
 	if (!fn)
 		return 0;
 	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		h = hist__lookup(fn_id, pid_tgid >> 32);
-		if (h)
-			h->calls++;
+		hist__count_entry(fn_id, pid_tgid >> 32);
 		return 0;
 	}
 	if (!call_ctx__init(&c, regs, fn, pid_tgid, true))
@@ -159,32 +133,9 @@ int rw_entry(struct pt_regs *regs)
 		return 0;
 	frames__check_owner(fr, &c);
 	frames__purge_deeper(fr, c.depth, c.key.tgid);
-	if (fr->n > 0) {
-		top = frame_at(fr, fr->n - 1);
-		if (top->depth == c.depth) {
-			if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
-				/* the same call, started over after morestack */
-				top->flags &= ~RW_FRAME_RESTARTING;
-				top->entry_ip = regs->ip;
-				stat_inc(RW_STAT_RESTARTS);
-				return 0;
-			}
-			frame__orphan(top, c.key.tgid, RW_STAT_ORPHANS_PURGED);
-			fr->n--;
-		}
-	}
-	if (fr->n >= RW_MAX_FRAMES) {
-		stat_inc(RW_STAT_FRAMES_FULL);
+	if (frames__restarted(fr, &c, fn_id, regs->ip))
 		return 0;
-	}
-	top = frame_at(fr, fr->n);
-	top->depth = c.depth;
-	top->start_ns = bpf_ktime_get_ns();
-	top->entry_ip = regs->ip;
-	top->fn_id = fn_id;
-	top->flags = 0;
-	fr->n++;
-	fr->last_ns = top->start_ns;
+	frames__push(fr, &c, fn_id, regs->ip);
 	return 0;
 }
 
