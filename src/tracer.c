@@ -88,6 +88,7 @@ struct tracer {
 	void *event_ctx;
 	int ncpus;
 	void *percpu_buf;
+	uint64_t swept; /* frames the sweeps dropped */
 };
 
 static const char *const stat_names[] = {
@@ -108,6 +109,19 @@ static const char *const stat_names[] = {
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
+_Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds every counter");
+
+/* The counters of calls the kernel side could not measure (tracer_counters.unmeasured). */
+static const enum rw_stat unmeasured_stats[] = {
+	RW_STAT_FRAMES_FULL,
+	RW_STAT_CONTEXTS_FULL,
+	RW_STAT_READ_FAILED,
+	RW_STAT_NOT_G_STACK,
+	RW_STAT_NO_HIST,
+	RW_STAT_NO_FUNC,
+	RW_STAT_FRAMES_INSERT_FAILED,
+	RW_STAT_MORESTACK_READ_FAILED,
+};
 
 const char *tracer_stat__str(unsigned int stat)
 {
@@ -996,6 +1010,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		}
 	}
 	free(doomed);
+	t->swept += dropped;
 	return dropped;
 }
 
@@ -1025,21 +1040,59 @@ int64_t tracer__inflight(struct tracer *t)
 	return n;
 }
 
-int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
+/* The programs' counters, summed over CPUs, indexed by enum rw_stat. */
+static int stats__read(struct tracer *t, uint64_t ret[RW_STAT__MAX])
 {
 	uint64_t *vals = calloc(t->ncpus, sizeof(*vals));
-	int fd = bpf_map__fd(t->skel->maps.stats);
+	int fd = bpf_map__fd(t->skel->maps.stats), e = 0;
 
 	if (!vals)
 		return -ENOMEM;
-	for (__u32 s = 0; s < RW_STAT__MAX && s < n; s++) {
+	for (__u32 s = 0; s < RW_STAT__MAX; s++) {
 		ret[s] = 0;
-		if (bpf_map_lookup_elem(fd, &s, vals))
+		if (bpf_map_lookup_elem(fd, &s, vals)) {
+			e = e ? e : -errno;
 			continue;
+		}
 		for (int cpu = 0; cpu < t->ncpus; cpu++)
 			ret[s] += vals[cpu];
 	}
 	free(vals);
+	return e;
+}
+
+int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
+{
+	uint64_t stats[RW_STAT__MAX];
+	int e = stats__read(t, stats);
+
+	if (e == -ENOMEM)
+		return e;
+	/* a counter that could not be read is 0, as it always was here */
+	for (size_t s = 0; s < RW_STAT__MAX && s < n; s++)
+		ret[s] = stats[s];
+	return 0;
+}
+
+int tracer__counters(struct tracer *t, struct tracer_counters *ret)
+{
+	uint64_t stats[RW_STAT__MAX];
+	int e = stats__read(t, stats);
+
+	if (e)
+		return e;
+	memset(ret, 0, sizeof(*ret));
+	for (size_t i = 0; i < sizeof(unmeasured_stats) / sizeof(unmeasured_stats[0]); i++)
+		ret->unmeasured[ret->nunmeasured++] = (struct tracer_count){
+			.name = stat_names[unmeasured_stats[i]],
+			.n = stats[unmeasured_stats[i]],
+		};
+	ret->purged = stats[RW_STAT_ORPHANS_PURGED] + stats[RW_STAT_GOID_CHANGED];
+	ret->swept = t->swept;
+	ret->lost_events = stats[RW_STAT_RINGBUF_FULL];
+	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
+		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
+							       .n = stats[s] };
 	return 0;
 }
 
