@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,11 +19,15 @@
 #include <linux/types.h>
 
 #include "../bpf/retwatch.h"
+#include "clock.h"
 #include "tracer.h"
 #include "trace.skel.h"
 #include "uprobe.h"
 
 #define MORESTACK "runtime.morestack"
+/* tracer__tick: frames untouched this long are of calls that will not return */
+#define SWEEP_AGE_NS (60 * NS_PER_S)
+#define SWEEP_EVERY_NS (5 * NS_PER_S)
 
 /* One function of one file, with a slot in the kernel's funcs map. */
 struct slot {
@@ -88,7 +91,8 @@ struct tracer {
 	void *event_ctx;
 	int ncpus;
 	void *percpu_buf;
-	uint64_t swept; /* frames the sweeps dropped */
+	uint64_t next_sweep_ns; /* tracer__tick's next sweep, on clock__mono_ns */
+	uint64_t swept;		/* frames the sweeps dropped */
 };
 
 static const char *const stat_names[] = {
@@ -220,6 +224,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		return NULL;
 	}
 	t->ncpus = libbpf_num_possible_cpus();
+	t->next_sweep_ns = clock__mono_ns() + SWEEP_EVERY_NS;
 	t->cache = opts ? opts->cache : NULL;
 	t->partial = opts && opts->partial;
 	if (!t->cache) {
@@ -975,11 +980,8 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	struct rw_ctx_key key, next, *prev = NULL, *doomed = NULL;
 	size_t ndoomed = 0, cap = 0;
 	struct rw_frames fr;
-	struct timespec ts;
-	uint64_t now;
+	uint64_t now = clock__mono_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	/* deleting while walking would restart the walk: collect first */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -1012,6 +1014,16 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	free(doomed);
 	t->swept += dropped;
 	return dropped;
+}
+
+int tracer__tick(struct tracer *t)
+{
+	uint64_t now = clock__mono_ns();
+
+	if (now < t->next_sweep_ns)
+		return 0;
+	t->next_sweep_ns = now + SWEEP_EVERY_NS;
+	return sweep(t, 0, SWEEP_AGE_NS);
 }
 
 int tracer__sweep(struct tracer *t, uint64_t max_age_ns)

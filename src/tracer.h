@@ -98,9 +98,15 @@ int tracer__poll(struct tracer *t, int timeout_ms);
 int tracer__fd(const struct tracer *t);
 
 /*
- * Drops in-flight frames untouched for max_age_ns (calls that will never
- * return: a killed thread, a lost goroutine) and counts them as orphans of
- * their function. Returns how many were dropped.
+ * Call on every turn of the caller's loop: at most every 5 s, drops the
+ * in-flight frames untouched for 60 s (calls that will never return: a
+ * killed thread, a lost goroutine) and counts them as orphans of their
+ * function. Returns how many it dropped (0 when no sweep was due).
+ */
+int tracer__tick(struct tracer *t);
+/*
+ * Drops in-flight frames untouched for max_age_ns now, as tracer__tick does
+ * when due. Returns how many were dropped.
  */
 int tracer__sweep(struct tracer *t, uint64_t max_age_ns);
 /*
