@@ -586,15 +586,102 @@ out:
 	return e;
 }
 
+/* A new slot for fi in f, not yet live: its probes are not attached. */
+static int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_info *fi,
+			  struct slot **ret, struct rw_error *err)
+{
+	struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
+	struct slot *s;
+	int minor;
+
+	if (!slots)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	f->slots = slots;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	if (slot_id__alloc(t, &s->fn_id)) {
+		free(s);
+		return rw_error_set(err, ENOSPC, "too many traced functions (at most %d at once)",
+				    RW_MAX_FUNCS);
+	}
+	s->address = fi->address;
+	s->info = fi;
+	s->meta.size = fi->size;
+	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
+		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
+	if (func_uses_go_key(f->bin, fi)) {
+		minor = go_minor(f->bin);
+		s->meta.flags |= RW_FUNC_GO;
+		s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
+	}
+	f->slots[f->nslots++] = s;
+	*ret = s;
+	return 0;
+}
+
+/* Undoes slots made by file__new_slot; the others belong to earlier targets. */
+static void file__drop_slots(struct tracer *t, struct attached_file *f, struct slot **slots,
+			     size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rw_func off = { 0 };
+
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &slots[i]->fn_id, &off,
+				    BPF_ANY);
+		slot_id__release(t, slots[i]->fn_id);
+		for (size_t k = 0; k < f->nslots; k++) {
+			if (f->slots[k] == slots[i]) {
+				f->slots[k] = f->slots[--f->nslots];
+				break;
+			}
+		}
+		free(slots[i]);
+	}
+}
+
+/* Makes new slots live, then attaches their probes as one batch. */
+static int file__attach_batch(struct tracer *t, struct attached_file *f, struct slot **slots,
+			      size_t n, struct rw_error *err)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+	int e;
+
+	if (!b)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	uprobe_links__init(&b->entry);
+	uprobe_links__init(&b->ret);
+	/* Slots are live before the first probe can fire. */
+	for (size_t i = 0; i < n; i++) {
+		slots[i]->meta.flags |= RW_FUNC_ACTIVE;
+		e = slot__write(t, slots[i]);
+		if (e) {
+			rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
+			goto fail;
+		}
+	}
+	e = batch__attach(t, f, slots, n, b, err);
+	if (e)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		slots[i]->batch = b;
+	b->next = f->batches;
+	f->batches = b;
+	file__attach_morestack(t, f);
+	return 0;
+fail:
+	batch__free(b);
+	return e;
+}
+
 /* Slots for the matched functions; new ones are attached as one batch. */
 static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
 			  struct rw_error *err)
 {
 	struct attached_file *f = tt->file;
 	struct slot **fresh = calloc(tt->nfuncs + 1, sizeof(*fresh));
-	struct batch *b = NULL;
 	size_t nfresh = 0;
-	int e = 0, minor = go_minor(f->bin);
+	int e = 0;
 
 	if (!fresh)
 		return rw_error_set(err, ENOMEM, "out of memory");
@@ -603,32 +690,9 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		struct slot *s = file__find_slot(f, fi->address);
 
 		if (!s) {
-			struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
-
-			if (!slots || !(s = calloc(1, sizeof(*s)))) {
-				if (slots)
-					f->slots = slots;
-				e = rw_error_set(err, ENOMEM, "out of memory");
-				goto out;
-			}
-			f->slots = slots;
-			if (slot_id__alloc(t, &s->fn_id)) {
-				free(s);
-				e = rw_error_set(err, ENOSPC,
-						 "too many traced functions (at most %d at once)",
-						 RW_MAX_FUNCS);
-				goto out;
-			}
-			s->address = fi->address;
-			s->info = fi;
-			s->meta.size = fi->size;
-			if (fi->mode == FUNC_MODE_ENTRY_ONLY)
-				s->meta.flags |= RW_FUNC_ENTRY_ONLY;
-			if (func_uses_go_key(f->bin, fi)) {
-				s->meta.flags |= RW_FUNC_GO;
-				s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
-			}
-			f->slots[f->nslots++] = s;
+			e = file__new_slot(t, f, fi, &s, err);
+			if (e)
+				break;
 			fresh[nfresh++] = s;
 		}
 		if (threshold_ns && (!s->meta.threshold_ns || threshold_ns < s->meta.threshold_ns))
@@ -637,57 +701,16 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
 		tt->slots[i] = s;
 	}
-	if (nfresh) {
-		b = calloc(1, sizeof(*b));
-		if (!b) {
-			e = rw_error_set(err, ENOMEM, "out of memory");
-			goto out;
-		}
-		uprobe_links__init(&b->entry);
-		uprobe_links__init(&b->ret);
-		/* Slots are live before the first probe can fire. */
-		for (size_t i = 0; i < nfresh; i++) {
-			fresh[i]->meta.flags |= RW_FUNC_ACTIVE;
-			e = slot__write(t, fresh[i]);
-			if (e) {
-				rw_error_set(err, -e, "failed to store a function slot: %s",
-					     strerror(-e));
-				goto out;
-			}
-		}
-		e = batch__attach(t, f, fresh, nfresh, b, err);
-		if (e)
-			goto out;
-		for (size_t i = 0; i < nfresh; i++)
-			fresh[i]->batch = b;
-		b->next = f->batches;
-		f->batches = b;
-		b = NULL;
-		file__attach_morestack(t, f);
-	}
-	/* thresholds of slots shared with other targets */
-	for (size_t i = 0; i < tt->nfuncs; i++)
-		slot__write(t, tt->slots[i]);
-out:
+	if (!e && nfresh)
+		e = file__attach_batch(t, f, fresh, nfresh, err);
 	if (e) {
-		/* undo the slots made here; the others belong to earlier targets */
-		for (size_t i = 0; i < nfresh; i++) {
-			struct rw_func off = { 0 };
-
-			bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &fresh[i]->fn_id,
-					    &off, BPF_ANY);
-			slot_id__release(t, fresh[i]->fn_id);
-			for (size_t k = 0; k < f->nslots; k++) {
-				if (f->slots[k] == fresh[i]) {
-					f->slots[k] = f->slots[--f->nslots];
-					break;
-				}
-			}
-			free(fresh[i]);
-		}
+		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
-		batch__free(b);
+	} else {
+		/* thresholds of slots shared with other targets */
+		for (size_t i = 0; i < tt->nfuncs; i++)
+			slot__write(t, tt->slots[i]);
 	}
 	free(fresh);
 	return e;
