@@ -59,6 +59,37 @@ static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *r
 }
 
 /*
+ * The frames of c's goroutine or thread, made empty on its first call;
+ * NULL when they cannot be made (the drop is counted).
+ */
+static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
+{
+	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	__u32 zero = 0;
+	void *empty;
+
+	if (fr)
+		return fr;
+	empty = bpf_map_lookup_elem(&frames_zero, &zero);
+	if (!empty) {
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+		return NULL;
+	}
+	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
+		stat_inc(RW_STAT_CONTEXTS_FULL);
+		return NULL;
+	}
+	/* NULL when deleted right after the insert (a sweep, or the process reaped) */
+	fr = bpf_map_lookup_elem(&frames, &c->key);
+	if (!fr) {
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+		return NULL;
+	}
+	fr->goid = c->goid;
+	return fr;
+}
+
+/*
  * &fr->f[i] in a form the verifier accepts: the compiler would drop a mask it
  * can prove redundant, so hide i's range from it first.
  */
@@ -68,14 +99,15 @@ static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
 	return &fr->f[i & (RW_MAX_FRAMES - 1)];
 }
 
-static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid)
+/* A dead frame: an orphan of its function, counted once under why. */
+static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why)
 {
 	struct rw_hist_key hk = { .fn_id = f->fn_id, .tgid = tgid };
 	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
 
 	if (h)
 		h->orphans++;
-	stat_inc(RW_STAT_ORPHANS_PURGED);
+	stat_inc(why);
 }
 
 /* Frames of a goroutine whose g now runs another goroutine are all dead. */
@@ -87,8 +119,7 @@ static __always_inline void frames__check_owner(struct rw_frames *fr, const stru
 		if (fr->n == 0)
 			break;
 		fr->n--;
-		frame__orphan(frame_at(fr, fr->n), c->key.tgid);
-		stat_inc(RW_STAT_GOID_CHANGED);
+		frame__orphan(frame_at(fr, fr->n), c->key.tgid, RW_STAT_GOID_CHANGED);
 	}
 	fr->goid = c->goid;
 }
@@ -104,9 +135,55 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 		top = frame_at(fr, fr->n - 1);
 		if (top->depth <= depth)
 			break;
-		frame__orphan(top, tgid);
+		frame__orphan(top, tgid, RW_STAT_ORPHANS_PURGED);
 		fr->n--;
 	}
+}
+
+/*
+ * An entry at the depth of the deepest recorded frame: the same call started
+ * over after runtime.morestack (true: nothing to push), or a new call that
+ * proves the recorded one dead.
+ */
+static __always_inline bool frames__restarted(struct rw_frames *fr, const struct call_ctx *c,
+					      __u32 fn_id, __u64 ip)
+{
+	struct rw_frame *top;
+
+	if (fr->n == 0)
+		return false;
+	top = frame_at(fr, fr->n - 1);
+	if (top->depth != c->depth)
+		return false;
+	if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
+		top->flags &= ~RW_FRAME_RESTARTING;
+		top->entry_ip = ip;
+		stat_inc(RW_STAT_RESTARTS);
+		return true;
+	}
+	frame__orphan(top, c->key.tgid, RW_STAT_ORPHANS_PURGED);
+	fr->n--;
+	return false;
+}
+
+/* Records a call entered now at ip; no room: counted, not recorded. */
+static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
+					 __u32 fn_id, __u64 ip)
+{
+	struct rw_frame *top;
+
+	if (fr->n >= RW_MAX_FRAMES) {
+		stat_inc(RW_STAT_FRAMES_FULL);
+		return;
+	}
+	top = frame_at(fr, fr->n);
+	top->depth = c->depth;
+	top->start_ns = bpf_ktime_get_ns();
+	top->entry_ip = ip;
+	top->fn_id = fn_id;
+	top->flags = 0;
+	fr->n++;
+	fr->last_ns = top->start_ns;
 }
 
 #endif

@@ -55,6 +55,7 @@ _Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
 struct rw_proc {
 	__u32 flags; /* reserved */
 };
+_Static_assert(sizeof(struct rw_proc) == 4, "rw_proc layout");
 
 /* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
 struct rw_ctx_key {
@@ -91,6 +92,7 @@ struct rw_hist_key {
 	__u32 fn_id;
 	__u32 tgid;
 };
+_Static_assert(sizeof(struct rw_hist_key) == 8, "rw_hist_key layout");
 
 struct rw_hist {
 	__u64 calls;   /* with a duration, or entries of an entry-only function */
@@ -116,7 +118,10 @@ struct rw_event {
 };
 _Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH, "rw_event layout");
 
-/* What the programs count; each drop names its cause. Indexes of the stats map. */
+/*
+ * What the programs count; each drop names its cause. Indexes of the stats
+ * map. Keep in sync with stat_names[] in src/tracer.c.
+ */
 enum rw_stat {
 	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
 	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
@@ -130,6 +135,12 @@ enum rw_stat {
 	RW_STAT_GOID_CHANGED,	/* frames left by a goroutine whose g was reused */
 	RW_STAT_RESTARTS,	/* entries repeated after morestack, not new calls */
 	RW_STAT_RINGBUF_FULL,	/* slow-call events lost */
+	/* runtime.morestack's return address was unreadable: the restart will
+	 * be taken for a new call, and the first start for an orphan */
+	RW_STAT_MORESTACK_READ_FAILED,
+	/* a new goroutine's or thread's frames could not be made: the empty
+	 * template was missing, or the entry was gone right after its insert */
+	RW_STAT_FRAMES_INSERT_FAILED,
 	RW_STAT__MAX,
 };
 

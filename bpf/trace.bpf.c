@@ -60,25 +60,6 @@ static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
 		h->buckets[b]++;
 }
 
-static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
-{
-	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
-	__u32 zero = 0;
-	void *empty;
-
-	if (fr)
-		return fr;
-	empty = bpf_map_lookup_elem(&frames_zero, &zero);
-	if (!empty || bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
-		stat_inc(RW_STAT_CONTEXTS_FULL);
-		return NULL;
-	}
-	fr = bpf_map_lookup_elem(&frames, &c->key);
-	if (fr)
-		fr->goid = c->goid;
-	return fr;
-}
-
 /*
  * runtime.morestack, called from a function's prologue before its frame
  * exists: the function will start over at its entry on a larger stack (or
@@ -104,12 +85,23 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
 	if (top->depth + 8 != c.depth)
 		return;
-	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp))
+	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp)) {
+		stat_inc(RW_STAT_MORESTACK_READ_FAILED);
 		return;
+	}
 	fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
 	if (!fn || ret_addr <= top->entry_ip || ret_addr > top->entry_ip + fn->size)
 		return;
 	top->flags |= RW_FRAME_RESTARTING;
+}
+
+/* Entry-only functions: a call counts at its entry, with no duration. */
+static __always_inline void hist__count_entry(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist *h = hist__lookup(fn_id, tgid);
+
+	if (h)
+		h->calls++;
 }
 
 SEC("uprobe")
@@ -119,9 +111,7 @@ int rw_entry(struct pt_regs *regs)
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK;
 	const struct rw_func *fn;
 	struct rw_frames *fr;
-	struct rw_frame *top;
 	struct call_ctx c;
-	struct rw_hist *h;
 
 	if (!traced(pid_tgid))
 		return 0;
@@ -133,9 +123,7 @@ int rw_entry(struct pt_regs *regs)
 	if (!fn)
 		return 0;
 	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		h = hist__lookup(fn_id, pid_tgid >> 32);
-		if (h)
-			h->calls++;
+		hist__count_entry(fn_id, pid_tgid >> 32);
 		return 0;
 	}
 	if (!call_ctx__init(&c, regs, fn, pid_tgid, true))
@@ -145,32 +133,9 @@ int rw_entry(struct pt_regs *regs)
 		return 0;
 	frames__check_owner(fr, &c);
 	frames__purge_deeper(fr, c.depth, c.key.tgid);
-	if (fr->n > 0) {
-		top = frame_at(fr, fr->n - 1);
-		if (top->depth == c.depth) {
-			if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
-				/* the same call, started over after morestack */
-				top->flags &= ~RW_FRAME_RESTARTING;
-				top->entry_ip = regs->ip;
-				stat_inc(RW_STAT_RESTARTS);
-				return 0;
-			}
-			frame__orphan(top, c.key.tgid);
-			fr->n--;
-		}
-	}
-	if (fr->n >= RW_MAX_FRAMES) {
-		stat_inc(RW_STAT_FRAMES_FULL);
+	if (frames__restarted(fr, &c, fn_id, regs->ip))
 		return 0;
-	}
-	top = frame_at(fr, fr->n);
-	top->depth = c.depth;
-	top->start_ns = bpf_ktime_get_ns();
-	top->entry_ip = regs->ip;
-	top->fn_id = fn_id;
-	top->flags = 0;
-	fr->n++;
-	fr->last_ns = top->start_ns;
+	frames__push(fr, &c, fn_id, regs->ip);
 	return 0;
 }
 

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,11 +19,15 @@
 #include <linux/types.h>
 
 #include "../bpf/retwatch.h"
+#include "clock.h"
 #include "tracer.h"
 #include "trace.skel.h"
 #include "uprobe.h"
 
 #define MORESTACK "runtime.morestack"
+/* tracer__tick: frames untouched this long are of calls that will not return */
+#define SWEEP_AGE_NS (60 * NS_PER_S)
+#define SWEEP_EVERY_NS (5 * NS_PER_S)
 
 /* One function of one file, with a slot in the kernel's funcs map. */
 struct slot {
@@ -88,9 +91,11 @@ struct tracer {
 	void *event_ctx;
 	int ncpus;
 	void *percpu_buf;
+	uint64_t next_sweep_ns; /* tracer__tick's next sweep, on clock__mono_ns */
+	uint64_t swept;		/* frames the sweeps dropped */
 };
 
-static const char *const stat_names[RW_STAT__MAX] = {
+static const char *const stat_names[] = {
 	[RW_STAT_OTHER_PROCESS] = "other_process",
 	[RW_STAT_NOT_G_STACK] = "not_g_stack",
 	[RW_STAT_READ_FAILED] = "read_failed",
@@ -103,6 +108,23 @@ static const char *const stat_names[RW_STAT__MAX] = {
 	[RW_STAT_GOID_CHANGED] = "goid_changed",
 	[RW_STAT_RESTARTS] = "restarts",
 	[RW_STAT_RINGBUF_FULL] = "ringbuf_full",
+	[RW_STAT_MORESTACK_READ_FAILED] = "morestack_read_failed",
+	[RW_STAT_FRAMES_INSERT_FAILED] = "frames_insert_failed",
+};
+_Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
+	       "a name for every enum rw_stat");
+_Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds every counter");
+
+/* The counters of calls the kernel side could not measure (tracer_counters.unmeasured). */
+static const enum rw_stat unmeasured_stats[] = {
+	RW_STAT_FRAMES_FULL,
+	RW_STAT_CONTEXTS_FULL,
+	RW_STAT_READ_FAILED,
+	RW_STAT_NOT_G_STACK,
+	RW_STAT_NO_HIST,
+	RW_STAT_NO_FUNC,
+	RW_STAT_FRAMES_INSERT_FAILED,
+	RW_STAT_MORESTACK_READ_FAILED,
 };
 
 const char *tracer_stat__str(unsigned int stat)
@@ -202,6 +224,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		return NULL;
 	}
 	t->ncpus = libbpf_num_possible_cpus();
+	t->next_sweep_ns = clock__mono_ns() + SWEEP_EVERY_NS;
 	t->cache = opts ? opts->cache : NULL;
 	t->partial = opts && opts->partial;
 	if (!t->cache) {
@@ -563,15 +586,102 @@ out:
 	return e;
 }
 
+/* A new slot for fi in f, not yet live: its probes are not attached. */
+static int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_info *fi,
+			  struct slot **ret, struct rw_error *err)
+{
+	struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
+	struct slot *s;
+	int minor;
+
+	if (!slots)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	f->slots = slots;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	if (slot_id__alloc(t, &s->fn_id)) {
+		free(s);
+		return rw_error_set(err, ENOSPC, "too many traced functions (at most %d at once)",
+				    RW_MAX_FUNCS);
+	}
+	s->address = fi->address;
+	s->info = fi;
+	s->meta.size = fi->size;
+	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
+		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
+	if (func_uses_go_key(f->bin, fi)) {
+		minor = go_minor(f->bin);
+		s->meta.flags |= RW_FUNC_GO;
+		s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
+	}
+	f->slots[f->nslots++] = s;
+	*ret = s;
+	return 0;
+}
+
+/* Undoes slots made by file__new_slot; the others belong to earlier targets. */
+static void file__drop_slots(struct tracer *t, struct attached_file *f, struct slot **slots,
+			     size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rw_func off = { 0 };
+
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &slots[i]->fn_id, &off,
+				    BPF_ANY);
+		slot_id__release(t, slots[i]->fn_id);
+		for (size_t k = 0; k < f->nslots; k++) {
+			if (f->slots[k] == slots[i]) {
+				f->slots[k] = f->slots[--f->nslots];
+				break;
+			}
+		}
+		free(slots[i]);
+	}
+}
+
+/* Makes new slots live, then attaches their probes as one batch. */
+static int file__attach_batch(struct tracer *t, struct attached_file *f, struct slot **slots,
+			      size_t n, struct rw_error *err)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+	int e;
+
+	if (!b)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	uprobe_links__init(&b->entry);
+	uprobe_links__init(&b->ret);
+	/* Slots are live before the first probe can fire. */
+	for (size_t i = 0; i < n; i++) {
+		slots[i]->meta.flags |= RW_FUNC_ACTIVE;
+		e = slot__write(t, slots[i]);
+		if (e) {
+			rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
+			goto fail;
+		}
+	}
+	e = batch__attach(t, f, slots, n, b, err);
+	if (e)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		slots[i]->batch = b;
+	b->next = f->batches;
+	f->batches = b;
+	file__attach_morestack(t, f);
+	return 0;
+fail:
+	batch__free(b);
+	return e;
+}
+
 /* Slots for the matched functions; new ones are attached as one batch. */
 static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
 			  struct rw_error *err)
 {
 	struct attached_file *f = tt->file;
 	struct slot **fresh = calloc(tt->nfuncs + 1, sizeof(*fresh));
-	struct batch *b = NULL;
 	size_t nfresh = 0;
-	int e = 0, minor = go_minor(f->bin);
+	int e = 0;
 
 	if (!fresh)
 		return rw_error_set(err, ENOMEM, "out of memory");
@@ -580,32 +690,9 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		struct slot *s = file__find_slot(f, fi->address);
 
 		if (!s) {
-			struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
-
-			if (!slots || !(s = calloc(1, sizeof(*s)))) {
-				if (slots)
-					f->slots = slots;
-				e = rw_error_set(err, ENOMEM, "out of memory");
-				goto out;
-			}
-			f->slots = slots;
-			if (slot_id__alloc(t, &s->fn_id)) {
-				free(s);
-				e = rw_error_set(err, ENOSPC,
-						 "too many traced functions (at most %d at once)",
-						 RW_MAX_FUNCS);
-				goto out;
-			}
-			s->address = fi->address;
-			s->info = fi;
-			s->meta.size = fi->size;
-			if (fi->mode == FUNC_MODE_ENTRY_ONLY)
-				s->meta.flags |= RW_FUNC_ENTRY_ONLY;
-			if (func_uses_go_key(f->bin, fi)) {
-				s->meta.flags |= RW_FUNC_GO;
-				s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
-			}
-			f->slots[f->nslots++] = s;
+			e = file__new_slot(t, f, fi, &s, err);
+			if (e)
+				break;
 			fresh[nfresh++] = s;
 		}
 		if (threshold_ns && (!s->meta.threshold_ns || threshold_ns < s->meta.threshold_ns))
@@ -614,57 +701,16 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
 		tt->slots[i] = s;
 	}
-	if (nfresh) {
-		b = calloc(1, sizeof(*b));
-		if (!b) {
-			e = rw_error_set(err, ENOMEM, "out of memory");
-			goto out;
-		}
-		uprobe_links__init(&b->entry);
-		uprobe_links__init(&b->ret);
-		/* Slots are live before the first probe can fire. */
-		for (size_t i = 0; i < nfresh; i++) {
-			fresh[i]->meta.flags |= RW_FUNC_ACTIVE;
-			e = slot__write(t, fresh[i]);
-			if (e) {
-				rw_error_set(err, -e, "failed to store a function slot: %s",
-					     strerror(-e));
-				goto out;
-			}
-		}
-		e = batch__attach(t, f, fresh, nfresh, b, err);
-		if (e)
-			goto out;
-		for (size_t i = 0; i < nfresh; i++)
-			fresh[i]->batch = b;
-		b->next = f->batches;
-		f->batches = b;
-		b = NULL;
-		file__attach_morestack(t, f);
-	}
-	/* thresholds of slots shared with other targets */
-	for (size_t i = 0; i < tt->nfuncs; i++)
-		slot__write(t, tt->slots[i]);
-out:
+	if (!e && nfresh)
+		e = file__attach_batch(t, f, fresh, nfresh, err);
 	if (e) {
-		/* undo the slots made here; the others belong to earlier targets */
-		for (size_t i = 0; i < nfresh; i++) {
-			struct rw_func off = { 0 };
-
-			bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &fresh[i]->fn_id,
-					    &off, BPF_ANY);
-			slot_id__release(t, fresh[i]->fn_id);
-			for (size_t k = 0; k < f->nslots; k++) {
-				if (f->slots[k] == fresh[i]) {
-					f->slots[k] = f->slots[--f->nslots];
-					break;
-				}
-			}
-			free(fresh[i]);
-		}
+		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
-		batch__free(b);
+	} else {
+		/* thresholds of slots shared with other targets */
+		for (size_t i = 0; i < tt->nfuncs; i++)
+			slot__write(t, tt->slots[i]);
 	}
 	free(fresh);
 	return e;
@@ -957,11 +1003,8 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	struct rw_ctx_key key, next, *prev = NULL, *doomed = NULL;
 	size_t ndoomed = 0, cap = 0;
 	struct rw_frames fr;
-	struct timespec ts;
-	uint64_t now;
+	uint64_t now = clock__mono_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	/* deleting while walking would restart the walk: collect first */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -992,7 +1035,18 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		}
 	}
 	free(doomed);
+	t->swept += dropped;
 	return dropped;
+}
+
+int tracer__tick(struct tracer *t)
+{
+	uint64_t now = clock__mono_ns();
+
+	if (now < t->next_sweep_ns)
+		return 0;
+	t->next_sweep_ns = now + SWEEP_EVERY_NS;
+	return sweep(t, 0, SWEEP_AGE_NS);
 }
 
 int tracer__sweep(struct tracer *t, uint64_t max_age_ns)
@@ -1021,21 +1075,59 @@ int64_t tracer__inflight(struct tracer *t)
 	return n;
 }
 
-int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
+/* The programs' counters, summed over CPUs, indexed by enum rw_stat. */
+static int stats__read(struct tracer *t, uint64_t ret[RW_STAT__MAX])
 {
 	uint64_t *vals = calloc(t->ncpus, sizeof(*vals));
-	int fd = bpf_map__fd(t->skel->maps.stats);
+	int fd = bpf_map__fd(t->skel->maps.stats), e = 0;
 
 	if (!vals)
 		return -ENOMEM;
-	for (__u32 s = 0; s < RW_STAT__MAX && s < n; s++) {
+	for (__u32 s = 0; s < RW_STAT__MAX; s++) {
 		ret[s] = 0;
-		if (bpf_map_lookup_elem(fd, &s, vals))
+		if (bpf_map_lookup_elem(fd, &s, vals)) {
+			e = e ? e : -errno;
 			continue;
+		}
 		for (int cpu = 0; cpu < t->ncpus; cpu++)
 			ret[s] += vals[cpu];
 	}
 	free(vals);
+	return e;
+}
+
+int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
+{
+	uint64_t stats[RW_STAT__MAX];
+	int e = stats__read(t, stats);
+
+	if (e == -ENOMEM)
+		return e;
+	/* a counter that could not be read is 0, as it always was here */
+	for (size_t s = 0; s < RW_STAT__MAX && s < n; s++)
+		ret[s] = stats[s];
+	return 0;
+}
+
+int tracer__counters(struct tracer *t, struct tracer_counters *ret)
+{
+	uint64_t stats[RW_STAT__MAX];
+	int e = stats__read(t, stats);
+
+	if (e)
+		return e;
+	memset(ret, 0, sizeof(*ret));
+	for (size_t i = 0; i < sizeof(unmeasured_stats) / sizeof(unmeasured_stats[0]); i++)
+		ret->unmeasured[ret->nunmeasured++] = (struct tracer_count){
+			.name = stat_names[unmeasured_stats[i]],
+			.n = stats[unmeasured_stats[i]],
+		};
+	ret->purged = stats[RW_STAT_ORPHANS_PURGED] + stats[RW_STAT_GOID_CHANGED];
+	ret->swept = t->swept;
+	ret->lost_events = stats[RW_STAT_RINGBUF_FULL];
+	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
+		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
+							       .n = stats[s] };
 	return 0;
 }
 

@@ -98,16 +98,58 @@ int tracer__poll(struct tracer *t, int timeout_ms);
 int tracer__fd(const struct tracer *t);
 
 /*
- * Drops in-flight frames untouched for max_age_ns (calls that will never
- * return: a killed thread, a lost goroutine) and counts them as orphans of
- * their function. Returns how many were dropped.
+ * Call on every turn of the caller's loop: at most every 5 s, drops the
+ * in-flight frames untouched for 60 s (calls that will never return: a
+ * killed thread, a lost goroutine) and counts them as orphans of their
+ * function. Returns how many it dropped (0 when no sweep was due).
+ */
+int tracer__tick(struct tracer *t);
+/*
+ * Drops in-flight frames untouched for max_age_ns now, as tracer__tick does
+ * when due. Returns how many were dropped.
  */
 int tracer__sweep(struct tracer *t, uint64_t max_age_ns);
-/* After target's process exited: its in-flight frames become orphans. */
+/*
+ * After target's process exited: its in-flight frames become orphans.
+ * Returns how many were dropped.
+ */
 int tracer__reap(struct tracer *t, struct tracer_target *target);
 
 /* Calls in flight: entered, not yet returned (nor purged). */
 int64_t tracer__inflight(struct tracer *t);
+
+struct tracer_count {
+	const char *name; /* static */
+	uint64_t n;
+};
+
+#define TRACER_MAX_COUNTS 32
+
+/* What the tracer and its BPF programs counted since tracer__new. */
+struct tracer_counters {
+	/*
+	 * Calls the kernel side could not measure, by cause: frames_full,
+	 * contexts_full, read_failed, not_g_stack, no_hist, no_func,
+	 * frames_insert_failed, and morestack_read_failed (a call restarted
+	 * after runtime.morestack, measured from its restart, with an orphan)
+	 */
+	struct tracer_count unmeasured[TRACER_MAX_COUNTS];
+	size_t nunmeasured;
+	/* in-flight calls the kernel dropped as dead: a newer call proved them
+	 * so, or their goroutine's g was reused */
+	uint64_t purged;
+	/* in-flight calls the sweeper dropped: tracer__tick, tracer__sweep,
+	 * tracer__reap */
+	uint64_t swept;
+	uint64_t lost_events; /* slow-call events dropped: the ring buffer was full */
+	/* every counter of the BPF programs by name, for debugging */
+	struct tracer_count all[TRACER_MAX_COUNTS];
+	size_t nall;
+};
+
+/* Reads the counters; 0 or -errno. */
+int tracer__counters(struct tracer *t, struct tracer_counters *ret);
+
 /* The programs' counters, indexed by enum rw_stat (bpf/retwatch.h). */
 int tracer__stats(struct tracer *t, uint64_t *ret_stats, size_t n);
 const char *tracer_stat__str(unsigned int stat);

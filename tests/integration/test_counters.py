@@ -1,0 +1,247 @@
+"""The tracer's own counters (tracer__counters), its sweep schedule
+(tracer__tick) and tracer__reap, through counters.c: a small program built
+here against the libretwatch.a beside $RETWATCH, tracing the tracees of
+tests/fixtures as `retwatch trace` does. Needs root.
+
+[REF] expected counts come from the tracees' own reports (calls that
+returned, calls left by a panic or runtime.Goexit), from what the driver read
+of the in-flight map before reaping, and from the sweep's fixed policy
+(frames untouched for 60 s, checked at most every 5 s).
+"""
+
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import harness
+import tracing
+from tracing import go_tracee
+
+NS_PER_S = 1_000_000_000
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NATIVE = go_tracee("native", "default")
+# Go 1.23 and 1.24 keep runtime.g.goid at another offset (160, not 152).
+GOID_160 = [t for t in tracing.tracees() if t.kind == "go" and t.variant == "default"
+            and re.match(r"go1\.2[34]\.", t.toolchain)]
+
+# Every counter of the BPF programs, by the name tracer__counters gives it.
+ALL = {
+    "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
+    "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
+    "morestack_read_failed", "frames_insert_failed",
+}
+# Calls the kernel side could not measure, by cause.
+UNMEASURED = {
+    "frames_full", "contexts_full", "read_failed", "not_g_stack", "no_hist", "no_func",
+    "morestack_read_failed", "frames_insert_failed",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def can_trace():
+    if os.geteuid() != 0:
+        pytest.fail("tracing tests cannot run: the tracer needs root", pytrace=False)
+
+
+@functools.lru_cache(maxsize=None)
+def build_flags():
+    """The Makefile's libraries, and its sanitizer flags when libretwatch.a
+    was built with them."""
+    lib = os.path.join(os.path.dirname(harness.RETWATCH), "libretwatch.a")
+    assert os.path.isfile(lib), f"{lib}: no such file (built with {harness.RETWATCH} by make)"
+    with open(os.path.join(REPO, "Makefile")) as f:
+        make = f.read()
+    libs = re.search(r"^LIBS := (.+)$", make, re.M).group(1).split()
+    flags = []
+    nm = subprocess.run(["nm", "-A", lib], capture_output=True, text=True, timeout=60)
+    if "__asan_" in nm.stdout:
+        flags = re.search(r"^SAN_FLAGS := (.+)$", make, re.M).group(1).split()
+    return lib, libs, flags
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    lib, libs, flags = build_flags()
+    out = str(tmp_path_factory.mktemp("counters") / "counters")
+    argv = ["gcc", "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+            *flags, "-I" + os.path.join(REPO, "src"),
+            os.path.join(REPO, "tests", "integration", "counters.c"), lib, *libs, "-lpthread",
+            "-o", out]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{proc.stderr}"
+    return out
+
+
+class Driver:
+    """counters.c tracing one process (or itself), answering commands."""
+
+    def __init__(self, path, args):
+        self.argv = [path, *args]
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.out = tracing.Stream(self.proc.stdout)
+        self.err = tracing.Stream(self.proc.stderr)
+        self.answers = 0
+
+    def describe(self):
+        return (f"{' '.join(self.argv)}: exit {self.proc.poll()}\n--- stdout\n{self.out.text[-4000:]}"
+                f"--- stderr\n{self.err.text[-4000:]}")
+
+    def wait_tracing(self):
+        line = self.err.wait_for(lambda l: l == "tracing", tracing.ATTACH_TIMEOUT)
+        assert line is not None, f"the driver did not attach\n{self.describe()}"
+
+    def next_line(self, timeout):
+        deadline = time.monotonic() + timeout
+        while len(self.out.lines) <= self.answers:
+            assert time.monotonic() < deadline and self.proc.poll() is None, \
+                f"no answer from the driver\n{self.describe()}"
+            time.sleep(0.01)
+        self.answers += 1
+        return self.out.lines[self.answers - 1][1]
+
+    def ask(self, command, timeout=30):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.next_line(timeout)
+
+    def report(self, line):
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not a JSON report: {line!r}\n{self.describe()}") from None
+
+    def finish(self, timeout=30):
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.join()
+        self.err.join()
+        assert self.proc.returncode == 0, f"the driver failed\n{self.describe()}"
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def trace(driver_path, tracee, scenario, roles, during=None):
+    """Traces a tracee's scenario with the driver; reaps once the tracee has
+    exited. during(driver, tracee_process) replaces waiting for the scenario
+    to finish. Returns (the driver's report, the tracee's report or None)."""
+    t = tracing.TraceeProcess(tracee, scenario)
+    d = None
+    try:
+        d = Driver(driver_path, [str(t.pid), tracee.path, *(tracee.fn(r) for r in roles)])
+        d.wait_tracing()
+        t.release()
+        if during:
+            during(d, t)
+            tracee_report = None
+        else:
+            tracee_report = t.finish()
+            assert t.proc.returncode == 0 and tracee_report, f"tracee failed\n{t.describe()}"
+        rep = d.report(d.ask("reap"))
+        d.finish()
+        return rep, tracee_report
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{t.describe()}") from None
+    finally:
+        if d:
+            d.kill()
+        t.kill()
+
+
+def check_consistent(rep):
+    """What every report must satisfy: each kernel counter once by name,
+    the same as tracer__stats, the derived counters from them."""
+    c = rep["counters"]
+    assert set(c["all"]) == ALL, f"counter names {sorted(c['all'])}\n{rep}"
+    assert c["all"] == rep["stats"], f"tracer__counters and tracer__stats differ\n{rep}"
+    assert set(c["unmeasured"]) == UNMEASURED, f"unmeasured causes {sorted(c['unmeasured'])}\n{rep}"
+    for name, n in c["unmeasured"].items():
+        assert n == c["all"][name], f"unmeasured {name} {n} != {c['all'][name]}\n{rep}"
+    assert c["purged"] == c["all"]["orphans_purged"] + c["all"]["goid_changed"], rep
+    assert c["lost_events"] == c["all"]["ringbuf_full"], rep
+
+
+def test_counters_of_a_recursion_across_stack_growth(driver):
+    """Every call measured: nothing unmeasured, nothing dropped, and the
+    restarts after runtime.morestack recognized as such."""
+    rep, tracee = trace(driver, NATIVE, "recursive", ["deep"])
+    check_consistent(rep)
+    c = rep["counters"]
+    assert rep["functions"]["main.deep"] == {"calls": tracee["calls"]["main.deep"], "orphans": 0}, rep
+    assert all(n == 0 for n in c["unmeasured"].values()), rep
+    assert c["all"]["restarts"] > 0, f"no restart after morestack recognized\n{rep}"
+    assert (c["purged"], c["swept"], rep["reaped"], rep["ticks"], c["lost_events"]) == (0, 0, 0, 0, 0), rep
+
+
+@pytest.mark.parametrize("tracee", [NATIVE, *GOID_160[:1]], ids=lambda t: t.id)
+def test_purged_counts_each_dead_call_once(driver, tracee):
+    """Calls left by panics and runtime.Goexit: the kernel purges them (a
+    newer call at their depth, or their g running another goroutine) or the
+    reap drops them at the exit; each is counted once, in purged or swept."""
+    rep, report = trace(driver, tracee, "panic", ["may_panic", "exit_goroutine"])
+    check_consistent(rep)
+    c = rep["counters"]
+    orphans = report["orphans"]
+    for fn in orphans:
+        assert rep["functions"][fn] == {"calls": report["calls"][fn], "orphans": orphans[fn]}, \
+            f"{fn}: the tracee says {report['calls'][fn]} calls, {orphans[fn]} orphans\n{rep}"
+    assert c["purged"] + c["swept"] == sum(orphans.values()), \
+        f"purged {c['purged']} + swept {c['swept']} != {sum(orphans.values())} orphans\n{rep}"
+    assert c["swept"] == rep["reaped"], rep
+    assert all(n == 0 for n in c["unmeasured"].values()), rep
+
+
+def test_reap_counts_calls_left_in_flight_as_swept(driver):
+    """A process killed during its calls: tracer__reap drops what it left in
+    flight, returns how many, and counts them in swept and as orphans."""
+    inflight = []
+
+    def kill_during_calls(d, t):
+        deadline = time.monotonic() + tracing.TRACEE_TIMEOUT
+        while int(d.ask("inflight")) == 0:
+            assert time.monotonic() < deadline, f"no call in flight\n{d.describe()}"
+            time.sleep(0.002)
+        t.proc.send_signal(signal.SIGKILL)
+        t.proc.wait(10)
+        inflight.append(int(d.ask("inflight")))
+
+    rep, _ = trace(driver, NATIVE, "recursive", ["deep"], during=kill_during_calls)
+    check_consistent(rep)
+    c = rep["counters"]
+    assert inflight[0] > 0 and rep["inflight_before"] == inflight[0], f"{inflight}\n{rep}"
+    assert rep["reaped"] == inflight[0] and rep["inflight"] == 0, rep
+    assert c["swept"] == rep["reaped"], rep
+    assert rep["functions"]["main.deep"]["orphans"] == rep["reaped"], rep
+    assert c["purged"] == 0, rep
+
+
+def test_tick_sweeps_a_call_untouched_for_a_minute(driver):
+    """tracer__tick, called every 100 ms, drops a call in flight for 60 s at
+    the first sweep due after that (sweeps run every 5 s), and not before."""
+    d = Driver(driver, ["--self", "80"])
+    try:
+        rep = d.report(d.next_line(120))
+        d.finish()
+    finally:
+        d.kill()
+    check_consistent(rep)
+    c = rep["counters"]
+    assert rep["tick_dropped"] == 1, f"tracer__tick dropped {rep['tick_dropped']}\n{rep}"
+    after = rep["swept_after_ns"] / NS_PER_S
+    assert 60 <= after <= 60 + 5 + 2, f"swept {after:.1f} s after the call began\n{rep}"
+    assert c["swept"] == 1, rep
+    assert rep["functions"]["held_call"] == {"calls": 0, "orphans": 1}, rep
+    assert c["all"]["unmatched_ret"] == 1, f"its RET found a frame\n{rep}"
+    assert c["purged"] == 0 and rep["inflight"] == 0, rep
