@@ -183,6 +183,50 @@ int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
 	return 0;
 }
 
+/*
+ * Whether path component c (n bytes) is pod uid's cgroup: "pod<uid>"
+ * (cgroupfs) or "kubepods[-<qos>]-pod<uid, '-' as '_'>.slice" (systemd),
+ * which cgroup v1 under containerd.service also shows before a ':'.
+ */
+static bool component_is_pod(const char *c, size_t n, const char *uid, size_t ulen)
+{
+	const char *colon = memchr(c, ':', n), *u;
+	const size_t slen = strlen(".slice");
+
+	if (n == ulen + 3 && !memcmp(c, "pod", 3) && !memcmp(c + 3, uid, ulen))
+		return true;
+	n = colon ? (size_t)(colon - c) : n;
+	if (n < ulen + 4 + slen || memcmp(c + n - slen, ".slice", slen))
+		return false;
+	u = c + n - slen - ulen;
+	if (memcmp(u - 4, "-pod", 4))
+		return false;
+	for (size_t i = 0; i < ulen; i++)
+		if (u[i] != (uid[i] == '-' ? '_' : uid[i]))
+			return false;
+	return true;
+}
+
+bool cgroup__names_pod(const char *text, size_t len, const char *pod_uid)
+{
+	size_t ulen = pod_uid ? strlen(pod_uid) : 0;
+	const char *p = text, *end = text + len;
+
+	/* a uid is letters, digits and '-': anything else could match across components */
+	if (!ulen || ulen > 64 || strspn(pod_uid, "0123456789abcdefABCDEF-") != ulen)
+		return false;
+	while (p < end) {
+		const char *stop = p;
+
+		while (stop < end && *stop != '/' && *stop != '\n')
+			stop++;
+		if (component_is_pod(p, stop - p, pod_uid, ulen))
+			return true;
+		p = stop + 1;
+	}
+	return false;
+}
+
 static bool is_scheme_char(char c, size_t i)
 {
 	bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');

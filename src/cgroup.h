@@ -35,6 +35,7 @@
 #ifndef RETWATCH_CGROUP_H
 #define RETWATCH_CGROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,15 @@
  * on success.
  */
 int cgroup__parse_container_id(const char *text, size_t len, char *ret_id);
+
+/*
+ * Whether a path component of the text of a /proc/PID/cgroup file (len
+ * bytes) is the cgroup the kubelet made for the pod of uid pod_uid:
+ * "pod<uid>" (cgroupfs driver) or "kubepods[-<qos>]-pod<uid with _>.slice"
+ * (systemd driver). A process can create a cgroup named after another
+ * container's id inside its own, but cannot leave its pod's cgroup.
+ */
+bool cgroup__names_pod(const char *text, size_t len, const char *pod_uid);
 
 /*
  * The container id of a Pod's status.containerStatuses[].containerID:

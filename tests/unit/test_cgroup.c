@@ -320,3 +320,43 @@ TEST(cgroup_pid_container)
 	test__rm_tree(proc);
 	return ok;
 }
+
+/* A process belongs to a pod when a path component is the pod's own cgroup. */
+TEST(cgroup_names_pod)
+{
+	static const struct {
+		const char *text, *uid;
+		bool in;
+	} cases[] = {
+		{ "0::/kubepods/besteffort/pod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a/" ID_A "\n",
+		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", true },
+		{ "0::/kubepods.slice/kubepods-burstable.slice/"
+		  "kubepods-burstable-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/"
+		  "cri-containerd-" ID_A ".scope\n",
+		  "6590d241-bc8d-49f7-b9e1-8349f3e998ac", true },
+		{ "12:pids:/system.slice/containerd.service/"
+		  "kubepods-besteffort-pod4a324b86_5b65_45c8_868c_c1a143c3d342.slice:cri-containerd:" ID_A
+		  "\n",
+		  "4a324b86-5b65-45c8-868c-c1a143c3d342", true },
+		{ "0::/kubepods.slice/kubepods-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/x\n",
+		  "6590d241-bc8d-49f7-b9e1-8349f3e998ac", true },
+		/* the uid inside a longer name, or another pod's, is not the pod */
+		{ "0::/kubepods/besteffort/xpod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a/" ID_A "\n",
+		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
+		{ "0::/kubepods/besteffort/pod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8aa/" ID_A "\n",
+		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
+		{ "0::/kubepods/besteffort/pod11111111-2222-3333-4444-555555555555/" ID_A "\n",
+		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
+		{ "0::/user.slice/session-3.scope\n", "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a",
+		  false },
+		{ "0::/kubepods/pod/x\n", "", false },
+		{ "0::/kubepods/pod../x\n", "..", false },
+	};
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < sizeof(cases) / sizeof(cases[0]); i++)
+		ok = CHECK(cgroup__names_pod(cases[i].text, strlen(cases[i].text), cases[i].uid) ==
+				   cases[i].in,
+			   "case %zu: %s", i, cases[i].text);
+	return ok;
+}
