@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "latency.h"
 #include "probe.h"
 
 #define MAX_NAME 1024
@@ -281,79 +283,4 @@ bool probe_spec__wants_container(const struct probe_spec *s, const char *name)
 		if (!strcmp(s->containers[i], name))
 			return true;
 	return false;
-}
-
-static int add_duration(cJSON *obj, const char *name, uint64_t ns)
-{
-	char buf[LATENCY_FMT_LEN];
-
-	return cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)))
-		       ? 0
-		       : -ENOMEM;
-}
-
-int probe_latency__to_json(const struct latency *l, cJSON *obj)
-{
-	cJSON *buckets, *pair;
-
-	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
-	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
-	    add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
-	    add_duration(obj, "p95", latency__percentile(l, 0.95)) ||
-	    add_duration(obj, "p99", latency__percentile(l, 0.99)) ||
-	    add_duration(obj, "max", l->max_ns) ||
-	    !cJSON_AddNumberToObject(obj, "minNs", (double)l->min_ns) ||
-	    !cJSON_AddNumberToObject(obj, "maxNs", (double)l->max_ns) ||
-	    !cJSON_AddNumberToObject(obj, "sumNs", (double)l->sum_ns) ||
-	    !(buckets = cJSON_AddArrayToObject(obj, "buckets")))
-		return -ENOMEM;
-	for (unsigned int i = 0; i < RW_HIST_BUCKETS; i++) {
-		if (!l->buckets[i])
-			continue;
-		pair = cJSON_CreateArray();
-		if (!pair || !cJSON_AddItemToArray(buckets, pair) ||
-		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber(i)) ||
-		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)l->buckets[i])))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* A count: a whole number from 0 to 2^53 (what a JSON number holds exactly). */
-static int count(const cJSON *v, uint64_t *ret)
-{
-	if (!v) {
-		*ret = 0;
-		return 0;
-	}
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-	    v->valuedouble != (double)(uint64_t)v->valuedouble)
-		return -EINVAL;
-	*ret = (uint64_t)v->valuedouble;
-	return 0;
-}
-
-int probe_latency__from_json(const cJSON *obj, struct latency *ret)
-{
-	const cJSON *pair, *buckets = field(obj, "buckets");
-	long prev = -1;
-
-	memset(ret, 0, sizeof(*ret));
-	if (!cJSON_IsObject(obj) || count(field(obj, "calls"), &ret->calls) ||
-	    count(field(obj, "orphans"), &ret->orphans) ||
-	    count(field(obj, "minNs"), &ret->min_ns) || count(field(obj, "maxNs"), &ret->max_ns) ||
-	    count(field(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)))
-		return -EINVAL;
-	cJSON_ArrayForEach(pair, buckets)
-	{
-		uint64_t idx, n;
-
-		if (cJSON_GetArraySize(pair) != 2 || count(cJSON_GetArrayItem(pair, 0), &idx) ||
-		    count(cJSON_GetArrayItem(pair, 1), &n) || idx >= RW_HIST_BUCKETS ||
-		    (long)idx <= prev)
-			return -EINVAL;
-		ret->buckets[idx] = n;
-		prev = (long)idx;
-	}
-	return 0;
 }

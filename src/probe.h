@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The FunctionProbe resource (crds/functionprobe.yaml): its spec, checked
- * again here beyond what the schema can say, label selectors, and the
- * latency results as they appear in its status.
+ * again here beyond what the schema can say, and label selectors.
  */
 #ifndef RETWATCH_PROBE_H
 #define RETWATCH_PROBE_H
@@ -13,7 +12,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "latency.h"
 #include "rwerr.h"
 
 #define PROBE_MAX_FUNCTIONS 64
@@ -49,14 +47,5 @@ void probe_spec__free(struct probe_spec *s);
 /* Whether the selector matches labels (a JSON object of strings, or NULL). */
 bool probe_spec__selects(const struct probe_spec *s, const cJSON *labels);
 bool probe_spec__wants_container(const struct probe_spec *s, const char *name);
-
-/*
- * Latency in a status: calls, orphans, p50/p95/p99/max as durations,
- * minNs/maxNs/sumNs exact, and "buckets": the non-empty buckets of bpf/hist.h
- * as [index, count] pairs in ascending index order.
- */
-int probe_latency__to_json(const struct latency *l, cJSON *obj);
-/* Reads what probe_latency__to_json wrote; -EINVAL on anything out of range. */
-int probe_latency__from_json(const cJSON *obj, struct latency *ret);
 
 #endif

@@ -127,11 +127,6 @@ static const enum rw_stat unmeasured_stats[] = {
 	RW_STAT_MORESTACK_READ_FAILED,
 };
 
-const char *tracer_stat__str(unsigned int stat)
-{
-	return stat < RW_STAT__MAX ? stat_names[stat] : "?";
-}
-
 const char *tracer__attach_mode(const struct tracer *t)
 {
 	return t->multi ? "uprobe_multi" : "perf_event";
@@ -1049,11 +1044,6 @@ int tracer__tick(struct tracer *t)
 	return sweep(t, 0, SWEEP_AGE_NS);
 }
 
-int tracer__sweep(struct tracer *t, uint64_t max_age_ns)
-{
-	return sweep(t, 0, max_age_ns);
-}
-
 int tracer__reap(struct tracer *t, struct tracer_target *tt)
 {
 	return sweep(t, tt->pid, 0);
@@ -1096,27 +1086,15 @@ static int stats__read(struct tracer *t, uint64_t ret[RW_STAT__MAX])
 	return e;
 }
 
-int tracer__stats(struct tracer *t, uint64_t *ret, size_t n)
-{
-	uint64_t stats[RW_STAT__MAX];
-	int e = stats__read(t, stats);
-
-	if (e == -ENOMEM)
-		return e;
-	/* a counter that could not be read is 0, as it always was here */
-	for (size_t s = 0; s < RW_STAT__MAX && s < n; s++)
-		ret[s] = stats[s];
-	return 0;
-}
-
 int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 {
 	uint64_t stats[RW_STAT__MAX];
-	int e = stats__read(t, stats);
+	int e;
 
+	memset(ret, 0, sizeof(*ret));
+	e = stats__read(t, stats);
 	if (e)
 		return e;
-	memset(ret, 0, sizeof(*ret));
 	for (size_t i = 0; i < sizeof(unmeasured_stats) / sizeof(unmeasured_stats[0]); i++)
 		ret->unmeasured[ret->nunmeasured++] = (struct tracer_count){
 			.name = stat_names[unmeasured_stats[i]],

@@ -105,11 +105,6 @@ int tracer__fd(const struct tracer *t);
  */
 int tracer__tick(struct tracer *t);
 /*
- * Drops in-flight frames untouched for max_age_ns now, as tracer__tick does
- * when due. Returns how many were dropped.
- */
-int tracer__sweep(struct tracer *t, uint64_t max_age_ns);
-/*
  * After target's process exited: its in-flight frames become orphans.
  * Returns how many were dropped.
  */
@@ -138,8 +133,7 @@ struct tracer_counters {
 	/* in-flight calls the kernel dropped as dead: a newer call proved them
 	 * so, or their goroutine's g was reused */
 	uint64_t purged;
-	/* in-flight calls the sweeper dropped: tracer__tick, tracer__sweep,
-	 * tracer__reap */
+	/* in-flight calls the sweeper dropped: tracer__tick, tracer__reap */
 	uint64_t swept;
 	uint64_t lost_events; /* slow-call events dropped: the ring buffer was full */
 	/* every counter of the BPF programs by name, for debugging */
@@ -147,11 +141,7 @@ struct tracer_counters {
 	size_t nall;
 };
 
-/* Reads the counters; 0 or -errno. */
+/* Reads the counters; 0 or -errno (then all are 0). */
 int tracer__counters(struct tracer *t, struct tracer_counters *ret);
-
-/* The programs' counters, indexed by enum rw_stat (bpf/retwatch.h). */
-int tracer__stats(struct tracer *t, uint64_t *ret_stats, size_t n);
-const char *tracer_stat__str(unsigned int stat);
 
 #endif

@@ -15,16 +15,14 @@
 #include <bpf/libbpf.h>
 #include <cjson/cJSON.h>
 
-#include "../../bpf/retwatch.h"
+#include "clock.h"
 #include "cmd.h"
 #include "latency.h"
+#include "results.h"
 #include "symbolize.h"
 #include "tracer.h"
 
 #define MAX_PIDS 64
-/* In-flight frames untouched this long are purged (a backstop). */
-#define SWEEP_AGE_NS (60ULL * 1000000000ULL)
-#define SWEEP_EVERY_NS (5ULL * 1000000000ULL)
 
 static volatile sig_atomic_t exiting;
 
@@ -34,41 +32,34 @@ static void on_signal(int sig)
 	exiting = 1;
 }
 
-/* One output row: a function, over every process that has it. */
-struct row {
-	const char *name;
-	const char *mode;
-	const char *reason;
-	size_t nreturns;
-	struct latency done; /* from processes that exited */
-	struct latency now;  /* done plus the live processes, at the last report */
-};
-
 struct proc {
 	pid_t pid;
 	int pidfd;
-	struct tracer_target *target;
-	size_t *rows; /* row of each of the target's functions */
+	struct tracer_target *target; /* NULL once it exited */
 };
 
 struct trace_run {
 	struct tracer *t;
+	struct binary_cache *cache;
 	struct symbolizer *sym;
+	struct results *results;
 	struct proc procs[MAX_PIDS];
 	size_t nprocs, nlive;
-	struct row *rows;
-	size_t nrows;
 	bool json;
 	uint64_t slow_calls;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
+/* The command line. */
+struct trace_args {
+	pid_t pids[MAX_PIDS];
+	size_t npids;
+	double duration, interval;
+	uint64_t threshold_ns;
+	enum tracer_attach_mode attach_mode;
+	bool json;
+	char **patterns;
+	size_t npatterns;
+};
 
 static void trace_usage(FILE *f)
 {
@@ -90,50 +81,17 @@ static void trace_usage(FILE *f)
 		MAX_PIDS);
 }
 
-static size_t row_for(struct trace_run *r, const struct func_info *fi)
-{
-	struct row *rows;
-
-	for (size_t i = 0; i < r->nrows; i++)
-		if (!strcmp(r->rows[i].name, fi->name))
-			return i;
-	rows = realloc(r->rows, (r->nrows + 1) * sizeof(*rows));
-	if (!rows) {
-		fprintf(stderr, "retwatch: out of memory\n");
-		exit(1);
-	}
-	r->rows = rows;
-	memset(&rows[r->nrows], 0, sizeof(rows[0]));
-	rows[r->nrows].name = strdup(fi->name);
-	rows[r->nrows].mode = func_mode__str(fi->mode);
-	rows[r->nrows].reason = fi->reason ? strdup(fi->reason) : NULL;
-	rows[r->nrows].nreturns = fi->nreturns;
-	return r->nrows++;
-}
-
-static const char *fn_name(struct trace_run *r, pid_t pid, uint32_t fn_id)
-{
-	for (size_t p = 0; p < r->nprocs; p++) {
-		struct tracer_target *tt = r->procs[p].target;
-
-		if (!tt || r->procs[p].pid != pid)
-			continue;
-		for (size_t i = 0; i < tracer_target__nfuncs(tt); i++)
-			if (tracer_target__func(tt, i)->fn_id == fn_id)
-				return tracer_target__func(tt, i)->info->name;
-	}
-	return "?";
-}
-
 static void on_slow_call(const struct tracer_event *ev, void *ctx)
 {
 	struct trace_run *r = ctx;
 	char dur[LATENCY_FMT_LEN], frame[512];
+	struct results_call rc = { .function = "?" };
 
 	r->slow_calls++;
 	if (r->json)
 		return;
-	printf("slow call: %s took %s (pid %d, tid %d", fn_name(r, ev->pid, ev->fn_id),
+	results__find_call(r->results, ev, &rc);
+	printf("slow call: %s took %s (pid %d, tid %d", rc.function,
 	       latency__format_ns(ev->duration_ns, dur, sizeof(dur)), ev->pid, ev->tid);
 	if (ev->goid)
 		printf(", goroutine %" PRIu64, ev->goid);
@@ -145,64 +103,63 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	fflush(stdout);
 }
 
-/* Totals of every row: exited processes plus what the kernel holds now. */
-static void collect(struct trace_run *r)
+/* Every row now: what exited processes and the live ones counted. */
+static struct latency *collect(struct trace_run *r)
 {
-	struct latency l;
+	size_t n = results__nrows(r->results);
+	struct latency *now = calloc(n + 1, sizeof(*now));
 
-	for (size_t i = 0; i < r->nrows; i++)
-		r->rows[i].now = r->rows[i].done;
-	for (size_t p = 0; p < r->nprocs; p++) {
-		struct proc *pr = &r->procs[p];
+	for (size_t i = 0; now && i < n; i++)
+		results__read(r->results, i, NULL, NULL, &now[i]);
+	return now;
+}
 
-		if (!pr->target)
-			continue;
-		for (size_t i = 0; i < tracer_target__nfuncs(pr->target); i++)
-			if (!tracer_target__read(r->t, pr->target, i, &l))
-				latency__merge(&r->rows[pr->rows[i]].now, &l);
+static void print_row(const struct results_row *w, const struct latency *l)
+{
+	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
+
+	if (w->reason && w->mode == FUNC_MODE_ENTRY_ONLY) {
+		printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
+		       "-", "-", "-", "-", l->orphans);
+		return;
 	}
+	printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
+	       latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)),
+	       latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)),
+	       latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)),
+	       latency__format_ns(l->max_ns, max, sizeof(max)), l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
 {
-	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
+	struct latency *now = collect(r);
 	time_t t = time(NULL);
 	struct tm tm;
 
+	if (!now)
+		return;
 	localtime_r(&t, &tm);
 	printf("\n%s at %02d:%02d:%02d\n", final ? "Final" : "Interval", tm.tm_hour, tm.tm_min,
 	       tm.tm_sec);
 	printf("%-40s %10s %10s %10s %10s %10s %8s\n", "FUNCTION", "CALLS", "P50", "P95", "P99",
 	       "MAX", "ORPHANS");
-	for (size_t i = 0; i < r->nrows; i++) {
-		const struct row *w = &r->rows[i];
-		const struct latency *l = &w->now;
+	for (size_t i = 0; i < results__nrows(r->results); i++)
+		print_row(results__row(r->results, i), &now[i]);
+	for (size_t i = 0; i < results__nrows(r->results); i++) {
+		const struct results_row *w = results__row(r->results, i);
 
-		if (w->reason && !strcmp(w->mode, "entry-only")) {
-			printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name,
-			       l->calls, "-", "-", "-", "-", l->orphans);
-			continue;
-		}
-		printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-		       latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)),
-		       latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)),
-		       latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)),
-		       latency__format_ns(l->max_ns, max, sizeof(max)), l->orphans);
-	}
-	for (size_t i = 0; i < r->nrows; i++) {
-		const struct row *w = &r->rows[i];
-
-		if (!strcmp(w->mode, "entry-only")) {
+		if (w->mode == FUNC_MODE_ENTRY_ONLY) {
 			printf("\n%s: calls counted at entry only, no duration: %s\n", w->name,
 			       w->reason ? w->reason : "no return instruction found");
 			continue;
 		}
-		if (!w->now.calls)
+		if (!now[i].calls)
 			continue;
 		printf("\n%s\n", w->name);
-		latency__print_log2(stdout, &w->now);
+		latency__print_log2(stdout, &now[i]);
 	}
 	fflush(stdout);
+	free(now);
 }
 
 static cJSON *json_u64(uint64_t v)
@@ -213,35 +170,36 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+static cJSON *json_row(const struct results_row *w, const struct latency *l)
+{
+	bool durations = w->mode != FUNC_MODE_ENTRY_ONLY;
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "name", w->name);
+	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
+	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
+	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? l->min_ns : 0));
+	cJSON_AddItemToObject(o, "p50_ns", json_u64(durations ? latency__percentile(l, 0.50) : 0));
+	cJSON_AddItemToObject(o, "p95_ns", json_u64(durations ? latency__percentile(l, 0.95) : 0));
+	cJSON_AddItemToObject(o, "p99_ns", json_u64(durations ? latency__percentile(l, 0.99) : 0));
+	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
+	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
+	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
+	cJSON_AddItemToObject(o, "reason",
+			      w->reason && !durations ? cJSON_CreateString(w->reason)
+						      : cJSON_CreateNull());
+	return o;
+}
+
 static void print_json(struct trace_run *r, uint64_t lost)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
+	struct latency *now = collect(r);
 	char *text;
 
-	for (size_t i = 0; i < r->nrows; i++) {
-		const struct row *w = &r->rows[i];
-		const struct latency *l = &w->now;
-		bool durations = strcmp(w->mode, "entry-only") != 0;
-		cJSON *o = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(o, "name", w->name);
-		cJSON_AddStringToObject(o, "mode", w->mode);
-		cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
-		cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? l->min_ns : 0));
-		cJSON_AddItemToObject(o, "p50_ns",
-				      json_u64(durations ? latency__percentile(l, 0.50) : 0));
-		cJSON_AddItemToObject(o, "p95_ns",
-				      json_u64(durations ? latency__percentile(l, 0.95) : 0));
-		cJSON_AddItemToObject(o, "p99_ns",
-				      json_u64(durations ? latency__percentile(l, 0.99) : 0));
-		cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
-		cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
-		cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
-		cJSON_AddItemToObject(o, "reason",
-				      w->reason && !durations ? cJSON_CreateString(w->reason)
-							      : cJSON_CreateNull());
-		cJSON_AddItemToArray(funcs, o);
-	}
+	for (size_t i = 0; now && i < results__nrows(r->results); i++)
+		cJSON_AddItemToArray(funcs, json_row(results__row(r->results, i), &now[i]));
+	free(now);
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
 	cJSON_AddItemToObject(root, "lost_events", json_u64(lost));
@@ -256,13 +214,7 @@ static void print_json(struct trace_run *r, uint64_t lost)
 /* The process is gone: keep what it measured, count what it left in flight. */
 static void proc_exited(struct trace_run *r, struct proc *pr)
 {
-	struct latency l;
-
-	tracer__reap(r->t, pr->target);
-	for (size_t i = 0; i < tracer_target__nfuncs(pr->target); i++)
-		if (!tracer_target__read(r->t, pr->target, i, &l))
-			latency__merge(&r->rows[pr->rows[i]].done, &l);
-	tracer__remove(r->t, pr->target);
+	results__retire(r->results, pr->target, true);
 	symbolizer__forget(r->sym, pr->pid);
 	pr->target = NULL;
 	close(pr->pidfd);
@@ -295,8 +247,7 @@ static int parse_seconds(const char *opt, const char *s, double *ret)
 	return 0;
 }
 
-static int add_proc(struct trace_run *r, pid_t pid, char **patterns, size_t npatterns,
-		    uint64_t threshold_ns)
+static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args)
 {
 	struct proc *pr = &r->procs[r->nprocs];
 	struct rw_error err = {};
@@ -313,21 +264,20 @@ static int add_proc(struct trace_run *r, pid_t pid, char **patterns, size_t npat
 		return -1;
 	}
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	pr->target = tracer__add(r->t, pid, exe, (const char *const *)patterns, npatterns,
-				 threshold_ns, &err);
+	pr->target = tracer__add(r->t, pid, exe, (const char *const *)args->patterns,
+				 args->npatterns, args->threshold_ns, &err);
 	if (!pr->target) {
 		fprintf(stderr, "retwatch: process %d: %s\n", pid, err.msg);
 		close(pr->pidfd);
 		return -1;
 	}
-	pr->rows = calloc(tracer_target__nfuncs(pr->target) + 1, sizeof(*pr->rows));
-	if (!pr->rows) {
+	r->nprocs++;
+	if (results__add(r->results, pr->target, NULL, NULL)) {
+		tracer__remove(r->t, pr->target);
+		pr->target = NULL;
 		fprintf(stderr, "retwatch: out of memory\n");
 		return -1;
 	}
-	for (size_t i = 0; i < tracer_target__nfuncs(pr->target); i++)
-		pr->rows[i] = row_for(r, tracer_target__func(pr->target, i)->info);
-	r->nprocs++;
 	r->nlive++;
 	return 0;
 }
@@ -339,7 +289,56 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-int cmd_trace(int argc, char **argv)
+static int parse_pid(const char *s, struct trace_args *a)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || !*s || v <= 0 || v > 0x3fffffff) {
+		fprintf(stderr, "retwatch: invalid --pid '%s': give a process ID\n", s);
+		return -EINVAL;
+	}
+	if (a->npids == MAX_PIDS) {
+		fprintf(stderr, "retwatch: at most %d --pid options\n", MAX_PIDS);
+		return -EINVAL;
+	}
+	a->pids[a->npids++] = v;
+	return 0;
+}
+
+static int parse_option(int c, const char *arg, struct trace_args *a)
+{
+	switch (c) {
+	case 'p': return parse_pid(arg, a);
+	case 'd': return parse_seconds("--duration", arg, &a->duration);
+	case 'i': return parse_seconds("--interval", arg, &a->interval);
+	case 't':
+		if (latency__parse_duration(arg, &a->threshold_ns) || !a->threshold_ns) {
+			fprintf(stderr,
+				"retwatch: invalid --threshold '%s': give a duration such as 10ms, "
+				"250us or 1.5s\n",
+				arg);
+			return -EINVAL;
+		}
+		return 0;
+	case 'j': a->json = true; return 0;
+	case 'a':
+		if (tracer_attach_mode__parse(arg, &a->attach_mode)) {
+			fprintf(stderr,
+				"retwatch: invalid --attach '%s': give auto, uprobe_multi or "
+				"perf_event\n",
+				arg);
+			return -EINVAL;
+		}
+		return 0;
+	default: trace_usage(stderr); return -EINVAL;
+	}
+}
+
+/* 0: go on; 1: done (--help); 2: a usage error. */
+static int parse_args(int argc, char **argv, struct trace_args *a)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -351,152 +350,132 @@ int cmd_trace(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	pid_t pids[MAX_PIDS];
-	size_t npids = 0;
-	double duration = 0, interval = 0;
-	uint64_t threshold_ns = 0, stats[RW_STAT__MAX] = { 0 }, start, next_report, next_sweep;
-	struct tracer_opts topts = {};
-	struct trace_run r = {};
-	struct rw_error err = {};
-	struct sigaction sa = { .sa_handler = on_signal };
-	int c, ret = 1;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "+p:d:t:i:ja:h", opts, NULL)) != -1) {
-		char *end;
-		long v;
-
-		switch (c) {
-		case 'p':
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || !*optarg || v <= 0 || v > 0x3fffffff) {
-				fprintf(stderr, "retwatch: invalid --pid '%s': give a process ID\n",
-					optarg);
-				return 2;
-			}
-			if (npids == MAX_PIDS) {
-				fprintf(stderr, "retwatch: at most %d --pid options\n", MAX_PIDS);
-				return 2;
-			}
-			pids[npids++] = v;
-			break;
-		case 'd':
-			if (parse_seconds("--duration", optarg, &duration))
-				return 2;
-			break;
-		case 'i':
-			if (parse_seconds("--interval", optarg, &interval))
-				return 2;
-			break;
-		case 't':
-			if (latency__parse_duration(optarg, &threshold_ns) || !threshold_ns) {
-				fprintf(stderr,
-					"retwatch: invalid --threshold '%s': give a duration such as "
-					"10ms, 250us or 1.5s\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'j': r.json = true; break;
-		case 'a':
-			if (tracer_attach_mode__parse(optarg, &topts.attach_mode)) {
-				fprintf(stderr,
-					"retwatch: invalid --attach '%s': give auto, uprobe_multi or "
-					"perf_event\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'h': trace_usage(stdout); return 0;
-		default: trace_usage(stderr); return 2;
+		if (c == 'h') {
+			trace_usage(stdout);
+			return 1;
 		}
+		if (parse_option(c, optarg, a))
+			return 2;
 	}
-	if (!npids || optind >= argc) {
+	if (!a->npids || optind >= argc) {
 		fprintf(stderr, "retwatch: trace needs --pid and at least one function name or "
 				"glob\n");
 		trace_usage(stderr);
 		return 2;
 	}
-	libbpf_set_print(libbpf_print);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	a->patterns = argv + optind;
+	a->npatterns = argc - optind;
+	return 0;
+}
 
-	topts.cache = binary_cache__new(16);
-	r.t = tracer__new(&topts, &err);
-	if (!r.t) {
+static int trace_start(struct trace_run *r, const struct trace_args *args)
+{
+	struct tracer_opts topts = { .attach_mode = args->attach_mode };
+	struct rw_error err = {};
+
+	r->json = args->json;
+	r->cache = topts.cache = binary_cache__new(16);
+	r->t = tracer__new(&topts, &err);
+	if (!r->t) {
 		fprintf(stderr, "retwatch: %s\n", err.msg);
-		goto cleanup;
+		return -1;
 	}
-	r.sym = symbolizer__new(topts.cache);
-	tracer__set_event_fn(r.t, on_slow_call, &r);
-	for (size_t i = 0; i < npids; i++)
-		if (add_proc(&r, pids[i], argv + optind, argc - optind, threshold_ns))
-			goto cleanup;
-	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n", r.nrows,
-		r.nrows == 1 ? "" : "s", r.nprocs, r.nprocs == 1 ? "" : "es",
-		tracer__attach_mode(r.t), r.json ? "" : "; Ctrl-C to stop");
+	r->sym = symbolizer__new(r->cache);
+	r->results = results__new(r->t);
+	if (!r->results) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return -1;
+	}
+	tracer__set_event_fn(r->t, on_slow_call, r);
+	for (size_t i = 0; i < args->npids; i++)
+		if (add_proc(r, args->pids[i], args))
+			return -1;
+	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n",
+		results__nrows(r->results), results__nrows(r->results) == 1 ? "" : "s", r->nprocs,
+		r->nprocs == 1 ? "" : "es", tracer__attach_mode(r->t),
+		r->json ? "" : "; Ctrl-C to stop");
+	return 0;
+}
 
-	start = now_ns();
-	next_report = interval ? start + (uint64_t)(interval * 1e9) : UINT64_MAX;
-	next_sweep = start + SWEEP_EVERY_NS;
-	while (!exiting && r.nlive) {
+/* Until the duration ends, a signal, or every process exited. */
+static void trace_loop(struct trace_run *r, const struct trace_args *args)
+{
+	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
+	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
+
+	while (!exiting && r->nlive) {
 		uint64_t now;
-		int e = tracer__poll(r.t, 100);
+		int e = tracer__poll(r->t, 100);
 
 		if (e < 0 && e != -EINTR) {
 			fprintf(stderr, "retwatch: failed to read slow calls: %s\n", strerror(-e));
 			break;
 		}
-		check_exits(&r);
-		now = now_ns();
-		if (duration && now - start >= (uint64_t)(duration * 1e9))
+		check_exits(r);
+		now = clock__mono_ns();
+		if (args->duration && now - start >= (uint64_t)(args->duration * 1e9))
 			break;
-		if (now >= next_sweep) {
-			tracer__sweep(r.t, SWEEP_AGE_NS);
-			next_sweep = now + SWEEP_EVERY_NS;
-		}
+		tracer__tick(r->t);
 		if (now >= next_report) {
-			if (!r.json) {
-				collect(&r);
-				print_table(&r, false);
-			}
-			next_report = now + (uint64_t)(interval * 1e9);
+			if (!r->json)
+				print_table(r, false);
+			next_report = now + interval_ns;
 		}
 	}
+}
+
+static void trace_report(struct trace_run *r, const struct trace_args *args)
+{
+	struct tracer_counters c;
+
 	/* slow calls still in the ring buffer, then the processes that just exited */
-	tracer__poll(r.t, 0);
-	check_exits(&r);
-	collect(&r);
-	tracer__stats(r.t, stats, RW_STAT__MAX);
-	if (r.json) {
-		print_json(&r, stats[RW_STAT_RINGBUF_FULL]);
+	tracer__poll(r->t, 0);
+	check_exits(r);
+	tracer__counters(r->t, &c);
+	if (r->json) {
+		print_json(r, c.lost_events);
 	} else {
-		print_table(&r, true);
-		if (r.slow_calls || threshold_ns)
-			printf("\n%" PRIu64 " slow call%s\n", r.slow_calls,
-			       r.slow_calls == 1 ? "" : "s");
-		if (stats[RW_STAT_RINGBUF_FULL])
+		print_table(r, true);
+		if (r->slow_calls || args->threshold_ns)
+			printf("\n%" PRIu64 " slow call%s\n", r->slow_calls,
+			       r->slow_calls == 1 ? "" : "s");
+		if (c.lost_events)
 			printf("%" PRIu64 " slow-call events lost (ring buffer full)\n",
-			       stats[RW_STAT_RINGBUF_FULL]);
+			       c.lost_events);
 	}
 	if (getenv("RETWATCH_DEBUG"))
-		for (unsigned int s = 0; s < RW_STAT__MAX; s++)
-			fprintf(stderr, "retwatch: stat %s %" PRIu64 "\n", tracer_stat__str(s),
-				stats[s]);
-	ret = 0;
-cleanup:
-	for (size_t p = 0; p < r.nprocs; p++) {
+		for (size_t s = 0; s < c.nall; s++)
+			fprintf(stderr, "retwatch: stat %s %" PRIu64 "\n", c.all[s].name,
+				c.all[s].n);
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct trace_args args = {};
+	struct trace_run r = {};
+	int ret = parse_args(argc, argv, &args);
+
+	if (ret)
+		return ret == 1 ? 0 : ret;
+	libbpf_set_print(libbpf_print);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = 1;
+	if (!trace_start(&r, &args)) {
+		trace_loop(&r, &args);
+		trace_report(&r, &args);
+		ret = 0;
+	}
+	results__free(r.results);
+	for (size_t p = 0; p < r.nprocs; p++)
 		if (r.procs[p].pidfd >= 0)
 			close(r.procs[p].pidfd);
-		free(r.procs[p].rows);
-	}
 	tracer__free(r.t);
 	symbolizer__free(r.sym);
-	binary_cache__free(topts.cache);
-	for (size_t i = 0; i < r.nrows; i++) {
-		free((char *)r.rows[i].name);
-		free((char *)r.rows[i].reason);
-	}
-	free(r.rows);
+	binary_cache__free(r.cache);
 	return ret;
 }

@@ -1,23 +1,37 @@
 // SPDX-License-Identifier: MIT
 /*
  * FunctionProbe objects as the agent gets them from the API server: users
- * write the spec, other agents write the status it merges.
+ * write the spec, other agents write the status it merges (and seeds a
+ * restarted agent from). Also Pods, as the agent reads them.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kobj.h"
 #include "probe.h"
+#include "status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	cJSON *doc = cJSON_ParseWithLength((const char *)data, size), *fn;
+	struct status_probe sp = { "uid", "ns", "name", 1 };
+	struct status_state st = { .valid = true };
+	struct results *r;
 	struct rw_error err;
 	struct probe_spec s;
 	struct latency *l;
+	struct pod pod;
 
 	if (!doc)
 		return 0;
+	pod__parse(doc, &pod);
+	pod__clear(&pod);
+	cJSON_Delete(status__summary_doc(&sp, &st, cJSON_GetObjectItem(doc, "status")));
+	r = results__new(NULL);
+	if (r)
+		status__seed(cJSON_GetObjectItem(doc, "status"), "n1", 1, r);
+	results__free(r);
 	if (!probe_spec__parse(cJSON_GetObjectItem(doc, "spec"), &s, &err)) {
 		probe_spec__selects(&s, cJSON_GetObjectItem(doc, "labels"));
 		probe_spec__free(&s);
@@ -25,13 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l = malloc(sizeof(*l));
 	cJSON_ArrayForEach(fn, cJSON_GetObjectItem(doc, "functions"))
 	{
-		if (l && !probe_latency__from_json(fn, l)) {
+		if (l && !status_latency__from_json(fn, l)) {
 			cJSON *out = cJSON_CreateObject();
 			struct latency *back = malloc(sizeof(*back));
 
 			/* what was read writes back the same */
-			if (out && back && !probe_latency__to_json(l, out) &&
-			    (probe_latency__from_json(out, back) ||
+			if (out && back && !status_latency__to_json(l, out) &&
+			    (status_latency__from_json(out, back) ||
 			     memcmp(l->buckets, back->buckets, sizeof(l->buckets))))
 				__builtin_trap();
 			free(back);

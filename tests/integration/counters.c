@@ -21,8 +21,7 @@
  *       never) and "tick_dropped" (what that tick returned).
  *
  * The JSON report: {"counters": {"unmeasured": {NAME: N}, "purged": N,
- * "swept": N, "lost_events": N, "all": {NAME: N}}, "stats": {NAME: N}
- * (tracer__stats by tracer_stat__str), "ticks": (sum of tracer__tick's
+ * "swept": N, "lost_events": N, "all": {NAME: N}}, "ticks": (sum of tracer__tick's
  * returns before the report), "inflight": N, "functions": {NAME: {"calls":
  * N, "orphans": N}}, ...}
  */
@@ -57,9 +56,7 @@ static void print_counts(const char *key, const struct tracer_count *c, size_t n
 /* The report, without its closing brace: the caller may add fields. */
 static int print_report(struct tracer *t, struct tracer_target *tt, int64_t ticks)
 {
-	uint64_t stats[TRACER_MAX_COUNTS + 1] = { 0 };
 	struct tracer_counters c;
-	unsigned int s;
 	int e;
 
 	e = tracer__counters(t, &c);
@@ -72,10 +69,6 @@ static int print_report(struct tracer *t, struct tracer_target *tt, int64_t tick
 	printf(",\"purged\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"lost_events\":%" PRIu64 ",",
 	       c.purged, c.swept, c.lost_events);
 	print_counts("all", c.all, c.nall);
-	printf("},\"stats\":{");
-	tracer__stats(t, stats, TRACER_MAX_COUNTS + 1);
-	for (s = 0; s <= TRACER_MAX_COUNTS && strcmp(tracer_stat__str(s), "?"); s++)
-		printf("%s\"%s\":%" PRIu64, s ? "," : "", tracer_stat__str(s), stats[s]);
 	printf("},\"ticks\":%" PRId64 ",\"inflight\":%" PRId64 ",\"functions\":{", ticks,
 	       tracer__inflight(t));
 	for (size_t i = 0; i < tracer_target__nfuncs(tt); i++) {

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "fprobe.h"
+#include "log.h"
+#include "placement.h"
+#include "status.h"
+
+/* A new spec's first results go out this soon, later ones every interval. */
+#define FIRST_WRITE_NS (NS_PER_S / 2)
+
+static int renew(struct fprobe *p, const char *why)
+{
+	traceset__free(p->traces, why);
+	results__free(p->results);
+	p->traces = NULL;
+	p->results = results__new(p->env->tracer);
+	if (p->results)
+		p->traces = traceset__new(p->env, p->results, p->ns, p->name);
+	return p->traces ? 0 : -1;
+}
+
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env)
+{
+	const char *uid = kobj_uid(obj), *ns = kobj_namespace(obj), *name = kobj_name(obj);
+	struct fprobe *p;
+
+	if (!uid)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->uid = strdup(uid);
+	p->ns = strdup(ns ? ns : "");
+	p->name = strdup(name ? name : "");
+	p->env = env;
+	p->generation = -1;
+	p->created = clock__parse_rfc3339(kobj_str(kobj_get(obj, "metadata"), "creationTimestamp"));
+	if (!p->uid || !p->ns || !p->name || !(p->status_path = status__path(p->ns, p->name)) ||
+	    renew(p, NULL)) {
+		fprobe__free(p, NULL);
+		return NULL;
+	}
+	return p;
+}
+
+void fprobe__free(struct fprobe *p, const char *why)
+{
+	if (!p)
+		return;
+	traceset__free(p->traces, why);
+	results__free(p->results);
+	errlist__clear(&p->errors);
+	probe_spec__free(&p->spec);
+	free(p->uid);
+	free(p->ns);
+	free(p->name);
+	free(p->status_path);
+	free(p->last_entry);
+	free(p->last_summary);
+	free(p);
+}
+
+static void apply_spec(struct fprobe *p, const cJSON *obj)
+{
+	struct rw_error err = { "" };
+
+	/* the results table belongs to one generation of the spec */
+	renew(p, "the probe's spec changed");
+	probe_spec__free(&p->spec);
+	p->generation = kobj_generation(obj) < 0 ? 0 : kobj_generation(obj);
+	p->valid = !probe_spec__parse(kobj_get(obj, "spec"), &p->spec, &err);
+	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
+	p->expired = false;
+	if (!p->valid)
+		log_warn("probe %s/%s is not valid: %s", p->ns, p->name, err.msg);
+	p->next_write = clock__mono_ns() + FIRST_WRITE_NS;
+}
+
+void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, bool fresh)
+{
+	p->seen = true;
+	if (kobj_generation(obj) < 0 || kobj_generation(obj) != p->generation) {
+		apply_spec(p, obj);
+		if (fresh && p->valid &&
+		    status__seed(kobj_get(obj, "status"), node, p->generation, p->results))
+			log_info("probe %s/%s: carrying on from the results written before", p->ns,
+				 p->name);
+	}
+	if (p->valid && !p->expired &&
+	    time(NULL) >= p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S)) {
+		traceset__retire_all(p->traces, "the probe's lifetime ended");
+		errlist__clear(&p->errors);
+		p->expired = true;
+		log_info("probe %s/%s expired: probes detached, results kept", p->ns, p->name);
+	}
+}
+
+static bool selected(const struct fprobe *p, const struct pod *pod)
+{
+	return p->valid && !p->expired && placement__selects(&p->spec, p->ns, pod);
+}
+
+bool fprobe__selects_any(const struct fprobe *p, const struct pod *pods, size_t npods)
+{
+	for (size_t i = 0; i < npods; i++)
+		if (selected(p, &pods[i]))
+			return true;
+	return false;
+}
+
+static void want(const struct placement_proc *pp, void *ctx)
+{
+	struct fprobe *p = ctx;
+
+	traceset__want(p->traces, pp, &p->spec, &p->errors);
+}
+
+struct pods_view {
+	const struct fprobe *p;
+	const struct pod *pods;
+	size_t npods;
+};
+
+/* The counts of a pod's retired processes stay while the probe selects it. */
+static bool keep_pod(const char *name, void *ctx)
+{
+	const struct pods_view *v = ctx;
+
+	for (size_t i = 0; i < v->npods; i++)
+		if (!strcmp(v->pods[i].name, name) && selected(v->p, &v->pods[i]))
+			return true;
+	return false;
+}
+
+void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struct nodeprocs *np,
+		   size_t max_probes)
+{
+	struct pods_view v = { p, pods, npods };
+
+	errlist__clear(&p->errors);
+	traceset__begin(p->traces);
+	if (p->limited)
+		errlist__add(&p->errors,
+			     "this node already traces %zu probes, the most its agent takes "
+			     "(--max-probes, the chart's maxProbesPerNode): this probe waits for "
+			     "one of them to end",
+			     max_probes);
+	for (size_t i = 0; i < npods && !p->limited; i++)
+		if (selected(p, &pods[i]))
+			placement__pod(&p->spec, &pods[i], np, &p->errors, want, p);
+	results__prune_groups(p->results, keep_pod, &v);
+	traceset__end(p->traces, p->limited ? "the node's probe limit was reached"
+					    : "its pod, container or process is gone");
+}
+
+/* Oldest first, so the probes over the limit are the newest. */
+static int age_cmp(const void *x, const void *y)
+{
+	const struct fprobe *p = *(const struct fprobe *const *)x,
+			    *q = *(const struct fprobe *const *)y;
+
+	if (p->created != q->created)
+		return p->created < q->created ? -1 : 1;
+	return strcmp(p->uid, q->uid);
+}
+
+size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max)
+{
+	size_t n = 0, i = 0, active = 0, nlimited = 0;
+	struct fprobe **by_age;
+
+	for (struct fprobe *p = list; p; p = p->next)
+		n++;
+	by_age = calloc(n ? n : 1, sizeof(*by_age));
+	if (!by_age)
+		return 0;
+	for (struct fprobe *p = list; p; p = p->next)
+		by_age[i++] = p;
+	qsort(by_age, n, sizeof(*by_age), age_cmp);
+	for (i = 0; i < n; i++) {
+		struct fprobe *p = by_age[i];
+		bool wants = fprobe__selects_any(p, pods, npods), was = p->limited;
+
+		p->limited = wants && max && active >= max;
+		if (p->limited) {
+			nlimited++;
+			if (!was)
+				log_warn("probe %s/%s not traced: this node already traces %zu "
+					 "probes (--max-probes)",
+					 p->ns, p->name, active);
+		} else if (wants) {
+			active++;
+		}
+	}
+	free(by_age);
+	return nlimited;
+}
+
+/* Spreads the writes of many agents and probes over the interval. */
+static uint64_t jittered(uint64_t interval)
+{
+	return interval - interval / 10 + (uint64_t)rand() % (interval / 5 + 1);
+}
+
+static struct status_probe about(const struct fprobe *p)
+{
+	return (struct status_probe){ p->uid, p->ns, p->name, p->generation };
+}
+
+/*
+ * Sends doc under key unless its text (before stamping) is what was last
+ * sent and taken; *last keeps the text sent. Takes doc. Whether it was queued.
+ */
+static bool publish(struct fprobe *p, struct publisher *pub, const char *key, const char *manager,
+		    cJSON *doc, void (*stamp)(cJSON **doc), char **last)
+{
+	struct status_probe sp = about(p);
+	char *text = cJSON_PrintUnformatted(doc), *body;
+	bool sent = false;
+
+	if (!text || (*last && !strcmp(text, *last) && !publisher__failed(pub, key))) {
+		free(text);
+		cJSON_Delete(doc);
+		return false;
+	}
+	stamp(&doc);
+	body = status__apply_body(&sp, doc);
+	if (body && !publisher__apply(pub, key, p->status_path, manager, body)) {
+		free(*last);
+		*last = text;
+		text = NULL;
+		sent = true;
+	}
+	free(body);
+	free(text);
+	return sent;
+}
+
+static void stamp_node(cJSON **doc)
+{
+	*doc = status__node_doc(*doc);
+}
+
+static void stamp_summary(cJSON **doc)
+{
+	status__stamp_summary(*doc);
+}
+
+void fprobe__write_node(struct fprobe *p, struct publisher *pub, const char *node,
+			const char *manager, uint64_t now)
+{
+	char key[STATUS_KEY_LEN];
+	cJSON *entry;
+
+	if (!p->valid || now < p->next_write)
+		return;
+	p->next_write = now + jittered(p->spec.interval_ns);
+	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results,
+				   p->wrote);
+	if (!entry)
+		return;
+	status__node_key(p->uid, key, sizeof(key));
+	if (publish(p, pub, key, manager, entry, stamp_node, &p->last_entry))
+		p->wrote = true;
+}
+
+void fprobe__write_summary(struct fprobe *p, struct publisher *pub, const cJSON *obj, uint64_t now)
+{
+	struct status_state st = {
+		.valid = p->valid,
+		.expired = p->expired,
+		.spec_err = p->spec_err,
+		.expires = p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S),
+	};
+	struct status_probe sp = about(p);
+	char key[STATUS_KEY_LEN];
+
+	if (now < p->next_summary)
+		return;
+	p->next_summary = now +
+			  jittered(p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
+	status__summary_key(p->uid, key, sizeof(key));
+	publish(p, pub, key, STATUS_SUMMARY_MANAGER,
+		status__summary_doc(&sp, &st, kobj_get(obj, "status")), stamp_summary,
+		&p->last_summary);
+}
+
+void fprobe__final_report(struct fprobe *p, struct publisher *pub, const char *node,
+			  const char *manager)
+{
+	traceset__retire_all(p->traces, "the agent is stopping");
+	errlist__clear(&p->errors);
+	p->next_write = 0;
+	fprobe__write_node(p, pub, node, manager, clock__mono_ns());
+}
+
+void fprobe__unpublish(struct fprobe *p, struct publisher *pub)
+{
+	char key[STATUS_KEY_LEN];
+
+	status__node_key(p->uid, key, sizeof(key));
+	publisher__forget(pub, key);
+	status__summary_key(p->uid, key, sizeof(key));
+	publisher__forget(pub, key);
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "metricspage.h"
+
+/* The per-function families, each written to its own stream: a family's
+ * samples must follow each other. */
+struct render {
+	FILE *hist, *calls, *orphans;
+	size_t nseries, dropped, max_series;
+	const struct fprobe *p;
+};
+
+static void render_series(const char *pod, const char *container, void *ctx)
+{
+	struct render *r = ctx;
+	const struct fprobe *p = r->p;
+
+	for (size_t k = 0; k < results__nrows(p->results); k++) {
+		const struct results_row *row = results__row(p->results, k);
+		const char *kv[] = { "namespace", p->ns,       "probe",	  p->name,    "pod",
+				     pod,	  "container", container, "function", row->name };
+		char labels[4096];
+		struct latency l;
+
+		if ((r->max_series && r->nseries >= r->max_series) ||
+		    prom_labels(labels, sizeof(labels), kv, 5)) {
+			r->dropped++;
+			continue;
+		}
+		r->nseries++;
+		results__read(p->results, k, pod, container, &l);
+		if (row->mode != FUNC_MODE_ENTRY_ONLY)
+			prom_histogram(r->hist, "retwatch_function_duration_seconds", labels, &l);
+		prom_sample(r->calls, "retwatch_function_calls_total", labels, l.calls);
+		prom_sample(r->orphans, "retwatch_function_orphans_total", labels, l.orphans);
+	}
+}
+
+static void append_stream(FILE *f, char *buf, size_t len)
+{
+	if (buf)
+		fwrite(buf, 1, len, f);
+	free(buf);
+}
+
+static void render_return_sites(FILE *f, const struct fprobe *probes)
+{
+	prom_family(f, "retwatch_function_return_sites", "gauge",
+		    "RET instructions probed in each function (0: entry-only).");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const struct results_row *row = results__row(p->results, k);
+			const char *kv[] = { "namespace", p->ns,      "probe",
+					     p->name,	  "function", row->name };
+			char fl[4096];
+
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample(f, "retwatch_function_return_sites", fl, row->nreturns);
+		}
+	}
+}
+
+static void render_errors(FILE *f, const struct agent_counters *c)
+{
+	char labels[128];
+
+	prom_family(f, "retwatch_errors_total", "counter",
+		    "Errors by type: failed attaches, API requests and status patches, and "
+		    "calls the kernel side could not measure.");
+	prom_sample(f, "retwatch_errors_total", "type=\"attach\"", c->attach_failures);
+	prom_sample(f, "retwatch_errors_total", "type=\"api_request\"",
+		    c->probes.failures + c->pods.failures);
+	prom_sample(f, "retwatch_errors_total", "type=\"status_patch\"", c->pub.failures);
+	for (size_t i = 0; i < c->tracer.nunmeasured; i++) {
+		snprintf(labels, sizeof(labels), "type=\"%s\"", c->tracer.unmeasured[i].name);
+		prom_sample(f, "retwatch_errors_total", labels, c->tracer.unmeasured[i].n);
+	}
+}
+
+static void gauge(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	prom_family(f, name, type, help);
+	prom_sample(f, name, NULL, v);
+}
+
+static void render_counters(FILE *f, const struct agent_counters *c)
+{
+	render_errors(f, c);
+	gauge(f, "retwatch_inflight_calls", "gauge",
+	      "Calls entered and not yet returned, as the kernel holds them.",
+	      c->inflight > 0 ? (uint64_t)c->inflight : 0);
+	prom_family(f, "retwatch_orphans_purged_total", "counter",
+		    "In-flight calls dropped as never to return: by the kernel side when a newer "
+		    "call proved them dead, by the sweeper when they grew old or their process "
+		    "exited.");
+	prom_sample(f, "retwatch_orphans_purged_total", "by=\"kernel\"", c->tracer.purged);
+	prom_sample(f, "retwatch_orphans_purged_total", "by=\"sweeper\"", c->tracer.swept);
+	gauge(f, "retwatch_lost_events_total", "counter",
+	      "Slow-call events lost because the ring buffer was full.", c->tracer.lost_events);
+	gauge(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.", c->nprobes);
+	gauge(f, "retwatch_probes_limited", "gauge",
+	      "FunctionProbes with pods on this node not traced: over --max-probes.", c->nlimited);
+	gauge(f, "retwatch_traced_processes", "gauge", "Processes traced, counted once per probe.",
+	      c->ntraces);
+	gauge(f, "retwatch_api_requests_total", "counter", "Requests to the Kubernetes API server.",
+	      c->api_requests);
+	gauge(f, "retwatch_status_patches_total", "counter", "FunctionProbe status patches sent.",
+	      c->pub.patches);
+	gauge(f, "retwatch_lease_holder", "gauge",
+	      "1 while this agent holds the Lease that makes it write every probe's summary.",
+	      c->leader);
+}
+
+/* The per-function families of every probe, into three streams. */
+static int render_functions(struct render *r, const struct fprobe *probes, char **buf, size_t *len)
+{
+	int err = 0;
+
+	r->hist = open_memstream(&buf[0], &len[0]);
+	r->calls = open_memstream(&buf[1], &len[1]);
+	r->orphans = open_memstream(&buf[2], &len[2]);
+	if (!r->hist || !r->calls || !r->orphans)
+		err = -1;
+	for (r->p = probes; !err && r->p; r->p = r->p->next)
+		results__foreach_group(r->p->results, render_series, r);
+	if (r->hist)
+		fclose(r->hist);
+	if (r->calls)
+		fclose(r->calls);
+	if (r->orphans)
+		fclose(r->orphans);
+	return err;
+}
+
+char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
+			   const struct agent_counters *c, size_t *ret_len)
+{
+	struct render r = { .max_series = mp->max_series };
+	char *buf[3] = { 0 }, *out = NULL, labels[256];
+	size_t len[3] = { 0 }, out_len = 0;
+	FILE *f = NULL;
+
+	if (render_functions(&r, probes, buf, len) || !(f = open_memstream(&out, &out_len)))
+		goto out;
+	prom_family(f, "retwatch_build_info", "gauge",
+		    "The agent's version and how it attaches uprobes; always 1.");
+	snprintf(labels, sizeof(labels), "version=\"%s\",attach_mode=\"%s\"", mp->version,
+		 mp->attach_mode);
+	prom_sample(f, "retwatch_build_info", labels, 1);
+	prom_family(f, "retwatch_function_duration_seconds", "histogram",
+		    "Duration of the calls of each probed function, per pod and container.");
+	append_stream(f, buf[0], len[0]);
+	prom_family(f, "retwatch_function_calls_total", "counter",
+		    "Calls of each probed function (entries, for an entry-only function).");
+	append_stream(f, buf[1], len[1]);
+	prom_family(f, "retwatch_function_orphans_total", "counter",
+		    "Calls of each probed function that never returned.");
+	append_stream(f, buf[2], len[2]);
+	buf[0] = buf[1] = buf[2] = NULL;
+	render_return_sites(f, probes);
+	render_counters(f, c);
+	gauge(f, "retwatch_metrics_series", "gauge",
+	      "Per-function series exported (each of the retwatch_function_* families).",
+	      r.nseries);
+	gauge(f, "retwatch_metrics_series_dropped", "gauge",
+	      "Per-function series left out of this scrape by --metrics-max-series.", r.dropped);
+	mp->nseries = r.nseries;
+	mp->dropped = r.dropped;
+out:
+	for (int i = 0; i < 3; i++)
+		free(buf[i]);
+	if (!f || fclose(f)) {
+		free(out);
+		return NULL;
+	}
+	*ret_len = out_len;
+	return out;
+}

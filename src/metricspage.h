@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's /metrics page in the Prometheus text format: each probe's
+ * per-pod, per-container, per-function families from its results table,
+ * and the agent's own counters.
+ */
+#ifndef RETWATCH_METRICSPAGE_H
+#define RETWATCH_METRICSPAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fprobe.h"
+#include "informer.h"
+#include "publisher.h"
+#include "tracer.h"
+
+/* What both the stats log line and /metrics report. */
+struct agent_counters {
+	struct informer_counters probes, pods;
+	struct publisher_counters pub;
+	struct tracer_counters tracer;
+	int64_t inflight;
+	uint64_t api_requests, attach_failures;
+	size_t nprobes, nlimited, ntraces;
+	bool leader;
+};
+
+struct metrics_page {
+	const char *version, *attach_mode;
+	size_t max_series;	 /* per-function series; 0: no limit */
+	size_t nseries, dropped; /* of the last rendering */
+};
+
+/* Renders the page (malloc'd, *ret_len bytes), or NULL. */
+char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
+			   const struct agent_counters *c, size_t *ret_len);
+
+#endif

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "clock.h"
+#include "log.h"
+#include "nodeprocs.h"
+
+/* A runtime starts a container's first process in its own cgroup and moves
+ * it: a young process outside any container is looked at again. */
+#define PROC_SETTLE_NS (5 * NS_PER_S)
+
+struct proc_ent {
+	pid_t pid;
+	uint64_t starttime;
+	uint64_t seen_ns;	     /* when first listed */
+	char cid[CGROUP_ID_LEN + 1]; /* "" when in no container */
+	/* learnt once, when the process is first looked at for a pod */
+	char pod_uid[48]; /* the pod its cgroup was found to name, or "" */
+	signed char init; /* pid 1 of its namespace: 1, 0, or -1 not known yet */
+};
+
+struct nodeprocs {
+	char *proc;
+	struct proc_ent *procs; /* by pid */
+	size_t n;
+};
+
+struct nodeprocs *nodeprocs__new(const char *proc)
+{
+	struct nodeprocs *np = calloc(1, sizeof(*np));
+
+	if (np && !(np->proc = strdup(proc))) {
+		free(np);
+		return NULL;
+	}
+	return np;
+}
+
+void nodeprocs__free(struct nodeprocs *np)
+{
+	if (!np)
+		return;
+	free(np->procs);
+	free(np->proc);
+	free(np);
+}
+
+static int proc_cmp(const void *x, const void *y)
+{
+	const struct proc_ent *a = x, *b = y;
+
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+static struct proc_ent *grow(struct proc_ent *v, size_t n, size_t *cap)
+{
+	struct proc_ent *g;
+
+	if (n < *cap)
+		return v;
+	g = realloc(v, (*cap = *cap ? *cap * 2 : 512) * sizeof(*g));
+	if (!g)
+		free(v);
+	return g;
+}
+
+void nodeprocs__scan(struct nodeprocs *np)
+{
+	struct proc_ent *next = NULL, *old;
+	uint64_t now = clock__mono_ns();
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(np->proc);
+
+	if (!d) {
+		log_error("failed to list %s: %s", np->proc, strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct proc_ent key = { .pid = (pid_t)strtol(de->d_name, NULL, 10), .init = -1 };
+
+		if (key.pid <= 0)
+			continue;
+		next = grow(next, n, &cap);
+		if (!next)
+			break;
+		old = np->n ? bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp) : NULL;
+		if (old && (old->cid[0] || now - old->seen_ns > PROC_SETTLE_NS)) {
+			next[n++] = *old;
+			continue;
+		}
+		key.seen_ns = old ? old->seen_ns : now;
+		if (cgroup__pid_container(np->proc, key.pid, key.cid, &key.starttime))
+			key.cid[0] = '\0';
+		next[n++] = key;
+	}
+	closedir(d);
+	if (!next)
+		return;
+	qsort(next, n, sizeof(*next), proc_cmp);
+	free(np->procs);
+	np->procs = next;
+	np->n = n;
+}
+
+int nodeprocs__add(struct nodeprocs *np, pid_t pid, uint64_t starttime, const char *cid,
+		   const char *pod_uid)
+{
+	struct proc_ent *v = realloc(np->procs, (np->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	np->procs = v;
+	memset(&v[np->n], 0, sizeof(v[0]));
+	v[np->n].pid = pid;
+	v[np->n].starttime = starttime;
+	v[np->n].init = -1;
+	snprintf(v[np->n].cid, sizeof(v[0].cid), "%s", cid);
+	snprintf(v[np->n].pod_uid, sizeof(v[0].pod_uid), "%s", pod_uid);
+	np->n++;
+	qsort(np->procs, np->n, sizeof(*v), proc_cmp);
+	return 0;
+}
+
+/* Up to len - 1 bytes of np->proc/pid/name, NUL-terminated; the length or -1. */
+static ssize_t read_proc_file(const struct nodeprocs *np, pid_t pid, const char *name, char *buf,
+			      size_t len)
+{
+	char path[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%d/%s", np->proc, pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/* The container's first process: pid 1 in its pid namespace. */
+static bool ns_init(const struct nodeprocs *np, pid_t pid)
+{
+	char text[4096], *line, *last;
+
+	if (read_proc_file(np, pid, "status", text, sizeof(text)) <= 0)
+		return false;
+	line = strstr(text, "\nNSpid:");
+	if (!line)
+		return false;
+	line += 1;
+	last = strchr(line, '\n');
+	if (last)
+		*last = '\0';
+	last = strrchr(line, '\t');
+	return last && strtol(last + 1, NULL, 10) == 1 && last != line + 6;
+}
+
+/* Whether the process's cgroup names the pod; remembered, it cannot change. */
+static bool in_pod(const struct nodeprocs *np, struct proc_ent *pe, const char *pod_uid)
+{
+	char text[CGROUP_FILE_MAX + 1];
+	ssize_t n;
+
+	if (!pod_uid[0] || strlen(pod_uid) >= sizeof(pe->pod_uid))
+		return false;
+	if (!strcmp(pe->pod_uid, pod_uid))
+		return true;
+	n = read_proc_file(np, pe->pid, "cgroup", text, sizeof(text));
+	if (n <= 0 || !cgroup__names_pod(text, n, pod_uid))
+		return false;
+	snprintf(pe->pod_uid, sizeof(pe->pod_uid), "%s", pod_uid);
+	return true;
+}
+
+static bool is_init(const struct nodeprocs *np, struct proc_ent *pe)
+{
+	if (pe->init < 0)
+		pe->init = ns_init(np, pe->pid);
+	return pe->init == 1;
+}
+
+size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *pod_uid,
+			    struct nodeproc **ret_procs)
+{
+	struct nodeproc *v = calloc(np->n + 1, sizeof(*v));
+	size_t n = 0, first = SIZE_MAX;
+
+	*ret_procs = NULL;
+	for (size_t i = 0; v && i < np->n; i++) {
+		struct proc_ent *pe = &np->procs[i];
+
+		if (strcmp(pe->cid, cid) || !in_pod(np, pe, pod_uid))
+			continue;
+		if (first == SIZE_MAX && is_init(np, pe))
+			first = n;
+		v[n++] = (struct nodeproc){ pe->pid, pe->starttime };
+	}
+	if (first != SIZE_MAX && first) {
+		struct nodeproc main = v[first];
+
+		memmove(v + 1, v, first * sizeof(*v));
+		v[0] = main;
+	}
+	if (!n)
+		free(v);
+	else
+		*ret_procs = v;
+	return n;
+}
+
+bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p)
+{
+	char cid[CGROUP_ID_LEN + 1];
+	uint64_t st = 0;
+
+	return !cgroup__pid_container(np->proc, p->pid, cid, &st) && st == p->starttime;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The processes of this node and the container each runs in (/proc, seen
+ * from the host's PID namespace): which processes belong to a pod's
+ * container, and which of them the container started first.
+ */
+#ifndef RETWATCH_NODEPROCS_H
+#define RETWATCH_NODEPROCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct nodeproc {
+	pid_t pid;
+	uint64_t starttime; /* with pid, names the process across pid reuse */
+};
+
+struct nodeprocs;
+
+/* proc: where /proc is ("/proc"). NULL on ENOMEM. */
+struct nodeprocs *nodeprocs__new(const char *proc);
+void nodeprocs__free(struct nodeprocs *np);
+/* Lists the processes again. Only new ones (and young ones in no container,
+ * which a runtime may be moving) have their cgroup read. */
+void nodeprocs__scan(struct nodeprocs *np);
+/* Adds a process known to run in container cid of pod pod_uid (a fixture: tests). */
+int nodeprocs__add(struct nodeprocs *np, pid_t pid, uint64_t starttime, const char *cid,
+		   const char *pod_uid);
+/*
+ * The processes of container cid whose cgroup also names the pod pod_uid,
+ * the container's first process (pid 1 of its PID namespace) first, else in
+ * pid order. Returns how many (ret_procs malloc'd, NULL when none).
+ */
+size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *pod_uid,
+			    struct nodeproc **ret_procs);
+/* Whether the process still runs, as the same process. */
+bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p);
+
+#endif

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results.h"
+
+/* A live process: its target and the row of each of its functions. */
+struct member {
+	struct tracer_target *target;
+	char *pod, *container;
+	size_t *rows;
+	struct member *next;
+};
+
+/* What the retired processes of one pod's container counted, by row. */
+struct group {
+	char *pod, *container;
+	struct latency *lat;
+	size_t nlat;
+	struct group *next;
+};
+
+struct results {
+	struct tracer *t;
+	struct results_row *rows;
+	size_t nrows;
+	struct member *members;
+	struct group *groups;
+};
+
+static bool streq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+struct results *results__new(struct tracer *t)
+{
+	struct results *r = calloc(1, sizeof(*r));
+
+	if (r)
+		r->t = t;
+	return r;
+}
+
+static void member__free(struct member *m)
+{
+	free(m->pod);
+	free(m->container);
+	free(m->rows);
+	free(m);
+}
+
+static void group__free(struct group *g)
+{
+	free(g->pod);
+	free(g->container);
+	free(g->lat);
+	free(g);
+}
+
+void results__free(struct results *r)
+{
+	if (!r)
+		return;
+	while (r->members)
+		results__retire(r, r->members->target, false);
+	while (r->groups) {
+		struct group *g = r->groups;
+
+		r->groups = g->next;
+		group__free(g);
+	}
+	for (size_t i = 0; i < r->nrows; i++) {
+		free(r->rows[i].name);
+		free(r->rows[i].reason);
+	}
+	free(r->rows);
+	free(r);
+}
+
+static size_t row_get(struct results *r, const char *name)
+{
+	struct results_row *rows;
+
+	for (size_t i = 0; i < r->nrows; i++)
+		if (!strcmp(r->rows[i].name, name))
+			return i;
+	rows = realloc(r->rows, (r->nrows + 1) * sizeof(*rows));
+	if (!rows)
+		return SIZE_MAX;
+	r->rows = rows;
+	memset(&rows[r->nrows], 0, sizeof(*rows));
+	rows[r->nrows].name = strdup(name);
+	if (!rows[r->nrows].name)
+		return SIZE_MAX;
+	return r->nrows++;
+}
+
+size_t results__describe(struct results *r, const struct func_info *fi)
+{
+	size_t k = row_get(r, fi->name);
+	struct results_row *row;
+
+	if (k == SIZE_MAX)
+		return k;
+	/* the row takes the last traced binary's view of the function */
+	row = &r->rows[k];
+	row->mode = fi->mode;
+	row->nreturns = fi->nreturns;
+	free(row->reason);
+	row->reason = fi->reason ? strdup(fi->reason) : NULL;
+	return k;
+}
+
+int results__add(struct results *r, struct tracer_target *tt, const char *pod,
+		 const char *container)
+{
+	size_t n = tracer_target__nfuncs(tt);
+	struct member *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->rows = calloc(n + 1, sizeof(*m->rows))) ||
+	    (pod && !(m->pod = strdup(pod))) || (container && !(m->container = strdup(container))))
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		m->rows[i] = results__describe(r, tracer_target__func(tt, i)->info);
+		if (m->rows[i] == SIZE_MAX)
+			goto nomem;
+	}
+	m->target = tt;
+	m->next = r->members;
+	r->members = m;
+	return 0;
+nomem:
+	if (m)
+		member__free(m);
+	return -ENOMEM;
+}
+
+static struct group *group_get(struct results *r, const char *pod, const char *container)
+{
+	struct group *g;
+
+	for (g = r->groups; g; g = g->next)
+		if (streq(g->pod, pod) && streq(g->container, container))
+			return g;
+	g = calloc(1, sizeof(*g));
+	if (!g || !(g->pod = strdup(pod)) || !(g->container = strdup(container))) {
+		if (g)
+			group__free(g);
+		return NULL;
+	}
+	g->next = r->groups;
+	r->groups = g;
+	return g;
+}
+
+/* The group's counts of row k. */
+static struct latency *group_lat(struct group *g, size_t k)
+{
+	if (k >= g->nlat) {
+		struct latency *lat = realloc(g->lat, (k + 1) * sizeof(*lat));
+
+		if (!lat)
+			return NULL;
+		memset(lat + g->nlat, 0, (k + 1 - g->nlat) * sizeof(*lat));
+		g->lat = lat;
+		g->nlat = k + 1;
+	}
+	return &g->lat[k];
+}
+
+void results__retire(struct results *r, struct tracer_target *tt, bool exited)
+{
+	struct member **mp = &r->members, *m;
+	struct group *g;
+
+	while (*mp && (*mp)->target != tt)
+		mp = &(*mp)->next;
+	m = *mp;
+	if (!m)
+		return;
+	*mp = m->next;
+	if (exited)
+		tracer__reap(r->t, tt);
+	g = m->pod && m->container ? group_get(r, m->pod, m->container) : NULL;
+	for (size_t i = 0; i < tracer_target__nfuncs(tt); i++) {
+		struct latency l, *gl;
+
+		if (tracer_target__read(r->t, tt, i, &l))
+			continue;
+		latency__merge(&r->rows[m->rows[i]].done, &l);
+		gl = g ? group_lat(g, m->rows[i]) : NULL;
+		if (gl)
+			latency__merge(gl, &l);
+	}
+	tracer__remove(r->t, tt);
+	member__free(m);
+}
+
+int results__seed(struct results *r, const char *name, const struct latency *l)
+{
+	size_t k = row_get(r, name);
+
+	if (k == SIZE_MAX)
+		return -ENOMEM;
+	r->rows[k].done = *l;
+	return 0;
+}
+
+size_t results__nrows(const struct results *r)
+{
+	return r->nrows;
+}
+
+const struct results_row *results__row(const struct results *r, size_t i)
+{
+	return i < r->nrows ? &r->rows[i] : NULL;
+}
+
+size_t results__ntargets(const struct results *r)
+{
+	size_t n = 0;
+
+	for (const struct member *m = r->members; m; m = m->next)
+		n++;
+	return n;
+}
+
+void results__read(struct results *r, size_t k, const char *pod, const char *container,
+		   struct latency *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (k >= r->nrows)
+		return;
+	if (!pod) {
+		*ret = r->rows[k].done;
+	} else {
+		for (struct group *g = r->groups; g; g = g->next)
+			if (k < g->nlat && streq(g->pod, pod) && streq(g->container, container))
+				latency__merge(ret, &g->lat[k]);
+	}
+	for (struct member *m = r->members; m; m = m->next) {
+		if (pod && !(streq(m->pod, pod) && streq(m->container, container)))
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			struct latency l;
+
+			if (m->rows[i] == k && !tracer_target__read(r->t, m->target, i, &l))
+				latency__merge(ret, &l);
+		}
+	}
+}
+
+bool results__find_call(const struct results *r, const struct tracer_event *ev,
+			struct results_call *ret)
+{
+	for (const struct member *m = r->members; m; m = m->next) {
+		if (tracer_target__pid(m->target) != ev->pid)
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			if (tracer_target__func(m->target, i)->fn_id != ev->fn_id)
+				continue;
+			ret->function = r->rows[m->rows[i]].name;
+			ret->pod = m->pod;
+			ret->container = m->container;
+			return true;
+		}
+	}
+	return false;
+}
+
+void results__foreach_group(const struct results *r, results_group_fn fn, void *ctx)
+{
+	for (const struct group *g = r->groups; g; g = g->next)
+		fn(g->pod, g->container, ctx);
+	for (const struct member *m = r->members; m; m = m->next) {
+		bool done = !m->pod;
+
+		for (const struct group *g = r->groups; g && !done; g = g->next)
+			done = streq(g->pod, m->pod) && streq(g->container, m->container);
+		for (const struct member *o = r->members; o != m && !done; o = o->next)
+			done = streq(o->pod, m->pod) && streq(o->container, m->container);
+		if (!done)
+			fn(m->pod, m->container, ctx);
+	}
+}
+
+void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void *ctx), void *ctx)
+{
+	struct group **gp = &r->groups;
+
+	while (*gp) {
+		struct group *g = *gp;
+
+		if (keep(g->pod, ctx)) {
+			gp = &g->next;
+		} else {
+			*gp = g->next;
+			group__free(g);
+		}
+	}
+}

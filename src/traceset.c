@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "overlay.h"
+#include "traceset.h"
+
+/* A failed attach is tried again after this long (the kernel may have been short of memory). */
+#define RETRY_NS (30 * NS_PER_S)
+
+struct trace {
+	struct traced pub;
+	uint64_t starttime;
+	dev_t dev;
+	ino_t ino;
+	struct tracer_target *target;
+	char *warning; /* patterns that matched nothing in this binary */
+	bool seen;
+	struct trace *next;
+};
+
+struct failure {
+	char *key;
+	char *msg;
+	uint64_t retry_ns;
+	bool seen;
+	struct failure *next;
+};
+
+struct traceset {
+	struct traceset_env *env;
+	struct results *results;
+	char *ns, *name;
+	struct trace *traces;
+	struct failure *failures;
+};
+
+struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
+			       const char *name)
+{
+	struct traceset *ts = calloc(1, sizeof(*ts));
+
+	if (!ts)
+		return NULL;
+	ts->env = env;
+	ts->results = r;
+	ts->ns = strdup(ns);
+	ts->name = strdup(name);
+	if (!ts->ns || !ts->name) {
+		traceset__free(ts, NULL);
+		return NULL;
+	}
+	return ts;
+}
+
+static void trace_free(struct trace *t)
+{
+	free((char *)t->pub.pod);
+	free((char *)t->pub.container);
+	free((char *)t->pub.cid);
+	free((char *)t->pub.exe);
+	free(t->warning);
+	free(t);
+}
+
+static cJSON *event(struct traceset *ts, const struct trace *t, cJSON *ev)
+{
+	cJSON_AddStringToObject(ev, "namespace", ts->ns);
+	cJSON_AddStringToObject(ev, "probe", ts->name);
+	cJSON_AddStringToObject(ev, "pod", t->pub.pod);
+	cJSON_AddStringToObject(ev, "container", t->pub.container);
+	return ev;
+}
+
+/* Stops tracing; what it counted stays in the probe's results. */
+static void trace_retire(struct traceset *ts, struct trace *t, const char *why)
+{
+	struct nodeproc np = { t->pub.pid, t->starttime };
+	bool exited = !nodeprocs__alive(ts->env->procs, &np);
+
+	results__retire(ts->results, t->target, exited);
+	symbolizer__forget(ts->env->sym, t->pub.pid);
+	log_emit(
+		event(ts, t, log_event(LOG_INFO, "detached from process %d: %s", t->pub.pid, why)));
+	trace_free(t);
+}
+
+static void failures_drop(struct traceset *ts, bool all)
+{
+	struct failure **fp = &ts->failures;
+
+	while (*fp) {
+		struct failure *f = *fp;
+
+		if (all || !f->seen) {
+			*fp = f->next;
+			free(f->key);
+			free(f->msg);
+			free(f);
+		} else {
+			fp = &f->next;
+		}
+	}
+}
+
+static void retire(struct traceset *ts, bool all, const char *why)
+{
+	struct trace **tp = &ts->traces;
+
+	while (*tp) {
+		struct trace *t = *tp;
+
+		if (all || !t->seen) {
+			*tp = t->next;
+			trace_retire(ts, t, why);
+		} else {
+			tp = &t->next;
+		}
+	}
+}
+
+void traceset__free(struct traceset *ts, const char *why)
+{
+	if (!ts)
+		return;
+	retire(ts, true, why);
+	failures_drop(ts, true);
+	free(ts->ns);
+	free(ts->name);
+	free(ts);
+}
+
+void traceset__begin(struct traceset *ts)
+{
+	for (struct trace *t = ts->traces; t; t = t->next)
+		t->seen = false;
+	for (struct failure *f = ts->failures; f; f = f->next)
+		f->seen = false;
+}
+
+void traceset__end(struct traceset *ts, const char *why)
+{
+	retire(ts, false, why);
+	failures_drop(ts, false);
+}
+
+void traceset__retire_all(struct traceset *ts, const char *why)
+{
+	retire(ts, true, why);
+	failures_drop(ts, true);
+}
+
+size_t traceset__count(const struct traceset *ts)
+{
+	size_t n = 0;
+
+	for (const struct trace *t = ts->traces; t; t = t->next)
+		n++;
+	return n;
+}
+
+void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
+		       void *ctx)
+{
+	for (const struct trace *t = ts->traces; t; t = t->next)
+		fn(&t->pub, ctx);
+}
+
+static struct trace *trace_find(struct traceset *ts, const struct placement_proc *pp)
+{
+	for (struct trace *t = ts->traces; t; t = t->next)
+		if (t->pub.pid == pp->proc.pid && t->starttime == pp->proc.starttime &&
+		    t->dev == pp->dev && t->ino == pp->ino)
+			return t;
+	return NULL;
+}
+
+static struct failure *failure_find(struct traceset *ts, const char *key)
+{
+	for (struct failure *f = ts->failures; f; f = f->next)
+		if (!strcmp(f->key, key))
+			return f;
+	return NULL;
+}
+
+/* Records a failed attach; whether it is news (to log) or the same again. */
+static bool remember_failure(struct traceset *ts, struct failure *f, const char *key,
+			     const char *msg)
+{
+	bool news = !f || strcmp(f->msg, msg);
+
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return true;
+		f->key = strdup(key);
+		f->next = ts->failures;
+		ts->failures = f;
+	}
+	free(f->msg);
+	f->msg = strdup(msg);
+	f->retry_ns = clock__mono_ns() + RETRY_NS;
+	f->seen = true;
+	return news;
+}
+
+/*
+ * The host's root as the agent sees it: /proc/1/root in a pod (the agent runs
+ * in the host's PID namespace, not in its mount namespace), else / (run on
+ * the host, or where PID 1 is out of reach).
+ */
+static const char *host_root(void)
+{
+	return access("/proc/1/root/", X_OK) ? "/" : "/proc/1/root";
+}
+
+/*
+ * pid's executable in its image layer, when the container's root is an
+ * overlay (as containerd, CRI-O and Docker make it); -1 otherwise.
+ */
+static int real_exe(pid_t pid)
+{
+	char link[64], exe[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0 || exe[0] != '/')
+		return -1;
+	exe[n] = '\0';
+	return overlay__open_real(pid, exe, host_root());
+}
+
+static char *unmatched_warning(struct tracer_target *tt, const char *exe)
+{
+	char *out = NULL, *prev;
+
+	for (size_t i = 0; i < tracer_target__nunmatched(tt); i++) {
+		const struct binary_unmatched *u = tracer_target__unmatched(tt, i);
+		char hint[256] = "";
+		size_t len = 0;
+
+		for (size_t s = 0; s < u->nsuggestions && len < sizeof(hint); s++)
+			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", s ? ", " : "",
+					u->suggestions[s]);
+		prev = out;
+		if (asprintf(&out, "%s%sno function matches '%s' in %s%s%s%s", prev ? prev : "",
+			     prev ? "; " : "", u->pattern, exe, len ? " (did you mean: " : "", hint,
+			     len ? ")" : "") < 0)
+			out = NULL;
+		free(prev);
+	}
+	return out;
+}
+
+/* Replaces each from in msg (of size len) by to. */
+static void replace_path(char *msg, size_t len, const char *from, const char *to)
+{
+	char out[sizeof(((struct rw_error *)0)->msg)], *at, *src = msg;
+	size_t o = 0, nfrom = strlen(from);
+
+	while ((at = strstr(src, from)) && o < sizeof(out)) {
+		o += snprintf(out + o, sizeof(out) - o, "%.*s%s", (int)(at - src), src, to);
+		src = at + nfrom;
+	}
+	if (src == msg)
+		return;
+	if (o < sizeof(out))
+		snprintf(out + o, sizeof(out) - o, "%s", src);
+	snprintf(msg, len, "%s", out);
+}
+
+static void attach_failed(struct traceset *ts, const struct placement_proc *pp, struct failure *f,
+			  const char *key, struct rw_error *err, struct errlist *errs)
+{
+	char *msg;
+
+	if (asprintf(&msg, "pod %s, container %s, process %d: %s", pp->pod, pp->container,
+		     pp->proc.pid, err->msg) < 0)
+		return;
+	ts->env->attach_failures++;
+	if (remember_failure(ts, f, key, msg))
+		log_error("probe %s/%s: %s", ts->ns, ts->name, msg);
+	errlist__add(errs, "%s", msg);
+	free(msg);
+}
+
+static struct trace *trace_new(const struct placement_proc *pp, struct tracer_target *tt)
+{
+	struct trace *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->pub.pod = strdup(pp->pod);
+	t->pub.container = strdup(pp->container);
+	t->pub.cid = strdup(pp->cid);
+	t->pub.exe = strdup(pp->exe);
+	t->pub.pid = pp->proc.pid;
+	t->starttime = pp->proc.starttime;
+	t->dev = pp->dev;
+	t->ino = pp->ino;
+	t->target = tt;
+	t->seen = true;
+	if (!t->pub.pod || !t->pub.container || !t->pub.cid || !t->pub.exe) {
+		trace_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void traced_new(struct traceset *ts, const struct placement_proc *pp,
+		       struct tracer_target *tt, bool layer, struct errlist *errs)
+{
+	struct trace *t = trace_new(pp, tt);
+	cJSON *ev;
+
+	if (!t || results__add(ts->results, tt, pp->pod, pp->container)) {
+		if (t)
+			trace_free(t);
+		tracer__remove(ts->env->tracer, tt);
+		return;
+	}
+	t->warning = unmatched_warning(tt, pp->exe);
+	if (t->warning) {
+		log_warn("probe %s/%s: pod %s: %s", ts->ns, ts->name, pp->pod, t->warning);
+		errlist__add(errs, "pod %s, container %s: %s", pp->pod, pp->container, t->warning);
+	}
+	t->next = ts->traces;
+	ts->traces = t;
+	ev = log_event(LOG_INFO, "attached to process %d: %zu functions", t->pub.pid,
+		       tracer_target__nfuncs(tt));
+	event(ts, t, ev);
+	cJSON_AddStringToObject(ev, "executable", t->pub.exe);
+	/* attached through the image layer's file (shared with the image's other containers) */
+	cJSON_AddBoolToObject(ev, "layer_file", layer);
+	log_emit(ev);
+}
+
+void traceset__want(struct traceset *ts, const struct placement_proc *pp,
+		    const struct probe_spec *spec, struct errlist *errs)
+{
+	struct trace *t = trace_find(ts, pp);
+	struct rw_error err = { "" };
+	struct tracer_target *tt;
+	char key[128], path[96];
+	struct failure *f;
+	int real;
+
+	if (t) {
+		t->seen = true;
+		if (t->warning)
+			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
+				     t->warning);
+		return;
+	}
+	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
+		 (uintmax_t)pp->dev, (uintmax_t)pp->ino);
+	f = failure_find(ts, key);
+	if (f && clock__mono_ns() < f->retry_ns) {
+		f->seen = true;
+		errlist__add(errs, "%s", f->msg);
+		return;
+	}
+	/* attach through the image layer's file, shared by every container of the image */
+	real = real_exe(pp->proc.pid);
+	if (real >= 0)
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", real);
+	else if (pp->path)
+		snprintf(path, sizeof(path), "%s", pp->path);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/exe", pp->proc.pid);
+	tt = tracer__add(ts->env->tracer, pp->proc.pid, path, (const char *const *)spec->functions,
+			 spec->nfunctions, spec->threshold_ns, &err);
+	if (real >= 0)
+		close(real);
+	if (!tt) {
+		/* the tracer names the file by the path it opened, not the container's */
+		replace_path(err.msg, sizeof(err.msg), path, pp->exe);
+		attach_failed(ts, pp, f, key, &err, errs);
+		return;
+	}
+	traced_new(ts, pp, tt, real >= 0, errs);
+}

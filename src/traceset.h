@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The processes one probe traces on this node: each process placement finds
+ * is attached once (through its image layer's file when the container's
+ * root is an overlay, so every container of the image shares the uprobes),
+ * its functions go to the probe's results table, and it is retired when a
+ * turn no longer finds it. A failed attach is reported as it stands and
+ * tried again after a while.
+ */
+#ifndef RETWATCH_TRACESET_H
+#define RETWATCH_TRACESET_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "errlist.h"
+#include "nodeprocs.h"
+#include "placement.h"
+#include "probe.h"
+#include "results.h"
+#include "symbolize.h"
+#include "tracer.h"
+
+/* What every probe's set shares. */
+struct traceset_env {
+	struct tracer *tracer;
+	struct nodeprocs *procs;
+	struct symbolizer *sym;
+	uint64_t attach_failures; /* over every probe */
+};
+
+/* A traced process, as the status lists it. */
+struct traced {
+	const char *pod, *container, *cid, *exe;
+	pid_t pid;
+};
+
+struct traceset;
+
+/* ns and name: the probe's, for the log. NULL on ENOMEM. */
+struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
+			       const char *name);
+/* Retires every process (why goes to the log); NULL is fine. */
+void traceset__free(struct traceset *ts, const char *why);
+
+/* A turn: begin, want each process placement finds, end retires the rest. */
+void traceset__begin(struct traceset *ts);
+void traceset__want(struct traceset *ts, const struct placement_proc *pp,
+		    const struct probe_spec *spec, struct errlist *errs);
+void traceset__end(struct traceset *ts, const char *why);
+/* Retires every process now, and forgets failed attaches. */
+void traceset__retire_all(struct traceset *ts, const char *why);
+
+size_t traceset__count(const struct traceset *ts);
+void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
+		       void *ctx);
+
+#endif
