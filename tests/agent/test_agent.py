@@ -54,16 +54,35 @@ def attached_log(agent, pid, timeout):
         raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
 
 
+def count_afresh(agent, c, timeout=5):
+    """Once the agent has attached to container c's podapp, starts its counts
+    afresh: a call under way at the attach (the agent saw only its return)
+    ends long before, so every call podapp counts is one the agent saw whole."""
+    attached_log(agent, c.pid, timeout)
+    time.sleep(0.3)
+    os.kill(c.pid, signal.SIGUSR1)
+
+
 def report_after_pause(cluster, ns, name, node, paused, own):
     """node's first report that holds every call the paused podapps (their
     stats own) made: written after the pause, with at least their calls
     (the agent counted from a little before their counts began)."""
+    last = {}
+
     def complete():
-        e = cluster.node_entry(ns, name, node)
+        e = last["entry"] = cluster.node_entry(ns, name, node)
         return (e and rfc3339(e["lastUpdate"]) > paused
                 and all(fns(e)[f]["calls"] >= sum(o[f]["calls"] for o in own) for f in FUNCS)
                 and e)
-    return wait_for("a report with every call made before the pause", complete, timeout=6)
+    try:
+        return wait_for("a report with every call made before the pause", complete, timeout=6)
+    except AssertionError as e:
+        e = last.get("entry") or {}
+        seen = {f: {k: fns(e).get(f, {}).get(k) for k in ("calls", "orphans")} for f in FUNCS}
+        mine = {f: sum(o[f]["calls"] for o in own) for f in FUNCS}
+        raise AssertionError(f"no report after the pause at {paused:.3f} held every call: "
+                             f"last report at {e.get('lastUpdate')} saw {seen}, "
+                             f"the podapps counted {mine}") from None
 
 
 def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
@@ -76,8 +95,7 @@ def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
         cluster.apply_probe(ns, "lat", spec())
         # compare the same window of calls: podapp counts afresh from the
         # attach, then stops calling, and the agent's next report holds them all
-        attached_log(agent, c.pid, timeout=5)
-        os.kill(c.pid, signal.SIGUSR1)
+        count_afresh(agent, c)
         wait_for("calls of both functions", lambda: has_calls(cluster, ns, "lat", "node-a"),
                  timeout=5)
         assert time.monotonic() - start < 5
@@ -463,8 +481,7 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "image", spec())
         for p in pods:
-            attached_log(agent, p.containers["app"].pid, timeout=5)
-            os.kill(p.containers["app"].pid, signal.SIGUSR1)
+            count_afresh(agent, p.containers["app"])
         links_for_all = agent.links()
         time.sleep(2)
         paused = time.time()
