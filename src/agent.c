@@ -27,6 +27,7 @@
 #include "nodeprocs.h"
 #include "publisher.h"
 #include "status.h"
+#include "summarizer.h"
 #include "symbolize.h"
 
 /* New processes of traced containers are found this often. */
@@ -47,11 +48,13 @@ struct agent {
 	struct traceset_env env;
 	struct informer *probes_inf, *pods_inf;
 	struct publisher *pub;
+	struct summarizer *sum;
 	struct metrics_page page;
 	int notify_fd;
 	char *manager;
 	struct fprobe *probes;
 	struct snapshot probes_snap, pods_snap;
+	cJSON *seeds;	  /* this node's reports when the agent started, until probes take them */
 	struct pod *pods; /* views of pods_snap */
 	size_t npods, nlimited;
 	uint64_t next_scan;
@@ -109,6 +112,59 @@ static struct fprobe *probe_find(struct agent *a, const char *uid)
 	return NULL;
 }
 
+/* This node's report of probe uid, as listed when the agent started. */
+static const cJSON *seed_for(struct agent *a, const char *uid)
+{
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, a->seeds)
+	{
+		if (uid && kobj_str(kobj_get(r, "probe"), "uid") &&
+		    !strcmp(kobj_str(kobj_get(r, "probe"), "uid"), uid))
+			return r;
+	}
+	return NULL;
+}
+
+/* Lists the reports this node wrote before (an agent restarted carries on
+ * from them). Without them, counts start afresh; the log says why. */
+static void load_seeds(struct agent *a)
+{
+	char sel[STATUS_KEY_LEN + 300], esc[3 * sizeof(sel)], tok[1024], cont[1024] = "";
+	struct rw_error err = { "" };
+	const cJSON *item;
+
+	a->seeds = cJSON_CreateArray();
+	if (!a->seeds || strlen(a->o.node) > STATUS_LABEL_VALUE_MAX)
+		return;
+	snprintf(sel, sizeof(sel), STATUS_LABEL_NODE "=%s", a->o.node);
+	kube__escape(sel, esc, sizeof(esc));
+	do {
+		char *url = NULL, *body = NULL;
+		cJSON *doc = NULL;
+		int status = -ENOMEM;
+
+		if (asprintf(&url, STATUS_REPORTS_ALL "?labelSelector=%s&limit=100%s%s", esc,
+			     *cont ? "&continue=" : "",
+			     *cont ? kube__escape(cont, tok, sizeof(tok)) : "") >= 0)
+			status = kube__request(a->k, "GET", url, NULL, NULL, 10000, &body, &err);
+		free(url);
+		if (status != 200 || !(doc = cJSON_Parse(body))) {
+			log_warn(
+				"failed to list this node's reports (counts start afresh): %s%.200s",
+				status < 0 ? err.msg : "HTTP error: ", status < 0 ? "" : body);
+			free(body);
+			return;
+		}
+		cJSON_ArrayForEach(item, kobj_get(doc, "items"))
+			cJSON_AddItemToArray(a->seeds, cJSON_Duplicate(item, true));
+		snprintf(cont, sizeof(cont), "%s",
+			 kobj_str(kobj_get(doc, "metadata"), "continue") ?: "");
+		cJSON_Delete(doc);
+		free(body);
+	} while (*cont);
+}
+
 /* The probes as the server has them: new ones tracked, deleted ones dropped. */
 static void sync_probes(struct agent *a)
 {
@@ -122,13 +178,13 @@ static void sync_probes(struct agent *a)
 		bool fresh = false;
 
 		p = probe_find(a, kobj_uid(obj));
-		if (!p && (p = fprobe__new(obj, &a->env))) {
+		if (!p && (p = fprobe__new(obj, &a->env, a->o.node))) {
 			p->next = a->probes;
 			a->probes = p;
 			fresh = true;
 		}
 		if (p)
-			fprobe__sync(p, obj, a->o.node, fresh);
+			fprobe__sync(p, obj, a->o.node, fresh ? seed_for(a, p->uid) : NULL, fresh);
 	}
 	for (pp = &a->probes; *pp;) {
 		p = *pp;
@@ -137,7 +193,7 @@ static void sync_probes(struct agent *a)
 			continue;
 		}
 		*pp = p->next;
-		fprobe__unpublish(p, a->pub);
+		fprobe__unpublish(p, a->pub, a->sum);
 		fprobe__free(p, "the probe was deleted");
 	}
 }
@@ -160,7 +216,7 @@ static void write_statuses(struct agent *a)
 	const cJSON *obj;
 
 	for (struct fprobe *p = a->probes; p; p = p->next)
-		fprobe__write_node(p, a->pub, a->o.node, a->manager, now);
+		fprobe__write_report(p, a->pub, a->o.node, a->manager, a->pods, a->npods, now);
 	if (!publisher__leader(a->pub))
 		return;
 	cJSON_ArrayForEach(obj, a->probes_snap.objs)
@@ -168,7 +224,7 @@ static void write_statuses(struct agent *a)
 		struct fprobe *p = probe_find(a, kobj_uid(obj));
 
 		if (p)
-			fprobe__write_summary(p, a->pub, obj, now);
+			fprobe__request_summary(p, a->sum, obj, now);
 	}
 }
 
@@ -263,13 +319,14 @@ static int start_watching(struct agent *a)
 	char query[512], esc[384], sel[300];
 
 	a->pub = publisher__start(a->k, a->o.node, a->o.lease_ns, STATUS_LEASE_NAME, a->o.lease_s);
+	a->sum = a->pub ? summarizer__start(a->k, a->pub, a->o.report_writes) : NULL;
 	snprintf(sel, sizeof(sel), "spec.nodeName=%s", a->o.node);
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */
 	a->probes_inf = informer__start(a->k, "functionprobes", PROBES_PATH, NULL, true,
 					a->notify_fd);
 	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd);
-	return a->pub && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
+	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
@@ -346,8 +403,13 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 		/* nothing is probed before both lists are in: a half view would detach */
 		if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf))
 			continue;
+		if (!a->seeds)
+			load_seeds(a);
 		if (woken(a) || now >= a->next_scan) {
 			reconcile(a);
+			/* the probes there were took theirs */
+			cJSON_Delete(a->seeds);
+			a->seeds = cJSON_CreateArray();
 			a->next_scan = now + SCAN_EVERY_NS;
 		}
 		tracer__tick(a->tracer);
@@ -388,6 +450,7 @@ void agent__free(struct agent *a)
 		return;
 	informer__stop(a->probes_inf);
 	informer__stop(a->pods_inf);
+	summarizer__stop(a->sum);
 	for (struct fprobe *p = a->probes; p && a->pub; p = p->next)
 		fprobe__final_report(p, a->pub, a->o.node, a->manager);
 	while (a->probes) {
@@ -404,6 +467,7 @@ void agent__free(struct agent *a)
 	pods_clear(a);
 	cJSON_Delete(a->probes_snap.objs);
 	cJSON_Delete(a->pods_snap.objs);
+	cJSON_Delete(a->seeds);
 	free(a->manager);
 	if (a->notify_fd >= 0)
 		close(a->notify_fd);

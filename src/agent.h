@@ -23,6 +23,7 @@ struct agent_opts {
 	struct metrics_server *metrics; /* NULL: none */
 	size_t max_probes;		/* probes traced at once; 0: no limit */
 	size_t max_series;		/* per-function metrics series; 0: no limit */
+	double report_writes;		/* a probe's report writes a second; 0: no limit */
 };
 
 struct agent;

@@ -7,9 +7,12 @@
 #include "log.h"
 #include "placement.h"
 #include "status.h"
+#include "summarizer.h"
 
 /* A new spec's first results go out this soon, later ones every interval. */
 #define FIRST_WRITE_NS (NS_PER_S / 2)
+/* Longer than any interval a summary writer asks for (a day): a forgery. */
+#define MAX_INTERVAL_NS (86400 * NS_PER_S)
 
 static int renew(struct fprobe *p, const char *why)
 {
@@ -22,8 +25,9 @@ static int renew(struct fprobe *p, const char *why)
 	return p->traces ? 0 : -1;
 }
 
-struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env)
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node)
 {
+	char report[STATUS_NAME_LEN];
 	const char *uid = kobj_uid(obj), *ns = kobj_namespace(obj), *name = kobj_name(obj);
 	struct fprobe *p;
 
@@ -38,8 +42,14 @@ struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env)
 	p->env = env;
 	p->generation = -1;
 	p->created = clock__parse_rfc3339(kobj_str(kobj_get(obj, "metadata"), "creationTimestamp"));
+	if (p->uid && p->ns && p->name) {
+		struct status_probe sp = { p->uid, p->ns, p->name, 0 };
+
+		status__report_name(&sp, node, report, sizeof(report));
+		p->report_path = status__report_path(p->ns, report);
+	}
 	if (!p->uid || !p->ns || !p->name || !(p->status_path = status__path(p->ns, p->name)) ||
-	    renew(p, NULL)) {
+	    !p->report_path || renew(p, NULL)) {
 		fprobe__free(p, NULL);
 		return NULL;
 	}
@@ -58,8 +68,8 @@ void fprobe__free(struct fprobe *p, const char *why)
 	free(p->ns);
 	free(p->name);
 	free(p->status_path);
+	free(p->report_path);
 	free(p->last_entry);
-	free(p->last_summary);
 	free(p);
 }
 
@@ -79,16 +89,38 @@ static void apply_spec(struct fprobe *p, const cJSON *obj)
 	p->next_write = clock__mono_ns() + FIRST_WRITE_NS;
 }
 
-void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, bool fresh)
+/* The interval this node writes at: the spec's, or the longer one the
+ * summary writer asks of every node (a probe on many nodes). */
+static void take_interval(struct fprobe *p, const cJSON *status)
 {
+	uint64_t asked = 0;
+	const char *s = kobj_str(status, "reportInterval");
+
+	p->interval_ns = p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS;
+	if (s && !latency__parse_duration(s, &asked) && asked > p->interval_ns &&
+	    asked <= MAX_INTERVAL_NS)
+		p->interval_ns = asked;
+}
+
+void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, const cJSON *report,
+		  bool fresh)
+{
+	const cJSON *status = kobj_get(obj, "status");
+
 	p->seen = true;
 	if (kobj_generation(obj) < 0 || kobj_generation(obj) != p->generation) {
 		apply_spec(p, obj);
+		/* a restarted agent carries on from its report, or from its entry
+		 * in the probe's status that agents before reports wrote */
 		if (fresh && p->valid &&
-		    status__seed(kobj_get(obj, "status"), node, p->generation, p->results))
+		    (status__seed_report(report, p->generation, p->results) ||
+		     status__seed(status, node, p->generation, p->results)))
 			log_info("probe %s/%s: carrying on from the results written before", p->ns,
 				 p->name);
 	}
+	if (fresh && status__legacy_entry(status, node))
+		p->legacy = true;
+	take_interval(p, status);
 	if (p->valid && !p->expired &&
 	    time(NULL) >= p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S)) {
 		traceset__retire_all(p->traces, "the probe's lifetime ended");
@@ -210,64 +242,57 @@ static struct status_probe about(const struct fprobe *p)
 	return (struct status_probe){ p->uid, p->ns, p->name, p->generation };
 }
 
-/*
- * Sends doc under key unless its text (before stamping) is what was last
- * sent and taken; *last keeps the text sent. Takes doc. Whether it was queued.
- */
-static bool publish(struct fprobe *p, struct publisher *pub, const char *key, const char *manager,
-		    cJSON *doc, void (*stamp)(cJSON **doc), char **last)
+/* Takes this node's entry out of the probe's status, where agents before
+ * reports wrote it (its results are in the report now). */
+static void clear_legacy(struct fprobe *p, struct publisher *pub, const char *manager)
 {
 	struct status_probe sp = about(p);
-	char *text = cJSON_PrintUnformatted(doc), *body;
-	bool sent = false;
+	char key[STATUS_KEY_LEN], *body = status__apply_body(&sp, cJSON_CreateObject());
 
-	if (!text || (*last && !strcmp(text, *last) && !publisher__failed(pub, key))) {
-		free(text);
-		cJSON_Delete(doc);
-		return false;
-	}
-	stamp(&doc);
-	body = status__apply_body(&sp, doc);
-	if (body && !publisher__apply(pub, key, p->status_path, manager, body)) {
-		free(*last);
-		*last = text;
-		text = NULL;
-		sent = true;
-	}
+	status__legacy_key(p->uid, key, sizeof(key));
+	if (body && !publisher__apply(pub, key, p->status_path, manager, body))
+		p->legacy = false;
 	free(body);
-	free(text);
-	return sent;
 }
 
-static void stamp_node(cJSON **doc)
+void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,
+			  const char *manager, const struct pod *pods, size_t npods, uint64_t now)
 {
-	*doc = status__node_doc(*doc);
-}
-
-static void stamp_summary(cJSON **doc)
-{
-	status__stamp_summary(*doc);
-}
-
-void fprobe__write_node(struct fprobe *p, struct publisher *pub, const char *node,
-			const char *manager, uint64_t now)
-{
-	char key[STATUS_KEY_LEN];
+	struct status_probe sp = about(p);
+	char key[STATUS_KEY_LEN], *text, *body;
 	cJSON *entry;
 
 	if (!p->valid || now < p->next_write)
 		return;
-	p->next_write = now + jittered(p->spec.interval_ns);
-	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results,
-				   p->wrote);
+	p->next_write = now + jittered(p->interval_ns);
+	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
+				   npods, p->wrote);
 	if (!entry)
 		return;
-	status__node_key(p->uid, key, sizeof(key));
-	if (publish(p, pub, key, manager, entry, stamp_node, &p->last_entry))
+	status__report_key(p->uid, key, sizeof(key));
+	/* sent when it changed, or when the last send failed */
+	text = cJSON_PrintUnformatted(entry);
+	if (!text ||
+	    (p->last_entry && !strcmp(text, p->last_entry) && !publisher__failed(pub, key))) {
+		free(text);
+		cJSON_Delete(entry);
+		return;
+	}
+	body = status__report_body(&sp, node, entry, p->interval_ns);
+	if (body && !publisher__apply(pub, key, p->report_path, manager, body)) {
+		free(p->last_entry);
+		p->last_entry = text;
+		text = NULL;
 		p->wrote = true;
+		if (p->legacy)
+			clear_legacy(p, pub, manager);
+	}
+	free(body);
+	free(text);
 }
 
-void fprobe__write_summary(struct fprobe *p, struct publisher *pub, const cJSON *obj, uint64_t now)
+void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJSON *obj,
+			     uint64_t now)
 {
 	struct status_state st = {
 		.valid = p->valid,
@@ -276,16 +301,12 @@ void fprobe__write_summary(struct fprobe *p, struct publisher *pub, const cJSON 
 		.expires = p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S),
 	};
 	struct status_probe sp = about(p);
-	char key[STATUS_KEY_LEN];
 
 	if (now < p->next_summary)
 		return;
-	p->next_summary = now +
-			  jittered(p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
-	status__summary_key(p->uid, key, sizeof(key));
-	publish(p, pub, key, STATUS_SUMMARY_MANAGER,
-		status__summary_doc(&sp, &st, kobj_get(obj, "status")), stamp_summary,
-		&p->last_summary);
+	p->next_summary = now + jittered(p->interval_ns);
+	summarizer__request(sum, &sp, &st, kobj_get(obj, "status"),
+			    p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
 }
 
 void fprobe__final_report(struct fprobe *p, struct publisher *pub, const char *node,
@@ -294,15 +315,23 @@ void fprobe__final_report(struct fprobe *p, struct publisher *pub, const char *n
 	traceset__retire_all(p->traces, "the agent is stopping");
 	errlist__clear(&p->errors);
 	p->next_write = 0;
-	fprobe__write_node(p, pub, node, manager, clock__mono_ns());
+	fprobe__write_report(p, pub, node, manager, NULL, 0, clock__mono_ns());
 }
 
-void fprobe__unpublish(struct fprobe *p, struct publisher *pub)
+void fprobe__unpublish(struct fprobe *p, struct publisher *pub, struct summarizer *sum)
 {
 	char key[STATUS_KEY_LEN];
 
-	status__node_key(p->uid, key, sizeof(key));
+	/* the garbage collector deletes it too (the probe owns it), when one runs */
+	status__report_key(p->uid, key, sizeof(key));
+	if (p->wrote)
+		publisher__delete(pub, key, p->report_path);
+	else
+		publisher__forget(pub, key);
+	status__legacy_key(p->uid, key, sizeof(key));
 	publisher__forget(pub, key);
 	status__summary_key(p->uid, key, sizeof(key));
 	publisher__forget(pub, key);
+	if (sum)
+		summarizer__forget(sum, p->uid);
 }

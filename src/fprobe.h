@@ -19,6 +19,7 @@
 #include "probe.h"
 #include "publisher.h"
 #include "results.h"
+#include "summarizer.h"
 #include "traceset.h"
 
 struct fprobe {
@@ -35,21 +36,26 @@ struct fprobe {
 	struct results *results;
 	struct traceset *traces;
 	struct errlist errors;
-	/* status writes */
-	char *status_path;
+	/* writes: this node's report, and the summary when this agent writes it */
+	char *status_path, *report_path;
+	uint64_t interval_ns; /* the spec's, or longer when the summary writer asks */
 	uint64_t next_write, next_summary;
-	char *last_entry, *last_summary;
+	char *last_entry; /* the report last sent, before stamping */
 	bool wrote;
+	bool legacy; /* its entry in the probe's status (agents before reports) is to go */
 	struct fprobe *next;
 };
 
-/* A probe first seen in obj (a FunctionProbe). NULL on ENOMEM or without uid. */
-struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env);
+/* A probe first seen in obj (a FunctionProbe) by node's agent. NULL on ENOMEM or without uid. */
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node);
 /* Detaches (why goes to the log); NULL is fine. */
 void fprobe__free(struct fprobe *p, const char *why);
-/* Takes obj's spec when its generation changed (node: this node, whose results
- * written before a fresh probe carries on from), and ends the lifetime. */
-void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, bool fresh);
+/* Takes obj's spec when its generation changed, the interval the summary
+ * writer asks for, and ends the lifetime. A fresh probe carries on from
+ * node's results written before: report (this node's, or NULL), or node's
+ * entry in obj's status (agents before reports). */
+void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, const cJSON *report,
+		  bool fresh);
 /* Whether p wants any of the pods (valid, not expired, selected). */
 bool fprobe__selects_any(const struct fprobe *p, const struct pod *pods, size_t npods);
 /* Places p on the pods it selects: attaches new processes, retires gone ones. */
@@ -59,15 +65,19 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
  * Returns how many are limited. */
 size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max);
 
-/* Writes this node's entry when its interval passed and it changed (now: clock__mono_ns()). */
-void fprobe__write_node(struct fprobe *p, struct publisher *pub, const char *node,
-			const char *manager, uint64_t now);
-/* Writes the summary and conditions from obj (the probe as the server has it). */
-void fprobe__write_summary(struct fprobe *p, struct publisher *pub, const cJSON *obj, uint64_t now);
+/* Writes this node's report when its interval passed and it changed (now:
+ * clock__mono_ns()); pods: this node's, for their revisions. */
+void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,
+			  const char *manager, const struct pod *pods, size_t npods, uint64_t now);
+/* Asks sum for the summary and conditions when their interval passed (obj:
+ * the probe as the server has it). */
+void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJSON *obj,
+			     uint64_t now);
 /* A last report: detached, with every call counted until now. */
 void fprobe__final_report(struct fprobe *p, struct publisher *pub, const char *node,
 			  const char *manager);
-/* Forgets what the publisher keeps for p (the probe was deleted). */
-void fprobe__unpublish(struct fprobe *p, struct publisher *pub);
+/* The probe was deleted: deletes this node's report, forgets what the
+ * publisher and sum (NULL is fine) keep for it. */
+void fprobe__unpublish(struct fprobe *p, struct publisher *pub, struct summarizer *sum);
 
 #endif

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,40 @@ static const char *why_not_running(const cJSON *state)
 	return r ? r : "not started";
 }
 
+/*
+ * The pods of one rollout share a revision: the owner ReplicaSet's name
+ * (a Deployment's template hash is its suffix), the controller-revision-hash
+ * label (StatefulSets, DaemonSets), or for pods without either the image
+ * digest their first container runs (as "sha256:" and 12 hex digits).
+ */
+static void pod_revision(const cJSON *md, const cJSON *statuses, char *buf, size_t len)
+{
+	const char *rev = kobj_str(kobj_get(md, "labels"), "controller-revision-hash");
+	const char *image = kobj_str(cJSON_GetArrayItem(statuses, 0), "imageID"), *at;
+	const cJSON *owner;
+
+	cJSON_ArrayForEach(owner, kobj_get(md, "ownerReferences"))
+	{
+		const char *kind = kobj_str(owner, "kind");
+
+		if (kind && !strcmp(kind, "ReplicaSet") && kobj_str(owner, "name"))
+			rev = kobj_str(owner, "name");
+	}
+	buf[0] = '\0';
+	if (rev) {
+		snprintf(buf, len, "%s", rev);
+		return;
+	}
+	if (!image)
+		return;
+	at = strchr(image, '@');
+	image = at ? at + 1 : image;
+	if (!strncmp(image, "sha256:", 7))
+		snprintf(buf, len, "%.19s", image);
+	else
+		snprintf(buf, len, "%s", image);
+}
+
 int pod__parse(const cJSON *obj, struct pod *ret)
 {
 	const cJSON *md = kobj_get(obj, "metadata"), *status = kobj_get(obj, "status");
@@ -69,6 +104,7 @@ int pod__parse(const cJSON *obj, struct pod *ret)
 	ret->done = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
 	if (!ret->name || !ret->ns)
 		return -EINVAL;
+	pod_revision(md, statuses, ret->revision, sizeof(ret->revision));
 	ret->containers = calloc(cJSON_GetArraySize(statuses) + 1, sizeof(*ret->containers));
 	if (!ret->containers)
 		return -ENOMEM;

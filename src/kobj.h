@@ -32,9 +32,14 @@ struct pod_container {
 	const char *why_not; /* the waiting or terminated reason, else "not started" */
 };
 
+/* A pod's revision as the results group it: its ReplicaSet's name, its
+ * controller-revision-hash, or the digest of its first container's image. */
+#define POD_REVISION_LEN 80
+
 struct pod {
 	const char *name, *uid, *ns;
 	const cJSON *labels;		  /* metadata.labels, or NULL */
+	char revision[POD_REVISION_LEN];  /* "" when nothing tells */
 	bool done;			  /* phase Succeeded or Failed: it runs nothing any more */
 	struct pod_container *containers; /* of status.containerStatuses */
 	size_t ncontainers;

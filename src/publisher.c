@@ -22,6 +22,7 @@ struct patch {
 	char *key, *path, *manager, *body;
 	uint64_t seq; /* when it was queued: the oldest goes first */
 	bool queued, failed;
+	bool del; /* a DELETE of path, not a patch */
 	struct patch *next;
 };
 
@@ -61,6 +62,21 @@ static double elapsed_s(const struct timespec *since)
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - since->tv_sec) + (now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+/* Deletes path; called without the lock. Gone already is done. */
+static bool send_delete(struct publisher *p, const char *path, long timeout_ms)
+{
+	struct rw_error err = { "" };
+	char *resp = NULL;
+	int status = kube__request(p->k, "DELETE", path, NULL, NULL, timeout_ms, &resp, &err);
+
+	if (status < 0)
+		log_warn("failed to delete %s: %s", path, err.msg);
+	else if (status / 100 != 2 && status != 404)
+		log_warn("failed to delete %s: HTTP %d: %.300s", path, status, resp ? resp : "");
+	free(resp);
+	return status / 100 == 2 || status == 404;
 }
 
 /* Sends one patch; called without the lock. */
@@ -109,8 +125,7 @@ static void send_queued(struct publisher *p)
 
 	for (;;) {
 		char *key, *path, *manager, *body;
-		bool ok;
-
+		bool ok, del;
 		long timeout_ms = PATCH_TIMEOUT_MS;
 
 		if (p->stop) {
@@ -128,10 +143,12 @@ static void send_queued(struct publisher *p)
 		path = strdup(pt->path);
 		manager = strdup(pt->manager);
 		body = strdup(pt->body);
+		del = pt->del;
 		pt->queued = false;
 		pthread_mutex_unlock(&p->lock);
 		ok = key && path && manager && body &&
-		     send_patch(p, path, manager, body, timeout_ms);
+		     (del ? send_delete(p, path, timeout_ms)
+			  : send_patch(p, path, manager, body, timeout_ms));
 		free(path);
 		free(manager);
 		free(body);
@@ -384,8 +401,9 @@ static struct patch *find(struct publisher *p, const char *key)
 	return NULL;
 }
 
-int publisher__apply(struct publisher *p, const char *key, const char *path, const char *manager,
-		     const char *body)
+/* Queues what key's patch sends: a newer one replaces a waiting one. */
+static int queue(struct publisher *p, const char *key, const char *path, const char *manager,
+		 const char *body, bool del)
 {
 	struct patch *pt;
 	char *np = strdup(path), *nm = strdup(manager), *nb = strdup(body);
@@ -415,6 +433,7 @@ int publisher__apply(struct publisher *p, const char *key, const char *path, con
 		pt->path = np;
 		pt->manager = nm;
 		pt->body = nb;
+		pt->del = del;
 		if (!pt->queued)
 			pt->seq = ++p->seq;
 		pt->queued = true;
@@ -422,6 +441,17 @@ int publisher__apply(struct publisher *p, const char *key, const char *path, con
 	}
 	pthread_mutex_unlock(&p->lock);
 	return e;
+}
+
+int publisher__apply(struct publisher *p, const char *key, const char *path, const char *manager,
+		     const char *body)
+{
+	return queue(p, key, path, manager, body, false);
+}
+
+int publisher__delete(struct publisher *p, const char *key, const char *path)
+{
+	return queue(p, key, path, "", "", true);
 }
 
 void publisher__forget(struct publisher *p, const char *key)

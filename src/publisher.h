@@ -32,11 +32,13 @@ struct publisher *publisher__start(struct kube *k, const char *identity, const c
 void publisher__stop(struct publisher *p);
 
 /*
- * Queues a server-side apply of body to path (the status subresource of a
- * probe) as field manager `manager`. key names what it updates.
+ * Queues a server-side apply of body to path (a probe's status subresource,
+ * or a report) as field manager `manager`. key names what it updates.
  */
 int publisher__apply(struct publisher *p, const char *key, const char *path, const char *manager,
 		     const char *body);
+/* Queues a DELETE of path (an object) under key, in place of what key waits to send. */
+int publisher__delete(struct publisher *p, const char *key, const char *path);
 /* Drops what is kept for key (its probe is gone). */
 void publisher__forget(struct publisher *p, const char *key);
 /* Whether the last patch sent for key failed (so the same content must be sent again). */

@@ -11,11 +11,17 @@
 #include "log.h"
 #include "status.h"
 
-/* More processes than one node runs (pid_max's limit): a corrupt entry. */
-#define MAX_NODE_PROCESSES (1 << 22)
 #define PROBE_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobes/%s/status"
+#define REPORTS_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobereports"
+/* Of a report's name: at most this much of the probe's name and of the node's. */
+#define STATUS_NAME_PART 110
 
-void status__node_key(const char *uid, char *buf, size_t len)
+void status__report_key(const char *uid, char *buf, size_t len)
+{
+	snprintf(buf, len, "report/%s", uid);
+}
+
+void status__legacy_key(const char *uid, char *buf, size_t len)
 {
 	snprintf(buf, len, "node/%s", uid);
 }
@@ -37,6 +43,42 @@ char *status__node_manager(const char *node)
 	char *m;
 
 	return asprintf(&m, "retwatch-agent-%s", node) < 0 ? NULL : m;
+}
+
+/* Takes trailing '-' and '.' off a name cut short (a name part ends alphanumeric). */
+static int trimmed(const char *s, int len)
+{
+	while (len > 0 && (s[len - 1] == '-' || s[len - 1] == '.'))
+		len--;
+	return len;
+}
+
+void status__report_name(const struct status_probe *p, const char *node, char *buf, size_t len)
+{
+	uint32_t h = 2166136261u; /* FNV-1a of "uid/node": names made alike stay apart */
+	int np = trimmed(p->name, (int)strnlen(p->name, STATUS_NAME_PART));
+	int nn = trimmed(node, (int)strnlen(node, STATUS_NAME_PART));
+
+	for (const char *c = p->uid; *c; c++)
+		h = (h ^ (uint8_t)*c) * 16777619u;
+	h = (h ^ '/') * 16777619u;
+	for (const char *c = node; *c; c++)
+		h = (h ^ (uint8_t)*c) * 16777619u;
+	snprintf(buf, len, "%.*s.%.*s.%08x", np, p->name, nn, node, h);
+}
+
+char *status__report_path(const char *ns, const char *report)
+{
+	char *path;
+
+	if (report)
+		return asprintf(&path, REPORTS_PATH "/%s", ns, report) < 0 ? NULL : path;
+	return asprintf(&path, REPORTS_PATH, ns) < 0 ? NULL : path;
+}
+
+void status__reports_selector(const char *uid, char *buf, size_t len)
+{
+	snprintf(buf, len, STATUS_LABEL_PROBE_UID "=%s", uid);
 }
 
 /* Now, in seconds (conditions) or milliseconds (the time of a report). */
@@ -128,23 +170,42 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 
 /* ---- this node's entry ---- */
 
+struct traced_ctx {
+	cJSON *pods;
+	const struct pod *known;
+	size_t nknown;
+};
+
+static const char *revision_of(const struct pod *pods, size_t npods, const char *name)
+{
+	for (size_t i = 0; i < npods; i++)
+		if (!strcmp(pods[i].name, name))
+			return pods[i].revision;
+	return "";
+}
+
 static void add_traced(const struct traced *t, void *ctx)
 {
-	cJSON *pods = ctx, *item, *procs = NULL;
+	struct traced_ctx *tc = ctx;
+	cJSON *item, *procs = NULL;
 
-	cJSON_ArrayForEach(item, pods)
+	cJSON_ArrayForEach(item, tc->pods)
 	{
 		if (!strcmp(kobj_str(item, "name"), t->pod) &&
 		    !strcmp(kobj_str(item, "containerID"), t->cid))
 			procs = cJSON_GetObjectItemCaseSensitive(item, "processes");
 	}
 	if (!procs) {
+		const char *rev = revision_of(tc->known, tc->nknown, t->pod);
+
 		item = cJSON_CreateObject();
-		cJSON_AddItemToArray(pods, item);
+		cJSON_AddItemToArray(tc->pods, item);
 		cJSON_AddStringToObject(item, "name", t->pod);
 		cJSON_AddStringToObject(item, "container", t->container);
 		cJSON_AddStringToObject(item, "containerID", t->cid);
 		cJSON_AddStringToObject(item, "executable", t->exe);
+		if (*rev)
+			cJSON_AddStringToObject(item, "revision", rev);
 		procs = cJSON_AddArrayToObject(item, "processes");
 	}
 	cJSON_AddItemToArray(procs, cJSON_CreateNumber(t->pid));
@@ -165,13 +226,11 @@ static void add_errors(cJSON *e, struct errlist *errs)
 	}
 }
 
-/* A function's mode, returnSites and latency, as the entry and the summary hold them. */
-static void add_function(cJSON *fns, const char *name, const char *mode, const char *reason,
-			 double returns, const struct latency *l)
+cJSON *status__function(const char *name, const char *mode, const char *reason, double returns,
+			const struct latency *l)
 {
 	cJSON *f = cJSON_CreateObject();
 
-	cJSON_AddItemToArray(fns, f);
 	cJSON_AddStringToObject(f, "name", name);
 	if (mode)
 		cJSON_AddStringToObject(f, "mode", mode);
@@ -179,12 +238,40 @@ static void add_function(cJSON *fns, const char *name, const char *mode, const c
 		cJSON_AddStringToObject(f, "reason", reason);
 	cJSON_AddNumberToObject(f, "returnSites", returns);
 	status_latency__to_json(l, f);
+	return f;
+}
+
+struct groups_ctx {
+	struct results *r;
+	size_t row;
+	cJSON *arr;
+	const struct pod *pods;
+	size_t npods;
+};
+
+/* A function's own calls in one pod's container. */
+static void add_group(const char *pod, const char *container, void *ctx)
+{
+	struct groups_ctx *g = ctx;
+	const char *rev = revision_of(g->pods, g->npods, pod);
+	cJSON *item = cJSON_CreateObject();
+	struct latency l;
+
+	results__read(g->r, g->row, pod, container, &l);
+	cJSON_AddItemToArray(g->arr, item);
+	cJSON_AddStringToObject(item, "name", pod);
+	cJSON_AddStringToObject(item, "container", container);
+	if (*rev)
+		cJSON_AddStringToObject(item, "revision", rev);
+	status_latency__to_json(&l, item);
 }
 
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
-			  struct errlist *errs, struct results *r, bool wrote)
+			  struct errlist *errs, struct results *r, const struct pod *pods,
+			  size_t npods, bool wrote)
 {
 	size_t ntraced = traceset__count(ts);
+	struct traced_ctx tc = { NULL, pods, npods };
 	cJSON *e, *fns;
 
 	if (!ntraced && !errs->n && !results__nrows(r) && !wrote)
@@ -193,257 +280,104 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 	cJSON_AddStringToObject(e, "node", node);
 	cJSON_AddNumberToObject(e, "generation", (double)generation);
 	cJSON_AddBoolToObject(e, "attached", ntraced > 0);
-	traceset__foreach(ts, add_traced, cJSON_AddArrayToObject(e, "pods"));
+	tc.pods = cJSON_AddArrayToObject(e, "pods");
+	traceset__foreach(ts, add_traced, &tc);
 	cJSON_AddNumberToObject(e, "processes", (double)ntraced);
 	add_errors(e, errs);
 	fns = cJSON_AddArrayToObject(e, "functions");
 	for (size_t k = 0; k < results__nrows(r); k++) {
 		const struct results_row *row = results__row(r, k);
+		struct groups_ctx g = { r, k, NULL, pods, npods };
 		struct latency l;
 
 		results__read(r, k, NULL, NULL, &l);
-		add_function(fns, row->name, func_mode__str(row->mode), row->reason,
-			     (double)row->nreturns, &l);
+		cJSON *f = status__function(row->name, func_mode__str(row->mode), row->reason,
+					    (double)row->nreturns, &l);
+
+		cJSON_AddItemToArray(fns, f);
+		g.arr = cJSON_AddArrayToObject(f, "pods");
+		results__foreach_group(r, add_group, &g);
 	}
 	return e;
 }
 
-cJSON *status__node_doc(cJSON *entry)
+char *status__report_body(const struct status_probe *p, const char *node, cJSON *entry,
+			  uint64_t interval_ns)
 {
-	cJSON *status = cJSON_CreateObject();
+	cJSON *doc = cJSON_CreateObject(), *md, *labels, *owner, *probe;
+	char name[STATUS_NAME_LEN], interval[LATENCY_FMT_LEN];
+	char *out;
 
+	status__report_name(p, node, name, sizeof(name));
 	add_now(entry, "lastUpdate", 3);
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"), entry);
-	return status;
+	cJSON_AddStringToObject(entry, "reportInterval",
+				latency__format_ns(interval_ns, interval, sizeof(interval)));
+	cJSON_AddStringToObject(doc, "apiVersion", "retwatch.io/v1alpha1");
+	cJSON_AddStringToObject(doc, "kind", "FunctionProbeReport");
+	md = cJSON_AddObjectToObject(doc, "metadata");
+	cJSON_AddStringToObject(md, "name", name);
+	cJSON_AddStringToObject(md, "namespace", p->ns);
+	labels = cJSON_AddObjectToObject(md, "labels");
+	cJSON_AddStringToObject(labels, STATUS_LABEL_PROBE_UID, p->uid);
+	/* a node's name is a label value when short enough (a restarted agent lists by it) */
+	if (strlen(node) <= STATUS_LABEL_VALUE_MAX)
+		cJSON_AddStringToObject(labels, STATUS_LABEL_NODE, node);
+	/* deleting the probe deletes its reports (the garbage collector) */
+	owner = cJSON_CreateObject();
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(md, "ownerReferences"), owner);
+	cJSON_AddStringToObject(owner, "apiVersion", "retwatch.io/v1alpha1");
+	cJSON_AddStringToObject(owner, "kind", "FunctionProbe");
+	cJSON_AddStringToObject(owner, "name", p->name);
+	cJSON_AddStringToObject(owner, "uid", p->uid);
+	probe = cJSON_AddObjectToObject(doc, "probe");
+	cJSON_AddStringToObject(probe, "name", p->name);
+	cJSON_AddStringToObject(probe, "uid", p->uid);
+	cJSON_AddStringToObject(doc, "node", node);
+	cJSON_AddItemToObject(doc, "status", entry);
+	out = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	return out;
+}
+
+/* Seeds r from entry (one node's results) when it is of generation. */
+static bool seed_entry(const cJSON *entry, int64_t generation, struct results *r)
+{
+	const cJSON *fn;
+
+	if (kobj_int(entry, "generation", -1) != generation)
+		return false;
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+	{
+		struct latency l;
+
+		if (kobj_str(fn, "name") && !status_latency__from_json(fn, &l))
+			results__seed(r, kobj_str(fn, "name"), &l);
+	}
+	return true;
+}
+
+bool status__seed_report(const cJSON *report, int64_t generation, struct results *r)
+{
+	return seed_entry(kobj_get(report, "status"), generation, r);
+}
+
+const cJSON *status__legacy_entry(const cJSON *status, const char *node)
+{
+	const cJSON *entry;
+
+	cJSON_ArrayForEach(entry, kobj_get(status, "nodes"))
+	{
+		if (kobj_str(entry, "node") && !strcmp(kobj_str(entry, "node"), node))
+			return entry;
+	}
+	return NULL;
 }
 
 bool status__seed(const cJSON *status, const char *node, int64_t generation, struct results *r)
 {
-	const cJSON *entry, *fn;
-	bool any = false;
+	const cJSON *entry = status__legacy_entry(status, node);
 
-	cJSON_ArrayForEach(entry, kobj_get(status, "nodes"))
-	{
-		if (!kobj_str(entry, "node") || strcmp(kobj_str(entry, "node"), node) ||
-		    kobj_int(entry, "generation", -1) != generation)
-			continue;
-		cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
-		{
-			struct latency l;
-
-			if (kobj_str(fn, "name") && !status_latency__from_json(fn, &l))
-				results__seed(r, kobj_str(fn, "name"), &l);
-		}
-		any = true;
-	}
-	return any;
-}
-
-/* ---- the summary and conditions ---- */
-
-struct merged {
-	const char *name, *mode, *reason;
-	double returns;
-	struct latency l;
-};
-
-struct summary {
-	struct merged *fns;
-	size_t nfns;
-	int64_t nodes, pods, processes;
-	bool attached;
-	const char *errors[3]; /* the first few, for the Attached condition */
-	size_t nerrors;
-};
-
-static void merge_fn(struct summary *s, const cJSON *fn)
-{
-	const char *name = kobj_str(fn, "name");
-	struct merged *m = NULL;
-	struct latency l;
-
-	if (!name || status_latency__from_json(fn, &l))
-		return;
-	for (size_t i = 0; i < s->nfns && !m; i++)
-		if (!strcmp(s->fns[i].name, name))
-			m = &s->fns[i];
-	if (!m) {
-		m = realloc(s->fns, (s->nfns + 1) * sizeof(*m));
-		if (!m)
-			return;
-		s->fns = m;
-		m = &s->fns[s->nfns++];
-		memset(m, 0, sizeof(*m));
-		m->name = name;
-		m->mode = kobj_str(fn, "mode");
-		m->reason = kobj_str(fn, "reason");
-		m->returns = cJSON_GetNumberValue(kobj_get(fn, "returnSites"));
-	}
-	latency__merge(&m->l, &l);
-}
-
-static void merge_nodes(struct summary *s, const cJSON *status, int64_t generation)
-{
-	const cJSON *node, *fn, *err;
-
-	cJSON_ArrayForEach(node, kobj_get(status, "nodes"))
-	{
-		int64_t procs = kobj_int(node, "processes", 0);
-
-		if (kobj_int(node, "generation", -1) != generation)
-			continue;
-		s->nodes++;
-		s->pods += cJSON_GetArraySize(kobj_get(node, "pods"));
-		/* another agent wrote it: a count, bounded, or nothing */
-		s->processes += procs >= 0 && procs <= MAX_NODE_PROCESSES ? procs : 0;
-		s->attached |= cJSON_IsTrue(kobj_get(node, "attached"));
-		cJSON_ArrayForEach(err, kobj_get(node, "errors"))
-		{
-			if (s->nerrors < sizeof(s->errors) / sizeof(s->errors[0]) &&
-			    cJSON_IsString(err))
-				s->errors[s->nerrors++] = err->valuestring;
-		}
-		cJSON_ArrayForEach(fn, kobj_get(node, "functions")) merge_fn(s, fn);
-	}
-}
-
-static cJSON *summary_json(const struct summary *s)
-{
-	cJSON *sum = cJSON_CreateObject(), *fns = cJSON_CreateArray();
-	const struct merged *slowest = NULL;
-	uint64_t calls = 0, p99 = 0;
-	char buf[LATENCY_FMT_LEN];
-
-	cJSON_AddNumberToObject(sum, "nodes", (double)s->nodes);
-	cJSON_AddNumberToObject(sum, "pods", (double)s->pods);
-	cJSON_AddNumberToObject(sum, "processes", (double)s->processes);
-	for (size_t i = 0; i < s->nfns; i++) {
-		const struct merged *m = &s->fns[i];
-		uint64_t q = latency__percentile(&m->l, 0.99);
-
-		add_function(fns, m->name, m->mode, m->reason, m->returns, &m->l);
-		calls += m->l.calls;
-		if (latency__count(&m->l) && (!slowest || q > p99)) {
-			slowest = m;
-			p99 = q;
-		}
-	}
-	cJSON_AddNumberToObject(sum, "calls", (double)calls);
-	if (slowest) {
-		cJSON_AddStringToObject(sum, "slowest", slowest->name);
-		cJSON_AddStringToObject(sum, "p50",
-					latency__format_ns(latency__percentile(&slowest->l, 0.5),
-							   buf, sizeof(buf)));
-		cJSON_AddStringToObject(sum, "p99", latency__format_ns(p99, buf, sizeof(buf)));
-	}
-	cJSON_AddItemToObject(sum, "functions", fns);
-	return sum;
-}
-
-struct conds {
-	cJSON *arr;
-	const cJSON *old;
-	int64_t gen;
-};
-
-static void add_condition(struct conds *c, const char *type, bool ok, const char *reason,
-			  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void add_condition(struct conds *c, const char *type, bool ok, const char *reason,
-			  const char *fmt, ...)
-{
-	const char *status = ok ? "True" : "False", *since = NULL;
-	cJSON *cond = cJSON_CreateObject();
-	const cJSON *o;
-	char msg[768];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cJSON_ArrayForEach(o, c->old)
-	{
-		/* the time it last changed, not the time it was last written */
-		if (kobj_str(o, "type") && !strcmp(kobj_str(o, "type"), type) &&
-		    kobj_str(o, "status") && !strcmp(kobj_str(o, "status"), status))
-			since = kobj_str(o, "lastTransitionTime");
-	}
-	cJSON_AddStringToObject(cond, "type", type);
-	cJSON_AddStringToObject(cond, "status", status);
-	cJSON_AddStringToObject(cond, "reason", reason);
-	cJSON_AddStringToObject(cond, "message", msg);
-	cJSON_AddNumberToObject(cond, "observedGeneration", (double)c->gen);
-	if (since)
-		cJSON_AddStringToObject(cond, "lastTransitionTime", since);
-	else
-		add_now(cond, "lastTransitionTime", 0);
-	cJSON_AddItemToArray(c->arr, cond);
-}
-
-static void attached_condition(struct conds *c, const char *ns, const struct summary *s)
-{
-	if (s->attached)
-		add_condition(c, "Attached", true, "Attached",
-			      "probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
-			      " nodes",
-			      s->processes, s->pods, s->nodes);
-	else if (s->nerrors)
-		add_condition(c, "Attached", false, "AttachFailed",
-			      "%s%s%s%s%s (all errors: status.nodes[].errors)", s->errors[0],
-			      s->nerrors > 1 ? "; " : "", s->nerrors > 1 ? s->errors[1] : "",
-			      s->nerrors > 2 ? "; " : "", s->nerrors > 2 ? s->errors[2] : "");
-	else
-		add_condition(c, "Attached", false, "NoMatchingPods",
-			      "no running pod in namespace %s matches spec.selector", ns);
-}
-
-static void conditions(cJSON *status, const struct status_probe *p, const struct status_state *st,
-		       const struct summary *s, const cJSON *old)
-{
-	struct conds c = { cJSON_AddArrayToObject(status, "conditions"), old, p->generation };
-	char until[32];
-
-	clock__rfc3339(st->expires, until, sizeof(until));
-	if (!st->valid) {
-		add_condition(&c, "Ready", false, "InvalidSpec", "%s", st->spec_err);
-		add_condition(&c, "Attached", false, "InvalidSpec",
-			      "nothing is probed until the spec is fixed");
-		return;
-	}
-	add_condition(&c, "Ready", true, "Accepted", "the spec is valid");
-	if (st->expired) {
-		add_condition(&c, "Expired", true, "LifetimeEnded",
-			      "probes detached at %s (spec.lifetime); results stay", until);
-		add_condition(&c, "Attached", false, "Expired",
-			      "probes detached when the lifetime ended; raise spec.lifetime to "
-			      "probe again");
-		return;
-	}
-	add_condition(&c, "Expired", false, "Active", "probes detach at %s", until);
-	attached_condition(&c, p->ns, s);
-}
-
-cJSON *status__summary_doc(const struct status_probe *p, const struct status_state *st,
-			   const cJSON *old)
-{
-	cJSON *status = cJSON_CreateObject();
-	struct summary s = { 0 };
-
-	cJSON_AddNumberToObject(status, "observedGeneration", (double)p->generation);
-	if (st->valid)
-		merge_nodes(&s, old, p->generation);
-	conditions(status, p, st, &s, kobj_get(old, "conditions"));
-	if (st->valid)
-		cJSON_AddItemToObject(status, "summary", summary_json(&s));
-	free(s.fns);
-	return status;
-}
-
-void status__stamp_summary(cJSON *status)
-{
-	cJSON *sum = cJSON_GetObjectItemCaseSensitive(status, "summary");
-
-	if (sum)
-		add_now(sum, "lastUpdate", 3);
+	return entry && seed_entry(entry, generation, r);
 }
 
 char *status__apply_body(const struct status_probe *p, cJSON *status)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A FunctionProbe's status document, built in one place: this node's entry
- * (status.nodes[], written by each node's agent as its own field manager),
- * the summary and conditions (written by the holder of the Lease, merged
- * exactly from every node's buckets), the latency of a function as both
- * hold it, the server-side apply body, and the names the writes go under.
+ * What agents write, built in one place: each node's results in a
+ * FunctionProbeReport of its own (one per probe and node), the latency of a
+ * function as reports and the summary hold it, the server-side apply
+ * bodies, and the names the writes go under. The summary and conditions
+ * that the Lease holder merges from the reports are summary.h's.
  */
 #ifndef RETWATCH_STATUS_H
 #define RETWATCH_STATUS_H
@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "errlist.h"
+#include "kobj.h"
 #include "latency.h"
 #include "results.h"
 #include "traceset.h"
@@ -25,6 +26,14 @@
 #define STATUS_LEASE_NAME "retwatch-summary"
 #define STATUS_SUMMARY_MANAGER "retwatch-summary"
 #define STATUS_KEY_LEN 128
+/* A report's name fits in this (with its NUL). */
+#define STATUS_NAME_LEN 254
+/* The label that names a report's probe by uid (the summary writer lists by it). */
+#define STATUS_LABEL_PROBE_UID "retwatch.io/probe-uid"
+/* and the node (when its name fits in a label value, as most do) */
+#define STATUS_LABEL_NODE "retwatch.io/node"
+#define STATUS_LABEL_VALUE_MAX 63
+#define STATUS_REPORTS_ALL "/apis/retwatch.io/v1alpha1/functionprobereports"
 
 /* The probe a document is about. */
 struct status_probe {
@@ -32,20 +41,26 @@ struct status_probe {
 	int64_t generation;
 };
 
-/* What the conditions say of the probe. */
-struct status_state {
-	bool valid, expired;
-	const char *spec_err; /* why not valid */
-	time_t expires;	      /* creation + spec.lifetime */
-};
-
-/* Publisher keys of this node's entry and of the summary of probe uid. */
-void status__node_key(const char *uid, char *buf, size_t len);
+/* Publisher keys of this node's report, of this node's entry in a probe's
+ * status as agents before reports wrote it, and of the summary of probe uid. */
+void status__report_key(const char *uid, char *buf, size_t len);
+void status__legacy_key(const char *uid, char *buf, size_t len);
 void status__summary_key(const char *uid, char *buf, size_t len);
 /* The probe's status subresource; malloc'd. */
 char *status__path(const char *ns, const char *name);
 /* This node's field manager ("retwatch-agent-<node>"); malloc'd. */
 char *status__node_manager(const char *node);
+
+/*
+ * The FunctionProbeReport of probe p's results on node: one object per
+ * probe and node, in the probe's namespace, named "<probe>.<node>.<hash>"
+ * (parts cut to fit), labelled with the probe's uid and owned by the probe.
+ */
+void status__report_name(const struct status_probe *p, const char *node, char *buf, size_t len);
+/* The path of report in namespace ns, or of the collection when report is NULL; malloc'd. */
+char *status__report_path(const char *ns, const char *report);
+/* The label selector of every report of probe uid. */
+void status__reports_selector(const char *uid, char *buf, size_t len);
 
 /*
  * Latency in a status: calls, orphans, p50/p95/p99/max as durations,
@@ -56,29 +71,32 @@ int status_latency__to_json(const struct latency *l, cJSON *obj);
 /* Reads what status_latency__to_json wrote; -EINVAL on anything out of range. */
 int status_latency__from_json(const cJSON *obj, struct latency *ret);
 
-/*
- * This node's entry, without lastUpdate: the processes traced, the errors
- * (sorted), each function's mode and latency. NULL when the node has
- * nothing to say (nothing traced, no error, no results) and never wrote.
- */
-cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
-			  struct errlist *errs, struct results *r, bool wrote);
-/* The status holding only entry, stamped with lastUpdate now (takes entry). */
-cJSON *status__node_doc(cJSON *entry);
-/* Seeds r with the results node wrote at generation into status (a restarted
- * agent carries on from them). Whether there were any. */
-bool status__seed(const cJSON *status, const char *node, int64_t generation, struct results *r);
+/* A function's name, mode, reason, returnSites and latency, as a report and
+ * the summary hold them (mode and reason may be NULL). */
+cJSON *status__function(const char *name, const char *mode, const char *reason, double returns,
+			const struct latency *l);
 
 /*
- * The summary writer's status from the probe object's current one (old):
- * observedGeneration, conditions Ready, Attached and Expired (keeping each
- * one's lastTransitionTime while its status holds) and, for a valid spec,
- * the summary of every node's entry of this generation, without lastUpdate.
+ * This node's entry, without lastUpdate: the processes traced (with their
+ * pods' revisions, looked up in pods), the errors (sorted), each function's
+ * mode and latency, and its latency in each pod's container. NULL when the
+ * node has nothing to say (nothing traced, no error, no results) and never
+ * wrote.
  */
-cJSON *status__summary_doc(const struct status_probe *p, const struct status_state *st,
-			   const cJSON *old);
-/* Stamps the summary of a document status__summary_doc made with lastUpdate now. */
-void status__stamp_summary(cJSON *status);
+cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
+			  struct errlist *errs, struct results *r, const struct pod *pods,
+			  size_t npods, bool wrote);
+/* The apply body of node's report of probe p holding entry (taken), stamped
+ * with lastUpdate now and the interval the node writes at; malloc'd. */
+char *status__report_body(const struct status_probe *p, const char *node, cJSON *entry,
+			  uint64_t interval_ns);
+/* Seeds r with what a report holds for generation (a restarted agent
+ * carries on from it). Whether it held any. */
+bool status__seed_report(const cJSON *report, int64_t generation, struct results *r);
+/* The entry of node in a probe's status, as agents before reports wrote it, or NULL. */
+const cJSON *status__legacy_entry(const cJSON *status, const char *node);
+/* Seeds r from node's entry of generation in a probe's status (as above). */
+bool status__seed(const cJSON *status, const char *node, int64_t generation, struct results *r);
 
 /* The server-side apply body of status for probe p (takes status); malloc'd. */
 char *status__apply_body(const struct status_probe *p, cJSON *status);

@@ -25,6 +25,7 @@
 #define DEFAULT_METRICS_ADDRESS ":9431"
 #define DEFAULT_MAX_PROBES 100
 #define DEFAULT_MAX_SERIES 5000
+#define DEFAULT_REPORT_WRITES 50
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -43,11 +44,13 @@ static void usage(FILE *f)
 		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
-		"                      [--metrics-max-series N]\n"
+		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
-		"in the pods of this node and writes their latency into each probe's status.\n"
+		"in the pods of this node and writes their latency into a FunctionProbeReport\n"
+		"per probe and node; the agent holding the Lease merges them into each\n"
+		"probe's status.\n"
 		"\n"
 		"  --kubeconfig FILE      reach the API server as this kubeconfig says; without\n"
 		"                         it, the pod's service account is used\n"
@@ -67,6 +70,11 @@ static void usage(FILE *f)
 		"  --metrics-max-series N export at most N per-function series (default 5000;\n"
 		"                         0: no limit); retwatch_metrics_series_dropped counts\n"
 		"                         the rest\n"
+		"  --report-writes-per-second N\n"
+		"                         the reports of one probe take at most N writes a\n"
+		"                         second across the cluster: nodes write less often\n"
+		"                         than spec.reportInterval when many report (default\n"
+		"                         50; 0: no limit; read from the summary writer)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -103,6 +111,7 @@ struct cli {
 static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
+	size_t writes;
 
 	switch (c) {
 	case 'k': cli->kubeconfig = optarg; break;
@@ -137,6 +146,14 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'W':
+		if (parse_count(optarg, &writes)) {
+			fprintf(stderr, "retwatch-agent: --report-writes-per-second must be a "
+					"number\n");
+			return 2;
+		}
+		cli->ao.report_writes = (double)writes;
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -157,6 +174,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "metrics-address", required_argument, NULL, 'm' },
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
+		{ "report-writes-per-second", required_argument, NULL, 'W' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -171,6 +189,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.version = RETWATCH_VERSION,
 			.max_probes = DEFAULT_MAX_PROBES,
 			.max_series = DEFAULT_MAX_SERIES,
+			.report_writes = DEFAULT_REPORT_WRITES,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 	};

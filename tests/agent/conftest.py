@@ -123,10 +123,17 @@ class Cluster:
     def status(self, ns, name):
         return self.probe(ns, name).get("status", {})
 
+    def reports(self, ns, name=None):
+        """The FunctionProbeReports in ns (of probe name, when given)."""
+        items = json.loads(self.kubectl("get", "functionprobereports", "-n", ns,
+                                        "-o", "json").stdout)["items"]
+        return [r for r in items if name is None or r.get("probe", {}).get("name") == name]
+
     def node_entry(self, ns, name, node):
-        for entry in self.status(ns, name).get("nodes", []):
-            if entry["node"] == node:
-                return entry
+        """What node's agent reports of probe name: its report's status."""
+        for r in self.reports(ns, name):
+            if r.get("node") == node:
+                return r.get("status")
         return None
 
     def condition(self, ns, name, ctype):
@@ -146,7 +153,8 @@ def cluster(workdir):
     cp.start()
     try:
         cp.kubectl("apply", "-f", INSTALL_YAML)
-        cp.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io")
+        cp.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io",
+                   "crd/functionprobereports.retwatch.io")
         yield Cluster(cp, workdir)
     finally:
         cp.stop()
@@ -167,9 +175,9 @@ def make_pod(cluster, image, workdir):
     deleted after the test."""
     made = []
 
-    def make(ns, name, labels, node, containers=None):
+    def make(ns, name, labels, node, containers=None, owner=None):
         pod = pods.Pod(cluster.kubectl, ns, name, labels, node, containers or {"app": None},
-                       image, workdir)
+                       image, workdir, owner)
         made.append(pod)
         return pod.create()
 

@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PODAPP_SRC = os.path.join(REPO, "tests", "fixtures", "podapp")
@@ -364,9 +365,12 @@ class Pod:
     kubectl(*args, input=None, check=True) runs kubectl against the API server
     and returns the CompletedProcess (ControlPlane.kubectl does). rootfs is
     the image (make_rootfs()); workdir holds the containers' state.
+    owner: the name of a ReplicaSet said to own it (as a Deployment's pods
+    are: with its pod-template-hash label), or None.
     Attributes once created: uid, containers ({name: Container})."""
 
-    def __init__(self, kubectl, namespace, name, labels, node, containers, rootfs, workdir):
+    def __init__(self, kubectl, namespace, name, labels, node, containers, rootfs, workdir,
+                 owner=None):
         self.kubectl = kubectl
         self.namespace = namespace
         self.name = name
@@ -380,7 +384,8 @@ class Pod:
         self.containers = {}
         self._restarts = {cname: 0 for cname in containers}
         self._last_state = {}
-        self._image_id = f"{IMAGE.rsplit(':', 1)[0]}@{image_digest(rootfs)}"
+        self.owner = owner
+        self.image_id = f"{IMAGE.rsplit(':', 1)[0]}@{image_digest(rootfs)}"
 
     def __enter__(self):
         return self.create()
@@ -406,10 +411,18 @@ class Pod:
         return self
 
     def manifest(self):
+        metadata = {"name": self.name, "namespace": self.namespace, "labels": self.labels}
+        if self.owner:
+            metadata["labels"] = {**self.labels,
+                                  "pod-template-hash": self.owner.rsplit("-", 1)[-1]}
+            # no controller manager runs: nothing acts on an owner that does not exist
+            metadata["ownerReferences"] = [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": self.owner,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, self.owner)), "controller": True}]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
+            "metadata": metadata,
             "spec": {
                 "nodeName": self.node,
                 "containers": [{"name": cname, "image": IMAGE, "command": args}
@@ -464,7 +477,7 @@ class Pod:
             "name": name,
             "containerID": f"containerd://{c.id}",
             "image": IMAGE,
-            "imageID": self._image_id,
+            "imageID": self.image_id,
             "ready": True,
             "started": True,
             "restartCount": self._restarts[name],

@@ -104,11 +104,20 @@ def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
         os.kill(c.pid, signal.SIGUSR2)
         own = c.stats()["functions"]
         entry = report_after_pause(cluster, ns, "lat", "node-a", paused, [own])
+        # a pod without an owner: its revision is its image's digest
+        digest = pod.image_id.split("@")[1]
         assert entry["pods"] == [{"name": "web-1", "container": "app", "containerID": c.id,
-                                  "executable": "/app/podapp", "processes": [c.pid]}]
+                                  "executable": "/app/podapp", "processes": [c.pid],
+                                  "revision": digest[:19]}]
         assert entry["attached"] is True and entry["processes"] == 1 and entry["errors"] == []
         for name, f in fns(entry).items():
             assert f["mode"] == "entry+ret" and f["returnSites"] >= 1
+            # the pod's own calls are the node's: it is the only one
+            (mine,) = f["pods"]
+            assert (mine["name"], mine["container"], mine["revision"]) == \
+                ("web-1", "app", digest[:19])
+            assert {k: mine[k] for k in ("calls", "sumNs", "buckets")} == \
+                {k: f[k] for k in ("calls", "sumNs", "buckets")}
             p50, median = ns_of(f["p50"]), own[name]["median_ns"]
             assert abs(p50 - median) / median < 0.05, (name, f["p50"], median)
             assert f["calls"] == sum(n for _, n in f["buckets"])
@@ -146,11 +155,12 @@ def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
         # once no call is made anywhere, the summary settles on the nodes' sum
         def merged_equals_nodes():
             st = cluster.status(ns, "two")
-            if len(st["nodes"]) != 2 or not st.get("summary"):
+            reports = cluster.reports(ns, "two")
+            if len(reports) != 2 or not st.get("summary"):
                 return None
             want = {}
-            for e in st["nodes"]:
-                for f in e["functions"]:
+            for r in reports:
+                for f in r["status"]["functions"]:
                     w = want.setdefault(f["name"], {"calls": 0, "sumNs": 0, "buckets": {}})
                     w["calls"] += f["calls"]
                     w["sumNs"] += f["sumNs"]
@@ -164,7 +174,7 @@ def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
         # node-a keeps counting: stop it to freeze its numbers (its last
         # report says it detached; node-b, the Lease holder now, merges it)
         assert a.stop() == 0
-        wait_for("the summary to equal the sum of the node entries", merged_equals_nodes,
+        wait_for("the summary to equal the sum of the node reports", merged_equals_nodes,
                  timeout=20, interval=0.5)
     for agent in (a, b):
         assert not agent.find(msg_has="failed to write status"), agent.tail()
@@ -504,3 +514,91 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
         wait_for("the attach", lambda: agent.find(msg_has="attached to process", probe="single"),
                  timeout=5)
         assert len(agent.links()) == len(links_for_all)
+
+
+def rows(entries, key):
+    return {e[key]: e for e in entries}
+
+
+def test_reports_say_which_pods_and_which_revision_are_slow(cluster, make_pod):
+    """Pods of two ReplicaSets of one Deployment, the new one twice as slow,
+    over two nodes: the summary has a row per revision and the slowest pods
+    are the new revision's, with their node."""
+    ns = cluster.namespace()
+    slow = ["/app/podapp", "-latency", "6ms"]
+    make_pod(ns, "web-old-1", {"app": "web"}, "node-a", owner="web-5d8f")
+    make_pod(ns, "web-new-1", {"app": "web"}, "node-a", {"app": slow}, owner="web-7c9b")
+    make_pod(ns, "web-new-2", {"app": "web"}, "node-b", {"app": slow}, owner="web-7c9b")
+    with cluster.agent("node-a"), cluster.agent("node-b"):
+        cluster.apply_probe(ns, "rollout", spec())
+
+        def summary():
+            s = cluster.status(ns, "rollout").get("summary", {})
+            f = fns(s).get("main.handleRequest", {})
+            revs = rows(f.get("revisions", []), "revision")
+            return (s.get("nodes") == 2 and set(revs) == {"web-5d8f", "web-7c9b"}
+                    and revs["web-7c9b"]["pods"] == 2 and f)
+        f = wait_for("a summary with both revisions", summary, timeout=15)
+    revs = rows(f["revisions"], "revision")
+    # 3 ms against 6 ms a call (sleeps: longer on a loaded machine, never shorter)
+    assert 2.85e6 <= ns_of(revs["web-5d8f"]["p50"]) < ns_of(revs["web-7c9b"]["p50"]), revs
+    assert ns_of(revs["web-7c9b"]["p50"]) >= 5.7e6, revs
+    assert revs["web-5d8f"]["pods"] == 1
+    assert sum(r["calls"] for r in revs.values()) == f["calls"]
+    slowest = f["slowestPods"]
+    assert [(p["pod"], p["node"]) for p in slowest[:2]] in (
+        [("web-new-1", "node-a"), ("web-new-2", "node-b")],
+        [("web-new-2", "node-b"), ("web-new-1", "node-a")]), slowest
+    assert slowest[2]["pod"] == "web-old-1" and slowest[2]["revision"] == "web-5d8f"
+    # each node's report holds its own pods' calls
+    for node, pods_here in (("node-a", {"web-old-1", "web-new-1"}), ("node-b", {"web-new-2"})):
+        e = cluster.node_entry(ns, "rollout", node)
+        f = fns(e)["main.handleRequest"]
+        assert {p["name"] for p in f["pods"]} == pods_here
+        assert sum(p["calls"] for p in f["pods"]) == f["calls"]
+
+
+def test_deleting_the_probe_deletes_its_reports(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "gone", spec())
+        wait_for("the report", lambda: has_calls(cluster, ns, "gone", "node-a"), timeout=8)
+        uid = cluster.probe(ns, "gone")["metadata"]["uid"]
+        (report,) = cluster.reports(ns, "gone")
+        # owned by the probe (the garbage collector deletes it where one runs)
+        assert [(o["kind"], o["uid"]) for o in report["metadata"]["ownerReferences"]] == \
+            [("FunctionProbe", uid)]
+        assert report["metadata"]["labels"]["retwatch.io/probe-uid"] == uid
+        cluster.kubectl("delete", "functionprobe", "gone", "-n", ns)
+        wait_for("the report to go", lambda: cluster.reports(ns) == [], timeout=8)
+        assert not agent.find(msg_has="failed to delete"), agent.tail()
+
+
+def test_many_reporting_nodes_stretch_the_interval(cluster, make_pod):
+    """The summary writer counts the nodes reporting a probe and asks each to
+    write less often, so that the probe's reports stay within
+    --report-writes-per-second; the node's own report says it took it."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    cluster.apply_probe(ns, "wide", spec())
+    uid = cluster.probe(ns, "wide")["metadata"]["uid"]
+    # 39 other nodes' reports, of an older generation (their numbers stay out)
+    others = [{"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbeReport",
+               "metadata": {"name": f"wide.sim-{i}", "namespace": ns,
+                            "labels": {"retwatch.io/probe-uid": uid}},
+               "probe": {"name": "wide", "uid": uid}, "node": f"sim-{i}",
+               "status": {"node": f"sim-{i}", "generation": 0, "functions": []}}
+              for i in range(39)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": others}))
+    with cluster.agent("node-a", extra=("--report-writes-per-second", "10")):
+        # 40 nodes at 10 writes a second: every 4 s at most, not every 2 s
+        st = wait_for("the stretched interval, node-a's results in the summary",
+                      lambda: cluster.status(ns, "wide").get("reportInterval") == "4.000s"
+                      and cluster.status(ns, "wide")["summary"]["nodes"] == 1
+                      and cluster.status(ns, "wide"), timeout=15)
+        assert st["summary"]["calls"] > 0
+        wait_for("node-a's report at the stretched interval",
+                 lambda: (cluster.node_entry(ns, "wide", "node-a") or {})
+                 .get("reportInterval") == "4.000s", timeout=12)

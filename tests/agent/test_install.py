@@ -59,16 +59,20 @@ def test_lint_strict(helm):
          "--set", "serviceAccount.create=false,serviceAccount.name=default,rbac.create=false")
 
 
-def test_package_holds_the_crd(helm, tmp_path):
-    """The chart's crds/functionprobe.yaml is a symlink to the one CRD file:
-    the package holds its contents."""
-    assert os.path.islink(os.path.join(CHART, "crds", "functionprobe.yaml"))
+CRD_FILES = ["functionprobe.yaml", "functionprobereport.yaml"]
+
+
+def test_package_holds_the_crds(helm, tmp_path):
+    """The chart's crds/*.yaml are symlinks to the one file of each CRD: the
+    package holds their contents."""
     helm("package", CHART, "-d", str(tmp_path))
     (tgz,) = tmp_path.iterdir()
-    with tarfile.open(tgz) as tar:
-        packaged = tar.extractfile("retwatch/crds/functionprobe.yaml").read()
-    with open(os.path.join(REPO, "crds", "functionprobe.yaml"), "rb") as f:
-        assert packaged == f.read()
+    for name in CRD_FILES:
+        assert os.path.islink(os.path.join(CHART, "crds", name))
+        with tarfile.open(tgz) as tar:
+            packaged = tar.extractfile(f"retwatch/crds/{name}").read()
+        with open(os.path.join(REPO, "crds", name), "rb") as f:
+            assert packaged == f.read()
 
 
 def test_daemonset_runs_the_agent_as_it_needs(helm):
@@ -176,13 +180,15 @@ def test_install_yaml_is_the_chart_with_its_namespace_and_crd(helm):
     with open(INSTALL_YAML) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     kinds = [d["kind"] for d in docs]
-    assert kinds[:2] == ["CustomResourceDefinition", "Namespace"], "CRD and Namespace first"
-    with open(os.path.join(REPO, "crds", "functionprobe.yaml")) as f:
-        assert docs[0] == yaml.safe_load(f)
-    ns = docs[1]
+    assert kinds[:3] == ["CustomResourceDefinition"] * 2 + ["Namespace"], \
+        "CRDs and Namespace first"
+    for doc, name in zip(docs, CRD_FILES):
+        with open(os.path.join(REPO, "crds", name)) as f:
+            assert doc == yaml.safe_load(f)
+    ns = docs[2]
     assert ns["metadata"]["name"] == "retwatch"
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert {(d["kind"], d["metadata"]["name"]) for d in docs[2:]} == set(render(helm))
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs[3:]} == set(render(helm))
 
 
 def install_yaml_count():
@@ -205,6 +211,11 @@ NEEDED = [
     ("list", "functionprobes.retwatch.io", None),
     ("watch", "functionprobes.retwatch.io", None),
     ("patch", "functionprobes.retwatch.io/status", "shop"),
+    ("create", "functionprobereports.retwatch.io", "shop"),
+    ("patch", "functionprobereports.retwatch.io", "shop"),
+    ("get", "functionprobereports.retwatch.io", "shop"),
+    ("list", "functionprobereports.retwatch.io", None),
+    ("delete", "functionprobereports.retwatch.io", "shop"),
     ("list", "pods", None),
     ("watch", "pods", None),
     ("get", "leases.coordination.k8s.io/retwatch-summary", "retwatch"),
@@ -218,6 +229,8 @@ REFUSED = [
     ("delete", "functionprobes.retwatch.io", "shop"),
     ("deletecollection", "functionprobes.retwatch.io", "shop"),
     ("update", "functionprobes.retwatch.io/status", "shop"),
+    ("deletecollection", "functionprobereports.retwatch.io", "shop"),
+    ("watch", "functionprobereports.retwatch.io", None),
     ("get", "pods", "shop"),
     ("patch", "pods", "shop"),
     ("delete", "pods", "shop"),
@@ -319,11 +332,13 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         kubeconfig = cp.kubeconfig("admin")
         helm("install", "retwatch", CHART, "-n", "retwatch", "--create-namespace",
              kubeconfig=kubeconfig)
-        cp.kubectl("wait", "--for=condition=Established", CRD)
-        with open(os.path.join(REPO, "crds", "functionprobe.yaml")) as f:
-            want = yaml.safe_load(f)["spec"]["versions"][0]["schema"]
-        got = yaml.safe_load(cp.kubectl("get", CRD, "-o", "yaml").stdout)
-        assert got["spec"]["versions"][0]["schema"] == want
+        for name in CRD_FILES:
+            with open(os.path.join(REPO, "crds", name)) as f:
+                want = yaml.safe_load(f)
+            crd = f"crd/{want['metadata']['name']}"
+            cp.kubectl("wait", "--for=condition=Established", crd)
+            got = yaml.safe_load(cp.kubectl("get", crd, "-o", "yaml").stdout)
+            assert got["spec"]["versions"][0]["schema"] == want["spec"]["versions"][0]["schema"]
         # all of install.yaml exists (its Namespace made by --create-namespace)
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names

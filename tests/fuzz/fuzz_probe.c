@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * FunctionProbe objects as the agent gets them from the API server: users
- * write the spec, other agents write the status it merges (and seeds a
- * restarted agent from). Also Pods, as the agent reads them.
+ * write the spec, other agents write the reports (and formerly status
+ * entries) the summary merges and a restarted agent seeds from. Also Pods,
+ * as the agent reads them.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,12 +12,14 @@
 #include "kobj.h"
 #include "probe.h"
 #include "status.h"
+#include "summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	cJSON *doc = cJSON_ParseWithLength((const char *)data, size), *fn;
 	struct status_probe sp = { "uid", "ns", "name", 1 };
 	struct status_state st = { .valid = true };
+	struct summary *sum;
 	struct results *r;
 	struct rw_error err;
 	struct probe_spec s;
@@ -27,10 +30,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	pod__parse(doc, &pod);
 	pod__clear(&pod);
-	cJSON_Delete(status__summary_doc(&sp, &st, cJSON_GetObjectItem(doc, "status")));
+	sum = summary__new(1);
+	if (sum) {
+		summary__add_report(sum, doc);
+		summary__add_legacy(sum, cJSON_GetObjectItem(doc, "status"));
+		cJSON_Delete(summary__doc(&sp, &st, cJSON_GetObjectItem(doc, "status"), sum,
+					  summary__interval(summary__writers(sum), 1, 50)));
+	}
+	summary__free(sum);
 	r = results__new(NULL);
-	if (r)
+	if (r) {
 		status__seed(cJSON_GetObjectItem(doc, "status"), "n1", 1, r);
+		status__seed_report(doc, 1, r);
+	}
 	results__free(r);
 	if (!probe_spec__parse(cJSON_GetObjectItem(doc, "spec"), &s, &err)) {
 		probe_spec__selects(&s, cJSON_GetObjectItem(doc, "labels"));

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* The status document: node entry, summary, conditions, from results tables. */
+/* What agents write: node reports from results tables, and the summary and
+ * conditions merged from reports. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "kobj.h"
 #include "status.h"
+#include "summary.h"
 #include "test.h"
 
 /* What a node writes, the summary writer reads back exactly. */
@@ -105,7 +108,7 @@ TEST(status_node_entry_from_results)
 		goto out;
 	}
 	if (!ASSERT_TRUE(r && ts && l) ||
-	    !ASSERT_TRUE(!status__node_entry("n1", 3, ts, &errs, r, false)))
+	    !ASSERT_TRUE(!status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false)))
 		goto out;
 	b = binary__open(NULL, path, &err);
 	if (!ASSERT_TRUE(b) || !ASSERT_OK(binary__match(b, pats, 2, 16, &m, &err)) ||
@@ -116,7 +119,7 @@ TEST(status_node_entry_from_results)
 	results__seed(r, "dispatch", l);
 	errlist__add(&errs, "pod b: second");
 	errlist__add(&errs, "pod a: first");
-	e = status__node_entry("n1", 3, ts, &errs, r, false);
+	e = status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false);
 	fns = kobj_get(e, "functions");
 	f = fn_named(fns, "dispatch");
 	ok = ASSERT_TRUE(e) && ASSERT_STREQ(kobj_str(e, "node"), "n1") &&
@@ -145,35 +148,70 @@ out:
 	return ok;
 }
 
-/* What a node wrote, a restarted agent carries on from, exactly. */
+/* What a node wrote, a restarted agent carries on from, exactly: from its
+ * report, or from its entry in the probe's status (agents before reports). */
 TEST(status_seed_round_trip)
 {
+	struct status_probe p = { "uid-1", "shop", "payments", 7 };
 	struct traceset_env env = {};
 	struct errlist errs = {};
 	struct results *r = results__new(NULL), *again = results__new(NULL);
+	struct results *legacy = results__new(NULL);
 	struct traceset *ts = traceset__new(&env, r, "shop", "payments");
 	struct latency *l = latency_of(5000, 300, 977), back;
-	cJSON *doc = NULL;
+	cJSON *doc = NULL, *status = NULL;
+	char *body = NULL;
 	bool ok = false;
 
-	if (!ASSERT_TRUE(r && again && ts && l) || !ASSERT_OK(results__seed(r, "main.f", l)))
+	if (!ASSERT_TRUE(r && again && legacy && ts && l) ||
+	    !ASSERT_OK(results__seed(r, "main.f", l)))
 		goto out;
-	doc = status__node_doc(status__node_entry("n1", 7, ts, &errs, r, false));
-	ok = ASSERT_TRUE(cJSON_IsString(
-		     kobj_get(cJSON_GetArrayItem(kobj_get(doc, "nodes"), 0), "lastUpdate"))) &&
-	     ASSERT_FALSE(status__seed(doc, "n2", 7, again)) &&
-	     ASSERT_FALSE(status__seed(doc, "n1", 6, again)) &&
+	body = status__report_body(
+		&p, "n1", status__node_entry("n1", 7, ts, &errs, r, NULL, 0, false), 2 * NS_PER_S);
+	doc = cJSON_Parse(body);
+	ok = ASSERT_TRUE(cJSON_IsString(kobj_get(kobj_get(doc, "status"), "lastUpdate"))) &&
+	     ASSERT_STREQ(kobj_str(kobj_get(doc, "status"), "reportInterval"), "2.000s") &&
+	     ASSERT_FALSE(status__seed_report(doc, 6, again)) &&
 	     ASSERT_EQ(results__nrows(again), 0) &&
-	     ASSERT_TRUE(status__seed(doc, "n1", 7, again)) && ASSERT_EQ(results__nrows(again), 1);
+	     ASSERT_TRUE(status__seed_report(doc, 7, again)) && ASSERT_EQ(results__nrows(again), 1);
 	results__read(again, 0, NULL, NULL, &back);
+	ok = ok && ASSERT_TRUE(!memcmp(&back, l, sizeof(back)));
+	/* the same entry in a probe's status.nodes[] */
+	status = cJSON_CreateObject();
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"),
+			     cJSON_Duplicate(kobj_get(doc, "status"), true));
+	ok = ok && ASSERT_TRUE(status__legacy_entry(status, "n1")) &&
+	     ASSERT_FALSE(status__legacy_entry(status, "n2")) &&
+	     ASSERT_FALSE(status__seed(status, "n2", 7, legacy)) &&
+	     ASSERT_FALSE(status__seed(status, "n1", 6, legacy)) &&
+	     ASSERT_TRUE(status__seed(status, "n1", 7, legacy));
+	results__read(legacy, 0, NULL, NULL, &back);
 	ok = ok && ASSERT_TRUE(!memcmp(&back, l, sizeof(back)));
 out:
 	cJSON_Delete(doc);
+	cJSON_Delete(status);
+	free(body);
 	traceset__free(ts, NULL);
 	results__free(r);
 	results__free(again);
+	results__free(legacy);
 	free(l);
 	return ok;
+}
+
+/* A pod's own latency in a function of a report, of revision rev. */
+static void add_pod(cJSON *f, const char *pod, const char *rev, const struct latency *l)
+{
+	cJSON *arr = cJSON_GetObjectItem(f, "pods"), *o = cJSON_CreateObject();
+
+	if (!arr)
+		arr = cJSON_AddArrayToObject(f, "pods");
+	cJSON_AddStringToObject(o, "name", pod);
+	cJSON_AddStringToObject(o, "container", "app");
+	if (rev)
+		cJSON_AddStringToObject(o, "revision", rev);
+	status_latency__to_json(l, o);
+	cJSON_AddItemToArray(arr, o);
 }
 
 /* A node entry of generation gen with one function's latency. */
@@ -198,32 +236,60 @@ static cJSON *node_json(const char *node, int gen, bool attached, const char *er
 	return e;
 }
 
+/* A FunctionProbeReport of node holding entry (taken). */
+static cJSON *report_json(const char *node, cJSON *entry)
+{
+	cJSON *r = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(r, "node", node);
+	cJSON_AddItemToObject(r, "status", entry);
+	return r;
+}
+
 static const cJSON *condition(const cJSON *status, const char *type)
 {
 	return item_where(kobj_get(status, "conditions"), "type", type);
 }
 
-/* Every node of this generation merged exactly; stale generations left out. */
-TEST(status_summary_merges_nodes)
+/* Adds report (taken) to s. */
+static bool add_report(struct summary *s, cJSON *report)
+{
+	int e = summary__add_report(s, report);
+
+	cJSON_Delete(report);
+	return !e;
+}
+
+/* Every node of this generation merged exactly, once; stale generations
+ * left out; entries of agents before reports merged for nodes without one. */
+TEST(status_summary_merges_reports)
 {
 	struct status_probe p = { "uid-1", "shop", "payments", 4 };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *fast = latency_of(1000, 100, 10), *slow = latency_of(900000, 40, 1000);
 	struct latency *stale = latency_of(5, 1000, 1), merged = {}, got;
+	struct summary *s = summary__new(4);
 	cJSON *old = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(old, "nodes"), *doc;
 	const cJSON *sum, *fns;
 	bool ok;
 
-	cJSON_AddItemToArray(nodes, node_json("n1", 4, true, NULL, "main.fast", fast));
-	cJSON_AddItemToArray(nodes, node_json("n2", 4, false, "pod x: broken", "main.slow", slow));
+	/* n1 wrote a report and, before, an entry: the report counts */
+	cJSON_AddItemToArray(nodes, node_json("n1", 4, true, NULL, "main.fast", slow));
 	cJSON_AddItemToArray(nodes, node_json("n3", 4, true, NULL, "main.fast", fast));
-	cJSON_AddItemToArray(nodes, node_json("n4", 3, true, NULL, "main.fast", stale));
-	doc = status__summary_doc(&p, &st, old);
+	ok = ASSERT_TRUE(s) &&
+	     add_report(s, report_json("n1", node_json("n1", 4, true, NULL, "main.fast", fast))) &&
+	     add_report(s, report_json("n2", node_json("n2", 4, false, "pod x: broken", "main.slow",
+						       slow))) &&
+	     add_report(s, report_json("n2", node_json("n2", 4, false, NULL, "main.slow", slow))) &&
+	     add_report(s, report_json("n4", node_json("n4", 3, true, NULL, "main.fast", stale))) &&
+	     ASSERT_OK(summary__add_legacy(s, old)) && ASSERT_EQ(summary__writers(s), 4);
+	doc = summary__doc(&p, &st, old, s, 3 * NS_PER_S);
 	sum = kobj_get(doc, "summary");
 	fns = kobj_get(sum, "functions");
 	latency__merge(&merged, fast);
 	latency__merge(&merged, fast);
-	ok = ASSERT_EQ(kobj_int(doc, "observedGeneration", -1), 4) &&
+	ok = ok && ASSERT_EQ(kobj_int(doc, "observedGeneration", -1), 4) &&
+	     ASSERT_STREQ(kobj_str(doc, "reportInterval"), "3.000s") &&
 	     ASSERT_EQ(kobj_int(sum, "nodes", -1), 3) && ASSERT_EQ(kobj_int(sum, "pods", -1), 3) &&
 	     ASSERT_EQ(kobj_int(sum, "processes", -1), 6) &&
 	     ASSERT_EQ(kobj_int(sum, "calls", -1), 240) &&
@@ -235,14 +301,89 @@ TEST(status_summary_merges_nodes)
 	     ASSERT_STREQ(kobj_str(condition(doc, "Attached"), "message"),
 			  "probes live on 6 processes in 3 pods on 3 nodes") &&
 	     ASSERT_FALSE(kobj_get(sum, "lastUpdate"));
-	status__stamp_summary(doc);
+	summary__stamp(doc);
 	ok = ok && ASSERT_TRUE(kobj_str(kobj_get(doc, "summary"), "lastUpdate"));
 	cJSON_Delete(doc);
 	cJSON_Delete(old);
+	summary__free(s);
 	free(fast);
 	free(slow);
 	free(stale);
 	return ok;
+}
+
+/* Per function: the slowest pods by p99 with their node, and one row per
+ * revision merged exactly over its pods on every node. */
+TEST(status_summary_slowest_pods_and_revisions)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l[5], old_rev = {}, new_rev = {}, got;
+	struct summary *s = summary__new(1);
+	const cJSON *f, *slowest, *revs;
+	cJSON *e1, *e2, *doc;
+	bool ok;
+
+	for (int i = 0; i < 5; i++)
+		l[i] = latency_of(1000 * (i + 1), 100 + i, 10);
+	e1 = node_json("n1", 1, true, NULL, "main.f", l[0]);
+	e2 = node_json("n2", 1, true, NULL, "main.f", l[0]);
+	f = cJSON_GetArrayItem(kobj_get(e1, "functions"), 0);
+	add_pod((cJSON *)f, "web-a-1", "web-a", l[0]);
+	add_pod((cJSON *)f, "web-b-1", "web-b", l[3]);
+	add_pod((cJSON *)f, "lone", NULL, l[1]);
+	f = cJSON_GetArrayItem(kobj_get(e2, "functions"), 0);
+	add_pod((cJSON *)f, "web-a-2", "web-a", l[2]);
+	add_pod((cJSON *)f, "web-b-2", "web-b", l[4]);
+	latency__merge(&old_rev, l[0]);
+	latency__merge(&old_rev, l[2]);
+	latency__merge(&new_rev, l[3]);
+	latency__merge(&new_rev, l[4]);
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", e1)) &&
+	     add_report(s, report_json("n2", e2));
+	doc = summary__doc(&p, &st, NULL, s, NS_PER_S);
+	f = fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.f");
+	slowest = kobj_get(f, "slowestPods");
+	revs = kobj_get(f, "revisions");
+	ok = ok && ASSERT_EQ(cJSON_GetArraySize(slowest), SUMMARY_SLOWEST) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 0), "pod"), "web-b-2") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 0), "node"), "n2") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 0), "revision"), "web-b") &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(slowest, 0), "calls", -1), 104) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 1), "pod"), "web-b-1") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 1), "node"), "n1") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(slowest, 2), "pod"), "web-a-2") &&
+	     ASSERT_EQ(cJSON_GetArraySize(revs), 3) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(revs, 0), "revision"), "unknown") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(revs, 1), "revision"), "web-a") &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(revs, 1), "pods", -1), 2) &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(revs, 1), "calls", -1), 202) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(revs, 2), "revision"), "web-b") &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(revs, 2), "calls", -1), 207);
+	/* each row's percentiles are those of its pods' merged buckets */
+	for (int i = 1; ok && i <= 2; i++) {
+		char want[LATENCY_FMT_LEN];
+
+		latency__format_ns(latency__percentile(i == 1 ? &old_rev : &new_rev, 0.99), want,
+				   sizeof(want));
+		ok = ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(revs, i), "p99"), want);
+	}
+	(void)got;
+	cJSON_Delete(doc);
+	summary__free(s);
+	for (int i = 0; i < 5; i++)
+		free(l[i]);
+	return ok;
+}
+
+/* Nodes write less often as more of them report, within the write rate. */
+TEST(status_summary_interval)
+{
+	return ASSERT_EQ(summary__interval(10, 2 * NS_PER_S, 50), 2 * NS_PER_S) &&
+	       ASSERT_EQ(summary__interval(120, 2 * NS_PER_S, 10), 12 * NS_PER_S) &&
+	       ASSERT_EQ(summary__interval(121, 2 * NS_PER_S, 10), 13 * NS_PER_S) &&
+	       ASSERT_EQ(summary__interval(5000, 10 * NS_PER_S, 50), 100 * NS_PER_S) &&
+	       ASSERT_EQ(summary__interval(5000, 10 * NS_PER_S, 0), 10 * NS_PER_S);
 }
 
 /* Conditions say what is wrong and keep their transition time while they hold. */
@@ -253,11 +394,12 @@ TEST(status_conditions)
 	struct status_state expired = { .valid = true, .expired = true, .expires = 0 };
 	struct status_state active = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(100, 1, 1);
+	struct summary *s = summary__new(2);
 	cJSON *old = cJSON_Parse("{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
 				 "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"},"
 				 "{\"type\":\"Attached\",\"status\":\"True\","
-				 "\"lastTransitionTime\":\"2026-01-02T00:00:00Z\"}],\"nodes\":[]}");
-	cJSON *doc = status__summary_doc(&p, &invalid, old);
+				 "\"lastTransitionTime\":\"2026-01-02T00:00:00Z\"}]}");
+	cJSON *doc = summary__doc(&p, &invalid, old, NULL, NS_PER_S);
 	const cJSON *c = condition(doc, "Ready");
 	bool ok = ASSERT_STREQ(kobj_str(c, "status"), "False") &&
 		  ASSERT_STREQ(kobj_str(c, "reason"), "InvalidSpec") &&
@@ -267,25 +409,28 @@ TEST(status_conditions)
 		  ASSERT_FALSE(kobj_get(doc, "summary"));
 
 	cJSON_Delete(doc);
-	doc = status__summary_doc(&p, &expired, old);
+	doc = summary__doc(&p, &expired, old, NULL, NS_PER_S);
 	ok = ok && ASSERT_STREQ(kobj_str(condition(doc, "Expired"), "reason"), "LifetimeEnded") &&
 	     ASSERT_STREQ(kobj_str(condition(doc, "Attached"), "reason"), "Expired") &&
 	     ASSERT_STREQ(kobj_str(condition(doc, "Ready"), "lastTransitionTime"),
 			  "2026-01-01T00:00:00Z");
 	cJSON_Delete(doc);
-	doc = status__summary_doc(&p, &active, old);
+	doc = summary__doc(&p, &active, old, NULL, NS_PER_S);
 	ok = ok && ASSERT_STREQ(kobj_str(condition(doc, "Attached"), "reason"), "NoMatchingPods") &&
 	     ASSERT_STRCONTAINS(kobj_str(condition(doc, "Attached"), "message"), "namespace shop");
 	cJSON_Delete(doc);
-	cJSON_AddItemToArray(cJSON_GetObjectItem(old, "nodes"),
-			     node_json("n1", 2, false, "pod a: no process", "f", l));
-	doc = status__summary_doc(&p, &active, old);
+	ok = ok && ASSERT_TRUE(s) &&
+	     add_report(s,
+			report_json("n1", node_json("n1", 2, false, "pod a: no process", "f", l)));
+	doc = summary__doc(&p, &active, old, s, NS_PER_S);
 	ok = ok && ASSERT_STREQ(kobj_str(condition(doc, "Attached"), "reason"), "AttachFailed") &&
 	     ASSERT_STREQ(kobj_str(condition(doc, "Attached"), "message"),
-			  "pod a: no process (all errors: status.nodes[].errors)") &&
+			  "pod a: no process (all errors: kubectl get functionprobereports -n "
+			  "shop -o yaml)") &&
 	     ASSERT_EQ(kobj_int(condition(doc, "Attached"), "observedGeneration", -1), 2);
 	cJSON_Delete(doc);
 	cJSON_Delete(old);
+	summary__free(s);
 	free(l);
 	return ok;
 }
@@ -293,13 +438,18 @@ TEST(status_conditions)
 TEST(status_names_and_body)
 {
 	struct status_probe p = { "uid-9", "shop", "payments", 1 };
+	struct status_probe q = { "uid-9", "shop", "a-b", 1 }, q2 = { "uid-9", "shop", "a", 1 };
 	char key[STATUS_KEY_LEN], *path = status__path("shop", "payments");
-	char *manager = status__node_manager("node-a"), *body;
+	char *manager = status__node_manager("node-a"), *body, *rpath = NULL;
+	char name[STATUS_NAME_LEN], other[STATUS_NAME_LEN], longname[300];
+	struct status_probe lp = { "uid-9", "shop", longname, 1 };
 	cJSON *doc;
 	bool ok;
 
-	status__node_key("uid-9", key, sizeof(key));
-	ok = ASSERT_STREQ(key, "node/uid-9");
+	status__report_key("uid-9", key, sizeof(key));
+	ok = ASSERT_STREQ(key, "report/uid-9");
+	status__legacy_key("uid-9", key, sizeof(key));
+	ok = ok && ASSERT_STREQ(key, "node/uid-9");
 	status__summary_key("uid-9", key, sizeof(key));
 	body = status__apply_body(&p, cJSON_CreateObject());
 	doc = cJSON_Parse(body);
@@ -311,6 +461,43 @@ TEST(status_names_and_body)
 	     ASSERT_STREQ(kobj_uid(doc), "uid-9") && ASSERT_STREQ(kobj_namespace(doc), "shop");
 	cJSON_Delete(doc);
 	free(body);
+	/* reports: named by probe and node, apart when the names join alike */
+	status__report_name(&p, "node-a", name, sizeof(name));
+	rpath = status__report_path("shop", name);
+	ok = ok && ASSERT_TRUE(!strncmp(name, "payments.node-a.", 16)) &&
+	     ASSERT_EQ(strlen(name), 24) &&
+	     ASSERT_TRUE(!strncmp(rpath,
+				  "/apis/retwatch.io/v1alpha1/namespaces/shop/"
+				  "functionprobereports/payments.node-a.",
+				  77));
+	status__report_name(&q, "c", name, sizeof(name));
+	status__report_name(&q2, "b-c", other, sizeof(other));
+	ok = ok && ASSERT_TRUE(strcmp(name, other));
+	memset(longname, 'x', sizeof(longname) - 2);
+	longname[109] = '-'; /* where the parts are cut */
+	longname[sizeof(longname) - 1] = '\0';
+	status__report_name(&lp, longname, name, sizeof(name));
+	ok = ok && ASSERT_TRUE(strlen(name) <= 253) && ASSERT_FALSE(strstr(name, "-.")) &&
+	     ASSERT_FALSE(strstr(name, ".."));
+	body = status__report_body(&p, "node-a", cJSON_CreateObject(), NS_PER_S);
+	doc = cJSON_Parse(body);
+	ok = ok && ASSERT_STREQ(kobj_str(doc, "kind"), "FunctionProbeReport") &&
+	     ASSERT_STREQ(kobj_str(doc, "node"), "node-a") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(doc, "probe"), "uid"), "uid-9") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(kobj_get(doc, "metadata"), "labels"),
+				   STATUS_LABEL_PROBE_UID),
+			  "uid-9") &&
+	     ASSERT_STREQ(
+		     kobj_str(kobj_get(kobj_get(doc, "metadata"), "labels"), STATUS_LABEL_NODE),
+		     "node-a") &&
+	     ASSERT_STREQ(
+		     kobj_str(cJSON_GetArrayItem(
+				      kobj_get(kobj_get(doc, "metadata"), "ownerReferences"), 0),
+			      "uid"),
+		     "uid-9");
+	cJSON_Delete(doc);
+	free(body);
+	free(rpath);
 	free(path);
 	free(manager);
 	return ok;
