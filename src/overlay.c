@@ -233,7 +233,7 @@ static int open_in_layer(const char *host_root, const char *dir, const char *rel
 	dfd = open(layer, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	fd = rootpath__open(dfd, rel, O_RDONLY);
+	fd = rootpath__open_regular(dfd, rel, NULL);
 	close(dfd);
 	if (fd < 0)
 		return fd;
