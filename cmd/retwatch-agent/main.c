@@ -16,6 +16,7 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "metrics.h"
+#include "overlay.h"
 #include "selfcheck.h"
 
 #ifndef RETWATCH_VERSION
@@ -43,7 +44,7 @@ static void usage(FILE *f)
 		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
-		"                      [--metrics-max-series N]\n"
+		"                      [--metrics-max-series N] [--layer-root DIR...]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -67,6 +68,9 @@ static void usage(FILE *f)
 		"  --metrics-max-series N export at most N per-function series (default 5000;\n"
 		"                         0: no limit); retwatch_metrics_series_dropped counts\n"
 		"                         the rest\n"
+		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
+		"                         default: the overlayfs snapshot directories of\n"
+		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -94,6 +98,8 @@ static int parse_count(const char *s, size_t *ret)
 struct cli {
 	struct agent_opts ao;
 	const char *kubeconfig, *context, *metrics_address;
+	const char *layer_roots[OVERLAY_MAX_ROOTS];
+	size_t nlayer_roots;
 	bool self_check;
 };
 
@@ -137,6 +143,16 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'R':
+		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
+			fprintf(stderr,
+				"retwatch-agent: --layer-root takes an absolute directory, "
+				"at most %d times\n",
+				OVERLAY_MAX_ROOTS);
+			return 2;
+		}
+		cli->layer_roots[cli->nlayer_roots++] = optarg;
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -157,6 +173,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "metrics-address", required_argument, NULL, 'm' },
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
+		{ "layer-root", required_argument, NULL, 'R' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -178,6 +195,10 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		e = parse_option(c, ret);
 		if (e != CLI_GO_ON)
 			return e;
+	}
+	if (ret->nlayer_roots && overlay__set_roots(ret->layer_roots, ret->nlayer_roots)) {
+		fprintf(stderr, "retwatch-agent: out of memory for --layer-root\n");
+		return 1;
 	}
 	/* --self-check needs no node name */
 	if (ret->self_check && optind == argc)
