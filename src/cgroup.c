@@ -22,7 +22,9 @@
 struct found {
 	const char *id; /* NULL: none */
 	long depth;
-	size_t rank; /* 0: the v2 line; v1 lines from 1 in file order */
+	size_t rank;	  /* 0: the v2 line; v1 lines from 1 in file order */
+	const char *path; /* the line's path, " (deleted)" cut off */
+	size_t plen;
 };
 
 static bool is_id(const char *p, size_t n)
@@ -125,6 +127,8 @@ static bool parse_line(const char *line, size_t len, size_t rank, unsigned int *
 	if (plen > slen && !memcmp(end - slen, DELETED_SUFFIX, slen))
 		plen -= slen;
 	path_id(path, plen, ret);
+	ret->path = path;
+	ret->plen = plen;
 	ret->rank = h ? rank : 0;
 	*ret_hierarchy = h;
 	return true;
@@ -183,48 +187,135 @@ int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
 	return 0;
 }
 
-/*
- * Whether path component c (n bytes) is pod uid's cgroup: "pod<uid>"
- * (cgroupfs) or "kubepods[-<qos>]-pod<uid, '-' as '_'>.slice" (systemd),
- * which cgroup v1 under containerd.service also shows before a ':'.
- */
-static bool component_is_pod(const char *c, size_t n, const char *uid, size_t ulen)
+/* Whether [c, c + n) is all characters of set. */
+static bool all_of(const char *c, size_t n, const char *set)
 {
-	const char *colon = memchr(c, ':', n), *u;
-	const size_t slen = strlen(".slice");
-
-	if (n == ulen + 3 && !memcmp(c, "pod", 3) && !memcmp(c + 3, uid, ulen))
-		return true;
-	n = colon ? (size_t)(colon - c) : n;
-	if (n < ulen + 4 + slen || memcmp(c + n - slen, ".slice", slen))
-		return false;
-	u = c + n - slen - ulen;
-	if (memcmp(u - 4, "-pod", 4))
-		return false;
-	for (size_t i = 0; i < ulen; i++)
-		if (u[i] != (uid[i] == '-' ? '_' : uid[i]))
+	for (size_t i = 0; i < n; i++)
+		if (!strchr(set, c[i]) || !c[i])
 			return false;
 	return true;
 }
 
-bool cgroup__names_pod(const char *text, size_t len, const char *pod_uid)
+static bool ends_with(const char *c, size_t n, const char *suffix)
 {
-	size_t ulen = pod_uid ? strlen(pod_uid) : 0;
-	const char *p = text, *end = text + len;
+	size_t k = strlen(suffix);
 
-	/* a uid is letters, digits and '-': anything else could match across components */
-	if (!ulen || ulen > 64 || strspn(pod_uid, "0123456789abcdefABCDEF-") != ulen)
+	return n >= k && !memcmp(c + n - k, suffix, k);
+}
+
+/*
+ * Whether path component c (n bytes) is a pod's cgroup, as the kubelet names
+ * it: "pod<uid>" (cgroupfs driver) or "<root>kubepods[-<qos>]-pod<uid, '-'
+ * as '_'>.slice" (systemd driver; <root> is "kubelet-" in a kind node), which
+ * cgroup v1 under containerd.service shows as "<slice>:<runtime>:<id>".
+ * The uid goes to ret_uid with '-' (CGROUP_UID_MAX + 1 bytes); *ret_in_slice
+ * tells whether the component also names the container.
+ */
+static bool pod_component(const char *c, size_t n, char *ret_uid, bool *ret_in_slice)
+{
+	static const char *const qos[] = { "kubepods", "kubepods-besteffort",
+					   "kubepods-burstable" };
+	const char *colon = memchr(c, ':', n), *u, *pod;
+	const size_t slen = strlen(".slice");
+	size_t ulen;
+
+	*ret_in_slice = colon != NULL;
+	if (!colon && n > 3 && n - 3 <= CGROUP_UID_MAX && !memcmp(c, "pod", 3) &&
+	    all_of(c + 3, n - 3, "0123456789abcdefABCDEF-")) {
+		memcpy(ret_uid, c + 3, n - 3);
+		ret_uid[n - 3] = '\0';
+		return true;
+	}
+	n = colon ? (size_t)(colon - c) : n;
+	if (!ends_with(c, n, ".slice"))
 		return false;
-	while (p < end) {
-		const char *stop = p;
-
-		while (stop < end && *stop != '/' && *stop != '\n')
-			stop++;
-		if (component_is_pod(p, stop - p, pod_uid, ulen))
-			return true;
-		p = stop + 1;
+	/* the last "-pod" before ".slice": the uid holds no '-' here */
+	pod = memrchr(c, '-', n - slen);
+	if (!pod || n - slen - (pod - c) < 4 || memcmp(pod, "-pod", 4))
+		return false;
+	u = pod + 4;
+	ulen = n - slen - (u - c);
+	if (!ulen || ulen > CGROUP_UID_MAX || !all_of(u, ulen, "0123456789abcdefABCDEF_"))
+		return false;
+	for (size_t i = 0; i < sizeof(qos) / sizeof(qos[0]); i++) {
+		if (!ends_with(c, pod - c, qos[i]))
+			continue;
+		for (size_t k = 0; k < ulen; k++)
+			ret_uid[k] = u[k] == '_' ? '-' : u[k];
+		ret_uid[ulen] = '\0';
+		return true;
 	}
 	return false;
+}
+
+/*
+ * The pod and container a cgroup path names: the first pod component (a
+ * container can create cgroups only below its own, so anything that looks
+ * like a pod deeper down is its own making), and the container component
+ * right after it, or inside it for the "<slice>:<runtime>:<id>" form.
+ * False when the path is in no pod's container.
+ */
+static bool path_pod(const char *path, size_t len, char *ret_uid, const char **ret_id)
+{
+	const char *p = path, *end = path + len;
+
+	while (p < end) {
+		const char *slash = memchr(p, '/', end - p), *next;
+		size_t n = slash ? (size_t)(slash - p) : (size_t)(end - p);
+		bool in_slice;
+
+		if (!pod_component(p, n, ret_uid, &in_slice)) {
+			p += n + (slash ? 1 : 0);
+			continue;
+		}
+		if (in_slice) {
+			*ret_id = component_id(p, n);
+			return *ret_id != NULL;
+		}
+		if (!slash)
+			return false;
+		next = slash + 1;
+		slash = memchr(next, '/', end - next);
+		*ret_id = component_id(next, (slash ? slash : end) - next);
+		return *ret_id != NULL;
+	}
+	return false;
+}
+
+int cgroup__parse_pod(const char *text, size_t len, char *ret_uid, char *ret_id)
+{
+	const char *p = text, *end = text + len, *id = NULL, *line_id;
+	char uid[CGROUP_UID_MAX + 1] = "", line_uid[CGROUP_UID_MAX + 1];
+	unsigned int seen[MAX_LINES];
+	size_t nlines = 0;
+	struct found f;
+
+	if (!text || !len || memchr(text, 0, len))
+		return -EINVAL;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', end - p);
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		unsigned int h;
+
+		if (nlines == MAX_LINES || (nlines && seen[nlines - 1] == 0) ||
+		    !parse_line(p, n, nlines + 1, &h, &f) || seen_before(seen, nlines, h))
+			return -EINVAL;
+		seen[nlines++] = h;
+		p += n + (nl ? 1 : 0);
+		if (!path_pod(f.path, f.plen, line_uid, &line_id))
+			continue;
+		/* every hierarchy places a process in the same pod container */
+		if (id && (strcmp(uid, line_uid) || memcmp(id, line_id, CGROUP_ID_LEN)))
+			return -EINVAL;
+		id = line_id;
+		memcpy(uid, line_uid, sizeof(uid));
+	}
+	if (!id)
+		return -ENOENT;
+	memcpy(ret_uid, uid, sizeof(uid));
+	memcpy(ret_id, id, CGROUP_ID_LEN);
+	ret_id[CGROUP_ID_LEN] = '\0';
+	return 0;
 }
 
 static bool is_scheme_char(char c, size_t i)
@@ -321,9 +412,11 @@ static int read_starttime(int dir, uint64_t *ret)
 	return parse_starttime(buf, len, ret);
 }
 
-int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *ret_starttime)
+/* Reads PROC/PID/cgroup and parses it, for a pod's container when ret_uid is not NULL. */
+static int pid_read(const char *proc, pid_t pid, char *ret_uid, char *ret_id,
+		    uint64_t *ret_starttime)
 {
-	char path[PATH_MAX], id[CGROUP_ID_LEN + 1], *buf = NULL;
+	char path[PATH_MAX], id[CGROUP_ID_LEN + 1], uid[CGROUP_UID_MAX + 1], *buf = NULL;
 	uint64_t start = 0;
 	int dir = -1, ret;
 	size_t len;
@@ -348,7 +441,8 @@ int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *r
 	if (!ret && len > CGROUP_FILE_MAX)
 		ret = -EFBIG;
 	if (!ret)
-		ret = cgroup__parse_container_id(buf, len, id);
+		ret = ret_uid ? cgroup__parse_pod(buf, len, uid, id)
+			      : cgroup__parse_container_id(buf, len, id);
 	if (!ret && ret_starttime)
 		ret = read_starttime(dir, &start);
 cleanup:
@@ -361,7 +455,20 @@ cleanup:
 	if (ret)
 		return ret;
 	memcpy(ret_id, id, sizeof(id));
+	if (ret_uid)
+		memcpy(ret_uid, uid, sizeof(uid));
 	if (ret_starttime)
 		*ret_starttime = start;
 	return 0;
+}
+
+int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *ret_starttime)
+{
+	return pid_read(proc, pid, NULL, ret_id, ret_starttime);
+}
+
+int cgroup__pid_pod(const char *proc, pid_t pid, char *ret_uid, char *ret_id,
+		    uint64_t *ret_starttime)
+{
+	return pid_read(proc, pid, ret_uid, ret_id, ret_starttime);
 }

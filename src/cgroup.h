@@ -42,6 +42,7 @@
 
 #define CGROUP_ID_LEN 64 /* container ids are 64 lowercase hex digits */
 #define CGROUP_FILE_MAX (64 * 1024)
+#define CGROUP_UID_MAX 47 /* a pod uid is 36 characters */
 
 /*
  * The container id named in the text of a /proc/PID/cgroup file (all lines,
@@ -53,13 +54,20 @@
 int cgroup__parse_container_id(const char *text, size_t len, char *ret_id);
 
 /*
- * Whether a path component of the text of a /proc/PID/cgroup file (len
- * bytes) is the cgroup the kubelet made for the pod of uid pod_uid:
- * "pod<uid>" (cgroupfs driver) or "kubepods[-<qos>]-pod<uid with _>.slice"
- * (systemd driver). A process can create a cgroup named after another
- * container's id inside its own, but cannot leave its pod's cgroup.
+ * The pod and the container of it that the text of a /proc/PID/cgroup file
+ * (len bytes) names, read at the kubelet's positions: the first path
+ * component that is a pod's cgroup, "pod<uid>" (cgroupfs driver) or
+ * "[kubelet-]kubepods[-<qos>]-pod<uid with _>.slice" (systemd driver), and the
+ * container component right after it (or, for cgroup v1 under
+ * containerd.service, "<pod slice>:<runtime>:<id>" in the same component).
+ * A container can create cgroups only below its own, so a nested
+ * "pod<other uid>/<other id>" it makes there claims nothing: the last id of
+ * the path is not taken. ret_uid gets CGROUP_UID_MAX + 1 bytes, the uid with
+ * '-' as the API server writes it; ret_id CGROUP_ID_LEN + 1. Every line that
+ * names a pod container must name the same one (-EINVAL otherwise, or for
+ * malformed text); -ENOENT when none does.
  */
-bool cgroup__names_pod(const char *text, size_t len, const char *pod_uid);
+int cgroup__parse_pod(const char *text, size_t len, char *ret_uid, char *ret_id);
 
 /*
  * The container id of a Pod's status.containerStatuses[].containerID:
@@ -78,5 +86,9 @@ int cgroup__status_container_id(const char *container_id, char *ret_id);
  * -EFBIG (cgroup file over CGROUP_FILE_MAX), -EINVAL (malformed), -errno.
  */
 int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *ret_starttime);
+
+/* The same, with cgroup__parse_pod(): the pod uid and its container's id. */
+int cgroup__pid_pod(const char *proc, pid_t pid, char *ret_uid, char *ret_id,
+		    uint64_t *ret_starttime);
 
 #endif

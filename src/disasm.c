@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,24 @@ static void describe_bad(struct disasm_result *res, const struct code_range *r, 
 		 res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr, bytes);
 }
 
+static void over_budget(struct disasm_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* A budget ran out: no site of the function is trusted to be complete. */
+static void over_budget(struct disasm_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	res->over_budget = true;
+	va_start(ap, fmt);
+	n = vsnprintf(res->reason, sizeof(res->reason), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(res->reason))
+		snprintf(res->reason + n, sizeof(res->reason) - n,
+			 "; calls are counted, not timed");
+}
+
 static int scan_range(const ZydisDecoder *dec, const struct code_range *ranges, size_t nranges,
 		      size_t idx, uint64_t entry, struct disasm_result *res)
 {
@@ -102,6 +122,11 @@ static int scan_range(const ZydisDecoder *dec, const struct code_range *ranges, 
 			return 0;
 		}
 		res->ninsns++;
+		if (is_return(&insn) && res->nreturns == DISASM_MAX_RETURNS) {
+			over_budget(res, "more than %d return sites (the limit per function)",
+				    DISASM_MAX_RETURNS);
+			return 0;
+		}
 		if (is_return(&insn)) {
 			if (push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
 				return -ENOMEM;
@@ -127,6 +152,7 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 		 struct disasm_result *res)
 {
 	ZydisDecoder dec;
+	size_t total = 0;
 	int err = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -134,11 +160,26 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 		return -EINVAL;
 	res->code_end = ranges[0].addr;
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	for (size_t i = 0; i < nranges && !res->undecodable && !err; i++)
+	for (size_t i = 0; i < nranges; i++)
+		if (__builtin_add_overflow(total, ranges[i].len, &total))
+			total = SIZE_MAX;
+	/* decoding costs time in proportion to the bytes: refused before any */
+	if (total > DISASM_MAX_BYTES)
+		over_budget(res, "%zu bytes of code, more than %u MiB (the limit per function)",
+			    total, DISASM_MAX_BYTES >> 20);
+	for (size_t i = 0; i < nranges && !res->undecodable && !res->over_budget && !err; i++)
 		err = scan_range(&dec, ranges, nranges, i, entry, res);
 	if (err) {
 		disasm_result__clear(res);
 		return err;
+	}
+	if (res->over_budget) {
+		free(res->returns);
+		free(res->tail_calls);
+		res->returns = res->tail_calls = NULL;
+		res->nreturns = res->ntail_calls = 0;
+		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
+		return 0;
 	}
 	if (res->undecodable) {
 		/* never report sites found before the failure: the sweep is not trusted */

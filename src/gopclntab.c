@@ -380,6 +380,11 @@ static int pcln_locate_tables(struct pcln_hdr *h, struct rw_error *err)
 			err, EINVAL,
 			"corrupted .gopclntab: %llu functions cannot fit in a 0x%zx-byte section",
 			(unsigned long long)nfunc, h->size);
+	if (nfunc > GOPCLNTAB_MAX_FUNCS)
+		return rw_error_set(
+			err, EFBIG,
+			".gopclntab declares %llu functions, more than %u (the limit per binary)",
+			(unsigned long long)nfunc, GOPCLNTAB_MAX_FUNCS);
 	h->nfunc = (size_t)nfunc;
 	ftab_len = (2 * nfunc + 1) * l->ftab_field;
 	if (!in_bounds(h->pcln_off, ftab_len, h->size))
@@ -473,26 +478,33 @@ static int pcln_read_func(const uint8_t *data, const struct pcln_hdr *h, size_t 
  * Fills tab with the functions not dropped, and a copy of the name table
  * that their names point into.
  */
-static int pcln_fill_table(const struct pcln_hdr *h, const struct parse_ctx *ctx,
+static int pcln_fill_table(const struct pcln_hdr *h, const struct parse_ctx *ctx, size_t n,
 			   struct gopclntab *tab, struct rw_error *err)
 {
 	size_t kept = 0;
 
-	for (size_t i = 0; i < h->nfunc; i++)
-		kept += !ctx->f[i].drop;
+	size_t used = 0; /* the name table up to the end of the last name kept */
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rawfunc *f = &ctx->f[i];
+
+		kept += !f->drop;
+		/* measure_names: nameoff + namelen < names_len */
+		if (!f->drop && f->nameoff + (size_t)f->namelen + 1 > used)
+			used = f->nameoff + (size_t)f->namelen + 1;
+	}
 	/* The names are not copied one by one: names may overlap (suffixes
 	 * of one string), so copying the table once bounds the memory. */
-	tab->strings = malloc((size_t)h->names_len + 1);
+	tab->strings = malloc(used + 1);
 	tab->funcs = calloc(kept ? kept : 1, sizeof(*tab->funcs));
 	if (!tab->strings || !tab->funcs)
 		return rw_error_set(err, ENOMEM,
-				    "cannot parse .gopclntab: out of memory for %zu functions",
-				    h->nfunc);
-	memcpy(tab->strings, ctx->names, (size_t)h->names_len);
-	tab->strings[h->names_len] = '\0';
+				    "cannot parse .gopclntab: out of memory for %zu functions", n);
+	memcpy(tab->strings, ctx->names, used);
+	tab->strings[used] = '\0';
 
 	/* The functab is sorted by entry, so the output is too. */
-	for (size_t i = 0; i < h->nfunc; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct rawfunc *f = &ctx->f[i];
 
 		if (f->drop)
@@ -508,6 +520,53 @@ static int pcln_fill_table(const struct pcln_hdr *h, const struct parse_ctx *ctx
 	return 0;
 }
 
+static int too_big(uint64_t size, struct rw_error *err)
+{
+	return rw_error_set(err, EFBIG, ".gopclntab is %llu bytes, more than %u MiB (the limit)",
+			    (unsigned long long)size, GOPCLNTAB_MAX_SIZE >> 20);
+}
+
+/*
+ * Reads the functions that have code into ctx->f (*ret_n of them), growing
+ * the array as they come: a table that declares many functions but holds
+ * few costs what it holds.
+ */
+static int pcln_read_funcs(const uint8_t *data, const struct pcln_hdr *h, struct parse_ctx *ctx,
+			   size_t *ret_n, struct rw_error *err)
+{
+	size_t n = 0, cap = 0;
+	struct rawfunc f;
+	int ret;
+
+	for (size_t i = 0; i < h->nfunc; i++) {
+		f = (struct rawfunc){ 0 };
+		ret = pcln_read_func(data, h, i, &f, err);
+		if (ret)
+			return ret;
+		if (f.end == f.entry)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			void *p = reallocarray(ctx->f, ncap, sizeof(*ctx->f));
+
+			if (!p)
+				return rw_error_set(
+					err, ENOMEM,
+					"cannot parse .gopclntab: out of memory for %zu functions",
+					n);
+			ctx->f = p;
+			cap = ncap;
+		}
+		ctx->f[n++] = f;
+	}
+	*ret_n = n;
+	if (!n)
+		return rw_error_set(err, EINVAL,
+				    "corrupted .gopclntab: none of its %zu functions has any code",
+				    h->nfunc);
+	return 0;
+}
+
 int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 		     struct gopclntab **ret_tab, struct rw_error *err)
 {
@@ -515,12 +574,15 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 	struct parse_ctx ctx = { 0 };
 	struct pcln_hdr h = { 0 };
 	uint32_t *idx = NULL;
+	size_t n = 0;
 	int ret;
 
 	if (ret_tab)
 		*ret_tab = NULL;
 	if (!ret_tab || (!data && size))
 		return rw_error_set(err, EINVAL, "cannot parse .gopclntab: no data");
+	if (size > GOPCLNTAB_MAX_SIZE)
+		return too_big(size, err);
 	ret = pcln_read_header(data, size, text_start, &h, err);
 	if (!ret)
 		ret = pcln_locate_tables(&h, err);
@@ -528,25 +590,21 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 		return ret;
 	ctx.names = data + h.name_off;
 
-	ctx.f = calloc(h.nfunc, sizeof(*ctx.f));
-	idx = calloc(h.nfunc, sizeof(*idx));
-	tab = calloc(1, sizeof(*tab));
-	if (!ctx.f || !idx || !tab) {
-		ret = rw_error_set(err, ENOMEM,
-				   "cannot parse .gopclntab: out of memory for %zu functions",
-				   h.nfunc);
-		goto cleanup;
-	}
-	for (size_t i = 0; i < h.nfunc; i++) {
-		ret = pcln_read_func(data, &h, i, &ctx.f[i], err);
-		if (ret)
-			goto cleanup;
-	}
-	ret = measure_names(&ctx, idx, h.nfunc, (size_t)h.names_len, err);
+	ret = pcln_read_funcs(data, &h, &ctx, &n, err);
 	if (ret)
 		goto cleanup;
-	drop_abi_wrappers(&ctx, idx, h.nfunc);
-	ret = pcln_fill_table(&h, &ctx, tab, err);
+	idx = calloc(n, sizeof(*idx));
+	tab = calloc(1, sizeof(*tab));
+	if (!idx || !tab) {
+		ret = rw_error_set(err, ENOMEM,
+				   "cannot parse .gopclntab: out of memory for %zu functions", n);
+		goto cleanup;
+	}
+	ret = measure_names(&ctx, idx, n, (size_t)h.names_len, err);
+	if (ret)
+		goto cleanup;
+	drop_abi_wrappers(&ctx, idx, n);
+	ret = pcln_fill_table(&h, &ctx, n, tab, err);
 	if (ret)
 		goto cleanup;
 	*ret_tab = tab;
@@ -998,17 +1056,41 @@ struct pchdr_loc {
 	struct pchdr_info h;
 	uint64_t md; /* runtime.firstmoduledata, when have_md */
 	bool have_md;
+	bool whole; /* the region ends where the table does (its section, runtime.epclntab) */
 };
+
+/*
+ * The section of the table, loaded, or NULL; -EFBIG when it is past the
+ * budget, which is checked before its bytes are read.
+ */
+static int pchdr_section(const struct elfimg *img, const char *name, const struct region **ret,
+			 struct rw_error *err)
+{
+	*ret = NULL;
+	for (size_t i = 0; i < img->nreg; i++) {
+		if (!img->reg[i].name || strcmp(img->reg[i].name, name))
+			continue;
+		if (img->reg[i].size > GOPCLNTAB_MAX_SIZE)
+			return too_big(img->reg[i].size, err);
+		*ret = reg_load(&img->reg[i]) ? &img->reg[i] : NULL;
+		return 0;
+	}
+	return 0;
+}
 
 /* Finds the pcHeader by section name, then by symbol, then by a scan. */
 static int pchdr_locate(const struct elfimg *img, struct pchdr_loc *loc, struct rw_error *err)
 {
 	/* 1. The section: ".data.rel.ro.gopclntab" in go1.21-1.23 internally
 	 *    linked PIEs, which relocate the header's textStart. */
-	loc->r = img_section(img, ".gopclntab");
-	if (!loc->r)
-		loc->r = img_section(img, ".data.rel.ro.gopclntab");
+	int ret = pchdr_section(img, ".gopclntab", &loc->r, err);
+
+	if (!ret && !loc->r)
+		ret = pchdr_section(img, ".data.rel.ro.gopclntab", &loc->r, err);
+	if (ret)
+		return ret;
 	if (loc->r) {
+		loc->whole = true;
 		loc->h.addr = loc->r->addr;
 		return 0;
 	}
@@ -1096,8 +1178,13 @@ int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err)
 	off = loc.h.addr - loc.r->addr;
 	size = loc.r->size - off;
 	/* The table ends at runtime.epclntab when that symbol is there. */
-	if (img.sym_epclntab > loc.h.addr && img.sym_epclntab - loc.h.addr < size)
+	if (img.sym_epclntab > loc.h.addr && img.sym_epclntab - loc.h.addr < size) {
 		size = img.sym_epclntab - loc.h.addr;
+		loc.whole = true;
+	}
+	/* A table whose end is not known is read up to the limit only. */
+	if (size > GOPCLNTAB_MAX_SIZE && !loc.whole)
+		size = GOPCLNTAB_MAX_SIZE;
 	data = loc.r->data + off;
 
 	ret = pchdr_text_start(&img, data, size, &loc, &text, err);

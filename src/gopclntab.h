@@ -14,6 +14,18 @@
 
 #include "rwerr.h"
 
+/*
+ * Budgets against a container's file crafted to exhaust the agent: without
+ * them memory grew with the declared table size (a 64 MiB table of zeros
+ * past a valid header was 8 million empty functions and 559 MB). Real
+ * tables stay far below: kube-apiserver v1.34 has 164,718 functions in a
+ * 68 MiB .gopclntab, kubectl 83,385 in 36 MiB, Debian's prometheus 63,128
+ * in 13 MiB; analysing kube-apiserver takes 163 MB, the chart's limit is
+ * 256 MiB. A table past either bound is refused, naming the limit.
+ */
+#define GOPCLNTAB_MAX_FUNCS (1u << 19)
+#define GOPCLNTAB_MAX_SIZE (128u << 20)
+
 struct gofunc {
 	const char *name; /* points into gopclntab->strings */
 	uint64_t entry;	  /* virtual address */
@@ -37,7 +49,10 @@ struct gopclntab {
  * from the header" (which Go 1.26 writes as 0: then the caller must supply it).
  * Ignored for go1.16/1.17 tables, whose entries are absolute addresses.
  * Addresses are link-time virtual addresses (for a PIE, before the load bias).
- * Returns 0, or -EINVAL / -ENOMEM with a message in err.
+ * Functions without code (entry == end) are left out, so memory follows the
+ * functions the table really holds, not the count it declares.
+ * Returns 0, or -EINVAL / -ENOMEM / -EFBIG (past a budget) with a message
+ * in err.
  */
 int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 		     struct gopclntab **ret_tab, struct rw_error *err);
@@ -51,7 +66,7 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
  * binaries (runtime.text, not the start of .text).
  * Returns 0, -ENOENT (with a message) when the file is not ELF or not a Go
  * binary, or -EINVAL with a message in err for a corrupted table or a
- * truncated file.
+ * truncated file, -EFBIG past a budget (checked before the table is read).
  */
 int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err);
 

@@ -19,11 +19,11 @@
 struct proc_ent {
 	pid_t pid;
 	uint64_t starttime;
-	uint64_t seen_ns;	     /* when first listed */
-	char cid[CGROUP_ID_LEN + 1]; /* "" when in no container */
-	/* learnt once, when the process is first looked at for a pod */
-	char pod_uid[48]; /* the pod its cgroup was found to name, or "" */
-	signed char init; /* pid 1 of its namespace: 1, 0, or -1 not known yet */
+	uint64_t seen_ns; /* when first listed */
+	/* read together, at the kubelet's positions in the cgroup path (cgroup__parse_pod) */
+	char cid[CGROUP_ID_LEN + 1];	  /* "" when in no pod's container */
+	char pod_uid[CGROUP_UID_MAX + 1]; /* the pod of that container */
+	signed char init;		  /* pid 1 of its namespace: 1, 0, or -1 not known yet */
 };
 
 struct nodeprocs {
@@ -97,8 +97,8 @@ void nodeprocs__scan(struct nodeprocs *np)
 			continue;
 		}
 		key.seen_ns = old ? old->seen_ns : now;
-		if (cgroup__pid_container(np->proc, key.pid, key.cid, &key.starttime))
-			key.cid[0] = '\0';
+		if (cgroup__pid_pod(np->proc, key.pid, key.pod_uid, key.cid, &key.starttime))
+			key.cid[0] = key.pod_uid[0] = '\0';
 		next[n++] = key;
 	}
 	closedir(d);
@@ -165,23 +165,6 @@ static bool ns_init(const struct nodeprocs *np, pid_t pid)
 	return last && strtol(last + 1, NULL, 10) == 1 && last != line + 6;
 }
 
-/* Whether the process's cgroup names the pod; remembered, it cannot change. */
-static bool in_pod(const struct nodeprocs *np, struct proc_ent *pe, const char *pod_uid)
-{
-	char text[CGROUP_FILE_MAX + 1];
-	ssize_t n;
-
-	if (!pod_uid[0] || strlen(pod_uid) >= sizeof(pe->pod_uid))
-		return false;
-	if (!strcmp(pe->pod_uid, pod_uid))
-		return true;
-	n = read_proc_file(np, pe->pid, "cgroup", text, sizeof(text));
-	if (n <= 0 || !cgroup__names_pod(text, n, pod_uid))
-		return false;
-	snprintf(pe->pod_uid, sizeof(pe->pod_uid), "%s", pod_uid);
-	return true;
-}
-
 static bool is_init(const struct nodeprocs *np, struct proc_ent *pe)
 {
 	if (pe->init < 0)
@@ -199,7 +182,7 @@ size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *p
 	for (size_t i = 0; v && i < np->n; i++) {
 		struct proc_ent *pe = &np->procs[i];
 
-		if (strcmp(pe->cid, cid) || !in_pod(np, pe, pod_uid))
+		if (!pe->cid[0] || strcmp(pe->cid, cid) || strcmp(pe->pod_uid, pod_uid))
 			continue;
 		if (first == SIZE_MAX && is_init(np, pe))
 			first = n;

@@ -29,7 +29,8 @@ void nodeprocs__scan(struct nodeprocs *np);
 int nodeprocs__add(struct nodeprocs *np, pid_t pid, uint64_t starttime, const char *cid,
 		   const char *pod_uid);
 /*
- * The processes of container cid whose cgroup also names the pod pod_uid,
+ * The processes whose cgroup path places them in container cid of pod
+ * pod_uid (read at the kubelet's positions: see cgroup__parse_pod()),
  * the container's first process (pid 1 of its PID namespace) first, else in
  * pid order. Returns how many (ret_procs malloc'd, NULL when none).
  */

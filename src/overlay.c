@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "overlay.h"
@@ -110,19 +111,42 @@ struct mount_line {
 	const char *root, *opts, *fstype;
 	size_t nroot, nopts, nfstype;
 	size_t depth;
+	dev_t dev;
 };
+
+/* "major:minor" into a dev_t. */
+static bool parse_dev(const char *s, size_t n, dev_t *ret)
+{
+	unsigned long v[2] = { 0, 0 };
+	int k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == ':' && k == 0 && i > 0) {
+			k = 1;
+		} else if (s[i] >= '0' && s[i] <= '9' && v[k] <= 0xfffffff) {
+			v[k] = v[k] * 10 + (unsigned long)(s[i] - '0');
+		} else {
+			return false;
+		}
+	}
+	if (k != 1 || s[n - 1] == ':')
+		return false;
+	*ret = makedev(v[0], v[1]);
+	return true;
+}
 
 /* The line's fields after the optional ones ("-" separates them). */
 static bool read_line(const char *s, const char *end, const char *path, struct mount_line *ret)
 {
-	const char *mp, *sep;
-	size_t nmp, nsep;
+	const char *mp, *sep, *dev;
+	size_t nmp = 0, nsep = 0, ndev = 0;
 	char *mpu;
 	int i;
 
+	dev = field(s, end, 2, &ndev);
 	ret->root = field(s, end, 3, &ret->nroot);
 	mp = field(s, end, 4, &nmp);
-	if (!ret->root || !mp || nmp > 4096)
+	if (!dev || !parse_dev(dev, ndev, &ret->dev) || !ret->root || !mp || nmp > 4096)
 		return false;
 	for (i = 6; (sep = field(s, end, i, &nsep)) && !(nsep == 1 && *sep == '-'); i++)
 		;
@@ -182,6 +206,7 @@ int overlay__parse(const char *text, size_t len, const char *path, struct overla
 	if (best.nfstype != 7 || strncmp(best.fstype, "overlay", 7))
 		return -ENOENT;
 	e = fill(&best, path, best.depth, ret);
+	ret->dev = best.dev;
 	if (e)
 		overlay_file__free(ret);
 	return e;
@@ -220,25 +245,112 @@ static char *read_mountinfo(pid_t pid, size_t *ret_len)
 	return buf;
 }
 
+static const char *const default_roots[] = { OVERLAY_DEFAULT_ROOTS };
+static char *roots[OVERLAY_MAX_ROOTS];
+static size_t nroots;
+static bool roots_set;
+
+int overlay__set_roots(const char *const *r, size_t n)
+{
+	char *copy[OVERLAY_MAX_ROOTS] = { 0 };
+
+	if (n > OVERLAY_MAX_ROOTS)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!r[i] || r[i][0] != '/' || !(copy[i] = strdup(r[i]))) {
+			bool nomem = r[i] && r[i][0] == '/';
+
+			for (size_t k = 0; k < i; k++)
+				free(copy[k]);
+			return nomem ? -ENOMEM : -EINVAL;
+		}
+		/* "/a/b/" and "/a/b" are one root */
+		for (size_t len = strlen(copy[i]); len > 1 && copy[i][len - 1] == '/'; len--)
+			copy[i][len - 1] = '\0';
+	}
+	for (size_t i = 0; i < nroots; i++)
+		free(roots[i]);
+	memcpy(roots, copy, sizeof(roots));
+	nroots = n;
+	roots_set = true;
+	return 0;
+}
+
+/* The layer root that dir lies below, and dir's path inside it; NULL when none. */
+static const char *root_of(const char *dir, const char **ret_inside)
+{
+	const char *const *r = roots_set ? (const char *const *)roots : default_roots;
+	size_t n = roots_set ? nroots : sizeof(default_roots) / sizeof(default_roots[0]);
+
+	if (dir[0] != '/')
+		return NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(r[i]);
+
+		if (len == 1) { /* "/": every directory */
+			*ret_inside = dir + 1;
+			return r[i];
+		}
+		if (!strncmp(dir, r[i], len) && dir[len] == '/') {
+			*ret_inside = dir + len + 1;
+			return r[i];
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Layer dir (a host path from the container's mountinfo) below its layer
+ * root, opened confined to that root: neither ".." nor a symlink in the
+ * part the mountinfo names leads out of it. Returns an O_PATH fd; *ret_dev
+ * is the root's device.
+ */
+static int open_layer_dir(const char *host_root, const char *dir, dev_t *ret_dev)
+{
+	char path[8192];
+	const char *root, *inside;
+	struct stat st;
+	int rfd, dfd;
+
+	root = root_of(dir, &inside);
+	if (!root)
+		return -EPERM;
+	if (snprintf(path, sizeof(path), "%s%s", host_root, root) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	rfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	if (fstat(rfd, &st)) {
+		dfd = -errno;
+		goto cleanup;
+	}
+	*ret_dev = st.st_dev;
+	dfd = rootpath__open(rfd, *inside ? inside : ".", O_PATH | O_DIRECTORY);
+cleanup:
+	close(rfd);
+	return dfd;
+}
+
 /* path's file in layer dir (seen through host_root), if it is the same file as seen. */
 static int open_in_layer(const char *host_root, const char *dir, const char *rel,
 			 const struct stat *seen)
 {
-	char layer[8192];
 	struct stat st;
+	dev_t root_dev = 0;
 	int dfd, fd;
 
-	if (snprintf(layer, sizeof(layer), "%s/%s", host_root, dir) >= (int)sizeof(layer))
-		return -ENAMETOOLONG;
-	dfd = open(layer, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	dfd = open_layer_dir(host_root, dir, &root_dev);
 	if (dfd < 0)
-		return -errno;
-	fd = rootpath__open(dfd, rel, O_RDONLY);
+		return dfd;
+	fd = rootpath__open_regular(dfd, rel, NULL);
 	close(dfd);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_ino != seen->st_ino ||
-	    st.st_size != seen->st_size || st.st_mtim.tv_sec != seen->st_mtim.tv_sec ||
+	/* the inode number is compared on the root's filesystem only */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_dev != root_dev ||
+	    st.st_ino != seen->st_ino || st.st_size != seen->st_size ||
+	    st.st_mtim.tv_sec != seen->st_mtim.tv_sec ||
 	    st.st_mtim.tv_nsec != seen->st_mtim.tv_nsec) {
 		close(fd);
 		return -ENOENT;
@@ -264,6 +376,11 @@ int overlay__open_real(pid_t pid, const char *path, const char *host_root)
 	free(text);
 	if (e)
 		return e;
+	/* the mount found must be the one the process sees the file on */
+	if (of.dev != seen.st_dev) {
+		overlay_file__free(&of);
+		return -ENOENT;
+	}
 	if (of.upper)
 		fd = open_in_layer(host_root, of.upper, of.rel, &seen);
 	for (size_t i = 0; fd < 0 && i < of.nlowers; i++)

@@ -42,6 +42,7 @@ static int open_in_container(const struct probe_spec *spec, const struct placeme
 {
 	char root[64];
 	int rootfd, fd;
+	mode_t mode;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", main_pid);
 	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -50,9 +51,13 @@ static int open_in_container(const struct probe_spec *spec, const struct placeme
 			     pp->pod, pp->container, strerror(errno));
 		return -1;
 	}
-	fd = rootpath__open(rootfd, spec->executable, O_RDONLY);
+	fd = rootpath__open_regular(rootfd, spec->executable, &mode);
 	close(rootfd);
-	if (fd < 0)
+	if (fd == -ENXIO && mode)
+		errlist__add(errs,
+			     "pod %s, container %s: spec.executable %s is %s, not a regular file",
+			     pp->pod, pp->container, spec->executable, rootpath__kind(mode));
+	else if (fd < 0)
 		errlist__add(errs,
 			     "pod %s, container %s: cannot open spec.executable %s inside the "
 			     "container: %s",

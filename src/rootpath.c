@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,4 +32,49 @@ int rootpath__open(int root_fd, const char *path, int flags)
 			break;
 	}
 	return -errno;
+}
+
+int rootpath__open_regular(int root_fd, const char *path, mode_t *ret_mode)
+{
+	char self[64];
+	struct stat st;
+	int pfd, fd;
+
+	if (ret_mode)
+		*ret_mode = 0;
+	/* O_PATH opens nothing: no FIFO waits for a writer, no driver runs */
+	pfd = rootpath__open(root_fd, path, O_PATH);
+	if (pfd < 0)
+		return pfd;
+	if (fstat(pfd, &st)) {
+		fd = -errno;
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		if (ret_mode)
+			*ret_mode = st.st_mode & S_IFMT;
+		fd = -ENXIO;
+		goto cleanup;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+cleanup:
+	close(pfd);
+	return fd;
+}
+
+const char *rootpath__kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "a regular file";
+	case S_IFDIR: return "a directory";
+	case S_IFIFO: return "a FIFO";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFLNK: return "a symbolic link";
+	default: return "not a regular file";
+	}
 }

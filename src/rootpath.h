@@ -10,6 +10,8 @@
 #ifndef RETWATCH_ROOTPATH_H
 #define RETWATCH_ROOTPATH_H
 
+#include <sys/types.h>
+
 /*
  * Opens path (absolute or relative, as the container sees it) inside the
  * directory root_fd (e.g. an O_PATH fd of /proc/PID/root) so that neither
@@ -21,5 +23,21 @@
  * know it may answer -EPERM instead).
  */
 int rootpath__open(int root_fd, const char *path, int flags);
+
+/*
+ * Opens path inside root_fd as rootpath__open does, read-only, and only when
+ * it is a regular file. A container can put a FIFO there (whose open blocks
+ * until a writer comes: forever, on the agent's main loop), a socket or a
+ * device node (whose open runs a driver): the type is checked on an O_PATH
+ * handle, before anything is opened for reading, and the file is then
+ * reopened through that handle (the same inode, whatever is renamed
+ * meanwhile), non-blocking. Returns an fd or -errno; -ENXIO when the file is
+ * not a regular one, and then *ret_mode (when not NULL) holds its type for
+ * rootpath__kind(); *ret_mode is 0 on other errors.
+ */
+int rootpath__open_regular(int root_fd, const char *path, mode_t *ret_mode);
+
+/* What a file of this mode is, for messages: "a FIFO", "a directory", ... */
+const char *rootpath__kind(mode_t mode);
 
 #endif

@@ -16,6 +16,7 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "metrics.h"
+#include "overlay.h"
 #include "selfcheck.h"
 
 #ifndef RETWATCH_VERSION
@@ -45,6 +46,7 @@ static void usage(FILE *f)
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
+		"                      [--layer-root DIR...]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -75,6 +77,9 @@ static void usage(FILE *f)
 		"                         second across the cluster: nodes write less often\n"
 		"                         than spec.reportInterval when many report (default\n"
 		"                         50; 0: no limit; read from the summary writer)\n"
+		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
+		"                         default: the overlayfs snapshot directories of\n"
+		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -102,6 +107,8 @@ static int parse_count(const char *s, size_t *ret)
 struct cli {
 	struct agent_opts ao;
 	const char *kubeconfig, *context, *metrics_address;
+	const char *layer_roots[OVERLAY_MAX_ROOTS];
+	size_t nlayer_roots;
 	bool self_check;
 };
 
@@ -154,6 +161,16 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->ao.report_writes = (double)writes;
 		break;
+	case 'R':
+		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
+			fprintf(stderr,
+				"retwatch-agent: --layer-root takes an absolute directory, "
+				"at most %d times\n",
+				OVERLAY_MAX_ROOTS);
+			return 2;
+		}
+		cli->layer_roots[cli->nlayer_roots++] = optarg;
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -175,6 +192,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
+		{ "layer-root", required_argument, NULL, 'R' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -197,6 +215,10 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		e = parse_option(c, ret);
 		if (e != CLI_GO_ON)
 			return e;
+	}
+	if (ret->nlayer_roots && overlay__set_roots(ret->layer_roots, ret->nlayer_roots)) {
+		fprintf(stderr, "retwatch-agent: out of memory for --layer-root\n");
+		return 1;
 	}
 	/* --self-check needs no node name */
 	if (ret->self_check && optind == argc)

@@ -143,7 +143,10 @@ class Cluster:
         return None
 
     def agent(self, node, user="agent", extra=(), caps=None):
-        """The agent for node, with the DaemonSet's capabilities unless caps."""
+        """The agent for node, with the DaemonSet's capabilities unless caps.
+        The images' layers (pods.make_rootfs, the containers' upper dirs) are
+        under workdir, which stands for the runtime's snapshot directory."""
+        extra = ("--layer-root", os.path.abspath(self.workdir)) + tuple(extra)
         return agentproc.Agent(AGENT, self.cp.kubeconfig(user), node, self.workdir, extra, caps)
 
 

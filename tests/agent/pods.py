@@ -71,9 +71,10 @@ def make_rootfs(root, podapp_path):
     """Make (or bring up to date) a minimal root filesystem in root; return root.
 
     /bin/busybox with applets sh, sleep, cat, ls; /app/podapp; mount points
-    /proc, /dev, /sys; /tmp; /app/current -> /app/podapp; and /app/escape ->
+    /proc, /dev, /sys; /tmp; /app/current -> /app/podapp; /app/escape ->
     /../../../../etc/hostname, a link that leads out of the root when followed
-    from the host without confining it to the root."""
+    from the host without confining it to the root; and /app/fifo, a FIFO no
+    one writes to, whose plain open blocks for ever."""
     for d in ROOTFS_DIRS:
         os.makedirs(os.path.join(root, d), exist_ok=True)
     os.chmod(os.path.join(root, "tmp"), 0o1777)
@@ -83,6 +84,9 @@ def make_rootfs(root, podapp_path):
     _install(podapp_path, os.path.join(root, "app", "podapp"))
     _symlink("/app/podapp", os.path.join(root, "app", "current"))
     _symlink("/../../../../etc/hostname", os.path.join(root, "app", "escape"))
+    fifo = os.path.join(root, "app", "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo, 0o755)
     return root
 
 

@@ -354,6 +354,33 @@ def test_agent_reports_what_only_it_can_reject(cluster, make_pod):
         assert agent.proc.poll() is None
 
 
+def test_fifo_as_executable_is_an_error_and_the_agent_stays_live(cluster, make_pod):
+    """A FIFO as spec.executable (an open that waits for a writer for ever)
+    costs its probe an error at once; the agent stays live and another
+    probe on the same pod keeps reporting."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "inside", spec(executable="/app/current"))
+        wait_for("calls through /app/current",
+                 lambda: has_calls(cluster, ns, "inside", "node-a"), timeout=8)
+        applied = time.time()
+        cluster.apply_probe(ns, "fifo", spec(executable="/app/fifo"))
+        entry = wait_for("the FIFO's error", lambda: (e := cluster.node_entry(ns, "fifo", "node-a"))
+                         and e["errors"] and e, timeout=6)
+        took = time.time() - applied
+        assert any("pod web-1, container app: spec.executable /app/fifo is a FIFO, "
+                   "not a regular file" in e for e in entry["errors"]), entry
+        assert entry["attached"] is False
+        print(f"FIFO error in the status {took:.2f} s after the apply")
+        assert agent.get("/healthz") == (200, "ok\n")
+        before = has_calls(cluster, ns, "inside", "node-a")["lastUpdate"]
+        wait_for("a later report of the other probe",
+                 lambda: (e := has_calls(cluster, ns, "inside", "node-a"))
+                 and e["lastUpdate"] != before, timeout=8)
+        assert agent.proc.poll() is None
+
+
 def test_sigterm_detaches_and_a_new_agent_carries_on(cluster, make_pod):
     ns = cluster.namespace()
     make_pod(ns, "web-1", {"app": "web"}, "node-a")

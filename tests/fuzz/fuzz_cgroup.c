@@ -2,7 +2,8 @@
 /*
  * /proc/PID/cgroup text, whose paths a process with a delegated cgroup can
  * name, and Pod status container ids, which the API server relays: any id
- * found is 64 lowercase hex digits taken from the input.
+ * found is 64 lowercase hex digits taken from the input, any pod uid is made
+ * of a uid's characters.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -24,12 +25,20 @@ static bool is_id(const char *id)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char id[CGROUP_ID_LEN + 1], *s;
+	char id[CGROUP_ID_LEN + 1], uid[CGROUP_UID_MAX + 1], *s;
 	int ret = cgroup__parse_container_id((const char *)data, size, id);
 
 	if (ret && ret != -ENOENT && ret != -EINVAL)
 		__builtin_trap();
 	if (!ret && (!is_id(id) || !memmem(data, size, id, CGROUP_ID_LEN)))
+		__builtin_trap();
+	/* the pod reading: an id of the input, a uid of uid characters */
+	ret = cgroup__parse_pod((const char *)data, size, uid, id);
+	if (ret && ret != -ENOENT && ret != -EINVAL)
+		__builtin_trap();
+	if (!ret &&
+	    (!is_id(id) || !memmem(data, size, id, CGROUP_ID_LEN) || !uid[0] ||
+	     strlen(uid) > CGROUP_UID_MAX || strspn(uid, "0123456789abcdefABCDEF-") != strlen(uid)))
 		__builtin_trap();
 	s = malloc(size + 1);
 	if (!s)

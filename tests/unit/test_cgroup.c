@@ -17,6 +17,13 @@
 #define ID_B "6ccc719c737b501d7cf35097e8dea949ec6e9fd82ddcdcf89dc58bfd342cc1e0"
 #define ID_C "ff87fc209e7937f38e1257694276f5ce14d0b209d186808d1628de4672d44900"
 #define POD "kubepods-burstable-pod08b48be6_5ff3_405c_8385_a8091a44eddd.slice"
+#define UID_B3 "b3ff92dc-6b9c-45cc-8025-57c908b3a52d"
+#define UID_08 "08b48be6-5ff3-405c-8385-a8091a44eddd"
+#define UID_8F "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a"
+#define UID_65 "6590d241-bc8d-49f7-b9e1-8349f3e998ac"
+#define UID_27 "27b7547b-eb4e-4b39-9592-3563cd1567bd"
+#define UID_F2 "f241c01b-9271-4a83-8f80-e740eece6c4e"
+#define UID_51 "512c600c-89d8-47c2-8a46-bf031a91920c"
 
 /* tests/fixtures/cgroup/NAME, found from this file's path: fixtures are sources, not built. */
 static char *read_fixture(const char *name, size_t *ret_len)
@@ -283,6 +290,9 @@ TEST(cgroup_pid_container)
 {
 	char proc[] = "/tmp/retwatch-proc-XXXXXX", id[CGROUP_ID_LEN + 1], *big = NULL;
 	const char *v2 = "0::/kubepods/besteffort/podx/" ID_A "\n";
+	const char *nested = "0::/kubepods/besteffort/pod" UID_8F "/" ID_A "/pod" UID_08 "/" ID_B
+			     "\n";
+	char uid[CGROUP_UID_MAX + 1];
 	uint64_t start = 0;
 	bool ok;
 
@@ -292,7 +302,8 @@ TEST(cgroup_pid_container)
 	ok = ASSERT_TRUE(big) && fake_pid(proc, 4242, v2, strlen(v2), STAT_TRICKY) &&
 	     fake_pid(proc, 7, "0::/init.scope\n", 15, STAT_TRICKY) &&
 	     fake_pid(proc, 8, v2, strlen(v2), "8 (x) S 1 2 3\n") &&
-	     fake_pid(proc, 9, v2, strlen(v2), NULL);
+	     fake_pid(proc, 9, v2, strlen(v2), NULL) &&
+	     fake_pid(proc, 12, nested, strlen(nested), STAT_TRICKY);
 	if (ok) {
 		memset(big, 'a', CGROUP_FILE_MAX + 10);
 		memcpy(big, "0::/", 4);
@@ -309,7 +320,12 @@ TEST(cgroup_pid_container)
 	     ASSERT_EQ(cgroup__pid_container(proc, 10, id, &start), -EFBIG) &&
 	     ASSERT_EQ(cgroup__pid_container(proc, 11, id, &start), -ENOENT) &&
 	     ASSERT_EQ(cgroup__pid_container(proc, 0, id, &start), -EINVAL) &&
-	     ASSERT_EQ(cgroup__pid_container(proc, -1, id, &start), -EINVAL);
+	     ASSERT_EQ(cgroup__pid_container(proc, -1, id, &start), -EINVAL) &&
+	     /* the pod reading: "podx" is no pod; a nested cgroup claims nothing */
+	     ASSERT_EQ(cgroup__pid_pod(proc, 4242, uid, id, &start), -ENOENT) &&
+	     ASSERT_OK(cgroup__pid_pod(proc, 12, uid, id, &start)) && ASSERT_STREQ(uid, UID_8F) &&
+	     ASSERT_STREQ(id, ID_A) && ASSERT_EQ(start, 692614) &&
+	     ASSERT_OK(cgroup__pid_container(proc, 12, id, NULL)) && ASSERT_STREQ(id, ID_B);
 	/* the real one: this process may or may not run in a container */
 	if (ok) {
 		int ret = cgroup__pid_container("/proc", getpid(), id, &start);
@@ -321,42 +337,133 @@ TEST(cgroup_pid_container)
 	return ok;
 }
 
-/* A process belongs to a pod when a path component is the pod's own cgroup. */
-TEST(cgroup_names_pod)
+static bool pod_is(const char *text, size_t len, int want_ret, const char *want_uid,
+		   const char *want_id)
+{
+	char uid[CGROUP_UID_MAX + 1] = "unchanged", id[CGROUP_ID_LEN + 1] = "unchanged";
+	int ret = cgroup__parse_pod(text, len, uid, id);
+
+	return CHECK(ret == want_ret && !strcmp(uid, want_uid ? want_uid : "unchanged") &&
+			     !strcmp(id, want_id ? want_id : "unchanged"),
+		     "%d %s %s, want %d %s %s for:\n%.*s", ret, uid, id, want_ret,
+		     want_uid ? want_uid : "unchanged", want_id ? want_id : "unchanged", (int)len,
+		     text);
+}
+
+/* Every real file: the pod and container of each runtime and driver, none elsewhere. */
+TEST(cgroup_parse_pod_fixtures)
 {
 	static const struct {
-		const char *text, *uid;
-		bool in;
+		const char *file, *uid; /* NULL: -ENOENT */
 	} cases[] = {
-		{ "0::/kubepods/besteffort/pod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a/" ID_A "\n",
-		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", true },
-		{ "0::/kubepods.slice/kubepods-burstable.slice/"
-		  "kubepods-burstable-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/"
-		  "cri-containerd-" ID_A ".scope\n",
-		  "6590d241-bc8d-49f7-b9e1-8349f3e998ac", true },
-		{ "12:pids:/system.slice/containerd.service/"
-		  "kubepods-besteffort-pod4a324b86_5b65_45c8_868c_c1a143c3d342.slice:cri-containerd:" ID_A
-		  "\n",
-		  "4a324b86-5b65-45c8-868c-c1a143c3d342", true },
-		{ "0::/kubepods.slice/kubepods-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/x\n",
-		  "6590d241-bc8d-49f7-b9e1-8349f3e998ac", true },
-		/* the uid inside a longer name, or another pod's, is not the pod */
-		{ "0::/kubepods/besteffort/xpod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a/" ID_A "\n",
-		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
-		{ "0::/kubepods/besteffort/pod8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8aa/" ID_A "\n",
-		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
-		{ "0::/kubepods/besteffort/pod11111111-2222-3333-4444-555555555555/" ID_A "\n",
-		  "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a", false },
-		{ "0::/user.slice/session-3.scope\n", "8f6ca8fd-03a1-4da0-ad1e-3cb8b5b27c8a",
-		  false },
-		{ "0::/kubepods/pod/x\n", "", false },
-		{ "0::/kubepods/pod../x\n", "..", false },
+		{ "v1-cgroupfs-besteffort", UID_B3 },
+		{ "v1-cgroupfs-burstable", UID_08 },
+		{ "v1-cgroupfs-guaranteed", UID_8F },
+		{ "v1-containerd-service-colon", "4a324b86-5b65-45c8-868c-c1a143c3d342" },
+		{ "v1-kind-from-host", UID_08 },
+		{ "v1-systemd-containerd-burstable", UID_65 },
+		{ "v1-systemd-crio-besteffort", UID_27 },
+		{ "v1-systemd-docker-guaranteed", UID_F2 },
+		{ "v2-cgroupfs-besteffort", UID_B3 },
+		{ "v2-cgroupfs-burstable", UID_08 },
+		{ "v2-cgroupfs-guaranteed", UID_8F },
+		{ "v2-deleted", UID_65 },
+		{ "v2-kind-from-host", UID_B3 },
+		{ "v2-kind-from-node", UID_B3 },
+		{ "v2-namespaced-cgroupfs", UID_51 },
+		{ "v2-namespaced-systemd", UID_51 },
+		{ "v2-systemd-containerd-burstable", UID_65 },
+		{ "v2-systemd-crio-besteffort", UID_27 },
+		{ "v2-systemd-docker-guaranteed", UID_F2 },
+		/* the pod's, but the runtime's monitor, not a container */
+		{ "v1-systemd-crio-conmon", NULL },
+		{ "v2-systemd-crio-conmon", NULL },
+		/* containers, but of no pod */
+		{ "v1-docker", NULL },
+		{ "v2-docker-systemd", NULL },
+		{ "v2-kind-node-containerd", NULL },
+		{ "v2-podman-rootless", NULL },
+		{ "v2-user-slice", NULL },
+		{ "v1-sandbox-32hex", NULL },
 	};
 	bool ok = true;
 
-	for (size_t i = 0; ok && i < sizeof(cases) / sizeof(cases[0]); i++)
-		ok = CHECK(cgroup__names_pod(cases[i].text, strlen(cases[i].text), cases[i].uid) ==
-				   cases[i].in,
-			   "case %zu: %s", i, cases[i].text);
+	for (size_t i = 0; ok && i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char id[CGROUP_ID_LEN + 1];
+		size_t len;
+		char *text = read_fixture(cases[i].file, &len);
+
+		if (!CHECK(text, "tests/fixtures/cgroup/%s not found: run from the repository root",
+			   cases[i].file))
+			return false;
+		/* the same container as the whole-path rules find */
+		ok = !cases[i].uid ? pod_is(text, len, -ENOENT, NULL, NULL)
+				   : ASSERT_OK(cgroup__parse_container_id(text, len, id)) &&
+					     pod_is(text, len, 0, cases[i].uid, id);
+		if (!ok)
+			fprintf(stderr, "  in fixture %s\n", cases[i].file);
+		free(text);
+	}
 	return ok;
+}
+
+/*
+ * The pod component first, the container component right after it: a
+ * container that creates cgroups below its own and names them after another
+ * pod and container claims neither.
+ */
+TEST(cgroup_parse_pod_positions)
+{
+#define CGFS(uid) "/kubepods/besteffort/pod" uid "/"
+	static const struct {
+		const char *text, *uid, *id; /* uid NULL: -ENOENT; "" : -EINVAL */
+	} cases[] = {
+		{ "0::" CGFS(UID_8F) ID_A "\n", UID_8F, ID_A },
+		/* nested inside container A of pod 8f...: still A of 8f... */
+		{ "0::" CGFS(UID_8F) ID_A CGFS(UID_08) ID_B "\n", UID_8F, ID_A },
+		{ "0::" CGFS(UID_8F) ID_A "/pod" UID_08 "/" ID_B "\n", UID_8F, ID_A },
+		{ "0::" CGFS(UID_8F) ID_A "/" ID_B "\n", UID_8F, ID_A },
+		{ "0::" CGFS(UID_8F) ID_A
+		  "/kubepods-besteffort-pod08b48be6_5ff3_405c_8385_a8091a44eddd.slice/"
+		  "cri-containerd-" ID_B ".scope\n",
+		  UID_8F, ID_A },
+		{ "0::/kubepods.slice/kubepods-besteffort.slice"
+		  "/kubepods-besteffort-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/"
+		  "cri-containerd-" ID_A ".scope/pod" UID_08 "/" ID_B "\n",
+		  UID_65, ID_A },
+		/* the container component must follow the pod's directly */
+		{ "0::" CGFS(UID_8F) "sub/" ID_A "\n", NULL, NULL },
+		{ "0::" CGFS(UID_8F) "\n", NULL, NULL },
+		/* a pod component below another pod's own cgroup is its making */
+		{ "0::" CGFS(UID_8F) "sub" CGFS(UID_08) ID_B "\n", NULL, NULL },
+		{ "0::/kubepods.slice/kubepods-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/"
+		  "docker-" ID_C ".scope\n",
+		  UID_65, ID_C },
+		/* not the kubelet's names */
+		{ "0::/kubepods/besteffort/xpod" UID_8F "/" ID_A "\n", NULL, NULL },
+		{ "0::/kubepods/besteffort/pod" UID_8F "/" ID_A "x\n", NULL, NULL },
+		{ "0::/x/pod" UID_8F "zz/" ID_A "\n", NULL, NULL },
+		{ "0::/mine-pod6590d241_bc8d_49f7_b9e1_8349f3e998ac.slice/" ID_A "\n", NULL, NULL },
+		{ "0::/kubepods/pod/" ID_A "\n", NULL, NULL },
+		{ "0::/kubepods/pod" UID_8F UID_8F "/" ID_A "\n", NULL, NULL },
+		/* hierarchies that disagree: refused */
+		{ "4:pids:" CGFS(UID_8F) ID_A "\n3:memory:" CGFS(UID_8F) ID_B "\n", "", NULL },
+		{ "4:pids:" CGFS(UID_8F) ID_A "\n3:memory:" CGFS(UID_08) ID_A "\n", "", NULL },
+		/* one hierarchy outside the pod's cgroups is not a disagreement */
+		{ "4:pids:" CGFS(UID_8F) ID_A "\n3:name=systemd:/user.slice\n", UID_8F, ID_A },
+		{ "0::" CGFS(UID_8F) ID_A "\nnot a line\n", "", NULL },
+	};
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *t = cases[i].text, *uid = cases[i].uid;
+
+		ok = pod_is(t, strlen(t),
+			    !uid    ? -ENOENT
+			    : !*uid ? -EINVAL
+				    : 0,
+			    uid && *uid ? uid : NULL, cases[i].id);
+	}
+	return ok;
+#undef CGFS
 }

@@ -114,3 +114,54 @@ TEST(disasm_no_return)
 	disasm_result__clear(&res);
 	return ok;
 }
+
+/* n bytes of code: RET (0xc3) at each multiple of every, NOP elsewhere. */
+static uint8_t *rets_every(size_t n, size_t every)
+{
+	uint8_t *code = malloc(n);
+
+	for (size_t i = 0; code && i < n; i++)
+		code[i] = i % every ? 0x90 : 0xc3;
+	return code;
+}
+
+/*
+ * A crafted symbol full of RETs is the attack (one 64 MiB one was 67
+ * million sites): at the limit every site is kept, one more and the
+ * function has none, with the limit in its reason, found as soon as the
+ * limit is passed.
+ */
+TEST(disasm_return_site_budget)
+{
+	uint8_t *at = rets_every(DISASM_MAX_RETURNS * 2, 2);
+	uint8_t *over = rets_every(DISASM_MAX_RETURNS + 1, 1);
+	uint8_t *big = rets_every((size_t)DISASM_MAX_BYTES / 2 * 2 + 2, 1 << 20);
+	struct disasm_result res = {};
+	struct code_range two[2] = { { 0x1000, big, DISASM_MAX_BYTES / 2 + 1 },
+				     { 0x10000000, big, DISASM_MAX_BYTES / 2 + 1 } };
+	bool ok = ASSERT_TRUE(at && over && big) && scan(at, DISASM_MAX_RETURNS * 2, &res) &&
+		  ASSERT_EQ(res.nreturns, DISASM_MAX_RETURNS) && ASSERT_FALSE(res.over_budget) &&
+		  ASSERT_EQ(res.returns[DISASM_MAX_RETURNS - 1], 2 * (DISASM_MAX_RETURNS - 1)) &&
+		  ASSERT_STREQ(res.reason, "");
+
+	disasm_result__clear(&res);
+	ok = ok && scan(over, DISASM_MAX_RETURNS + 1, &res) && ASSERT_TRUE(res.over_budget) &&
+	     ASSERT_EQ(res.nreturns, 0) && ASSERT_TRUE(!res.returns) &&
+	     ASSERT_EQ(res.ninsns, DISASM_MAX_RETURNS + 1) &&
+	     ASSERT_STRCONTAINS(res.reason,
+				"more than 16384 return sites (the limit per function)");
+	disasm_result__clear(&res);
+	/* the bytes of all ranges count, and nothing is decoded past the limit */
+	ok = ok && ASSERT_OK(disasm__scan(two, 2, 0x1000, &res)) && ASSERT_TRUE(res.over_budget) &&
+	     ASSERT_EQ(res.ninsns, 0) && ASSERT_EQ(res.nreturns, 0) &&
+	     ASSERT_STRCONTAINS(res.reason, "more than 4 MiB (the limit per function)");
+	disasm_result__clear(&res);
+	two[1].len = DISASM_MAX_BYTES / 2 - 1;
+	ok = ok && ASSERT_OK(disasm__scan(two, 2, 0x1000, &res)) && ASSERT_FALSE(res.over_budget) &&
+	     ASSERT_EQ(res.nreturns, 5);
+	disasm_result__clear(&res);
+	free(at);
+	free(over);
+	free(big);
+	return ok;
+}

@@ -950,3 +950,101 @@ TEST(gopclntab_fixtures)
 		test__skip("no fixtures: run make fixtures");
 	return ok;
 }
+
+/*
+ * A valid go1.20+ header over size bytes of zeros (the issue's attack: a
+ * sparse file): each zero functab pair reads as a function at the text
+ * start, with an empty name and no code, whose record is the functab itself.
+ */
+static uint8_t *zero_table(size_t size, uint64_t nfunc)
+{
+	uint8_t *b = calloc(1, size);
+
+	if (!b)
+		return NULL;
+	put32(b, M120);
+	b[6] = 1;
+	b[7] = 8;
+	put64(b + 8, nfunc);
+	put64(b + 24, 0x401000);
+	for (int w = 3; w < 8; w++) /* every table at offset 72, after the header */
+		put64(b + 8 + 8 * w, 72);
+	return b;
+}
+
+static bool expect_error(const uint8_t *buf, size_t size, int want, const char *msg)
+{
+	struct gopclntab *t = (struct gopclntab *)1;
+	struct rw_error err = { 0 };
+	int ret = gopclntab__parse(buf, size, 0, &t, &err);
+
+	if (!ret)
+		gopclntab__free(t);
+	return ASSERT_EQ(ret, want) && ASSERT_TRUE(t == NULL) && ASSERT_STRCONTAINS(err.msg, msg);
+}
+
+/*
+ * Budgets: a table that declares more functions than real binaries have (or
+ * is larger than they are) is refused naming the limit, before anything is
+ * allocated per function; one within them that holds no function with code
+ * is refused too, and functions without code are left out.
+ */
+TEST(gopclntab_budgets)
+{
+	const size_t size = 64u << 20;
+	uint8_t *many = zero_table(size, (size - 72) / 8 - 1);
+	uint8_t *at_limit = zero_table(size, GOPCLNTAB_MAX_FUNCS);
+	uint8_t *huge = zero_table((size_t)GOPCLNTAB_MAX_SIZE + 1, GOPCLNTAB_MAX_FUNCS);
+	const struct sfunc fs[] = {
+		{ 0x000, "main.a", 0 },
+		{ 0x040, "main.empty", 0 }, /* ends where it starts */
+		{ 0x040, "main.b", 0 },
+	};
+	struct synth s = synth_build(M120, fs, 3, 0x80, 0x1000);
+	struct gopclntab *t = NULL;
+	struct rw_error err = { 0 };
+	bool ok = ASSERT_TRUE(many && at_limit && huge && s.buf);
+
+	ok = ok &&
+	     expect_error(many, size, -EFBIG,
+			  "declares 8388598 functions, more than 524288 (the limit per binary)") &&
+	     expect_error(at_limit, size, -EINVAL, "none of its 524288 functions has any code") &&
+	     expect_error(huge, (size_t)GOPCLNTAB_MAX_SIZE + 1, -EFBIG,
+			  ".gopclntab is 134217729 bytes, more than 128 MiB (the limit)");
+	ok = ok && ASSERT_OK(gopclntab__parse(s.buf, s.size, 0, &t, &err)) &&
+	     ASSERT_EQ(t->nfuncs, 2) && ASSERT_STREQ(t->funcs[0].name, "main.a") &&
+	     ASSERT_EQ(t->funcs[0].end, 0x1040) && ASSERT_STREQ(t->funcs[1].name, "main.b") &&
+	     ASSERT_EQ(t->funcs[1].end, 0x1080);
+	gopclntab__free(t);
+	free(s.buf);
+	free(many);
+	free(at_limit);
+	free(huge);
+	return ok;
+}
+
+/*
+ * Many functions under one name (a crafted table: the issue's 4,000
+ * duplicates took 11 s in a quadratic pass): the one with the smallest
+ * funcID is kept, the rest dropped, in one sort and one pass.
+ */
+TEST(gopclntab_many_duplicate_names)
+{
+	enum { N = 50000 };
+	struct sfunc *fs = calloc(N, sizeof(*fs));
+	struct gopclntab *t = NULL;
+	struct rw_error err = { 0 };
+	struct synth s = { 0 };
+	bool ok = ASSERT_TRUE(fs);
+
+	for (size_t i = 0; ok && i < N; i++)
+		fs[i] = (struct sfunc){ (uint32_t)(16 * i), "main.dup", i == N / 2 ? 0 : 22 };
+	if (ok)
+		s = synth_build(M120, fs, N, 16 * N, 0x1000);
+	ok = ok && ASSERT_TRUE(s.buf) && ASSERT_OK(gopclntab__parse(s.buf, s.size, 0, &t, &err)) &&
+	     ASSERT_EQ(t->nfuncs, 1) && ASSERT_EQ(t->funcs[0].entry, 0x1000 + 16 * (N / 2));
+	gopclntab__free(t);
+	free(s.buf);
+	free(fs);
+	return ok;
+}

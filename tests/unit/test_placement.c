@@ -158,6 +158,26 @@ TEST(placement_processes_of_the_container)
 	return ok;
 }
 
+/* Places a probe whose spec.executable is a new FIFO (the process's root is "/"). */
+static bool place_fifo(struct nodeprocs *np, struct found *f, struct errlist *errs)
+{
+	char dir[] = "/tmp/retwatch-fifo-XXXXXX", fifo[64], spec[256];
+	bool ok = ASSERT_TRUE(mkdtemp(dir));
+
+	if (!ok)
+		return false;
+	snprintf(fifo, sizeof(fifo), "%s/server", dir);
+	snprintf(spec, sizeof(spec),
+		 "{\"selector\":{},\"functions\":[\"f\"],\"executable\":\"%s\"}", fifo);
+	ok = CHECK(!mkfifo(fifo, 0755), "mkfifo %s: %s", fifo, strerror(errno));
+	alarm(10); /* a blocking open ends the run instead of hanging it */
+	ok = ok && place(spec, RUNNING, CID, np, f, errs);
+	alarm(0);
+	unlink(fifo);
+	rmdir(dir);
+	return ok;
+}
+
 /* What cannot be placed says why, naming the pod and container. */
 TEST(placement_errors)
 {
@@ -198,6 +218,10 @@ TEST(placement_errors)
 	     ASSERT_EQ(f.n, 0) && ASSERT_EQ(errs.n, 1) &&
 	     ASSERT_STRCONTAINS(errs.msgs[0],
 				"cannot open spec.executable /no/such/server inside the container");
+	errlist__clear(&errs);
+	/* a FIFO without a writer: refused at once, not waited on */
+	ok = ok && place_fifo(np, &f, &errs) && ASSERT_EQ(f.n, 0) && ASSERT_EQ(errs.n, 1) &&
+	     ASSERT_STRCONTAINS(errs.msgs[0], "is a FIFO, not a regular file");
 	errlist__clear(&errs);
 	nodeprocs__free(np);
 	reap(a);

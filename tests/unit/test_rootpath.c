@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "rootpath.h"
@@ -202,6 +205,76 @@ TEST(rootpath_refuses_magic_links)
 		close(root);
 	if (self >= 0)
 		close(self);
+	test__rm_tree(top);
+	return ok;
+}
+
+/* path is refused as kind, at once; alarm() ends the run if the open blocks. */
+static bool not_regular(int root_fd, const char *path, mode_t kind)
+{
+	mode_t mode = 0777;
+	int fd;
+
+	alarm(10);
+	fd = rootpath__open_regular(root_fd, path, &mode);
+	alarm(0);
+	if (fd >= 0)
+		close(fd);
+	return CHECK(fd == -ENXIO && mode == kind, "\"%s\": %d (mode 0%o), want %d (mode 0%o)",
+		     path, fd, (unsigned int)mode, -ENXIO, (unsigned int)kind);
+}
+
+/*
+ * A FIFO is what hung the agent: an O_RDONLY open waits for a writer. A
+ * FIFO, a socket, a device node and a directory, directly and through a
+ * symlink, are refused without being opened; a regular file reads.
+ */
+TEST(rootpath_opens_only_regular_files)
+{
+	char top[] = "/tmp/retwatch-kinds-XXXXXX", path[128];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int root = -1, sock = -1, fd = -1;
+	mode_t mode = 0777;
+	char buf[64] = "";
+	bool ok;
+
+	if (!have_openat2())
+		return true;
+	if (!ASSERT_TRUE(mkdtemp(top)))
+		return false;
+	snprintf(path, sizeof(path), "%s/fifo", top);
+	ok = CHECK(!mkfifo(path, 0644), "mkfifo %s: %s", path, strerror(errno)) &&
+	     put_link(top, "to-fifo", "/fifo") && put_dir(top, "dir") &&
+	     put_file(top, "app", INSIDE_PASSWD);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", top);
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ok = ok && CHECK(sock >= 0 && !bind(sock, (struct sockaddr *)&sa, sizeof(sa)),
+			 "bind %s: %s", sa.sun_path, strerror(errno));
+	/* a device node needs CAP_MKNOD: checked where the tests run as root */
+	snprintf(path, sizeof(path), "%s/null", top);
+	if (ok && mknod(path, S_IFCHR | 0666, makedev(1, 3)))
+		ok = put_file(top, "null", "");
+	root = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ok = ok && ASSERT_TRUE(root >= 0) && not_regular(root, "fifo", S_IFIFO) &&
+	     not_regular(root, "/to-fifo", S_IFIFO) && not_regular(root, "sock", S_IFSOCK) &&
+	     not_regular(root, "dir", S_IFDIR) &&
+	     (access(path, W_OK) || geteuid() || not_regular(root, "null", S_IFCHR)) &&
+	     ASSERT_STREQ(rootpath__kind(S_IFIFO), "a FIFO");
+	if (ok) {
+		fd = rootpath__open_regular(root, "../app", &mode);
+		ok = CHECK(fd >= 0, "app: %s", strerror(-fd)) && ASSERT_EQ(mode, 0) &&
+		     ASSERT_EQ(read(fd, buf, sizeof(buf) - 1), (ssize_t)strlen(INSIDE_PASSWD)) &&
+		     ASSERT_STREQ(buf, INSIDE_PASSWD) &&
+		     ASSERT_EQ(fcntl(fd, F_GETFD), FD_CLOEXEC) &&
+		     ASSERT_EQ(rootpath__open_regular(root, "missing", &mode), -ENOENT) &&
+		     ASSERT_EQ(mode, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (sock >= 0)
+		close(sock);
+	if (root >= 0)
+		close(root);
 	test__rm_tree(top);
 	return ok;
 }
