@@ -13,12 +13,12 @@ struct {
 	__type(value, struct rw_func);
 } funcs SEC(".maps");
 
-/* Traced processes by tgid; other processes sharing a probed inode cost one lookup. */
+/* Traced processes: bit tgid % 64 of word tgid / 64 (see RW_PROC_BITS). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_PROCS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_PROC_WORDS);
 	__type(key, __u32);
-	__type(value, struct rw_proc);
+	__type(value, __u64);
 } procs SEC(".maps");
 
 /* In-flight frames per goroutine or thread; allocated as they appear. */

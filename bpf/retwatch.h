@@ -19,7 +19,14 @@
 #define RW_STACK_DEPTH 32
 
 #define RW_MAX_FUNCS 16384
-#define RW_MAX_PROCS 16384
+/*
+ * Traced processes: a bitmap of tgids, one bit each, in an array map (whose
+ * lookups the verifier inlines: the filter every hit pays is a few
+ * instructions, where a hash lookup cost about 100 ns). Covers every pid the
+ * kernel can give (PID_MAX_LIMIT, 2^22 on 64-bit): 512 KiB.
+ */
+#define RW_PROC_BITS (1U << 22)
+#define RW_PROC_WORDS (RW_PROC_BITS / 64)
 #define RW_MAX_CONTEXTS 65536
 #define RW_MAX_HISTS 65536
 
@@ -51,11 +58,6 @@ struct rw_func {
 	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
 };
 _Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
-
-struct rw_proc {
-	__u32 flags; /* reserved */
-};
-_Static_assert(sizeof(struct rw_proc) == 4, "rw_proc layout");
 
 /* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
 struct rw_ctx_key {

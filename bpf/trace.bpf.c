@@ -28,9 +28,10 @@ static __always_inline const struct rw_func *func__lookup(__u32 fn_id)
 
 static __always_inline bool traced(__u64 pid_tgid)
 {
-	__u32 tgid = pid_tgid >> 32;
+	__u32 tgid = pid_tgid >> 32, word = tgid / 64;
+	__u64 *bits = bpf_map_lookup_elem(&procs, &word);
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
+	if (bits && (*bits >> (tgid % 64)) & 1)
 		return true;
 	stat_inc(RW_STAT_OTHER_PROCESS);
 	return false;

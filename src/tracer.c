@@ -726,10 +726,28 @@ static int read_hist(struct tracer *t, const struct rw_hist_key *hk, struct late
 	return 0;
 }
 
+/* Sets or clears tgid's bit in the kernel's process filter; 0 or -errno. */
+static int procs__set(struct tracer *t, uint32_t tgid, bool on)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 word = tgid / 64;
+	__u64 bits, bit = 1ULL << (tgid % 64);
+
+	if (tgid >= RW_PROC_BITS)
+		return -ERANGE;
+	/* only this thread writes the map: the read-modify-write loses no bit */
+	if (bpf_map_lookup_elem(fd, &word, &bits))
+		return -errno;
+	bits = on ? bits | bit : bits & ~bit;
+	if (bpf_map_update_elem(fd, &word, &bits, BPF_EXIST))
+		return -errno;
+	return 0;
+}
+
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
-	struct rw_proc proc = { 0 };
 	__u32 tgid = tt->pid;
+	int e;
 
 	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
@@ -747,9 +765,10 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 			return rw_error_set(err, ENOMEM, "failed to read a histogram");
 		memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	}
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &tgid, &proc, BPF_ANY))
-		return rw_error_set(err, errno, "failed to register process %d: %s", tt->pid,
-				    strerror(errno));
+	e = procs__set(t, tgid, true);
+	if (e)
+		return rw_error_set(err, -e, "failed to register process %d: %s", tt->pid,
+				    strerror(-e));
 	return 0;
 }
 
@@ -891,7 +910,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	}
 	tgid = tt->pid;
 	if (!pid_traced_elsewhere(t, tt))
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.procs), &tgid);
+		procs__set(t, tgid, false);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
 		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
 
