@@ -5,6 +5,11 @@
  * stack survives the goroutine moving to another thread and its stack being
  * copied; recursion gives each level its own depth. Native frames are keyed
  * by (tgid, tid, SP). See design.md, "The in-flight call key".
+ *
+ * A g reused by a new goroutine needs no check of its goid (a read of user
+ * memory on every entry): the dead goroutine's frames nest like any others,
+ * so the new goroutine's first entry at or above their depth purges them,
+ * and a RET pairs only with a frame of its own function at its own depth.
  */
 #ifndef RETWATCH_FRAMES_BPF_H
 #define RETWATCH_FRAMES_BPF_H
@@ -15,61 +20,82 @@
 struct call_ctx {
 	struct rw_ctx_key key;
 	__u64 depth;
-	__u64 goid;
+	__u64 sp;
+	bool go;
 };
 
-/*
- * Fills c for the current hit; false when the frame cannot be keyed (the
- * drop is counted). with_goid: also read the goroutine id, in the same copy
- * from user memory (each copy costs more than the bytes it moves).
- */
-static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
-					   const struct rw_func *fn, __u64 pid_tgid, bool with_goid)
+/* Keys the current hit: by goroutine (R14, not yet proven to be g) or by thread. */
+static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
+					   const struct rw_func *fn, __u64 pid_tgid)
 {
-	__u64 sp = regs->sp, g = regs->r14, gbuf[RW_G_GOID_MAX / 8 + 1];
-	__u32 goff = fn->goid_offset;
-	long size = sizeof(__u64) * 2;
-
 	c->key.tgid = pid_tgid >> 32;
 	c->key.pad = 0;
-	c->goid = 0;
-	if (!(fn->flags & RW_FUNC_GO)) {
-		c->key.id = (__u32)pid_tgid;
-		c->depth = 0 - sp; /* the stack grows down: deeper is larger */
-		return true;
-	}
-	with_goid = with_goid && (goff == 152 || goff == 160);
-	if (with_goid)
-		size = sizeof(gbuf);
-	/* R14 is not g in ABI0 (assembly) code: prove it by the stack bounds. */
-	if (bpf_probe_read_user(gbuf, size, (void *)g)) {
+	c->sp = regs->sp;
+	c->go = fn->flags & RW_FUNC_GO;
+	c->key.id = c->go ? regs->r14 : (__u32)pid_tgid;
+	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
+}
+
+/*
+ * Go: reads g.stack from user memory into lo and hi; false when the frame
+ * cannot be keyed (the drop is counted). R14 is not g in ABI0 (assembly)
+ * code: the stack bounds prove it.
+ */
+static __always_inline bool g_stack__read(const struct call_ctx *c, __u64 *lo, __u64 *hi)
+{
+	__u64 st[2];
+
+	if (bpf_probe_read_user(st, sizeof(st), (void *)c->key.id)) {
 		stat_inc(RW_STAT_READ_FAILED);
 		return false;
 	}
-	if (sp < gbuf[RW_G_STACK_LO / 8] || sp >= gbuf[RW_G_STACK_HI / 8]) {
+	if (c->sp < st[RW_G_STACK_LO / 8] || c->sp >= st[RW_G_STACK_HI / 8]) {
 		stat_inc(RW_STAT_NOT_G_STACK);
 		return false;
 	}
-	if (with_goid)
-		/* constant indexes: the verifier refuses variable ones into the stack */
-		c->goid = goff == 160 ? gbuf[160 / 8] : gbuf[152 / 8];
-	c->key.id = g;
-	c->depth = gbuf[RW_G_STACK_HI / 8] - sp;
+	*lo = st[RW_G_STACK_LO / 8];
+	*hi = st[RW_G_STACK_HI / 8];
 	return true;
 }
 
 /*
- * The frames of c's goroutine or thread, made empty on its first call;
- * NULL when they cannot be made (the drop is counted).
+ * Sets c->depth for a hit on fr's goroutine: from fr's remembered stack
+ * bounds when SP lies inside them, else from g read again (and remembered).
+ * Native frames have their depth already. False when the frame cannot be
+ * keyed (counted).
  */
-static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
+static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx *c)
+{
+	__u64 lo, hi;
+
+	if (!c->go)
+		return true;
+	if (c->sp < fr->stack_lo || c->sp >= fr->stack_hi) {
+		if (!g_stack__read(c, &lo, &hi))
+			return false;
+		fr->stack_lo = lo;
+		fr->stack_hi = hi;
+	}
+	c->depth = fr->stack_hi - c->sp;
+	return true;
+}
+
+/*
+ * The frames of c's goroutine or thread, made empty on its first call, with
+ * c->depth set; NULL when they cannot be had (the drop is counted). A Go
+ * frame's g is proven before anything is made for it.
+ */
+static __always_inline struct rw_frames *frames__get(struct call_ctx *c)
 {
 	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	__u64 lo = 0, hi = 0;
 	__u32 zero = 0;
 	void *empty;
 
 	if (fr)
-		return fr;
+		return frames__depth(fr, c) ? fr : NULL;
+	if (c->go && !g_stack__read(c, &lo, &hi))
+		return NULL;
 	empty = bpf_map_lookup_elem(&frames_zero, &zero);
 	if (!empty) {
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
@@ -85,8 +111,20 @@ static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
 		return NULL;
 	}
-	fr->goid = c->goid;
+	if (c->go) {
+		fr->stack_lo = lo;
+		fr->stack_hi = hi;
+		c->depth = hi - c->sp;
+	}
 	return fr;
+}
+
+/* The frames of c's goroutine or thread if any, with c->depth set; else NULL. */
+static __always_inline struct rw_frames *frames__find(struct call_ctx *c)
+{
+	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+
+	return fr && frames__depth(fr, c) ? fr : NULL;
 }
 
 /*
@@ -108,20 +146,6 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	if (h)
 		h->orphans++;
 	stat_inc(why);
-}
-
-/* Frames of a goroutine whose g now runs another goroutine are all dead. */
-static __always_inline void frames__check_owner(struct rw_frames *fr, const struct call_ctx *c)
-{
-	if (fr->goid == c->goid)
-		return;
-	for (int i = 0; i < RW_MAX_FRAMES; i++) {
-		if (fr->n == 0)
-			break;
-		fr->n--;
-		frame__orphan(frame_at(fr, fr->n), c->key.tgid, RW_STAT_GOID_CHANGED);
-	}
-	fr->goid = c->goid;
 }
 
 /* Frames nest: a frame at depth d proves every recorded frame deeper than d dead. */

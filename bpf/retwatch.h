@@ -48,8 +48,6 @@
 /* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
 #define RW_G_STACK_LO 0
 #define RW_G_STACK_HI 8
-/* The largest goid offset we read (Go 1.23 and 1.24 put it at 160). */
-#define RW_G_GOID_MAX 160
 
 struct rw_func {
 	__u64 size;	    /* bytes of the entry range: checks a morestack return address */
@@ -81,13 +79,20 @@ _Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
 
 /* Frames nest: frames[0] is the shallowest, frames[n - 1] the deepest. */
 struct rw_frames {
-	__u64 goid;    /* Go: whose frames these are; g structs are reused */
+	/*
+	 * Go: g.stack when last read from user memory (a read costs more than
+	 * the rest of a hit). A hit whose SP lies inside them trusts them: a
+	 * copied stack is a new allocation, disjoint from the old one while
+	 * both live, so the first hit after a copy falls outside and reads g.
+	 */
+	__u64 stack_lo;
+	__u64 stack_hi;
 	__u64 last_ns; /* last push or pop, for the userspace sweep */
 	__u32 n;
 	__u32 pad;
 	struct rw_frame f[RW_MAX_FRAMES];
 };
-_Static_assert(sizeof(struct rw_frames) == 24 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+_Static_assert(sizeof(struct rw_frames) == 32 + 32 * RW_MAX_FRAMES, "rw_frames layout");
 
 /* Latency of one function in one process (per CPU in the kernel). */
 struct rw_hist_key {
@@ -134,9 +139,11 @@ enum rw_stat {
 	RW_STAT_NO_HIST,	/* no histogram slot for (function, process) */
 	RW_STAT_UNMATCHED_RET,	/* a RET with no recorded entry (attached mid-call, purged) */
 	RW_STAT_ORPHANS_PURGED, /* frames a newer frame proved dead */
-	RW_STAT_GOID_CHANGED,	/* frames left by a goroutine whose g was reused */
-	RW_STAT_RESTARTS,	/* entries repeated after morestack, not new calls */
-	RW_STAT_RINGBUF_FULL,	/* slow-call events lost */
+	/* no longer counted: a reused g's frames are purged as any dead
+	 * frames are (orphans_purged); kept so the indexes stay stable */
+	RW_STAT_GOID_CHANGED,
+	RW_STAT_RESTARTS,     /* entries repeated after morestack, not new calls */
+	RW_STAT_RINGBUF_FULL, /* slow-call events lost */
 	/* runtime.morestack's return address was unreadable: the restart will
 	 * be taken for a new call, and the first start for an orphan */
 	RW_STAT_MORESTACK_READ_FAILED,
