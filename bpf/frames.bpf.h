@@ -137,6 +137,56 @@ static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
 	return &fr->f[i & (RW_MAX_FRAMES - 1)];
 }
 
+/*
+ * Frame i >= RW_MAX_FRAMES of key's goroutine or thread, in its deep chunk;
+ * make: the chunk is made when missing. NULL when it is missing (or cannot
+ * be made: counted).
+ */
+static __always_inline struct rw_frame *frame__deep(const struct rw_ctx_key *key, __u32 i,
+						    bool make)
+{
+	struct rw_chunk_key ck = { .tgid = key->tgid, .chunk = i / RW_CHUNK_FRAMES, .id = key->id };
+	struct rw_chunk *ch = bpf_map_lookup_elem(&frames_deep, &ck);
+	__u32 zero = 0, k = i % RW_CHUNK_FRAMES;
+	void *empty;
+
+	if (!ch && make) {
+		/* a frame is written before it is read: any contents will do */
+		empty = bpf_map_lookup_elem(&frames_zero, &zero);
+		if (!empty || bpf_map_update_elem(&frames_deep, &ck, empty, BPF_NOEXIST)) {
+			stat_inc(RW_STAT_CONTEXTS_FULL);
+			return NULL;
+		}
+		ch = bpf_map_lookup_elem(&frames_deep, &ck);
+	}
+	if (!ch)
+		return NULL;
+	asm volatile("" : "+r"(k));
+	return &ch->f[k & (RW_CHUNK_FRAMES - 1)];
+}
+
+/*
+ * The deepest recorded frame; NULL when there is none. A deep chunk swept
+ * away under in-flight frames loses them (counted): n drops to below it.
+ */
+static __always_inline struct rw_frame *frames__top(struct rw_frames *fr,
+						    const struct rw_ctx_key *key)
+{
+	struct rw_frame *top;
+	__u32 n = fr->n;
+
+	if (n == 0)
+		return NULL;
+	if (n <= RW_MAX_FRAMES)
+		return frame_at(fr, n - 1);
+	top = frame__deep(key, n - 1, false);
+	if (!top) {
+		fr->n = (n - 1) / RW_CHUNK_FRAMES * RW_CHUNK_FRAMES;
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+	}
+	return top;
+}
+
 /* A dead frame: an orphan of its function, counted once under why. */
 static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why)
 {
@@ -148,9 +198,37 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	stat_inc(why);
 }
 
-/* Frames nest: a frame at depth d proves every recorded frame deeper than d dead. */
-static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 depth, __u32 tgid)
+struct purge_ctx {
+	struct rw_frames *fr;
+	const struct rw_ctx_key *key;
+	__u64 depth;
+};
+
+/* bpf_loop step of frames__purge_deeper over deep frames: 1 when done. */
+static long purge_one(__u64 i, void *data)
 {
+	struct purge_ctx *p = data;
+	struct rw_frames *fr = p->fr;
+	struct rw_frame *top = frames__top(fr, p->key);
+
+	if (!top || top->depth <= p->depth)
+		return 1;
+	frame__orphan(top, p->key->tgid, RW_STAT_ORPHANS_PURGED);
+	fr->n--;
+	return 0;
+}
+
+/* Frames nest: a frame at depth d proves every recorded frame deeper than d dead. */
+static __always_inline void frames__purge_deeper(struct rw_frames *fr, const struct rw_ctx_key *key,
+						 __u64 depth)
+{
+	struct purge_ctx p = { .fr = fr, .key = key, .depth = depth };
+
+	/* deep frames: a loop the verifier checks once, paid only that deep */
+	if (fr->n > RW_MAX_FRAMES) {
+		bpf_loop(RW_MAX_DEPTH, purge_one, &p, 0);
+		return;
+	}
 	for (int i = 0; i < RW_MAX_FRAMES; i++) {
 		struct rw_frame *top;
 
@@ -159,7 +237,7 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 		top = frame_at(fr, fr->n - 1);
 		if (top->depth <= depth)
 			break;
-		frame__orphan(top, tgid, RW_STAT_ORPHANS_PURGED);
+		frame__orphan(top, key->tgid, RW_STAT_ORPHANS_PURGED);
 		fr->n--;
 	}
 }
@@ -172,12 +250,9 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 static __always_inline bool frames__restarted(struct rw_frames *fr, const struct call_ctx *c,
 					      __u32 fn_id, __u64 ip)
 {
-	struct rw_frame *top;
+	struct rw_frame *top = frames__top(fr, &c->key);
 
-	if (fr->n == 0)
-		return false;
-	top = frame_at(fr, fr->n - 1);
-	if (top->depth != c->depth)
+	if (!top || top->depth != c->depth)
 		return false;
 	if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
 		top->flags &= ~RW_FRAME_RESTARTING;
@@ -190,23 +265,49 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 	return false;
 }
 
-/* Records a call entered now at ip; no room: counted, not recorded. */
+/* A call that could not be recorded: lost to its function. */
+static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
+	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+
+	if (h)
+		h->lost++;
+}
+
+/* Records a call entered now at ip; no room: counted as lost, not recorded. */
 static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
 					 __u32 fn_id, __u64 ip)
 {
 	struct rw_frame *top;
+	__u32 n = fr->n;
 
-	if (fr->n >= RW_MAX_FRAMES) {
+	if (n >= RW_MAX_DEPTH) {
+		if (fr->lost_depth == c->depth && fr->lost_fn == fn_id) {
+			stat_inc(RW_STAT_RESTARTS); /* restarted after morestack */
+			return;
+		}
+		fr->lost_depth = c->depth;
+		fr->lost_fn = fn_id;
+		call__lost(fn_id, c->key.tgid);
 		stat_inc(RW_STAT_FRAMES_FULL);
 		return;
 	}
-	top = frame_at(fr, fr->n);
+	if (n < RW_MAX_FRAMES) {
+		top = frame_at(fr, n);
+	} else {
+		top = frame__deep(&c->key, n, true);
+		if (!top) {
+			call__lost(fn_id, c->key.tgid); /* the cause counted by frame__deep */
+			return;
+		}
+	}
 	top->depth = c->depth;
 	top->start_ns = bpf_ktime_get_ns();
 	top->entry_ip = ip;
 	top->fn_id = fn_id;
 	top->flags = 0;
-	fr->n++;
+	fr->n = n + 1;
 	fr->last_ns = top->start_ns;
 }
 

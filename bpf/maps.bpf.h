@@ -30,6 +30,15 @@ struct {
 	__type(value, struct rw_frames);
 } frames SEC(".maps");
 
+/* In-flight frames deeper than RW_MAX_FRAMES, a chunk at a time; made as they are needed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_CHUNKS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rw_chunk_key);
+	__type(value, struct rw_chunk);
+} frames_deep SEC(".maps");
+
 /* Latency per (function, process), per CPU; userspace creates each slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);

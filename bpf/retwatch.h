@@ -13,8 +13,20 @@
 
 #include "hist.h"
 
-/* In-flight frames remembered per goroutine (Go) or thread (native). */
+/*
+ * In-flight frames remembered per goroutine (Go) or thread (native): the
+ * first RW_MAX_FRAMES in its struct rw_frames, which every hit looks up;
+ * deeper ones in chunks of RW_CHUNK_FRAMES (struct rw_chunk), looked up only
+ * by hits that deep, up to RW_MAX_DEPTH in all. A call entered with
+ * RW_MAX_DEPTH frames in flight below it is counted lost for its function.
+ */
 #define RW_MAX_FRAMES 64
+#define RW_CHUNK_FRAMES 64
+#define RW_MAX_DEPTH 1024
+/* Deep chunks of all goroutines and threads together: 8 MiB at most. */
+#define RW_MAX_CHUNKS 4096
+_Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_FRAMES == 0,
+	       "frames split into whole chunks");
 /* User stack frames sent with a slow call. */
 #define RW_STACK_DEPTH 32
 
@@ -88,11 +100,30 @@ struct rw_frames {
 	__u64 stack_lo;
 	__u64 stack_hi;
 	__u64 last_ns; /* last push or pop, for the userspace sweep */
+	/*
+	 * The last call lost past RW_MAX_DEPTH: its entry repeated after
+	 * runtime.morestack (no frame to mark) is the same call, not a second
+	 * loss. lost_depth 0: none.
+	 */
+	__u64 lost_depth;
+	__u32 lost_fn;
 	__u32 n;
-	__u32 pad;
 	struct rw_frame f[RW_MAX_FRAMES];
 };
-_Static_assert(sizeof(struct rw_frames) == 32 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+_Static_assert(sizeof(struct rw_frames) == 40 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+
+/* Frames [chunk * RW_CHUNK_FRAMES, (chunk + 1) * RW_CHUNK_FRAMES) of a goroutine or thread. */
+struct rw_chunk_key {
+	__u32 tgid;
+	__u32 chunk; /* >= RW_MAX_FRAMES / RW_CHUNK_FRAMES */
+	__u64 id;    /* as in struct rw_ctx_key */
+};
+_Static_assert(sizeof(struct rw_chunk_key) == 16, "rw_chunk_key layout");
+
+struct rw_chunk {
+	struct rw_frame f[RW_CHUNK_FRAMES];
+};
+_Static_assert(sizeof(struct rw_chunk) == 32 * RW_CHUNK_FRAMES, "rw_chunk layout");
 
 /* Latency of one function in one process (per CPU in the kernel). */
 struct rw_hist_key {
@@ -107,9 +138,12 @@ struct rw_hist {
 	__u64 sum_ns;
 	__u64 min_ns; /* 0: none yet */
 	__u64 max_ns;
+	/* calls not measured: entered with RW_MAX_DEPTH frames in flight on
+	 * their goroutine or thread, or no room for a deep chunk */
+	__u64 lost;
 	__u64 buckets[RW_HIST_BUCKETS];
 };
-_Static_assert(sizeof(struct rw_hist) == 40 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 48 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
 
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
@@ -133,7 +167,7 @@ enum rw_stat {
 	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
 	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
 	RW_STAT_READ_FAILED,	/* reading g from user memory failed */
-	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_FRAMES traced calls nested */
+	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_DEPTH traced calls nested */
 	RW_STAT_CONTEXTS_FULL,	/* the in-flight map had no room for a goroutine or thread */
 	RW_STAT_NO_FUNC,	/* cookie names no active function slot */
 	RW_STAT_NO_HIST,	/* no histogram slot for (function, process) */
@@ -148,7 +182,8 @@ enum rw_stat {
 	 * be taken for a new call, and the first start for an orphan */
 	RW_STAT_MORESTACK_READ_FAILED,
 	/* a new goroutine's or thread's frames could not be made: the empty
-	 * template was missing, or the entry was gone right after its insert */
+	 * template was missing, or the entry was gone right after its insert;
+	 * or a deep chunk was gone (swept) while its frames were in flight */
 	RW_STAT_FRAMES_INSERT_FAILED,
 	RW_STAT__MAX,
 };

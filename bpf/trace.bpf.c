@@ -79,9 +79,11 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 
 	call_ctx__init(&c, regs, &go, pid_tgid);
 	fr = frames__find(&c);
-	if (!fr || fr->n == 0)
+	if (!fr)
 		return;
-	top = frame_at(fr, fr->n - 1);
+	top = frames__top(fr, &c.key);
+	if (!top)
+		return;
 	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
 	if (top->depth + 8 != c.depth)
 		return;
@@ -130,7 +132,7 @@ int rw_entry(struct pt_regs *regs)
 	fr = frames__get(&c);
 	if (!fr)
 		return 0;
-	frames__purge_deeper(fr, c.depth, c.key.tgid);
+	frames__purge_deeper(fr, &c.key, c.depth);
 	if (frames__restarted(fr, &c, fn_id, regs->ip))
 		return 0;
 	frames__push(fr, &c, fn_id, regs->ip);
@@ -199,13 +201,11 @@ int rw_ret(struct pt_regs *regs)
 	if (!frames__depth(fr, &c))
 		return 0;
 	/* Frames deeper than this RET's were left by a panic or longjmp. */
-	frames__purge_deeper(fr, c.depth, c.key.tgid);
-	if (fr->n == 0) {
-		stat_inc(RW_STAT_UNMATCHED_RET);
-		return 0;
-	}
-	top = frame_at(fr, fr->n - 1);
-	if (top->depth != c.depth || top->fn_id != fn_id) {
+	frames__purge_deeper(fr, &c.key, c.depth);
+	top = frames__top(fr, &c.key);
+	if (!top || top->depth != c.depth || top->fn_id != fn_id) {
+		if (fr->lost_depth == c.depth)
+			fr->lost_depth = 0; /* the lost call returned */
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
