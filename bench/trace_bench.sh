@@ -21,6 +21,8 @@
 #        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
 #                     before a subset is timed and extrapolated (default 100)
 #        RETWATCH     the retwatch binary (default build/retwatch)
+#        PARTS        which parts to run (default 123; e.g. 2 for the BPF
+#                     cost alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +30,7 @@ calls=${CALLS:-200000}
 rounds=${ROUNDS:-3}
 nfuncs=${NFUNCS:-1000}
 perf_budget=${PERF_BUDGET:-100}
+parts=${PARTS:-123}
 retwatch=${RETWATCH:-build/retwatch}
 out=build/bench
 func=main.theFunc
@@ -101,6 +104,7 @@ round() {
 }
 
 start_floor() {
+	: >"$work/floor.err" # waitfor must not find the previous round's line
 	"$out/floor" "$wl_pid" "$func" 2>"$work/floor.err" &
 	floor_pid=$!
 	waitfor "$work/floor.err" '^floor: attached' "$floor_pid"
@@ -118,6 +122,7 @@ stop_floor() {
 }
 
 start_ours() {
+	: >"$work/rw.err" # waitfor must not find the previous round's line
 	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json "$func" \
 		>"$work/rw.json" 2>"$work/rw.err" &
 	rw_pid=$!
@@ -238,134 +243,151 @@ median() {
 	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# ---- the workload of parts 1 and 2 ---------------------------------------
+
+if [[ $parts == *[12]* ]]; then
+
+	coproc WL { exec "$out/workload" -n "$calls"; }
+	read -r -t 60 word wl_pid <&"${WL[0]}"
+	[[ $word == pid ]] || {
+		echo "trace_bench: workload did not start" >&2
+		exit 1
+	}
+	"$retwatch" inspect "$out/workload" "$func" | awk '/returns/ { print "   ", $0 }'
+	round # warm-up, not counted
+fi
+
 # ---- part 1: overhead per traced call ------------------------------------
 
-echo
-echo "== 1. overhead per traced call: $func (2 RETs), $calls calls a round, $rounds rounds each"
-coproc WL { exec "$out/workload" -n "$calls"; }
-read -r -t 60 word wl_pid <&"${WL[0]}"
-[[ $word == pid ]] || {
-	echo "trace_bench: workload did not start" >&2
-	exit 1
-}
-"$retwatch" inspect "$out/workload" "$func" | awk '/returns/ { print "   ", $0 }'
-round # warm-up, not counted
-bare=() floor=() ours=()
-ours_total=0
-for ((r = 1; r <= rounds; r++)); do
-	round
-	bare+=("$round_ns")
-	start_floor
-	round
-	floor+=("$round_ns")
-	stop_floor
-	start_ours
-	round
-	ours+=("$round_ns")
-	stop_ours
-	ours_total=$((ours_total + ${rw_calls/missing/0}))
-	printf '    round %d: bare %8s ns/call   floor %8s ns/call   ours %8s ns/call   retwatch calls %s of %s\n' \
-		"$r" "${bare[-1]}" "${floor[-1]}" "${ours[-1]}" "$rw_calls" "$calls"
-done
-mb=$(median "${bare[@]}")
-mf=$(median "${floor[@]}")
-mo=$(median "${ours[@]}")
-min() {
-	printf '%s\n' "$@" | sort -g | head -n 1
-}
+if [[ $parts == *1* ]]; then
+	echo
+	echo "== 1. overhead per traced call: $func (2 RETs), $calls calls a round, $rounds rounds each"
+	bare=() floor=() ours=()
+	ours_total=0
+	for ((r = 1; r <= rounds; r++)); do
+		round
+		bare+=("$round_ns")
+		start_floor
+		round
+		floor+=("$round_ns")
+		stop_floor
+		start_ours
+		round
+		ours+=("$round_ns")
+		stop_ours
+		ours_total=$((ours_total + ${rw_calls/missing/0}))
+		printf '    round %d: bare %8s ns/call   floor %8s ns/call   ours %8s ns/call   retwatch calls %s of %s\n' \
+			"$r" "${bare[-1]}" "${floor[-1]}" "${ours[-1]}" "$rw_calls" "$calls"
+	done
+	mb=$(median "${bare[@]}")
+	mf=$(median "${floor[@]}")
+	mo=$(median "${ours[@]}")
+	min() {
+		printf '%s\n' "$@" | sort -g | head -n 1
+	}
 
-awk -v b="$mb" -v f="$mf" -v o="$mo" -v nb="$(min "${bare[@]}")" -v nf="$(min "${floor[@]}")" \
-	-v no="$(min "${ours[@]}")" 'BEGIN {
-	printf "    median ns/call:  bare %.1f   floor %.1f   ours %.1f   (min: %.1f, %.1f, %.1f)\n", b, f, o, nb, nf, no
-	printf "    overhead per call (probe - bare):  floor %.1f ns   ours %.1f ns   (ours - floor %.1f ns)\n", f - b, o - b, o - f
-	printf "    ours/floor:  total per-call time %.3f   overhead %.3f\n", o / f, (o - b) / (f - b)
-}'
-echo "    retwatch JSON calls over its $rounds rounds: $ours_total (calls made: $((calls * rounds)))"
-check_clean "part 1"
+	awk -v b="$mb" -v f="$mf" -v o="$mo" -v nb="$(min "${bare[@]}")" -v nf="$(min "${floor[@]}")" \
+		-v no="$(min "${ours[@]}")" 'BEGIN {
+		printf "    median ns/call:  bare %.1f   floor %.1f   ours %.1f   (min: %.1f, %.1f, %.1f)\n", b, f, o, nb, nf, no
+		printf "    overhead per call (probe - bare):  floor %.1f ns   ours %.1f ns   (ours - floor %.1f ns)\n", f - b, o - b, o - f
+		printf "    ours/floor:  total per-call time %.3f   overhead %.3f\n", o / f, (o - b) / (f - b)
+	}'
+	echo "    retwatch JSON calls over its $rounds rounds: $ours_total (calls made: $((calls * rounds)))"
+	check_clean "part 1"
+fi
 
 # ---- part 2: BPF run time per hit ----------------------------------------
 
-echo
-echo "== 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one more round of each; was $stats_old)"
-echo 1 >/proc/sys/kernel/bpf_stats_enabled
-start_floor
-round
-floor_ns=$round_ns
-prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
-stop_floor
-start_ours
-round
-ours_ns=$round_ns
-prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
-stop_ours
-echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
-echo "    (these rounds: floor $floor_ns ns/call, ours $ours_ns ns/call; retwatch calls $rw_calls of $calls)"
-for name in rw_entry rw_ret rwbench_empty; do
-	line=$(cat "$work/ours.stats" "$work/floor.stats" | awk -v n="$name" '$1 == n')
-	if [[ -z $line ]]; then
-		echo "    $name: not found in bpftool's list"
-		continue
-	fi
-	read -r _ cnt ns <<<"$line"
-	awk -v n="$name" -v c="$cnt" -v t="$ns" -v calls="$calls" 'BEGIN {
-		hits = (n == "rwbench_empty") ? "entry + RET hits" : (n == "rw_entry") ? "entries" : "RETs"
-		printf "    %-14s run_cnt %8d  run_time_ns %11d  %7.1f ns per hit  (expected %s: %d)\n", \
-			n, c, t, c ? t / c : 0, hits, (n == "rwbench_empty") ? 2 * calls : calls
-	}'
-done
-echo "    goal: under 150 ns per hit for rw_entry and rw_ret"
-wl_in=${WL[1]}
-exec {wl_in}>&- # end of input: the workload exits
-wait "$wl_pid" || true
-wl_pid=''
-check_clean "part 2"
+if [[ $parts == *2* ]]; then
+	echo
+	echo "== 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one more round of each; was $stats_old)"
+	echo 1 >/proc/sys/kernel/bpf_stats_enabled
+	start_floor
+	round
+	floor_ns=$round_ns
+	prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
+	stop_floor
+	start_ours
+	round
+	ours_ns=$round_ns
+	prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
+	stop_ours
+	echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
+	echo "    (these rounds: floor $floor_ns ns/call, ours $ours_ns ns/call; retwatch calls $rw_calls of $calls)"
+	empty_line=$(awk '$1 == "rwbench_empty"' "$work/floor.stats")
+	empty_per_hit=$(awk '{ print $2 ? $3 / $2 : 0 }' <<<"${empty_line:-x 0 0}")
+	for name in rw_entry rw_ret rwbench_empty; do
+		line=$(cat "$work/ours.stats" "$work/floor.stats" | awk -v n="$name" '$1 == n')
+		if [[ -z $line ]]; then
+			echo "    $name: not found in bpftool's list"
+			continue
+		fi
+		read -r _ cnt ns <<<"$line"
+		awk -v n="$name" -v c="$cnt" -v t="$ns" -v calls="$calls" -v e="$empty_per_hit" 'BEGIN {
+			hits = (n == "rwbench_empty") ? "entry + RET hits" : (n == "rw_entry") ? "entries" : "RETs"
+			per = c ? t / c : 0
+			printf "    %-14s run_cnt %8d  run_time_ns %11d  %7.1f ns per hit  %5.2fx empty  (expected %s: %d)\n", \
+				n, c, t, per, (e > 0) ? per / e : 0, hits, (n == "rwbench_empty") ? 2 * calls : calls
+		}'
+	done
+	echo "    goal: rw_entry and rw_ret each at most 2.5x the empty program's ns per hit"
+	check_clean "part 2"
+fi
+if [[ -n $wl_pid ]]; then
+	wl_in=${WL[1]}
+	exec {wl_in}>&- # end of input: the workload exits
+	wait "$wl_pid" || true
+	wl_pid=''
+fi
 
 # ---- part 3: attach time -------------------------------------------------
 
-echo
-echo "== 3. attach time: $nfuncs entry+ret functions of $out/compile with all their RETs"
-"$out/attach_time" "$out/compile" "$nfuncs" "$perf_budget" 3 >"$work/attach.out" &
-attach_pid=$!
-wait "$attach_pid"
-attach_pid=''
-awk '$1 == "prog_id" { print $2 }' "$work/attach.out" >>"$work/ours"
-python3 - "$work/attach.out" "$out/compile" "$perf_budget" <<'EOF'
-import sys
-kv = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    if k == "prog_id":
-        continue
-    kv.setdefault(k, []).append(float(v))
-one = lambda k: kv[k][0]
-med = lambda k: sorted(kv[k])[len(kv[k]) // 2]
-n = int(one("entries") + one("rets"))
-print("    %s: %d functions (%d entry+ret, binary analysis %.2f s); picked %d spread over them by name"
-      % (sys.argv[2], one("functions"), one("candidates"), one("analysis_s"), one("picked")))
-print("    offsets: %d entries + %d RETs = %d" % (one("entries"), one("rets"), n))
-if "multi_attach_s" in kv:
-    print("    uprobe_multi, 2 links (entries, RETs): attach %.3f s (median of %s), detach %.3f s (median of %s)"
-          % (med("multi_attach_s"), ", ".join("%.3f" % v for v in kv["multi_attach_s"]),
-             med("multi_detach_s"), ", ".join("%.3f" % v for v in kv["multi_detach_s"])))
-    print("      goal: under 1 s to attach with uprobe_multi")
-else:
-    print("    uprobe_multi: not supported by this kernel")
-m = int(one("perf_offsets_measured"))
-print("    perf events, one per offset, on %d of the %d offsets: attach %.3f s, detach %.3f s"
-      " (%.3f ms and %.1f ms per offset)"
-      % (m, n, one("perf_attach_s"), one("perf_detach_s"),
-         1e3 * one("perf_attach_s") / m, 1e3 * one("perf_detach_s") / m))
-if m < n:
-    per = (one("perf_calibration_attach_s") + one("perf_calibration_detach_s")) \
-        / one("perf_calibration_offsets")
-    print("      attaching and detaching all %d would take about %.0f s (%.1f ms per offset on a first"
-          " %d), over the %s s budget: an evenly spread subset was timed"
-          % (n, per * n, 1e3 * per, one("perf_calibration_offsets"), sys.argv[3]))
-    print("      EXTRAPOLATED linearly to %d offsets: attach %.3f s, detach %.1f s"
-          % (n, one("perf_attach_extrapolated_s"), one("perf_detach_extrapolated_s")))
-    print("      (attach may be a lower bound: per offset, it grew with the number attached in runs by hand)")
-EOF
-check_clean "part 3"
+if [[ $parts == *3* ]]; then
+	echo
+	echo "== 3. attach time: $nfuncs entry+ret functions of $out/compile with all their RETs"
+	"$out/attach_time" "$out/compile" "$nfuncs" "$perf_budget" 3 >"$work/attach.out" &
+	attach_pid=$!
+	wait "$attach_pid"
+	attach_pid=''
+	awk '$1 == "prog_id" { print $2 }' "$work/attach.out" >>"$work/ours"
+	python3 - "$work/attach.out" "$out/compile" "$perf_budget" <<-'EOF'
+	import sys
+	kv = {}
+	for line in open(sys.argv[1]):
+	    k, v = line.split()
+	    if k == "prog_id":
+	        continue
+	    kv.setdefault(k, []).append(float(v))
+	one = lambda k: kv[k][0]
+	med = lambda k: sorted(kv[k])[len(kv[k]) // 2]
+	n = int(one("entries") + one("rets"))
+	print("    %s: %d functions (%d entry+ret, binary analysis %.2f s); picked %d spread over them by name"
+	      % (sys.argv[2], one("functions"), one("candidates"), one("analysis_s"), one("picked")))
+	print("    offsets: %d entries + %d RETs = %d" % (one("entries"), one("rets"), n))
+	if "multi_attach_s" in kv:
+	    print("    uprobe_multi, 2 links (entries, RETs): attach %.3f s (median of %s), detach %.3f s (median of %s)"
+	          % (med("multi_attach_s"), ", ".join("%.3f" % v for v in kv["multi_attach_s"]),
+	             med("multi_detach_s"), ", ".join("%.3f" % v for v in kv["multi_detach_s"])))
+	    print("      goal: under 1 s to attach with uprobe_multi")
+	else:
+	    print("    uprobe_multi: not supported by this kernel")
+	m = int(one("perf_offsets_measured"))
+	print("    perf events, one per offset, on %d of the %d offsets: attach %.3f s, detach %.3f s"
+	      " (%.3f ms and %.1f ms per offset)"
+	      % (m, n, one("perf_attach_s"), one("perf_detach_s"),
+	         1e3 * one("perf_attach_s") / m, 1e3 * one("perf_detach_s") / m))
+	if m < n:
+	    per = (one("perf_calibration_attach_s") + one("perf_calibration_detach_s")) \
+	        / one("perf_calibration_offsets")
+	    print("      attaching and detaching all %d would take about %.0f s (%.1f ms per offset on a first"
+	          " %d), over the %s s budget: an evenly spread subset was timed"
+	          % (n, per * n, 1e3 * per, one("perf_calibration_offsets"), sys.argv[3]))
+	    print("      EXTRAPOLATED linearly to %d offsets: attach %.3f s, detach %.1f s"
+	          % (n, one("perf_attach_extrapolated_s"), one("perf_detach_extrapolated_s")))
+	    print("      (attach may be a lower bound: per offset, it grew with the number attached in runs by hand)")
+	EOF
+	check_clean "part 3"
+fi
 
 echo
 echo "trace_bench: done in $(($(date +%s) - bench_start)) s"

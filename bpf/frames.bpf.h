@@ -5,6 +5,11 @@
  * stack survives the goroutine moving to another thread and its stack being
  * copied; recursion gives each level its own depth. Native frames are keyed
  * by (tgid, tid, SP). See design.md, "The in-flight call key".
+ *
+ * A g reused by a new goroutine needs no check of its goid (a read of user
+ * memory on every entry): the dead goroutine's frames nest like any others,
+ * so the new goroutine's first entry at or above their depth purges them,
+ * and a RET pairs only with a frame of its own function at its own depth.
  */
 #ifndef RETWATCH_FRAMES_BPF_H
 #define RETWATCH_FRAMES_BPF_H
@@ -15,61 +20,82 @@
 struct call_ctx {
 	struct rw_ctx_key key;
 	__u64 depth;
-	__u64 goid;
+	__u64 sp;
+	bool go;
 };
 
-/*
- * Fills c for the current hit; false when the frame cannot be keyed (the
- * drop is counted). with_goid: also read the goroutine id, in the same copy
- * from user memory (each copy costs more than the bytes it moves).
- */
-static __always_inline bool call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
-					   const struct rw_func *fn, __u64 pid_tgid, bool with_goid)
+/* Keys the current hit: by goroutine (R14, not yet proven to be g) or by thread. */
+static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
+					   const struct rw_func *fn, __u64 pid_tgid)
 {
-	__u64 sp = regs->sp, g = regs->r14, gbuf[RW_G_GOID_MAX / 8 + 1];
-	__u32 goff = fn->goid_offset;
-	long size = sizeof(__u64) * 2;
-
 	c->key.tgid = pid_tgid >> 32;
 	c->key.pad = 0;
-	c->goid = 0;
-	if (!(fn->flags & RW_FUNC_GO)) {
-		c->key.id = (__u32)pid_tgid;
-		c->depth = 0 - sp; /* the stack grows down: deeper is larger */
-		return true;
-	}
-	with_goid = with_goid && (goff == 152 || goff == 160);
-	if (with_goid)
-		size = sizeof(gbuf);
-	/* R14 is not g in ABI0 (assembly) code: prove it by the stack bounds. */
-	if (bpf_probe_read_user(gbuf, size, (void *)g)) {
+	c->sp = regs->sp;
+	c->go = fn->flags & RW_FUNC_GO;
+	c->key.id = c->go ? regs->r14 : (__u32)pid_tgid;
+	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
+}
+
+/*
+ * Go: reads g.stack from user memory into lo and hi; false when the frame
+ * cannot be keyed (the drop is counted). R14 is not g in ABI0 (assembly)
+ * code: the stack bounds prove it.
+ */
+static __always_inline bool g_stack__read(const struct call_ctx *c, __u64 *lo, __u64 *hi)
+{
+	__u64 st[2];
+
+	if (bpf_probe_read_user(st, sizeof(st), (void *)c->key.id)) {
 		stat_inc(RW_STAT_READ_FAILED);
 		return false;
 	}
-	if (sp < gbuf[RW_G_STACK_LO / 8] || sp >= gbuf[RW_G_STACK_HI / 8]) {
+	if (c->sp < st[RW_G_STACK_LO / 8] || c->sp >= st[RW_G_STACK_HI / 8]) {
 		stat_inc(RW_STAT_NOT_G_STACK);
 		return false;
 	}
-	if (with_goid)
-		/* constant indexes: the verifier refuses variable ones into the stack */
-		c->goid = goff == 160 ? gbuf[160 / 8] : gbuf[152 / 8];
-	c->key.id = g;
-	c->depth = gbuf[RW_G_STACK_HI / 8] - sp;
+	*lo = st[RW_G_STACK_LO / 8];
+	*hi = st[RW_G_STACK_HI / 8];
 	return true;
 }
 
 /*
- * The frames of c's goroutine or thread, made empty on its first call;
- * NULL when they cannot be made (the drop is counted).
+ * Sets c->depth for a hit on fr's goroutine: from fr's remembered stack
+ * bounds when SP lies inside them, else from g read again (and remembered).
+ * Native frames have their depth already. False when the frame cannot be
+ * keyed (counted).
  */
-static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
+static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx *c)
+{
+	__u64 lo, hi;
+
+	if (!c->go)
+		return true;
+	if (c->sp < fr->stack_lo || c->sp >= fr->stack_hi) {
+		if (!g_stack__read(c, &lo, &hi))
+			return false;
+		fr->stack_lo = lo;
+		fr->stack_hi = hi;
+	}
+	c->depth = fr->stack_hi - c->sp;
+	return true;
+}
+
+/*
+ * The frames of c's goroutine or thread, made empty on its first call, with
+ * c->depth set; NULL when they cannot be had (the drop is counted). A Go
+ * frame's g is proven before anything is made for it.
+ */
+static __always_inline struct rw_frames *frames__get(struct call_ctx *c)
 {
 	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	__u64 lo = 0, hi = 0;
 	__u32 zero = 0;
 	void *empty;
 
 	if (fr)
-		return fr;
+		return frames__depth(fr, c) ? fr : NULL;
+	if (c->go && !g_stack__read(c, &lo, &hi))
+		return NULL;
 	empty = bpf_map_lookup_elem(&frames_zero, &zero);
 	if (!empty) {
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
@@ -85,8 +111,20 @@ static __always_inline struct rw_frames *frames__get(const struct call_ctx *c)
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
 		return NULL;
 	}
-	fr->goid = c->goid;
+	if (c->go) {
+		fr->stack_lo = lo;
+		fr->stack_hi = hi;
+		c->depth = hi - c->sp;
+	}
 	return fr;
+}
+
+/* The frames of c's goroutine or thread if any, with c->depth set; else NULL. */
+static __always_inline struct rw_frames *frames__find(struct call_ctx *c)
+{
+	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+
+	return fr && frames__depth(fr, c) ? fr : NULL;
 }
 
 /*
@@ -97,6 +135,56 @@ static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
 {
 	asm volatile("" : "+r"(i));
 	return &fr->f[i & (RW_MAX_FRAMES - 1)];
+}
+
+/*
+ * Frame i >= RW_MAX_FRAMES of key's goroutine or thread, in its deep chunk;
+ * make: the chunk is made when missing. NULL when it is missing (or cannot
+ * be made: counted).
+ */
+static __always_inline struct rw_frame *frame__deep(const struct rw_ctx_key *key, __u32 i,
+						    bool make)
+{
+	struct rw_chunk_key ck = { .tgid = key->tgid, .chunk = i / RW_CHUNK_FRAMES, .id = key->id };
+	struct rw_chunk *ch = bpf_map_lookup_elem(&frames_deep, &ck);
+	__u32 zero = 0, k = i % RW_CHUNK_FRAMES;
+	void *empty;
+
+	if (!ch && make) {
+		/* a frame is written before it is read: any contents will do */
+		empty = bpf_map_lookup_elem(&frames_zero, &zero);
+		if (!empty || bpf_map_update_elem(&frames_deep, &ck, empty, BPF_NOEXIST)) {
+			stat_inc(RW_STAT_CONTEXTS_FULL);
+			return NULL;
+		}
+		ch = bpf_map_lookup_elem(&frames_deep, &ck);
+	}
+	if (!ch)
+		return NULL;
+	asm volatile("" : "+r"(k));
+	return &ch->f[k & (RW_CHUNK_FRAMES - 1)];
+}
+
+/*
+ * The deepest recorded frame; NULL when there is none. A deep chunk swept
+ * away under in-flight frames loses them (counted): n drops to below it.
+ */
+static __always_inline struct rw_frame *frames__top(struct rw_frames *fr,
+						    const struct rw_ctx_key *key)
+{
+	struct rw_frame *top;
+	__u32 n = fr->n;
+
+	if (n == 0)
+		return NULL;
+	if (n <= RW_MAX_FRAMES)
+		return frame_at(fr, n - 1);
+	top = frame__deep(key, n - 1, false);
+	if (!top) {
+		fr->n = (n - 1) / RW_CHUNK_FRAMES * RW_CHUNK_FRAMES;
+		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
+	}
+	return top;
 }
 
 /* A dead frame: an orphan of its function, counted once under why. */
@@ -110,23 +198,37 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	stat_inc(why);
 }
 
-/* Frames of a goroutine whose g now runs another goroutine are all dead. */
-static __always_inline void frames__check_owner(struct rw_frames *fr, const struct call_ctx *c)
+struct purge_ctx {
+	struct rw_frames *fr;
+	const struct rw_ctx_key *key;
+	__u64 depth;
+};
+
+/* bpf_loop step of frames__purge_deeper over deep frames: 1 when done. */
+static long purge_one(__u64 i, void *data)
 {
-	if (fr->goid == c->goid)
-		return;
-	for (int i = 0; i < RW_MAX_FRAMES; i++) {
-		if (fr->n == 0)
-			break;
-		fr->n--;
-		frame__orphan(frame_at(fr, fr->n), c->key.tgid, RW_STAT_GOID_CHANGED);
-	}
-	fr->goid = c->goid;
+	struct purge_ctx *p = data;
+	struct rw_frames *fr = p->fr;
+	struct rw_frame *top = frames__top(fr, p->key);
+
+	if (!top || top->depth <= p->depth)
+		return 1;
+	frame__orphan(top, p->key->tgid, RW_STAT_ORPHANS_PURGED);
+	fr->n--;
+	return 0;
 }
 
 /* Frames nest: a frame at depth d proves every recorded frame deeper than d dead. */
-static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 depth, __u32 tgid)
+static __always_inline void frames__purge_deeper(struct rw_frames *fr, const struct rw_ctx_key *key,
+						 __u64 depth)
 {
+	struct purge_ctx p = { .fr = fr, .key = key, .depth = depth };
+
+	/* deep frames: a loop the verifier checks once, paid only that deep */
+	if (fr->n > RW_MAX_FRAMES) {
+		bpf_loop(RW_MAX_DEPTH, purge_one, &p, 0);
+		return;
+	}
 	for (int i = 0; i < RW_MAX_FRAMES; i++) {
 		struct rw_frame *top;
 
@@ -135,7 +237,7 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 		top = frame_at(fr, fr->n - 1);
 		if (top->depth <= depth)
 			break;
-		frame__orphan(top, tgid, RW_STAT_ORPHANS_PURGED);
+		frame__orphan(top, key->tgid, RW_STAT_ORPHANS_PURGED);
 		fr->n--;
 	}
 }
@@ -148,12 +250,9 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, __u64 dep
 static __always_inline bool frames__restarted(struct rw_frames *fr, const struct call_ctx *c,
 					      __u32 fn_id, __u64 ip)
 {
-	struct rw_frame *top;
+	struct rw_frame *top = frames__top(fr, &c->key);
 
-	if (fr->n == 0)
-		return false;
-	top = frame_at(fr, fr->n - 1);
-	if (top->depth != c->depth)
+	if (!top || top->depth != c->depth)
 		return false;
 	if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
 		top->flags &= ~RW_FRAME_RESTARTING;
@@ -166,23 +265,49 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 	return false;
 }
 
-/* Records a call entered now at ip; no room: counted, not recorded. */
+/* A call that could not be recorded: lost to its function. */
+static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
+	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+
+	if (h)
+		h->lost++;
+}
+
+/* Records a call entered now at ip; no room: counted as lost, not recorded. */
 static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
 					 __u32 fn_id, __u64 ip)
 {
 	struct rw_frame *top;
+	__u32 n = fr->n;
 
-	if (fr->n >= RW_MAX_FRAMES) {
+	if (n >= RW_MAX_DEPTH) {
+		if (fr->lost_depth == c->depth && fr->lost_fn == fn_id) {
+			stat_inc(RW_STAT_RESTARTS); /* restarted after morestack */
+			return;
+		}
+		fr->lost_depth = c->depth;
+		fr->lost_fn = fn_id;
+		call__lost(fn_id, c->key.tgid);
 		stat_inc(RW_STAT_FRAMES_FULL);
 		return;
 	}
-	top = frame_at(fr, fr->n);
+	if (n < RW_MAX_FRAMES) {
+		top = frame_at(fr, n);
+	} else {
+		top = frame__deep(&c->key, n, true);
+		if (!top) {
+			call__lost(fn_id, c->key.tgid); /* the cause counted by frame__deep */
+			return;
+		}
+	}
 	top->depth = c->depth;
 	top->start_ns = bpf_ktime_get_ns();
 	top->entry_ip = ip;
 	top->fn_id = fn_id;
 	top->flags = 0;
-	fr->n++;
+	fr->n = n + 1;
 	fr->last_ns = top->start_ns;
 }
 

@@ -13,12 +13,12 @@ struct {
 	__type(value, struct rw_func);
 } funcs SEC(".maps");
 
-/* Traced processes by tgid; other processes sharing a probed inode cost one lookup. */
+/* Traced processes: bit tgid % 64 of word tgid / 64 (see RW_PROC_BITS). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_PROCS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_PROC_WORDS);
 	__type(key, __u32);
-	__type(value, struct rw_proc);
+	__type(value, __u64);
 } procs SEC(".maps");
 
 /* In-flight frames per goroutine or thread; allocated as they appear. */
@@ -29,6 +29,15 @@ struct {
 	__type(key, struct rw_ctx_key);
 	__type(value, struct rw_frames);
 } frames SEC(".maps");
+
+/* In-flight frames deeper than RW_MAX_FRAMES, a chunk at a time; made as they are needed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_CHUNKS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rw_chunk_key);
+	__type(value, struct rw_chunk);
+} frames_deep SEC(".maps");
 
 /* Latency per (function, process), per CPU; userspace creates each slot. */
 struct {

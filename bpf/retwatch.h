@@ -13,13 +13,32 @@
 
 #include "hist.h"
 
-/* In-flight frames remembered per goroutine (Go) or thread (native). */
+/*
+ * In-flight frames remembered per goroutine (Go) or thread (native): the
+ * first RW_MAX_FRAMES in its struct rw_frames, which every hit looks up;
+ * deeper ones in chunks of RW_CHUNK_FRAMES (struct rw_chunk), looked up only
+ * by hits that deep, up to RW_MAX_DEPTH in all. A call entered with
+ * RW_MAX_DEPTH frames in flight below it is counted lost for its function.
+ */
 #define RW_MAX_FRAMES 64
+#define RW_CHUNK_FRAMES 64
+#define RW_MAX_DEPTH 1024
+/* Deep chunks of all goroutines and threads together: 8 MiB at most. */
+#define RW_MAX_CHUNKS 4096
+_Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_FRAMES == 0,
+	       "frames split into whole chunks");
 /* User stack frames sent with a slow call. */
 #define RW_STACK_DEPTH 32
 
 #define RW_MAX_FUNCS 16384
-#define RW_MAX_PROCS 16384
+/*
+ * Traced processes: a bitmap of tgids, one bit each, in an array map (whose
+ * lookups the verifier inlines: the filter every hit pays is a few
+ * instructions, where a hash lookup cost about 100 ns). Covers every pid the
+ * kernel can give (PID_MAX_LIMIT, 2^22 on 64-bit): 512 KiB.
+ */
+#define RW_PROC_BITS (1U << 22)
+#define RW_PROC_WORDS (RW_PROC_BITS / 64)
 #define RW_MAX_CONTEXTS 65536
 #define RW_MAX_HISTS 65536
 
@@ -41,8 +60,6 @@
 /* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
 #define RW_G_STACK_LO 0
 #define RW_G_STACK_HI 8
-/* The largest goid offset we read (Go 1.23 and 1.24 put it at 160). */
-#define RW_G_GOID_MAX 160
 
 struct rw_func {
 	__u64 size;	    /* bytes of the entry range: checks a morestack return address */
@@ -51,11 +68,6 @@ struct rw_func {
 	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
 };
 _Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
-
-struct rw_proc {
-	__u32 flags; /* reserved */
-};
-_Static_assert(sizeof(struct rw_proc) == 4, "rw_proc layout");
 
 /* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
 struct rw_ctx_key {
@@ -79,13 +91,39 @@ _Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
 
 /* Frames nest: frames[0] is the shallowest, frames[n - 1] the deepest. */
 struct rw_frames {
-	__u64 goid;    /* Go: whose frames these are; g structs are reused */
+	/*
+	 * Go: g.stack when last read from user memory (a read costs more than
+	 * the rest of a hit). A hit whose SP lies inside them trusts them: a
+	 * copied stack is a new allocation, disjoint from the old one while
+	 * both live, so the first hit after a copy falls outside and reads g.
+	 */
+	__u64 stack_lo;
+	__u64 stack_hi;
 	__u64 last_ns; /* last push or pop, for the userspace sweep */
+	/*
+	 * The last call lost past RW_MAX_DEPTH: its entry repeated after
+	 * runtime.morestack (no frame to mark) is the same call, not a second
+	 * loss. lost_depth 0: none.
+	 */
+	__u64 lost_depth;
+	__u32 lost_fn;
 	__u32 n;
-	__u32 pad;
 	struct rw_frame f[RW_MAX_FRAMES];
 };
-_Static_assert(sizeof(struct rw_frames) == 24 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+_Static_assert(sizeof(struct rw_frames) == 40 + 32 * RW_MAX_FRAMES, "rw_frames layout");
+
+/* Frames [chunk * RW_CHUNK_FRAMES, (chunk + 1) * RW_CHUNK_FRAMES) of a goroutine or thread. */
+struct rw_chunk_key {
+	__u32 tgid;
+	__u32 chunk; /* >= RW_MAX_FRAMES / RW_CHUNK_FRAMES */
+	__u64 id;    /* as in struct rw_ctx_key */
+};
+_Static_assert(sizeof(struct rw_chunk_key) == 16, "rw_chunk_key layout");
+
+struct rw_chunk {
+	struct rw_frame f[RW_CHUNK_FRAMES];
+};
+_Static_assert(sizeof(struct rw_chunk) == 32 * RW_CHUNK_FRAMES, "rw_chunk layout");
 
 /* Latency of one function in one process (per CPU in the kernel). */
 struct rw_hist_key {
@@ -100,9 +138,12 @@ struct rw_hist {
 	__u64 sum_ns;
 	__u64 min_ns; /* 0: none yet */
 	__u64 max_ns;
+	/* calls not measured: entered with RW_MAX_DEPTH frames in flight on
+	 * their goroutine or thread, or no room for a deep chunk */
+	__u64 lost;
 	__u64 buckets[RW_HIST_BUCKETS];
 };
-_Static_assert(sizeof(struct rw_hist) == 40 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 48 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
 
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
@@ -126,20 +167,23 @@ enum rw_stat {
 	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
 	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
 	RW_STAT_READ_FAILED,	/* reading g from user memory failed */
-	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_FRAMES traced calls nested */
+	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_DEPTH traced calls nested */
 	RW_STAT_CONTEXTS_FULL,	/* the in-flight map had no room for a goroutine or thread */
 	RW_STAT_NO_FUNC,	/* cookie names no active function slot */
 	RW_STAT_NO_HIST,	/* no histogram slot for (function, process) */
 	RW_STAT_UNMATCHED_RET,	/* a RET with no recorded entry (attached mid-call, purged) */
 	RW_STAT_ORPHANS_PURGED, /* frames a newer frame proved dead */
-	RW_STAT_GOID_CHANGED,	/* frames left by a goroutine whose g was reused */
-	RW_STAT_RESTARTS,	/* entries repeated after morestack, not new calls */
-	RW_STAT_RINGBUF_FULL,	/* slow-call events lost */
+	/* no longer counted: a reused g's frames are purged as any dead
+	 * frames are (orphans_purged); kept so the indexes stay stable */
+	RW_STAT_GOID_CHANGED,
+	RW_STAT_RESTARTS,     /* entries repeated after morestack, not new calls */
+	RW_STAT_RINGBUF_FULL, /* slow-call events lost */
 	/* runtime.morestack's return address was unreadable: the restart will
 	 * be taken for a new call, and the first start for an orphan */
 	RW_STAT_MORESTACK_READ_FAILED,
 	/* a new goroutine's or thread's frames could not be made: the empty
-	 * template was missing, or the entry was gone right after its insert */
+	 * template was missing, or the entry was gone right after its insert;
+	 * or a deep chunk was gone (swept) while its frames were in flight */
 	RW_STAT_FRAMES_INSERT_FAILED,
 	RW_STAT__MAX,
 };

@@ -28,9 +28,10 @@ static __always_inline const struct rw_func *func__lookup(__u32 fn_id)
 
 static __always_inline bool traced(__u64 pid_tgid)
 {
-	__u32 tgid = pid_tgid >> 32;
+	__u32 tgid = pid_tgid >> 32, word = tgid / 64;
+	__u64 *bits = bpf_map_lookup_elem(&procs, &word);
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
+	if (bits && (*bits >> (tgid % 64)) & 1)
 		return true;
 	stat_inc(RW_STAT_OTHER_PROCESS);
 	return false;
@@ -69,19 +70,20 @@ static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
  */
 static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 {
-	struct rw_func go = { .flags = RW_FUNC_GO };
+	const struct rw_func go = { .flags = RW_FUNC_GO };
 	struct rw_frame *top;
 	struct rw_frames *fr;
 	const struct rw_func *fn;
 	struct call_ctx c;
 	__u64 ret_addr;
 
-	if (!call_ctx__init(&c, regs, &go, pid_tgid, false))
+	call_ctx__init(&c, regs, &go, pid_tgid);
+	fr = frames__find(&c);
+	if (!fr)
 		return;
-	fr = bpf_map_lookup_elem(&frames, &c.key);
-	if (!fr || fr->n == 0)
+	top = frames__top(fr, &c.key);
+	if (!top)
 		return;
-	top = frame_at(fr, fr->n - 1);
 	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
 	if (top->depth + 8 != c.depth)
 		return;
@@ -126,21 +128,33 @@ int rw_entry(struct pt_regs *regs)
 		hist__count_entry(fn_id, pid_tgid >> 32);
 		return 0;
 	}
-	if (!call_ctx__init(&c, regs, fn, pid_tgid, true))
-		return 0;
+	call_ctx__init(&c, regs, fn, pid_tgid);
 	fr = frames__get(&c);
 	if (!fr)
 		return 0;
-	frames__check_owner(fr, &c);
-	frames__purge_deeper(fr, c.depth, c.key.tgid);
+	frames__purge_deeper(fr, &c.key, c.depth);
 	if (frames__restarted(fr, &c, fn_id, regs->ip))
 		return 0;
 	frames__push(fr, &c, fn_id, regs->ip);
 	return 0;
 }
 
+/* The goroutine id of a slow call's g: read only for slow calls, so no hit pays for it. */
+static __always_inline __u64 goid__read(const struct call_ctx *c, const struct rw_func *fn)
+{
+	__u32 off = fn->goid_offset;
+	__u64 goid;
+
+	if (!c->go || (off != 152 && off != 160))
+		return 0;
+	if (bpf_probe_read_user(&goid, sizeof(goid), (void *)(c->key.id + off)))
+		return 0;
+	return goid;
+}
+
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
-					    __u64 pid_tgid, __u32 fn_id, __u64 start, __u64 dur)
+					    const struct rw_func *fn, __u64 pid_tgid, __u32 fn_id,
+					    __u64 start, __u64 dur)
 {
 	struct rw_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -150,7 +164,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	}
 	e->start_ns = start;
 	e->duration_ns = dur;
-	e->goid = c->goid;
+	e->goid = goid__read(c, fn);
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->fn_id = fn_id;
@@ -176,22 +190,22 @@ int rw_ret(struct pt_regs *regs)
 	if (!traced(pid_tgid))
 		return 0;
 	fn = func__lookup(fn_id);
-	/* no goid: the entry that pushed this frame checked the owner */
-	if (!fn || !call_ctx__init(&c, regs, fn, pid_tgid, false))
+	if (!fn)
 		return 0;
+	call_ctx__init(&c, regs, fn, pid_tgid);
 	fr = bpf_map_lookup_elem(&frames, &c.key);
 	if (!fr) {
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	/* Frames deeper than this RET's were left by a panic or longjmp. */
-	frames__purge_deeper(fr, c.depth, c.key.tgid);
-	if (fr->n == 0) {
-		stat_inc(RW_STAT_UNMATCHED_RET);
+	if (!frames__depth(fr, &c))
 		return 0;
-	}
-	top = frame_at(fr, fr->n - 1);
-	if (top->depth != c.depth || top->fn_id != fn_id) {
+	/* Frames deeper than this RET's were left by a panic or longjmp. */
+	frames__purge_deeper(fr, &c.key, c.depth);
+	top = frames__top(fr, &c.key);
+	if (!top || top->depth != c.depth || top->fn_id != fn_id) {
+		if (fr->lost_depth == c.depth)
+			fr->lost_depth = 0; /* the lost call returned */
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
@@ -202,8 +216,7 @@ int rw_ret(struct pt_regs *regs)
 	h = hist__lookup(fn_id, c.key.tgid);
 	if (h)
 		hist__record(h, dur);
-	c.goid = fr->goid; /* recorded by the entry */
 	if (fn->threshold_ns && dur >= fn->threshold_ns)
-		slow_call__send(regs, &c, pid_tgid, fn_id, start, dur);
+		slow_call__send(regs, &c, fn, pid_tgid, fn_id, start, dur);
 	return 0;
 }

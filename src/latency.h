@@ -22,6 +22,9 @@ struct latency {
 	uint64_t sum_ns;
 	uint64_t min_ns; /* 0: none, as in the kernel's struct rw_hist */
 	uint64_t max_ns;
+	/* calls not measured: entered deeper than the tracer's bound on nested
+	 * traced calls (RW_MAX_DEPTH), as in the kernel's struct rw_hist */
+	uint64_t lost;
 	uint64_t buckets[RW_HIST_BUCKETS]; /* rw_hist_bucket() of each duration */
 };
 

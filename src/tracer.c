@@ -113,6 +113,7 @@ static const char *const stat_names[] = {
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
+_Static_assert(TRACER_MAX_DEPTH == RW_MAX_DEPTH, "tracer.h says the kernel's bound");
 _Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds every counter");
 
 /* The counters of calls the kernel side could not measure (tracer_counters.unmeasured). */
@@ -134,6 +135,7 @@ const char *tracer__attach_mode(const struct tracer *t)
 
 _Static_assert(sizeof(struct latency) == sizeof(struct rw_hist) &&
 		       offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
+		       offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
 		       offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
 	       "struct latency must mirror struct rw_hist");
 
@@ -726,10 +728,28 @@ static int read_hist(struct tracer *t, const struct rw_hist_key *hk, struct late
 	return 0;
 }
 
+/* Sets or clears tgid's bit in the kernel's process filter; 0 or -errno. */
+static int procs__set(struct tracer *t, uint32_t tgid, bool on)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 word = tgid / 64;
+	__u64 bits, bit = 1ULL << (tgid % 64);
+
+	if (tgid >= RW_PROC_BITS)
+		return -ERANGE;
+	/* only this thread writes the map: the read-modify-write loses no bit */
+	if (bpf_map_lookup_elem(fd, &word, &bits))
+		return -errno;
+	bits = on ? bits | bit : bits & ~bit;
+	if (bpf_map_update_elem(fd, &word, &bits, BPF_EXIST))
+		return -errno;
+	return 0;
+}
+
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
-	struct rw_proc proc = { 0 };
 	__u32 tgid = tt->pid;
+	int e;
 
 	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
@@ -747,9 +767,10 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 			return rw_error_set(err, ENOMEM, "failed to read a histogram");
 		memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	}
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &tgid, &proc, BPF_ANY))
-		return rw_error_set(err, errno, "failed to register process %d: %s", tt->pid,
-				    strerror(errno));
+	e = procs__set(t, tgid, true);
+	if (e)
+		return rw_error_set(err, -e, "failed to register process %d: %s", tt->pid,
+				    strerror(-e));
 	return 0;
 }
 
@@ -891,7 +912,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	}
 	tgid = tt->pid;
 	if (!pid_traced_elsewhere(t, tt))
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.procs), &tgid);
+		procs__set(t, tgid, false);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
 		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
 
@@ -991,6 +1012,67 @@ static bool stale(const struct rw_frames *fr, uint64_t now, uint64_t max_age_ns)
 	return fr->last_ns < now && now - fr->last_ns >= max_age_ns;
 }
 
+/* Counts a dropped goroutine's or thread's frames as swept orphans, deep ones too. */
+static int count_swept_frames(struct tracer *t, const struct rw_ctx_key *key,
+			      const struct rw_frames *fr)
+{
+	int fd = bpf_map__fd(t->skel->maps.frames_deep), dropped = 0;
+	uint32_t n = fr->n < RW_MAX_DEPTH ? fr->n : RW_MAX_DEPTH, loaded = 0;
+	struct rw_chunk ch;
+
+	for (uint32_t k = 0; k < n; k++) {
+		const struct rw_frame *f = &fr->f[k % RW_MAX_FRAMES];
+
+		if (k >= RW_MAX_FRAMES) {
+			struct rw_chunk_key ck = { .tgid = key->tgid,
+						   .chunk = k / RW_CHUNK_FRAMES,
+						   .id = key->id };
+
+			if (ck.chunk != loaded && bpf_map_lookup_elem(fd, &ck, &ch)) {
+				/* deleted under its frames (a racing sweep): nothing to count */
+				k = (ck.chunk + 1) * RW_CHUNK_FRAMES - 1;
+				continue;
+			}
+			loaded = ck.chunk;
+			f = &ch.f[k % RW_CHUNK_FRAMES];
+		}
+		count_swept(t, key->tgid, f->fn_id);
+		dropped++;
+	}
+	return dropped;
+}
+
+/* Deletes the deep chunks of pid (0: any) whose goroutine or thread has no frames left. */
+static void sweep_chunks(struct tracer *t, uint32_t pid)
+{
+	int fd = bpf_map__fd(t->skel->maps.frames_deep);
+	int ffd = bpf_map__fd(t->skel->maps.frames);
+	struct rw_chunk_key key, next, *prev = NULL, *doomed = NULL;
+	size_t ndoomed = 0, cap = 0;
+	struct rw_frames fr;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		struct rw_ctx_key owner = { .tgid = next.tgid, .id = next.id };
+
+		key = next;
+		prev = &key;
+		if (pid ? key.tgid != pid : !bpf_map_lookup_elem(ffd, &owner, &fr))
+			continue;
+		if (ndoomed == cap) {
+			struct rw_chunk_key *more = realloc(doomed, (cap * 2 + 16) * sizeof(*more));
+
+			if (!more)
+				break;
+			doomed = more;
+			cap = cap * 2 + 16;
+		}
+		doomed[ndoomed++] = key;
+	}
+	for (size_t i = 0; i < ndoomed; i++)
+		bpf_map_delete_elem(fd, &doomed[i]);
+	free(doomed);
+}
+
 /* Drops in-flight frames: of pid (0: any) or untouched for max_age_ns. */
 static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 {
@@ -1024,12 +1106,10 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		    (!pid && !stale(&fr, now, max_age_ns)))
 			continue;
 		bpf_map_delete_elem(fd, &doomed[i]);
-		for (uint32_t k = 0; k < fr.n && k < RW_MAX_FRAMES; k++) {
-			count_swept(t, doomed[i].tgid, fr.f[k].fn_id);
-			dropped++;
-		}
+		dropped += count_swept_frames(t, &doomed[i], &fr);
 	}
 	free(doomed);
+	sweep_chunks(t, pid);
 	t->swept += dropped;
 	return dropped;
 }
@@ -1060,7 +1140,7 @@ int64_t tracer__inflight(struct tracer *t)
 		key = next;
 		prev = &key;
 		if (!bpf_map_lookup_elem(fd, &key, &fr))
-			n += fr.n < RW_MAX_FRAMES ? fr.n : RW_MAX_FRAMES;
+			n += fr.n < RW_MAX_DEPTH ? fr.n : RW_MAX_DEPTH;
 	}
 	return n;
 }

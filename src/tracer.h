@@ -113,6 +113,13 @@ int tracer__reap(struct tracer *t, struct tracer_target *target);
 /* Calls in flight: entered, not yet returned (nor purged). */
 int64_t tracer__inflight(struct tracer *t);
 
+/*
+ * Nested traced calls in flight per goroutine or thread that are measured;
+ * a call entered deeper is counted in struct latency.lost of its function
+ * (and in the frames_full counter).
+ */
+#define TRACER_MAX_DEPTH 1024
+
 struct tracer_count {
 	const char *name; /* static */
 	uint64_t n;
@@ -123,7 +130,8 @@ struct tracer_count {
 /* What the tracer and its BPF programs counted since tracer__new. */
 struct tracer_counters {
 	/*
-	 * Calls the kernel side could not measure, by cause: frames_full,
+	 * Calls the kernel side could not measure, by cause: frames_full
+	 * (entered deeper than TRACER_MAX_DEPTH: also in latency.lost),
 	 * contexts_full, read_failed, not_g_stack, no_hist, no_func,
 	 * frames_insert_failed, and morestack_read_failed (a call restarted
 	 * after runtime.morestack, measured from its restart, with an orphan)

@@ -148,6 +148,10 @@ static void print_table(struct trace_run *r, bool final)
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
+		if (now[i].lost)
+			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
+			       " already in flight on their goroutine or thread\n",
+			       w->name, now[i].lost, TRACER_MAX_DEPTH);
 		if (w->mode == FUNC_MODE_ENTRY_ONLY) {
 			printf("\n%s: calls counted at entry only, no duration: %s\n", w->name,
 			       w->reason ? w->reason : "no return instruction found");
@@ -184,6 +188,7 @@ static cJSON *json_row(const struct results_row *w, const struct latency *l)
 	cJSON_AddItemToObject(o, "p99_ns", json_u64(durations ? latency__percentile(l, 0.99) : 0));
 	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
+	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
 	cJSON_AddItemToObject(o, "reason",
 			      w->reason && !durations ? cJSON_CreateString(w->reason)

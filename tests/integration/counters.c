@@ -76,8 +76,10 @@ static int print_report(struct tracer *t, struct tracer_target *tt, int64_t tick
 		struct latency l = { 0 };
 
 		tracer_target__read(t, tt, i, &l);
-		printf("%s\"%s\":{\"calls\":%" PRIu64 ",\"orphans\":%" PRIu64 "}", i ? "," : "",
-		       f->info->name, (uint64_t)l.calls, (uint64_t)l.orphans);
+		printf("%s\"%s\":{\"calls\":%" PRIu64 ",\"orphans\":%" PRIu64 ",\"lost\":%" PRIu64
+		       "}",
+		       i ? "," : "", f->info->name, (uint64_t)l.calls, (uint64_t)l.orphans,
+		       (uint64_t)l.lost);
 	}
 	printf("}");
 	return 0;

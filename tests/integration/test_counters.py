@@ -178,10 +178,45 @@ def test_counters_of_a_recursion_across_stack_growth(driver):
     rep, tracee = trace(driver, NATIVE, "recursive", ["deep"])
     check_consistent(rep)
     c = rep["counters"]
-    assert rep["functions"]["main.deep"] == {"calls": tracee["calls"]["main.deep"], "orphans": 0}, rep
+    assert rep["functions"]["main.deep"] == {"calls": tracee["calls"]["main.deep"], "orphans": 0,
+                                             "lost": 0}, rep
     assert all(n == 0 for n in c["unmeasured"].values()), rep
     assert c["all"]["restarts"] > 0, f"no restart after morestack recognized\n{rep}"
     assert (c["purged"], c["swept"], rep["reaped"], rep["ticks"], c["lost_events"]) == (0, 0, 0, 0, 0), rep
+
+
+def test_counters_of_a_recursion_deeper_than_the_bound(driver):
+    """Recursion past TRACER_MAX_DEPTH: the calls beyond it are counted lost
+    for their function and as frames_full (what the agent exposes), once
+    each (an entry repeated after runtime.morestack is no second loss); the
+    shallower ones all measured, nothing purged, nothing left in flight."""
+    max_depth = 1024  # TRACER_MAX_DEPTH in src/tracer.h
+    rep, tracee = trace(driver, NATIVE, "deeprec", ["recurse_shallow", "recurse_deep"])
+    check_consistent(rep)
+    c = rep["counters"]
+    shallow, deep = "main.recurseShallow", "main.recurseDeep"
+    measured = tracee["chains"] * max_depth
+    lost = tracee["calls"][deep] - measured
+    assert rep["functions"][shallow] == {"calls": tracee["calls"][shallow], "orphans": 0,
+                                         "lost": 0}, rep
+    assert rep["functions"][deep] == {"calls": measured, "orphans": 0, "lost": lost}, rep
+    assert c["unmeasured"]["frames_full"] == lost, rep
+    assert all(n == 0 for name, n in c["unmeasured"].items() if name != "frames_full"), rep
+    assert (c["purged"], c["swept"], rep["reaped"], rep["inflight_before"]) == (0, 0, 0, 0), rep
+
+
+def test_deep_dead_frames_purged_and_reaped_once(driver):
+    """Dead frames past the ones every hit looks at: a panic from 300 levels
+    deep, 3 times in one goroutine. The next chain's entry purges the last
+    chain's frames (all of them), the reap drops the third's: each counted
+    once, as an orphan of its function."""
+    rep, tracee = trace(driver, NATIVE, "deeppanic", ["recurse_panic"])
+    check_consistent(rep)
+    c = rep["counters"]
+    fn, depth = "main.recursePanic", tracee["depth"]
+    assert rep["functions"][fn] == {"calls": 0, "orphans": tracee["orphans"][fn], "lost": 0}, rep
+    assert (c["purged"], c["swept"]) == (tracee["orphans"][fn] - depth, depth), rep
+    assert (rep["reaped"], rep["inflight_before"]) == (depth, depth), rep
 
 
 @pytest.mark.parametrize("tracee", [NATIVE, *GOID_160[:1]], ids=lambda t: t.id)
@@ -194,7 +229,8 @@ def test_purged_counts_each_dead_call_once(driver, tracee):
     c = rep["counters"]
     orphans = report["orphans"]
     for fn in orphans:
-        assert rep["functions"][fn] == {"calls": report["calls"][fn], "orphans": orphans[fn]}, \
+        assert rep["functions"][fn] == {"calls": report["calls"][fn], "orphans": orphans[fn],
+                                     "lost": 0}, \
             f"{fn}: the tracee says {report['calls'][fn]} calls, {orphans[fn]} orphans\n{rep}"
     assert c["purged"] + c["swept"] == sum(orphans.values()), \
         f"purged {c['purged']} + swept {c['swept']} != {sum(orphans.values())} orphans\n{rep}"
@@ -241,6 +277,6 @@ def test_tick_sweeps_a_call_untouched_for_a_minute(driver):
     after = rep["swept_after_ns"] / NS_PER_S
     assert 60 <= after <= 60 + 5 + 2, f"swept {after:.1f} s after the call began\n{rep}"
     assert c["swept"] == 1, rep
-    assert rep["functions"]["held_call"] == {"calls": 0, "orphans": 1}, rep
+    assert rep["functions"]["held_call"] == {"calls": 0, "orphans": 1, "lost": 0}, rep
     assert c["all"]["unmatched_ret"] == 1, f"its RET found a frame\n{rep}"
     assert c["purged"] == 0 and rep["inflight"] == 0, rep

@@ -230,6 +230,56 @@ def test_recursion_with_stack_growth(t):
 
 
 # --------------------------------------------------------------------------
+# deeprec: recurseShallow 120 levels and recurseDeep 2000 levels, 256-byte
+# frames, 3 chains each in fresh goroutines (stacks copied during the calls).
+# The tracer measures TRACER_MAX_DEPTH nested calls per goroutine; deeper
+# calls are counted lost for their function, never silently dropped.
+
+MAX_DEPTH = 1024  # TRACER_MAX_DEPTH in src/tracer.h
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_deep_recursion_counted_exactly(t):
+    r = scenario(t, "deeprec", ["recurse_shallow", "recurse_deep"])
+    rep = r.report
+    chains = rep["chains"]
+    shallow, deep = t.fn("recurse_shallow"), t.fn("recurse_deep")
+    assert rep["depth"][shallow] > 64 and rep["depth"][deep] > MAX_DEPTH, rep
+    # 120 deep: more than the frames every hit looks at, every call exact
+    f = assert_calls(r, "recurse_shallow", t, rep["calls"][shallow])
+    assert f["lost"] == 0, f"{shallow}: {f['lost']} calls lost\n{r.describe()}"
+    # 2000 deep: the MAX_DEPTH shallower levels of each chain exact, the rest lost
+    want = chains * MAX_DEPTH
+    f = assert_calls(r, "recurse_deep", t, want)
+    assert f["lost"] == rep["calls"][deep] - want, \
+        f"{deep}: lost {f['lost']} != {rep['calls'][deep] - want}\n{r.describe()}"
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_deep_panic_orphans_every_level(t):
+    """A panic from 300 levels deep, recovered above them, 3 times in one
+    goroutine: each next chain's first entry purges the dead frames of the
+    last (past the frames every hit looks at), the exit reaps the third."""
+    r = scenario(t, "deeppanic", ["recurse_panic"])
+    name = t.fn("recurse_panic")
+    assert r.report["depth"] > 64, r.report
+    f = assert_calls(r, "recurse_panic", t, 0, r.report["orphans"][name])
+    assert f["lost"] == 0, f
+
+
+def test_deep_recursion_loss_in_text_output():
+    t = NATIVE
+    r = tracing.once("deeprec text", lambda: tracing.run_ok(
+        [(t, "deeprec")], [t.fn("recurse_shallow"), t.fn("recurse_deep")], json_out=False))
+    out = r.retwatch.stdout
+    deep, shallow = t.fn("recurse_deep"), t.fn("recurse_shallow")
+    lost = r.report["calls"][deep] - r.report["chains"] * MAX_DEPTH
+    assert f"{deep}: {lost} calls not measured: entered with {MAX_DEPTH} traced calls" in out, \
+        r.describe()
+    assert f"{shallow}: " not in out, f"{shallow} reported with lost calls\n{r.describe()}"
+
+
+# --------------------------------------------------------------------------
 # panic: mayPanic panics on every 3rd call (recovered by its untraced
 # caller); exitGoroutine ends its goroutine with runtime.Goexit in 4 of 7
 

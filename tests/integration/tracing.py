@@ -37,6 +37,9 @@ FUNCS = {
         "exit_goroutine": "main.exitGoroutine",
         "mix": "main.mix",
         "checksum": "main.checksum",
+        "recurse_shallow": "main.recurseShallow",
+        "recurse_deep": "main.recurseDeep",
+        "recurse_panic": "main.recursePanic",
     },
     "c": {
         "sleep_for": "sleep_for",
@@ -472,6 +475,7 @@ def check_schema(doc):
             "p99_ns": is_int,
             "max_ns": is_int,
             "orphans": is_int,
+            "lost": is_int,
             "reason": lambda x: x is None or isinstance(x, str),
         }
         for key, ok in checks.items():

@@ -169,15 +169,28 @@ TEST(latency_merge)
 	}
 	a.orphans = 2;
 	b.orphans = 3;
+	a.lost = 4;
+	b.lost = 6;
 	latency__merge(&a, &b);
 	latency__merge(&a, &empty); /* min 0 of an empty one means none */
 	latency__merge(&empty, &a);
-	return ASSERT_EQ(a.calls, 3000) && ASSERT_EQ(a.orphans, 5) &&
+	return ASSERT_EQ(a.calls, 3000) && ASSERT_EQ(a.orphans, 5) && ASSERT_EQ(a.lost, 10) &&
 	       ASSERT_EQ(a.sum_ns, all.sum_ns) && ASSERT_EQ(a.min_ns, all.min_ns) &&
 	       ASSERT_EQ(a.max_ns, all.max_ns) &&
 	       ASSERT_OK(memcmp(a.buckets, all.buckets, sizeof(a.buckets))) &&
 	       ASSERT_EQ(latency__count(&a), 3000) && ASSERT_EQ(empty.min_ns, all.min_ns) &&
 	       ASSERT_OK(memcmp(&empty, &a, sizeof(a)));
+}
+
+TEST(latency_subtract_takes_out_counts)
+{
+	struct latency l = { .calls = 10, .orphans = 3, .lost = 5, .sum_ns = 100 };
+	struct latency base = { .calls = 4, .orphans = 5, .lost = 2, .sum_ns = 40 };
+
+	latency__subtract(&l, &base);
+	/* never below zero: a count the base had more of is taken out down to 0 */
+	return ASSERT_EQ(l.calls, 6) && ASSERT_EQ(l.orphans, 0) && ASSERT_EQ(l.lost, 3) &&
+	       ASSERT_EQ(l.sum_ns, 60);
 }
 
 TEST(latency_format_ns)
