@@ -23,6 +23,7 @@ TEST(status_latency_round_trip)
 	for (uint64_t ns = 1; ns < 5000000000ULL; ns = ns * 3 + 7)
 		latency__record(l, ns);
 	l->orphans = 3;
+	l->lost = 2;
 	if (!ASSERT_OK(status_latency__to_json(l, obj)) ||
 	    !ASSERT_OK(status_latency__from_json(obj, back)))
 		goto out;
