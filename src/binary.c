@@ -254,6 +254,12 @@ static int index_symtab(struct binary *b)
 	return 0;
 }
 
+/*
+ * Pairs each "foo.cold" symbol with the functions named foo. Every entry of
+ * one name gets the same ranges, so the first entry of the run tells when the
+ * whole run is full: a file of many same-named symbols costs O(n log n), not
+ * O(n^2).
+ */
 static int attach_cold_symbols(struct binary *b)
 {
 	size_t n;
@@ -272,10 +278,10 @@ static int attach_cold_symbols(struct binary *b)
 		for (j = lower_bound(b, base); j < b->nfns && !strcmp(b->fns[j].name, base); j++) {
 			struct fn_entry *f = &b->fns[j];
 
-			if (f->nextra < DWARF_MAX_RANGES - 1 && f->source == FUNC_SOURCE_SYMTAB)
-				f->extra[f->nextra++] = (struct addr_range){
-					syms[i].addr, syms[i].addr + syms[i].size
-				};
+			if (f->nextra == DWARF_MAX_RANGES - 1)
+				break; /* and so is the rest of the run */
+			f->extra[f->nextra++] = (struct addr_range){ syms[i].addr,
+								     syms[i].addr + syms[i].size };
 		}
 		free(base);
 	}
@@ -510,25 +516,49 @@ static int analyzed(struct binary *b, struct fn_entry *f)
 
 #define MAX_WRAPPER_SIZE 256
 
-static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64_t target)
+/* First entry of [first, end) (sorted by address within one name) at addr, or end. */
+static size_t run_find_addr(const struct binary *b, size_t first, size_t end, uint64_t addr)
 {
+	size_t lo = first, hi = end;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->fns[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < end && b->fns[lo].addr == addr ? lo : end;
+}
+
+/* Whether entry i of the run [first, end) calls or jumps to another entry of
+ * the run that is not dropped. */
+static bool wraps_other(const struct binary *b, size_t i, size_t first, size_t end)
+{
+	const struct fn_entry *from = &b->fns[i];
 	uint8_t buf[MAX_WRAPPER_SIZE];
 	size_t len = from->size < sizeof(buf) ? from->size : sizeof(buf);
 
 	/* an ABI wrapper is a few instructions that end in a CALL or JMP to the
-	 * body: look for the rel32 displacement that reaches the target. A byte
-	 * scan is enough here since it only classifies (no probe goes where it
-	 * points), and a false match would need the target's exact distance. */
+	 * body: look for a rel32 displacement that reaches an entry of the same
+	 * name. A byte scan is enough here since it only classifies (no probe
+	 * goes where it points), and a false match would need an entry's exact
+	 * distance. */
 	if (len < 5 || elfbin__read(b->eb, from->addr, buf, len))
 		return false;
-	for (size_t i = 0; i + 5 <= len; i++) {
+	for (size_t k = 0; k + 5 <= len; k++) {
+		uint64_t target;
 		int32_t rel;
 
-		if (buf[i] != 0xe8 && buf[i] != 0xe9)
+		if (buf[k] != 0xe8 && buf[k] != 0xe9)
 			continue;
-		memcpy(&rel, buf + i + 1, 4);
-		if (from->addr + i + 5 + (int64_t)rel == target)
-			return true;
+		memcpy(&rel, buf + k + 1, 4);
+		target = from->addr + k + 5 + (int64_t)rel;
+		for (size_t j = run_find_addr(b, first, end, target);
+		     j < end && b->fns[j].addr == target; j++)
+			if (j != i && !b->fns[j].dropped)
+				return true;
 	}
 	return false;
 }
@@ -536,19 +566,16 @@ static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64
 /*
  * Go emits, for a function called across ABIs, a body and a small wrapper
  * under the same name (the ABI0 one is "name.abi0" in .symtab). Keep the body:
- * the entry that does not merely call into the other.
+ * the entry that does not merely call into the other. One read and at most
+ * MAX_WRAPPER_SIZE lookups per entry: a run of thousands of same-named
+ * entries in a hostile file costs O(n log n).
  */
 static void drop_abi_wrappers(struct binary *b, size_t first, size_t end)
 {
-	for (size_t i = first; i < end; i++) {
-		for (size_t j = first; j < end; j++) {
-			if (i == j || b->fns[i].dropped || b->fns[j].dropped)
-				continue;
-			if (b->fns[i].size <= MAX_WRAPPER_SIZE &&
-			    jumps_to(b, &b->fns[i], b->fns[j].addr))
-				b->fns[i].dropped = true;
-		}
-	}
+	for (size_t i = first; i < end; i++)
+		if (!b->fns[i].dropped && b->fns[i].size <= MAX_WRAPPER_SIZE &&
+		    wraps_other(b, i, first, end))
+			b->fns[i].dropped = true;
 }
 
 /* ---- matching ---- */
@@ -576,74 +603,135 @@ static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *
 	return 0;
 }
 
-/* Edit distance, or max + 1 once it must exceed max. */
-static size_t bounded_distance(const char *a, size_t la, const char *b, size_t lb, size_t max)
-{
-	size_t row[256], prev, best;
+/*
+ * Work bound of one pattern's suggestions, in edit-distance cells: a binary
+ * of many long names (or 64 patterns against it) must not stall the caller.
+ * Real names rarely get near it: most fail the length test, the rest leave
+ * the band within a few rows.
+ */
+#define SUGGEST_CELL_BUDGET (1u << 20)
+#define SUGGEST_MAX_LEN 255
 
-	if (la > 255 || lb > 255)
-		return max + 1;
-	if ((la > lb ? la - lb : lb - la) > max)
-		return max + 1;
+/*
+ * Edit distance, or max + 1 once it must exceed max. Only the band of cells
+ * within max of the diagonal can hold a distance of at most max (O(max * la),
+ * not O(la * lb)); each cell computed is taken from *budget, and an empty
+ * budget answers max + 1.
+ */
+static size_t bounded_distance(const char *a, size_t la, const char *b, size_t lb, size_t max,
+			       size_t *budget)
+{
+	size_t row[SUGGEST_MAX_LEN + 1], inf = max + 1;
+
+	if (la > SUGGEST_MAX_LEN || lb > SUGGEST_MAX_LEN || (la > lb ? la - lb : lb - la) > max)
+		return inf;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
+		row[j] = j <= max ? j : inf;
 	for (size_t i = 1; i <= la; i++) {
-		prev = row[0];
-		row[0] = i;
-		best = row[0];
-		for (size_t j = 1; j <= lb; j++) {
+		size_t lo = i > max ? i - max : 1, hi = i + max < lb ? i + max : lb;
+		size_t prev, best;
+
+		if (lo > hi)
+			return inf;
+		if (*budget < hi - lo + 1) {
+			*budget = 0;
+			return inf;
+		}
+		*budget -= hi - lo + 1;
+		prev = row[lo - 1];
+		/* column lo - 1 of this row lies outside the band unless it is 0 */
+		row[lo - 1] = lo == 1 && i <= max ? i : inf;
+		best = row[lo - 1];
+		for (size_t j = lo; j <= hi; j++) {
 			size_t cur = row[j];
 			size_t sub = prev + (a[i - 1] != b[j - 1]);
-			size_t del = row[j] + 1, ins = row[j - 1] + 1;
+			size_t del = cur + 1, ins = row[j - 1] + 1;
+			size_t v = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
 
-			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			row[j] = v < inf ? v : inf;
 			prev = cur;
 			if (row[j] < best)
 				best = row[j];
 		}
 		if (best > max)
-			return max + 1;
+			return inf;
 	}
-	return row[lb];
+	return row[lb] <= max ? row[lb] : inf;
 }
 
-/* The distance from the pattern to the name or to any dotted or slashed tail
- * of it, so "ProcessPaymnt" finds "main.ProcessPayment". */
-static size_t name_distance(const char *pat, size_t lp, const char *name, size_t max)
+/* One unmatched pattern's search for similar names. */
+struct suggester {
+	char lit[SUGGEST_MAX_LEN + 1]; /* the pattern without wildcards */
+	size_t lp, max;		       /* its length, the largest distance kept */
+	int diff[256];		       /* its letter counts minus those of a tail */
+	size_t budget;		       /* cells left (bounded_distance) */
+};
+
+static bool is_name_sep(char c)
 {
-	size_t best = bounded_distance(pat, lp, name, strlen(name), max);
+	return c == '.' || c == '/' || c == ':';
+}
 
-	for (const char *s = name; *s && best; s++) {
-		if (*s != '.' && *s != '/')
-			continue;
-		size_t d = bounded_distance(pat, lp, s + 1, strlen(s + 1), max);
+/*
+ * The distance from the pattern to the name or to any tail of it after a
+ * '.', '/' or ':', so "ProcessPaymnt" finds "main.ProcessPayment" and
+ * "total" finds "shop::Cart::total"; max + 1 when above max. The tails are
+ * walked from the end, keeping the difference of letter counts between the
+ * pattern and the tail: a distance is at least the larger of its positive and
+ * negative sums, so most tails are ruled out in O(1), and the whole name in
+ * O(length).
+ */
+static size_t name_distance(struct suggester *sg, const char *name)
+{
+	size_t ln = strlen(name), best = sg->max + 1, pos = sg->lp, neg = 0;
 
-		if (d < best)
-			best = d;
+	for (size_t k = ln + 1; k-- > 0;) {
+		size_t tl = ln - k;
+
+		if ((!k || is_name_sep(name[k - 1])) && (pos > neg ? pos : neg) < best &&
+		    (tl > sg->lp ? tl - sg->lp : sg->lp - tl) < best && sg->budget) {
+			size_t d = bounded_distance(sg->lit, sg->lp, name + k, tl, best - 1,
+						    &sg->budget);
+
+			if (d < best)
+				best = d;
+		}
+		if (k) {
+			unsigned char c = name[k - 1];
+
+			if (sg->diff[c]-- > 0)
+				pos--;
+			else
+				neg++;
+		}
 	}
+	for (size_t k = 0; k < ln; k++)
+		sg->diff[(unsigned char)name[k]]++;
 	return best;
 }
 
 static void suggest(const struct binary *b, struct binary_unmatched *u)
 {
-	char lit[256];
-	size_t lp = 0, max, dist[BINARY_MAX_SUGGESTIONS];
+	struct suggester sg = { .budget = SUGGEST_CELL_BUDGET };
+	size_t dist[BINARY_MAX_SUGGESTIONS];
 
-	for (const char *p = u->pattern; *p && lp < sizeof(lit) - 1; p++)
+	for (const char *p = u->pattern; *p && sg.lp < SUGGEST_MAX_LEN; p++)
 		if (*p != '*' && *p != '?' && *p != '\\')
-			lit[lp++] = *p;
-	lit[lp] = 0;
-	max = lp / 4 > 2 ? lp / 4 : 2;
+			sg.lit[sg.lp++] = *p;
+	for (size_t i = 0; i < sg.lp; i++)
+		sg.diff[(unsigned char)sg.lit[i]]++;
+	sg.max = sg.lp / 4 > 2 ? sg.lp / 4 : 2;
 	for (size_t i = 0; i < b->nfns; i++) {
 		const char *name = b->fns[i].name;
 		size_t d, k;
 
 		if (b->fns[i].dropped || (i && !strcmp(name, b->fns[i - 1].name)))
 			continue;
-		d = name_distance(lit, lp, name, max);
-		if (d > max && lp >= 4 && strcasestr(name, lit))
-			d = max; /* a substring is a fair guess too */
-		if (d > max)
+		/* past the budget only the linear substring test is left */
+		d = name_distance(&sg, name);
+		if (d > sg.max && sg.lp >= 4 && strcasestr(name, sg.lit))
+			d = sg.max; /* a substring is a fair guess too */
+		if (d > sg.max)
 			continue;
 		/* insertion into the best few, ordered by distance then index */
 		k = u->nsuggestions;
