@@ -26,7 +26,8 @@ RUN make -j"$(nproc)" all
 
 FROM ${BASE}
 # Runtime packages of every library in `objdump -p` NEEDED of the two
-# binaries; libzycore1.4 comes with libzydis4.0. ca-certificates for
+# binaries; libzycore1.4 comes with libzydis4.0. libiberty (the demangler)
+# is linked statically: libiberty-dev ships only an archive. ca-certificates for
 # API servers whose certificate a public CA signed.
 RUN apt-get update \
 	&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

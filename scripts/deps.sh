@@ -11,13 +11,21 @@ build_pkgs=(
 	make gcc pkg-config clang llvm bpftool
 	libbpf-dev libelf-dev libdw-dev libzydis-dev zlib1g-dev
 	libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev
+	libiberty-dev
 )
 pkgs=(
 	"${build_pkgs[@]}" clang-format-14 binutils file time
 	runc busybox-static libcap2-bin buildah debootstrap prometheus
 	libclang-rt-14-dev
 	golang-1.19-go
+	g++
 )
+
+# The Rust test fixture needs a rustc: Debian's, unless one is on PATH
+# (rustup's, say).
+if ! command -v rustc >/dev/null 2>&1; then
+	pkgs+=(rustc)
+fi
 
 build_only=0
 case "${1:-}" in

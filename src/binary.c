@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "binary.h"
+#include "demangle.h"
 #include "disasm.h"
 #include "elfbin.h"
 #include "gopclntab.h"
@@ -20,8 +21,12 @@ struct fn_entry {
 	const char *name;
 	uint64_t addr, size;
 	enum func_source source;
+	const char *demangled;	/* C++ with parameters, Rust without hash; or NULL */
 	bool dropped;		/* a Go ABI wrapper whose body is another entry */
+	bool wrappers_checked;	/* its name's run went through drop_abi_wrappers */
 	unsigned int match_gen; /* binary__match call that last listed it */
+	unsigned int count_gen; /* the glob that last counted it */
+	size_t canon;		/* the entry listed for its address (itself, or an alias's) */
 	struct addr_range extra[DWARF_MAX_RANGES - 1]; /* .cold parts */
 	size_t nextra;
 	struct func_info *info; /* analysis, made on first match */
@@ -47,9 +52,18 @@ struct binary {
 	size_t nfns, cap;
 	char **names; /* storage for names we made */
 	size_t nnames, names_cap;
-	unsigned int match_gen;
+	unsigned int match_gen, count_gen;
+	size_t ncanon;	       /* entries that are their address's own */
+	struct name_key *keys; /* every name a pattern matches, sorted */
+	size_t nkeys;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
+};
+
+/* A name of entry fn: its own, or a demangled form of it. */
+struct name_key {
+	const char *name;
+	size_t fn;
 };
 
 /* One address range of a function, in the address index. */
@@ -210,11 +224,21 @@ static size_t lower_bound(const struct binary *b, const char *name)
 	return lo;
 }
 
-static bool has_name(const struct binary *b, const char *name)
+/* Whether the sorted first n entries hold name (entries appended since are
+ * not sorted yet). */
+static bool has_name(const struct binary *b, size_t n, const char *name)
 {
-	size_t i = lower_bound(b, name);
+	size_t lo = 0, hi = n;
 
-	return i < b->nfns && !strcmp(b->fns[i].name, name);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(b->fns[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && !strcmp(b->fns[lo].name, name);
 }
 
 static void sort_index(struct binary *b)
@@ -254,6 +278,12 @@ static int index_symtab(struct binary *b)
 	return 0;
 }
 
+/*
+ * Pairs each "foo.cold" symbol with the functions named foo. Every entry of
+ * one name gets the same ranges, so the first entry of the run tells when the
+ * whole run is full: a file of many same-named symbols costs O(n log n), not
+ * O(n^2).
+ */
 static int attach_cold_symbols(struct binary *b)
 {
 	size_t n;
@@ -272,10 +302,10 @@ static int attach_cold_symbols(struct binary *b)
 		for (j = lower_bound(b, base); j < b->nfns && !strcmp(b->fns[j].name, base); j++) {
 			struct fn_entry *f = &b->fns[j];
 
-			if (f->nextra < DWARF_MAX_RANGES - 1 && f->source == FUNC_SOURCE_SYMTAB)
-				f->extra[f->nextra++] = (struct addr_range){
-					syms[i].addr, syms[i].addr + syms[i].size
-				};
+			if (f->nextra == DWARF_MAX_RANGES - 1)
+				break; /* and so is the rest of the run */
+			f->extra[f->nextra++] = (struct addr_range){ syms[i].addr,
+								     syms[i].addr + syms[i].size };
 		}
 		free(base);
 	}
@@ -365,7 +395,7 @@ static int index_pclntab(struct binary *b, struct rw_error *err)
 			if (!name)
 				return rw_error_set(err, ENOMEM, "out of memory");
 		}
-		if (has_name(b, name))
+		if (has_name(b, before, name))
 			continue;
 		if (!add_fn(b, name, g->entry, g->end - g->entry, FUNC_SOURCE_PCLNTAB))
 			return rw_error_set(err, ENOMEM, "out of memory");
@@ -401,7 +431,13 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 	for (size_t i = 0; i < n; i++) {
 		struct fn_entry *f;
 
-		if (has_name(b, df[i].name))
+		/* a function the linker discarded keeps its DWARF at address 0
+		 * (or wherever its section would have been): it is no function
+		 * of this binary. One entry per address: the symbol table's
+		 * name wins, and DWARF lists some functions in several units. */
+		if (!elfbin__is_code(b->eb, df[i].entry, 1) ||
+		    (i && df[i - 1].entry == df[i].entry) || sym_at(b, df[i].entry) ||
+		    has_name(b, before, df[i].name))
 			continue;
 		f = add_fn(b, df[i].name, df[i].entry, df[i].ranges[0].hi - df[i].entry,
 			   FUNC_SOURCE_DWARF);
@@ -413,6 +449,146 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 	if (b->nfns != before)
 		sort_index(b);
 	return 0;
+}
+
+static unsigned int leading_underscores(const char *s);
+
+/* Which of two entries at one address names it: a symbol-table name over
+ * pclntab's and DWARF's, then the larger, then the one with fewer leading
+ * underscores (memcpy, not __memcpy), then the first by name. */
+static int canon_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct binary *bin = ctx;
+	const struct fn_entry *x = &bin->fns[*(const size_t *)a],
+			      *y = &bin->fns[*(const size_t *)b];
+	unsigned int ux, uy;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->source != y->source)
+		return x->source < y->source ? -1 : 1;
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	ux = leading_underscores(x->name);
+	uy = leading_underscores(y->name);
+	if (ux != uy)
+		return ux < uy ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * One function per address, always: names that share an entry address
+ * (aliases, a function both in .symtab and DWARF, versioned symbols) are
+ * one function, listed and probed once, under the name canon_cmp prefers.
+ */
+static int pick_canonical(struct binary *b)
+{
+	size_t *order = malloc((b->nfns ? b->nfns : 1) * sizeof(*order));
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nfns; i++)
+		order[i] = i;
+	qsort_r(order, b->nfns, sizeof(*order), canon_cmp, b);
+	b->ncanon = 0;
+	for (size_t i = 0, first = 0; i < b->nfns; i++) {
+		if (!i || b->fns[order[i]].addr != b->fns[order[first]].addr) {
+			first = i;
+			b->ncanon++;
+		}
+		b->fns[order[i]].canon = order[first];
+	}
+	free(order);
+	return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct name_key *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	return x->fn < y->fn ? -1 : x->fn > y->fn;
+}
+
+/*
+ * Rust's v0 names print a method of an inherent impl as "<main::Cart>::total"
+ * where legacy names print "main::Cart::total": the legacy spelling of a v0
+ * name, into buf. False when name is no such method (trait impls, "<T as
+ * Trait>::f", keep their brackets in both).
+ */
+static bool inherent_path(const char *name, char *buf, size_t len)
+{
+	size_t depth = 0, n = strlen(name), i;
+
+	if (name[0] != '<' || n >= len)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (name[i] == '<')
+			depth++;
+		else if (name[i] == '>' && !--depth)
+			break;
+	}
+	if (i == n || strncmp(name + i + 1, "::", 2) || memmem(name, i, " as ", 4))
+		return false;
+	memcpy(buf, name + 1, i - 1);
+	memcpy(buf + i - 1, name + i + 1, n - i); /* with the terminator */
+	return true;
+}
+
+/*
+ * The names patterns are matched against: each entry's own, and for a C++
+ * or Rust symbol its demangled forms, with and without C++ parameter lists
+ * ("shop::Cart::total(int) const", "shop::Cart::total"; "main::compute",
+ * and for a v0 method "main::Cart::total" besides "<main::Cart>::total").
+ */
+static int build_keys(struct binary *b)
+{
+	char full[DEMANGLE_MAX_OUT + 1], bare[DEMANGLE_MAX_OUT + 1];
+	size_t cap = b->nfns ? b->nfns : 1, n = 0;
+	struct name_key *k = malloc(cap * sizeof(*k));
+
+	if (!k)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nfns; i++) {
+		struct fn_entry *f = &b->fns[i];
+		const char *forms[3] = { f->name };
+		size_t nforms = 1;
+
+		if (demangle(f->name, true, full, sizeof(full))) {
+			f->demangled = keep_name(b, full, strlen(full));
+			if (!f->demangled)
+				goto nomem;
+			forms[nforms++] = f->demangled;
+			if (!strncmp(f->name, "_R", 2) && inherent_path(full, bare, sizeof(bare))) {
+				forms[nforms] = keep_name(b, bare, strlen(bare));
+				if (!forms[nforms++])
+					goto nomem;
+			} else if (demangle(f->name, false, bare, sizeof(bare)) &&
+				   strcmp(bare, full)) {
+				forms[nforms] = keep_name(b, bare, strlen(bare));
+				if (!forms[nforms++])
+					goto nomem;
+			}
+		}
+		if (n + nforms > cap) {
+			void *p = realloc(k, (cap = cap * 2 + nforms) * sizeof(*k));
+
+			if (!p)
+				goto nomem;
+			k = p;
+		}
+		for (size_t j = 0; j < nforms; j++)
+			k[n++] = (struct name_key){ forms[j], i };
+	}
+	qsort(k, n, sizeof(*k), key_cmp);
+	b->keys = k;
+	b->nkeys = n;
+	return 0;
+nomem:
+	free(k);
+	return -ENOMEM;
 }
 
 static int build_index(struct binary *b, struct rw_error *err)
@@ -430,6 +606,8 @@ static int build_index(struct binary *b, struct rw_error *err)
 	/* Go functions are never split, and Go's DWARF is large: skip it */
 	if (!b->pcln)
 		ret = index_dwarf(b, err);
+	if (!ret && (pick_canonical(b) || build_keys(b)))
+		ret = rw_error_set(err, ENOMEM, "out of memory");
 	return ret;
 }
 
@@ -446,6 +624,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	if (!fi)
 		return -ENOMEM;
 	fi->name = f->name;
+	fi->demangled = f->demangled;
 	fi->address = f->addr;
 	fi->size = f->size;
 	fi->source = f->source;
@@ -510,25 +689,49 @@ static int analyzed(struct binary *b, struct fn_entry *f)
 
 #define MAX_WRAPPER_SIZE 256
 
-static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64_t target)
+/* First entry of [first, end) (sorted by address within one name) at addr, or end. */
+static size_t run_find_addr(const struct binary *b, size_t first, size_t end, uint64_t addr)
 {
+	size_t lo = first, hi = end;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->fns[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < end && b->fns[lo].addr == addr ? lo : end;
+}
+
+/* Whether entry i of the run [first, end) calls or jumps to another entry of
+ * the run that is not dropped. */
+static bool wraps_other(const struct binary *b, size_t i, size_t first, size_t end)
+{
+	const struct fn_entry *from = &b->fns[i];
 	uint8_t buf[MAX_WRAPPER_SIZE];
 	size_t len = from->size < sizeof(buf) ? from->size : sizeof(buf);
 
 	/* an ABI wrapper is a few instructions that end in a CALL or JMP to the
-	 * body: look for the rel32 displacement that reaches the target. A byte
-	 * scan is enough here since it only classifies (no probe goes where it
-	 * points), and a false match would need the target's exact distance. */
+	 * body: look for a rel32 displacement that reaches an entry of the same
+	 * name. A byte scan is enough here since it only classifies (no probe
+	 * goes where it points), and a false match would need an entry's exact
+	 * distance. */
 	if (len < 5 || elfbin__read(b->eb, from->addr, buf, len))
 		return false;
-	for (size_t i = 0; i + 5 <= len; i++) {
+	for (size_t k = 0; k + 5 <= len; k++) {
+		uint64_t target;
 		int32_t rel;
 
-		if (buf[i] != 0xe8 && buf[i] != 0xe9)
+		if (buf[k] != 0xe8 && buf[k] != 0xe9)
 			continue;
-		memcpy(&rel, buf + i + 1, 4);
-		if (from->addr + i + 5 + (int64_t)rel == target)
-			return true;
+		memcpy(&rel, buf + k + 1, 4);
+		target = from->addr + k + 5 + (int64_t)rel;
+		for (size_t j = run_find_addr(b, first, end, target);
+		     j < end && b->fns[j].addr == target; j++)
+			if (j != i && !b->fns[j].dropped)
+				return true;
 	}
 	return false;
 }
@@ -536,19 +739,16 @@ static bool jumps_to(const struct binary *b, const struct fn_entry *from, uint64
 /*
  * Go emits, for a function called across ABIs, a body and a small wrapper
  * under the same name (the ABI0 one is "name.abi0" in .symtab). Keep the body:
- * the entry that does not merely call into the other.
+ * the entry that does not merely call into the other. One read and at most
+ * MAX_WRAPPER_SIZE lookups per entry: a run of thousands of same-named
+ * entries in a hostile file costs O(n log n).
  */
 static void drop_abi_wrappers(struct binary *b, size_t first, size_t end)
 {
-	for (size_t i = first; i < end; i++) {
-		for (size_t j = first; j < end; j++) {
-			if (i == j || b->fns[i].dropped || b->fns[j].dropped)
-				continue;
-			if (b->fns[i].size <= MAX_WRAPPER_SIZE &&
-			    jumps_to(b, &b->fns[i], b->fns[j].addr))
-				b->fns[i].dropped = true;
-		}
-	}
+	for (size_t i = first; i < end; i++)
+		if (!b->fns[i].dropped && b->fns[i].size <= MAX_WRAPPER_SIZE &&
+		    wraps_other(b, i, first, end))
+			b->fns[i].dropped = true;
 }
 
 /* ---- matching ---- */
@@ -557,6 +757,7 @@ static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *
 {
 	int ret;
 
+	f = &b->fns[f->canon];
 	if (f->match_gen == b->match_gen)
 		return 0; /* listed by an earlier pattern */
 	ret = analyzed(b, f);
@@ -576,76 +777,156 @@ static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *
 	return 0;
 }
 
-/* Edit distance, or max + 1 once it must exceed max. */
-static size_t bounded_distance(const char *a, size_t la, const char *b, size_t lb, size_t max)
-{
-	size_t row[256], prev, best;
+/*
+ * Work bound of one pattern's suggestions, in edit-distance cells: a binary
+ * of many long names (or 64 patterns against it) must not stall the caller.
+ * Real names rarely get near it: most fail the length test, the rest leave
+ * the band within a few rows.
+ */
+#define SUGGEST_CELL_BUDGET (1u << 20)
+#define SUGGEST_MAX_LEN 255
 
-	if (la > 255 || lb > 255)
-		return max + 1;
-	if ((la > lb ? la - lb : lb - la) > max)
-		return max + 1;
+/*
+ * Edit distance, or max + 1 once it must exceed max. Only the band of cells
+ * within max of the diagonal can hold a distance of at most max (O(max * la),
+ * not O(la * lb)); each cell computed is taken from *budget, and an empty
+ * budget answers max + 1.
+ */
+static size_t bounded_distance(const char *a, size_t la, const char *b, size_t lb, size_t max,
+			       size_t *budget)
+{
+	size_t row[SUGGEST_MAX_LEN + 1], inf = max + 1;
+
+	if (la > SUGGEST_MAX_LEN || lb > SUGGEST_MAX_LEN || (la > lb ? la - lb : lb - la) > max)
+		return inf;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
+		row[j] = j <= max ? j : inf;
 	for (size_t i = 1; i <= la; i++) {
-		prev = row[0];
-		row[0] = i;
-		best = row[0];
-		for (size_t j = 1; j <= lb; j++) {
+		size_t lo = i > max ? i - max : 1, hi = i + max < lb ? i + max : lb;
+		size_t prev, best;
+
+		if (lo > hi)
+			return inf;
+		if (*budget < hi - lo + 1) {
+			*budget = 0;
+			return inf;
+		}
+		*budget -= hi - lo + 1;
+		prev = row[lo - 1];
+		/* column lo - 1 of this row lies outside the band unless it is 0 */
+		row[lo - 1] = lo == 1 && i <= max ? i : inf;
+		best = row[lo - 1];
+		for (size_t j = lo; j <= hi; j++) {
 			size_t cur = row[j];
 			size_t sub = prev + (a[i - 1] != b[j - 1]);
-			size_t del = row[j] + 1, ins = row[j - 1] + 1;
+			size_t del = cur + 1, ins = row[j - 1] + 1;
+			size_t v = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
 
-			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			row[j] = v < inf ? v : inf;
 			prev = cur;
 			if (row[j] < best)
 				best = row[j];
 		}
 		if (best > max)
-			return max + 1;
+			return inf;
 	}
-	return row[lb];
+	return row[lb] <= max ? row[lb] : inf;
 }
 
-/* The distance from the pattern to the name or to any dotted or slashed tail
- * of it, so "ProcessPaymnt" finds "main.ProcessPayment". */
-static size_t name_distance(const char *pat, size_t lp, const char *name, size_t max)
+/* One unmatched pattern's search for similar names. */
+struct suggester {
+	char lit[SUGGEST_MAX_LEN + 1]; /* the pattern without wildcards */
+	size_t lp, max;		       /* its length, the largest distance kept */
+	int diff[256];		       /* its letter counts minus those of a tail */
+	size_t budget;		       /* cells left (bounded_distance) */
+};
+
+static bool is_name_sep(char c)
 {
-	size_t best = bounded_distance(pat, lp, name, strlen(name), max);
+	return c == '.' || c == '/' || c == ':';
+}
 
-	for (const char *s = name; *s && best; s++) {
-		if (*s != '.' && *s != '/')
-			continue;
-		size_t d = bounded_distance(pat, lp, s + 1, strlen(s + 1), max);
+/*
+ * The distance from the pattern to the name or to any tail of it after a
+ * '.', '/' or ':', so "ProcessPaymnt" finds "main.ProcessPayment" and
+ * "total" finds "shop::Cart::total"; max + 1 when above max. The tails are
+ * walked from the end, keeping the difference of letter counts between the
+ * pattern and the tail: a distance is at least the larger of its positive and
+ * negative sums, so most tails are ruled out in O(1), and the whole name in
+ * O(length).
+ */
+static size_t name_distance(struct suggester *sg, const char *name)
+{
+	size_t ln = strlen(name), best = sg->max + 1, pos = sg->lp, neg = 0;
 
-		if (d < best)
-			best = d;
+	for (size_t k = ln + 1; k-- > 0;) {
+		size_t tl = ln - k;
+
+		if ((!k || is_name_sep(name[k - 1])) && (pos > neg ? pos : neg) < best &&
+		    (tl > sg->lp ? tl - sg->lp : sg->lp - tl) < best && sg->budget) {
+			size_t d = bounded_distance(sg->lit, sg->lp, name + k, tl, best - 1,
+						    &sg->budget);
+
+			if (d < best)
+				best = d;
+		}
+		if (k) {
+			unsigned char c = name[k - 1];
+
+			if (sg->diff[c]-- > 0)
+				pos--;
+			else
+				neg++;
+		}
 	}
+	for (size_t k = 0; k < ln; k++)
+		sg->diff[(unsigned char)name[k]]++;
 	return best;
+}
+
+/* The name to show for entry f: demangled when it was mangled. */
+static const char *display_name(const struct fn_entry *f)
+{
+	return f->demangled ? f->demangled : f->name;
 }
 
 static void suggest(const struct binary *b, struct binary_unmatched *u)
 {
-	char lit[256];
-	size_t lp = 0, max, dist[BINARY_MAX_SUGGESTIONS];
+	struct suggester sg = { .budget = SUGGEST_CELL_BUDGET };
+	size_t dist[BINARY_MAX_SUGGESTIONS], fn[BINARY_MAX_SUGGESTIONS];
 
-	for (const char *p = u->pattern; *p && lp < sizeof(lit) - 1; p++)
+	for (const char *p = u->pattern; *p && sg.lp < SUGGEST_MAX_LEN; p++)
 		if (*p != '*' && *p != '?' && *p != '\\')
-			lit[lp++] = *p;
-	lit[lp] = 0;
-	max = lp / 4 > 2 ? lp / 4 : 2;
-	for (size_t i = 0; i < b->nfns; i++) {
-		const char *name = b->fns[i].name;
-		size_t d, k;
+			sg.lit[sg.lp++] = *p;
+	for (size_t i = 0; i < sg.lp; i++)
+		sg.diff[(unsigned char)sg.lit[i]]++;
+	sg.max = sg.lp / 4 > 2 ? sg.lp / 4 : 2;
+	for (size_t i = 0, d = 0; i < b->nkeys; i++) {
+		const char *name = b->keys[i].name;
+		size_t c = b->fns[b->keys[i].fn].canon, k;
 
-		if (b->fns[i].dropped || (i && !strcmp(name, b->fns[i - 1].name)))
+		/* a name shared by several functions (overloads) is measured once */
+		if (!i || strcmp(name, b->keys[i - 1].name)) {
+			/* past the budget only the linear substring test is left */
+			d = name_distance(&sg, name);
+			if (d > sg.max && sg.lp >= 4 && strcasestr(name, sg.lit))
+				d = sg.max; /* a substring is a fair guess too */
+		}
+		if (d > sg.max || b->fns[c].dropped)
 			continue;
-		d = name_distance(lit, lp, name, max);
-		if (d > max && lp >= 4 && strcasestr(name, lit))
-			d = max; /* a substring is a fair guess too */
-		if (d > max)
-			continue;
-		/* insertion into the best few, ordered by distance then index */
+		/* one function once, at its best distance (its names are several) */
+		for (k = 0; k < u->nsuggestions && fn[k] != c; k++)
+			;
+		if (k < u->nsuggestions) {
+			if (d >= dist[k])
+				continue;
+			memmove(&dist[k], &dist[k + 1], (u->nsuggestions - k - 1) * sizeof(*dist));
+			memmove(&fn[k], &fn[k + 1], (u->nsuggestions - k - 1) * sizeof(*fn));
+			memmove(&u->suggestions[k], &u->suggestions[k + 1],
+				(u->nsuggestions - k - 1) * sizeof(*u->suggestions));
+			u->nsuggestions--;
+		}
+		/* insertion into the best few, ordered by distance then key */
 		k = u->nsuggestions;
 		if (k == BINARY_MAX_SUGGESTIONS) {
 			if (d >= dist[k - 1])
@@ -656,11 +937,13 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 		}
 		while (k > 0 && dist[k - 1] > d) {
 			dist[k] = dist[k - 1];
+			fn[k] = fn[k - 1];
 			u->suggestions[k] = u->suggestions[k - 1];
 			k--;
 		}
 		dist[k] = d;
-		u->suggestions[k] = name;
+		fn[k] = c;
+		u->suggestions[k] = display_name(&b->fns[c]);
 	}
 }
 
@@ -674,50 +957,115 @@ static size_t same_name_end(const struct binary *b, size_t i)
 	return j;
 }
 
-/* Lists the entries [first, end) of one name, Go ABI wrappers left out. */
-static int add_name(struct binary *b, struct binary_match *m, size_t first, size_t end, size_t *cap,
+/* In a Go binary, drops the ABI wrappers among the entries named as entry
+ * j, once per name. */
+static void check_wrappers(struct binary *b, size_t j)
+{
+	size_t first, end;
+
+	if (!b->pcln || b->fns[j].wrappers_checked)
+		return;
+	first = lower_bound(b, b->fns[j].name);
+	end = same_name_end(b, first);
+	if (end - first > 1)
+		drop_abi_wrappers(b, first, end);
+	for (size_t i = first; i < end; i++)
+		b->fns[i].wrappers_checked = true;
+}
+
+/* First key equal to name, or b->nkeys. */
+static size_t key_lower_bound(const struct binary *b, const char *name)
+{
+	size_t lo = 0, hi = b->nkeys;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(b->keys[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static size_t key_run_end(const struct binary *b, size_t i)
+{
+	size_t j = i + 1;
+
+	while (j < b->nkeys && !strcmp(b->keys[j].name, b->keys[i].name))
+		j++;
+	return j;
+}
+
+/* Lists the functions of the keys [first, end), Go ABI wrappers left out. */
+static int add_keys(struct binary *b, struct binary_match *m, size_t first, size_t end, size_t *cap,
 		    struct rw_error *err)
 {
 	int ret;
 
-	if (b->pcln && end - first > 1)
-		drop_abi_wrappers(b, first, end);
-	for (size_t j = first; j < end; j++) {
-		if (b->fns[j].dropped)
+	for (size_t k = first; k < end; k++) {
+		struct fn_entry *f = &b->fns[b->keys[k].fn];
+
+		check_wrappers(b, b->keys[k].fn);
+		if (f->dropped)
 			continue;
-		ret = add_match(b, m, &b->fns[j], cap);
+		ret = add_match(b, m, f, cap);
 		if (ret)
 			return rw_error_set(err, -ret, "out of memory");
 	}
 	return 0;
 }
 
+/* How many functions (one per address, wrappers left out) the keys
+ * [first, end) add to the current count. */
+static size_t count_keys(struct binary *b, size_t first, size_t end)
+{
+	size_t n = 0;
+
+	for (size_t k = first; k < end; k++) {
+		struct fn_entry *f = &b->fns[b->keys[k].fn], *c;
+
+		check_wrappers(b, b->keys[k].fn);
+		c = &b->fns[f->canon];
+		if (f->dropped || c->count_gen == b->count_gen)
+			continue;
+		c->count_gen = b->count_gen;
+		n++;
+	}
+	return n;
+}
+
 static int match_one(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
 		     size_t *cap, bool *ret_found, struct rw_error *err)
 {
-	size_t i = lower_bound(b, pat), count = 0, end;
+	size_t i = key_lower_bound(b, pat), count = 0, end;
 	int ret;
 
 	*ret_found = false;
 	/* an exact name wins over reading it as a glob: main.(*Cart).Add */
-	if (i < b->nfns && !strcmp(b->fns[i].name, pat)) {
+	if (i < b->nkeys && !strcmp(b->keys[i].name, pat)) {
 		*ret_found = true;
-		return add_name(b, m, i, same_name_end(b, i), cap, err);
+		return add_keys(b, m, i, key_run_end(b, i), cap, err);
 	}
 	if (!glob_has_wildcards(pat))
 		return 0;
-	for (i = 0; i < b->nfns; i = same_name_end(b, i))
-		count += glob_match(pat, b->fns[i].name);
+	b->count_gen++;
+	for (i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (glob_match(pat, b->keys[i].name))
+			count += count_keys(b, i, end);
+	}
 	if (count > limit)
 		return rw_error_set(
 			err, E2BIG,
 			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
 			pat, count, limit);
-	for (i = 0; i < b->nfns; i = end) {
-		end = same_name_end(b, i);
-		if (!glob_match(pat, b->fns[i].name))
+	for (i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (!glob_match(pat, b->keys[i].name))
 			continue;
-		ret = add_name(b, m, i, end, cap, err);
+		ret = add_keys(b, m, i, end, cap, err);
 		if (ret)
 			return ret;
 		*ret_found = true;
@@ -837,6 +1185,8 @@ static int build_addr_index(struct binary *b)
 	for (size_t i = 0; i < b->nfns; i++) {
 		const struct fn_entry *f = &b->fns[i];
 
+		if (f->canon != i)
+			continue; /* an alias: its address's function is indexed */
 		add_range(r, &n, i, f->addr, f->addr + f->size, true);
 		for (size_t k = 0; k < f->nextra; k++)
 			add_range(r, &n, i, f->extra[k].lo, f->extra[k].hi, false);
@@ -911,6 +1261,7 @@ static void binary_free(struct binary *b)
 	}
 	free(b->fns);
 	free(b->by_addr);
+	free(b->keys);
 	for (size_t i = 0; i < b->nnames; i++)
 		free(b->names[i]);
 	free(b->names);
@@ -1086,5 +1437,5 @@ bool binary__is_go(const struct binary *b)
 
 size_t binary__nfuncs(const struct binary *b)
 {
-	return b->nfns;
+	return b->ncanon;
 }

@@ -32,10 +32,11 @@ enum func_mode {
 };
 
 struct func_info {
-	const char *name;
-	uint64_t address;     /* virtual address of the entry */
-	uint64_t file_offset; /* what a uprobe attaches at */
-	uint64_t size;	      /* of the entry range */
+	const char *name;      /* as in the binary (mangled for C++ and Rust) */
+	const char *demangled; /* C++ with parameters, Rust without hash; NULL if not mangled */
+	uint64_t address;      /* virtual address of the entry */
+	uint64_t file_offset;  /* what a uprobe attaches at */
+	uint64_t size;	       /* of the entry range */
 	enum func_source source;
 	bool go; /* in Go's function table: Go code, not C linked in by cgo */
 	struct addr_range ranges[DWARF_MAX_RANGES]; /* ranges[0] holds the entry */
@@ -50,6 +51,7 @@ struct func_info {
 
 struct binary_unmatched {
 	const char *pattern;
+	/* similar names, demangled where mangled; one per function */
 	const char *suggestions[BINARY_MAX_SUGGESTIONS];
 	size_t nsuggestions;
 };
@@ -87,8 +89,13 @@ size_t binary__nfuncs(const struct binary *b);
 /*
  * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since
  * Go generic names hold them; a pattern equal to a function's name matches
- * that name only). Patterns that match nothing are listed in the result with
- * similar names. A glob matching more than limit functions fails with -E2BIG.
+ * that name only). A C++ or Rust function is matched by its symbol name and
+ * by its demangled names: "shop::Cart::total(int) const", "shop::Cart::total"
+ * (every overload), "main::compute" (Rust, no hash). One function per
+ * address: names sharing an entry (aliases, a function in both .symtab and
+ * DWARF) list it once. Patterns that match nothing are listed in the result
+ * with similar names. A glob matching more than limit functions fails with
+ * -E2BIG.
  */
 int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
 		  struct binary_match *ret_match, struct rw_error *err);

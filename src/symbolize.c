@@ -154,7 +154,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 	uint64_t lookup = is_ip || !addr ? addr : addr - 1, vaddr, off;
 	const struct procmap *map = NULL;
 	const struct func_info *f;
-	const char *path, *deleted;
+	const char *path, *deleted, *name;
 	struct sym_proc *p;
 	bool loaded;
 	int ret;
@@ -187,14 +187,16 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 		snprintf(buf, len, "0x%" PRIx64 " (%s%s)", addr, path, deleted);
 		return ret;
 	}
+	/* C++ and Rust functions by their demangled names: stacks are read by people */
+	name = f->demangled ? f->demangled : f->name;
 	/* the offset of addr itself, from the entry; a .cold part lies before it at times */
 	vaddr += addr - lookup;
 	if (vaddr >= f->address) {
 		off = vaddr - f->address;
-		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", f->name, off, path, deleted);
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", name, off, path, deleted);
 	} else {
 		off = f->address - vaddr;
-		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", f->name, off, path, deleted);
+		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", name, off, path, deleted);
 	}
 	return 0;
 }

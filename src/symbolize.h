@@ -27,7 +27,8 @@ void symbolizer__free(struct symbolizer *s);
 
 /*
  * Writes addr of process pid into buf as one of:
- *   "main.sleepFor+0x2a (/app/tracee)"  a function of a mapped file
+ *   "main.sleepFor+0x2a (/app/tracee)"  a function of a mapped file (C++ and
+ *                                       Rust ones demangled)
  *   "0x4a1b2c (/app/tracee)"            a mapped file, no function there
  *   "0x7ffc1234 ([vdso])"               a mapping without a file ([anon]: unnamed)
  *   "0x1234 (?)"                        no executable mapping holds addr

@@ -39,6 +39,7 @@ static cJSON *json_func(const struct func_info *f)
 	cJSON *o = cJSON_CreateObject(), *ranges = cJSON_CreateArray();
 
 	cJSON_AddStringToObject(o, "name", f->name);
+	cJSON_AddItemToObject(o, "demangled", json_str_or_null(f->demangled));
 	cJSON_AddItemToObject(o, "address", json_int(f->address));
 	cJSON_AddItemToObject(o, "file_offset", json_int(f->file_offset));
 	cJSON_AddItemToObject(o, "size", json_int(f->size));
@@ -100,6 +101,8 @@ static void print_text(const struct binary *b, const struct binary_match *m)
 		const struct func_info *f = m->funcs[i];
 
 		printf("\n%s\n", f->name);
+		if (f->demangled)
+			printf("    demangled   %s\n", f->demangled);
 		printf("    address     0x%" PRIx64 "\n", f->address);
 		printf("    file offset 0x%" PRIx64 "\n", f->file_offset);
 		printf("    size        %" PRIu64 "\n", f->size);

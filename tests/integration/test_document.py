@@ -36,6 +36,8 @@ def schema_errors(doc):
     for f in doc.get("functions", []):
         checks = {
             "name": lambda x: isinstance(x, str) and x,
+            # C and Go names are not mangled: demangled is null there
+            "demangled": lambda x: x is None or (isinstance(x, str) and x),
             "address": is_int,
             "file_offset": is_int,
             "size": is_int,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "procmaps.h"
@@ -282,5 +283,72 @@ TEST(symbolize_unknown_addresses)
 	symbolizer__forget(s, 12345); /* never seen */
 	symbolizer__free(s);
 	symbolizer__free(NULL);
+	return ok;
+}
+
+/* A C++ program's frame reads as its demangled name. */
+TEST(symbolize_demangles)
+{
+	const char *path = test__fixture("cpp/shop"), *pat[] = { "shop::Cart::total(int) const" };
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct symbolizer *s = NULL;
+	struct procmaps *maps = NULL;
+	struct binary *b = NULL;
+	const struct procmap *pm;
+	char buf[256], ready[64];
+	uint64_t addr = 0;
+	size_t n;
+	bool ok = false;
+	FILE *out;
+	int in[2], outp[2];
+	pid_t pid;
+
+	if (!path) {
+		test__skip("cpp fixture not built (tests/fixtures/build.sh)");
+		return true;
+	}
+	if (!ASSERT_OK(pipe(in)) || !ASSERT_OK(pipe(outp)))
+		return false;
+	pid = fork();
+	if (!ASSERT_TRUE(pid >= 0))
+		return false;
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		close(in[1]);
+		close(outp[0]);
+		execl(path, path, "1", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	out = fdopen(outp[0], "r");
+	/* "ready PID": its mappings are in place */
+	if (!ASSERT_TRUE(out && fgets(ready, sizeof(ready), out) && !strncmp(ready, "ready ", 6)))
+		goto cleanup;
+	b = binary__open(NULL, path, &err);
+	maps = procmaps__load(pid, &err);
+	if (!ASSERT_TRUE(b && maps) || !ASSERT_OK(binary__match(b, pat, 1, 16, &m, &err)) ||
+	    !ASSERT_EQ(m.nfuncs, 1))
+		goto cleanup;
+	pm = procmaps__maps(maps, &n);
+	for (size_t i = 0; i < n; i++)
+		if (strstr(pm[i].path, "cpp/shop") && m.funcs[0]->file_offset >= pm[i].offset &&
+		    m.funcs[0]->file_offset - pm[i].offset < pm[i].end - pm[i].start)
+			addr = pm[i].start + (m.funcs[0]->file_offset - pm[i].offset) + 2;
+	s = symbolizer__new(NULL);
+	ok = ASSERT_NEQ(addr, 0) && ASSERT_TRUE(s) &&
+	     ASSERT_OK(symbolizer__resolve(s, pid, addr, true, buf, sizeof(buf))) &&
+	     ASSERT_STRCONTAINS(buf, "shop::Cart::total(int) const+0x2 (");
+cleanup:
+	symbolizer__free(s);
+	binary_match__clear(&m);
+	binary__put(b);
+	procmaps__free(maps);
+	close(in[1]); /* the program reads EOF, runs, exits */
+	if (out)
+		fclose(out);
+	waitpid(pid, NULL, 0);
 	return ok;
 }
