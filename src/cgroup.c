@@ -158,12 +158,18 @@ static bool seen_before(const unsigned int *seen, size_t n, unsigned int h)
 	return false;
 }
 
-int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
+/*
+ * Checks every line of a /proc/PID/cgroup text and hands each one's fields
+ * to fn, in order; fn's nonzero return ends the walk and is returned.
+ * -EINVAL for a malformed text (see seen_before).
+ */
+static int parse_lines(const char *text, size_t len, int (*fn)(const struct found *f, void *ctx),
+		       void *ctx)
 {
 	const char *p = text, *end = text + len;
 	unsigned int seen[MAX_LINES];
-	struct found best = {}, f;
 	size_t nlines = 0;
+	struct found f;
 
 	if (!text || !len || memchr(text, 0, len))
 		return -EINVAL;
@@ -171,15 +177,35 @@ int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
 		const char *nl = memchr(p, '\n', end - p);
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		unsigned int h;
+		int e;
 
 		if (nlines == MAX_LINES || (nlines && seen[nlines - 1] == 0) ||
 		    !parse_line(p, n, nlines + 1, &h, &f) || seen_before(seen, nlines, h))
 			return -EINVAL;
 		seen[nlines++] = h;
-		if (better(&f, &best))
-			best = f;
 		p += n + (nl ? 1 : 0);
+		if ((e = fn(&f, ctx)))
+			return e;
 	}
+	return 0;
+}
+
+static int keep_best(const struct found *f, void *ctx)
+{
+	struct found *best = ctx;
+
+	if (better(f, best))
+		*best = *f;
+	return 0;
+}
+
+int cgroup__parse_container_id(const char *text, size_t len, char *ret_id)
+{
+	struct found best = {};
+	int e = parse_lines(text, len, keep_best, &best);
+
+	if (e)
+		return e;
 	if (!best.id)
 		return -ENOENT;
 	memcpy(ret_id, best.id, CGROUP_ID_LEN);
@@ -282,38 +308,38 @@ static bool path_pod(const char *path, size_t len, char *ret_uid, const char **r
 	return false;
 }
 
+struct pod_found {
+	char uid[CGROUP_UID_MAX + 1];
+	const char *id;
+};
+
+static int same_pod(const struct found *f, void *ctx)
+{
+	struct pod_found *pf = ctx;
+	char uid[CGROUP_UID_MAX + 1];
+	const char *id;
+
+	if (!path_pod(f->path, f->plen, uid, &id))
+		return 0;
+	/* every hierarchy places a process in the same pod container */
+	if (pf->id && (strcmp(pf->uid, uid) || memcmp(pf->id, id, CGROUP_ID_LEN)))
+		return -EINVAL;
+	pf->id = id;
+	memcpy(pf->uid, uid, sizeof(uid));
+	return 0;
+}
+
 int cgroup__parse_pod(const char *text, size_t len, char *ret_uid, char *ret_id)
 {
-	const char *p = text, *end = text + len, *id = NULL, *line_id;
-	char uid[CGROUP_UID_MAX + 1] = "", line_uid[CGROUP_UID_MAX + 1];
-	unsigned int seen[MAX_LINES];
-	size_t nlines = 0;
-	struct found f;
+	struct pod_found pf = {};
+	int e = parse_lines(text, len, same_pod, &pf);
 
-	if (!text || !len || memchr(text, 0, len))
-		return -EINVAL;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', end - p);
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		unsigned int h;
-
-		if (nlines == MAX_LINES || (nlines && seen[nlines - 1] == 0) ||
-		    !parse_line(p, n, nlines + 1, &h, &f) || seen_before(seen, nlines, h))
-			return -EINVAL;
-		seen[nlines++] = h;
-		p += n + (nl ? 1 : 0);
-		if (!path_pod(f.path, f.plen, line_uid, &line_id))
-			continue;
-		/* every hierarchy places a process in the same pod container */
-		if (id && (strcmp(uid, line_uid) || memcmp(id, line_id, CGROUP_ID_LEN)))
-			return -EINVAL;
-		id = line_id;
-		memcpy(uid, line_uid, sizeof(uid));
-	}
-	if (!id)
+	if (e)
+		return e;
+	if (!pf.id)
 		return -ENOENT;
-	memcpy(ret_uid, uid, sizeof(uid));
-	memcpy(ret_id, id, CGROUP_ID_LEN);
+	memcpy(ret_uid, pf.uid, sizeof(pf.uid));
+	memcpy(ret_id, pf.id, CGROUP_ID_LEN);
 	ret_id[CGROUP_ID_LEN] = '\0';
 	return 0;
 }
