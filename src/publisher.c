@@ -104,6 +104,7 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 }
 
 static struct patch *find(struct publisher *p, const char *key);
+static void drop(struct publisher *p, const char *key);
 static void tend_lease(struct publisher *p);
 
 /* First queued, first sent: when patches come faster than the server takes
@@ -160,6 +161,9 @@ static void send_queued(struct publisher *p)
 		pt = key ? find(p, key) : NULL;
 		if (pt)
 			pt->failed = !ok;
+		/* a deleted object's key is done with, unless a newer write waits */
+		if (pt && ok && del && !pt->queued)
+			drop(p, key);
 		free(key);
 		/* a long queue must not let the Lease lapse */
 		tend_lease(p);
@@ -454,20 +458,26 @@ int publisher__delete(struct publisher *p, const char *key, const char *path)
 	return queue(p, key, path, "", "", true);
 }
 
-void publisher__forget(struct publisher *p, const char *key)
+/* Forgets key's patch; called with the lock held. */
+static void drop(struct publisher *p, const char *key)
 {
 	struct patch **pp;
 
-	pthread_mutex_lock(&p->lock);
 	for (pp = &p->patches; *pp; pp = &(*pp)->next) {
 		if (!strcmp((*pp)->key, key)) {
 			struct patch *pt = *pp;
 
 			*pp = pt->next;
 			free_patch(pt);
-			break;
+			return;
 		}
 	}
+}
+
+void publisher__forget(struct publisher *p, const char *key)
+{
+	pthread_mutex_lock(&p->lock);
+	drop(p, key);
 	pthread_mutex_unlock(&p->lock);
 }
 
