@@ -277,6 +277,8 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	informer__counters(a->probes_inf, &ret->probes);
 	informer__counters(a->pods_inf, &ret->pods);
 	publisher__counters(a->pub, &ret->pub);
+	if (a->sum)
+		summarizer__counters(a->sum, &ret->sum);
 	tracer__counters(a->tracer, &ret->tracer);
 	ret->inflight = tracer__inflight(a->tracer);
 	ret->api_requests = kube__requests(a->k);

@@ -87,6 +87,22 @@ static void gauge(FILE *f, const char *name, const char *type, const char *help,
 	prom_sample(f, name, NULL, v);
 }
 
+/* The summary writer's work (zero on an agent that never held the Lease). */
+static void render_summaries(FILE *f, const struct summarizer_counters *s)
+{
+	gauge(f, "retwatch_summaries_total", "counter",
+	      "Probe summaries this agent made from the probes' FunctionProbeReports.",
+	      s->summaries);
+	gauge(f, "retwatch_summaries_written_total", "counter",
+	      "Summaries that changed and were written to the FunctionProbe's status.", s->writes);
+	gauge(f, "retwatch_summaries_failed_total", "counter",
+	      "Summaries not written because listing the probe's reports failed.", s->failures);
+	gauge(f, "retwatch_report_pages_listed_total", "counter",
+	      "Pages of FunctionProbeReports listed for summaries.", s->pages);
+	gauge(f, "retwatch_reports_read_total", "counter",
+	      "FunctionProbeReports read for summaries.", s->reports);
+}
+
 static void render_counters(FILE *f, const struct agent_counters *c)
 {
 	render_errors(f, c);
@@ -113,6 +129,7 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	gauge(f, "retwatch_lease_holder", "gauge",
 	      "1 while this agent holds the Lease that makes it write every probe's summary.",
 	      c->leader);
+	render_summaries(f, &c->sum);
 }
 
 /* The per-function families of every probe, into three streams. */

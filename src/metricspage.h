@@ -14,12 +14,14 @@
 #include "fprobe.h"
 #include "informer.h"
 #include "publisher.h"
+#include "summarizer.h"
 #include "tracer.h"
 
 /* What both the stats log line and /metrics report. */
 struct agent_counters {
 	struct informer_counters probes, pods;
 	struct publisher_counters pub;
+	struct summarizer_counters sum;
 	struct tracer_counters tracer;
 	int64_t inflight;
 	uint64_t api_requests, attach_failures;
