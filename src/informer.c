@@ -171,7 +171,7 @@ static void count_failure(struct informer *inf)
 static int list(struct informer *inf)
 {
 	struct rw_error err = { "" };
-	char *path = NULL, *body = NULL;
+	char *path = NULL, *body = NULL, why[512];
 	cJSON *doc = NULL, *items, *item;
 	int status, e = -EPROTO;
 	size_t n;
@@ -194,8 +194,8 @@ static int list(struct informer *inf)
 			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
 				 inf->name, inf->path, status);
 		else if (status > 0)
-			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path,
-				  status, body ? body : "");
+			log_error("%s: list %s failed: HTTP %d: %s", inf->name, inf->path, status,
+				  kube__error_text(body, why, sizeof(why)));
 		else
 			log_error("%s: list failed: %s", inf->name, err.msg);
 		goto out;

@@ -63,7 +63,7 @@ static struct request *find(struct summarizer *s, const char *uid)
 static int list_page(struct summarizer *s, const struct request *r, struct summary *sum, char *cont,
 		     size_t cont_len, uint64_t *nreports)
 {
-	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024];
+	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024], why[512];
 	char *path = status__report_path(r->ns, NULL), *url = NULL, *body = NULL;
 	struct rw_error err = { "" };
 	const cJSON *item;
@@ -93,8 +93,8 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 		log_warn("summary of %s/%s: failed to list its reports: %s", r->ns, r->name,
 			 err.msg);
 	} else {
-		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %.300s", r->ns,
-			 r->name, status, body ? body : "");
+		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %s", r->ns,
+			 r->name, status, kube__error_text(body, why, sizeof(why)));
 	}
 	cJSON_Delete(doc);
 	free(body);

@@ -629,3 +629,68 @@ def test_many_reporting_nodes_stretch_the_interval(cluster, make_pod):
         wait_for("node-a's report at the stretched interval",
                  lambda: (cluster.node_entry(ns, "wide", "node-a") or {})
                  .get("reportInterval") == "4.000s", timeout=12)
+
+
+def pod_token(cluster, node):
+    """A token of the agent's ServiceAccount bound to a pod on node, as the
+    kubelet mounts one into the DaemonSet's pod: it names the node."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"agent-{node}", "namespace": "retwatch"},
+           "spec": {"nodeName": node, "serviceAccountName": "retwatch-agent",
+                    "containers": [{"name": "agent", "image": "retwatch-agent"}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    token = cluster.kubectl("create", "token", "retwatch-agent", "-n", "retwatch",
+                            "--bound-object-kind", "Pod", "--bound-object-name",
+                            f"agent-{node}").stdout.strip()
+    review = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}})).stdout)
+    assert review["status"]["user"]["extra"]["authentication.kubernetes.io/node-name"] == [node]
+    return token
+
+
+def test_an_agent_writes_only_its_own_nodes_reports(cluster, make_pod):
+    """The chart's admission policy: the node a pod's token names is the only
+    node whose reports it may create, change or delete."""
+    ns = cluster.namespace()
+    for node in ("vap-a", "vap-b"):
+        cluster.cp.add_token_user(f"pod-{node}", pod_token(cluster, node))
+    make_pod(ns, "web-a", {"app": "web"}, "vap-a")
+    make_pod(ns, "web-b", {"app": "web"}, "vap-b")
+    # vap-b's agent runs with vap-a's token: a compromised node posing as another
+    with cluster.agent("vap-a", user="pod-vap-a") as a, \
+            cluster.agent("vap-b", user="pod-vap-a") as b:
+        cluster.apply_probe(ns, "own", spec())
+        wait_for("vap-a's calls", lambda: has_calls(cluster, ns, "own", "vap-a"), timeout=8)
+        try:
+            refused = wait_for("vap-b's write refused",
+                               lambda: b.find(msg_has="may write only its own node"), timeout=8)[0]
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nvap-b's agent log:\n{b.tail()}") from None
+        assert "vap-a" in refused["msg"] and "vap-b" in refused["msg"], refused
+        assert cluster.node_entry(ns, "own", "vap-b") is None
+        assert b.get("/healthz") == (200, "ok\n")
+        assert a.find(msg_has="may write only its own node") == []
+
+    # another node's existing report can be neither changed nor deleted
+    mine = cluster.reports(ns, "own")
+    assert [r["node"] for r in mine] == ["vap-a"]
+    forged = json.loads(json.dumps(mine[0]))
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        forged["metadata"].pop(k, None)
+    forged["metadata"]["name"] = "own.vap-c.forged"
+    forged["metadata"]["labels"]["retwatch.io/node"] = "vap-c"
+    forged["node"] = "vap-c"
+    cluster.kubectl("create", "-f", "-", input=json.dumps(forged))
+    for user in ("pod-vap-a", "pod-vap-b"):
+        res = cluster.kubectl("delete", "fpreport", "own.vap-c.forged", "-n", ns, user=user,
+                              check=False)
+        assert res.returncode != 0 and "may change or delete only its own node" in res.stderr, \
+            res.stderr
+        res = cluster.kubectl("label", "fpreport", "own.vap-c.forged", "-n", ns, "x=y",
+                              user=user, check=False)
+        assert res.returncode != 0 and "its own node" in res.stderr, res.stderr
+    # and vap-a's token still deletes vap-a's own report
+    cluster.kubectl("delete", "fpreport", mine[0]["metadata"]["name"], "-n", ns, user="pod-vap-a")

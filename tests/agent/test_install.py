@@ -80,7 +80,12 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert sorted(objects) == [
         ("ClusterRole", "retwatch-agent"), ("ClusterRoleBinding", "retwatch-agent"),
         ("DaemonSet", "retwatch-agent"), ("Role", "retwatch-agent-lease"),
-        ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent")]
+        ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
+        ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+    policy = objects["ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]
+    assert "system:serviceaccount:retwatch:retwatch-agent" in \
+        policy["matchConditions"][0]["expression"]
     pod, c = agent_container(objects)
     assert pod["hostPID"] is True
     assert pod["serviceAccountName"] == "retwatch-agent"
@@ -115,7 +120,9 @@ def test_values_change_the_daemonset(helm):
                      "--set", "reportWritesPerSecond=0",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
-                     "--set", "podAnnotations.team=perf")
+                     "--set", "podAnnotations.team=perf",
+                     "--set", "reportAdmissionPolicy=false")
+    assert not any(kind.startswith("ValidatingAdmission") for kind, _ in objects)
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
                          "--report-writes-per-second=0", "--metrics-address=none", "--extra"]
@@ -140,7 +147,13 @@ def test_values_change_the_daemonset(helm):
 
     objects = render(helm, "--set", "serviceAccount.create=false,serviceAccount.name=mine",
                      "--set", "rbac.create=false")
-    assert sorted(objects) == [("DaemonSet", "retwatch-agent")]
+    assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
+                               ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
+                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+    # the admission policy follows the ServiceAccount the agent runs as
+    assert "system:serviceaccount:retwatch:mine" in objects[
+        "ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]["matchConditions"][0][
+        "expression"]
     assert agent_container(objects)[0]["serviceAccountName"] == "mine"
 
 
@@ -309,7 +322,7 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     objects = objects_of(helm, "second", ns, kubeconfig)
     assert sorted(kind for kind, _, _ in objects) == [
         "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
-        "ServiceAccount"]
+        "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert all(name.startswith("second-retwatch-agent") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
     sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
@@ -344,7 +357,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 6
+        assert len(objects) == 8
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)
