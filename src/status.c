@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -238,7 +239,9 @@ cJSON *status__function(const char *name, const char *mode, const char *reason, 
 		cJSON_AddStringToObject(f, "mode", mode);
 	if (reason)
 		cJSON_AddStringToObject(f, "reason", reason);
-	cJSON_AddNumberToObject(f, "returnSites", returns);
+	/* unknown (a report without it) is left out, never null */
+	if (isfinite(returns) && returns >= 0)
+		cJSON_AddNumberToObject(f, "returnSites", returns);
 	status_latency__to_json(l, f);
 	return f;
 }

@@ -313,6 +313,35 @@ TEST(status_summary_merges_reports)
 	return ok;
 }
 
+/* A report without returnSites (valid for the schema, which does not
+ * require it) leaves it out of the summary: never null, which the API
+ * server refuses, so one odd report cannot stop every summary. */
+TEST(status_summary_without_return_sites)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(1000, 100, 10);
+	struct summary *s = summary__new(4);
+	cJSON *entry = node_json("n1", 4, true, NULL, "main.fast", l), *doc = NULL;
+	const cJSON *f;
+	char *text = NULL;
+	bool ok;
+
+	cJSON_DeleteItemFromObject(cJSON_GetArrayItem(kobj_get(entry, "functions"), 0),
+				   "returnSites");
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", entry)) &&
+	     ASSERT_TRUE(doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S));
+	f = fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.fast");
+	ok = ok && ASSERT_TRUE(f) && ASSERT_FALSE(kobj_get(f, "returnSites")) &&
+	     ASSERT_EQ(kobj_int(f, "calls", -1), 100) && ASSERT_TRUE(text = cJSON_Print(doc)) &&
+	     ASSERT_FALSE(strstr(text, "null"));
+	free(text);
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
+	return ok;
+}
+
 /* Per function: the slowest pods by p99 with their node, and one row per
  * revision merged exactly over its pods on every node. */
 TEST(status_summary_slowest_pods_and_revisions)
