@@ -34,12 +34,6 @@
 #define SCAN_EVERY_NS (NS_PER_S)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 
-/* One informer's cache, copied when it changed. */
-struct snapshot {
-	cJSON *objs;
-	uint64_t version;
-};
-
 struct agent {
 	struct agent_opts o;
 	struct kube *k;
@@ -53,33 +47,13 @@ struct agent {
 	int notify_fd;
 	char *manager;
 	struct fprobe *probes;
-	struct snapshot probes_snap, pods_snap;
+	struct informer_view probes_snap, pods_snap; /* the informers' caches, copied */
 	cJSON *seeds;	  /* this node's reports when the agent started, until probes take them */
 	struct pod *pods; /* views of pods_snap */
 	size_t npods, nlimited;
 	uint64_t next_scan;
 	bool series_warned;
 };
-
-static void dup_into(const cJSON *obj, void *ctx)
-{
-	cJSON_AddItemToArray(ctx, cJSON_Duplicate(obj, true));
-}
-
-/* Copies the informer's cache when it changed since the last copy. */
-static bool refresh(struct informer *inf, struct snapshot *s)
-{
-	uint64_t v = informer__version(inf);
-
-	if (s->objs && v == s->version)
-		return false;
-	cJSON_Delete(s->objs);
-	s->objs = cJSON_CreateArray();
-	if (s->objs)
-		informer__foreach(inf, dup_into, s->objs);
-	s->version = v;
-	return true;
-}
 
 static void pods_clear(struct agent *a)
 {
@@ -200,8 +174,8 @@ static void sync_probes(struct agent *a)
 
 static void reconcile(struct agent *a)
 {
-	refresh(a->probes_inf, &a->probes_snap);
-	if (refresh(a->pods_inf, &a->pods_snap))
+	informer__sync(a->probes_inf, &a->probes_snap);
+	if (informer__sync(a->pods_inf, &a->pods_snap))
 		pods_load(a);
 	sync_probes(a);
 	nodeprocs__scan(a->env.procs);
@@ -326,8 +300,9 @@ static int start_watching(struct agent *a)
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */
 	a->probes_inf = informer__start(a->k, "functionprobes", PROBES_PATH, NULL, true,
-					a->notify_fd);
-	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd);
+					a->notify_fd, a->o.list_page);
+	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
+				      a->o.list_page);
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 
@@ -432,6 +407,8 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddStringToObject(ev, "event", "stats");
 	cJSON_AddNumberToObject(ev, "api_requests", (double)c.api_requests);
 	cJSON_AddNumberToObject(ev, "lists", (double)(c.probes.lists + c.pods.lists));
+	cJSON_AddNumberToObject(ev, "list_pages", (double)(c.probes.pages + c.pods.pages));
+	cJSON_AddNumberToObject(ev, "cache_copies", (double)(c.probes.copies + c.pods.copies));
 	cJSON_AddNumberToObject(ev, "watches", (double)(c.probes.watches + c.pods.watches));
 	cJSON_AddNumberToObject(ev, "watch_events", (double)(c.probes.events + c.pods.events));
 	cJSON_AddNumberToObject(ev, "gone", (double)(c.probes.gone + c.pods.gone));
@@ -467,8 +444,8 @@ void agent__free(struct agent *a)
 	nodeprocs__free(a->env.procs);
 	binary_cache__free(a->cache);
 	pods_clear(a);
-	cJSON_Delete(a->probes_snap.objs);
-	cJSON_Delete(a->pods_snap.objs);
+	informer_view__clear(&a->probes_snap);
+	informer_view__clear(&a->pods_snap);
 	cJSON_Delete(a->seeds);
 	free(a->manager);
 	if (a->notify_fd >= 0)

@@ -46,7 +46,7 @@ static void usage(FILE *f)
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
-		"                      [--layer-root DIR...]\n"
+		"                      [--layer-root DIR...] [--list-page-size N]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -80,6 +80,8 @@ static void usage(FILE *f)
 		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
 		"                         default: the overlayfs snapshot directories of\n"
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
+		"  --list-page-size N     list FunctionProbes and pods N objects per request\n"
+		"                         (default 500)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -171,6 +173,13 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->layer_roots[cli->nlayer_roots++] = optarg;
 		break;
+	case 'G':
+		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
+			fprintf(stderr,
+				"retwatch-agent: --list-page-size must be a number above 0\n");
+			return 2;
+		}
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -193,6 +202,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "metrics-max-series", required_argument, NULL, 'S' },
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
 		{ "layer-root", required_argument, NULL, 'R' },
+		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -208,6 +218,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.max_probes = DEFAULT_MAX_PROBES,
 			.max_series = DEFAULT_MAX_SERIES,
 			.report_writes = DEFAULT_REPORT_WRITES,
+			.list_page = 500,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 	};

@@ -694,3 +694,44 @@ def test_an_agent_writes_only_its_own_nodes_reports(cluster, make_pod):
         assert res.returncode != 0 and "its own node" in res.stderr, res.stderr
     # and vap-a's token still deletes vap-a's own report
     cluster.kubectl("delete", "fpreport", mine[0]["metadata"]["name"], "-n", ns, user="pod-vap-a")
+
+
+def stats(agent):
+    """The agent's counters, from the log line SIGUSR1 makes it write."""
+    before = len(agent.find(event="stats"))
+    os.kill(agent.proc.pid, signal.SIGUSR1)
+    return wait_for("the stats line", lambda: agent.find(event="stats", count=before + 1),
+                    timeout=5)[-1]
+
+
+def test_lists_come_in_pages_and_a_change_copies_one_probe(cluster):
+    """FunctionProbes are listed a page at a time, and a change to one probe
+    that is not a spec change (an annotation, a status write) copies that
+    probe into the agent's view, not every probe it knows."""
+    ns = cluster.namespace()
+    items = [{"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+              "metadata": {"name": f"p{i}", "namespace": ns},
+              "spec": spec(selector={"matchLabels": {"app": "none"}}, reportInterval="60s")}
+             for i in range(40)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": items}))
+    every = len(cluster.kubectl("get", "fprobe", "-A", "-o", "name").stdout.split())
+    with cluster.agent("node-pages", extra=("--list-page-size", "5")) as agent:
+        listed = agent.find(msg_has="functionprobes: listed")[0]["msg"]
+        assert f"listed {every} objects" in listed and \
+            listed.endswith(f"in {(every + 4) // 5} pages"), listed
+        # the summary writer's first status write to each probe is done
+        wait_for("every probe's first summary", lambda: all(
+            p.get("status", {}).get("conditions") for p in json.loads(cluster.kubectl(
+                "get", "fprobe", "-n", ns, "-o", "json").stdout)["items"]), timeout=40)
+        time.sleep(2)
+        before = stats(agent)["cache_copies"]
+        for k in range(10):
+            cluster.kubectl("annotate", "fprobe", "p0", "-n", ns, f"step={k}", "--overwrite")
+        wait_for("the last annotation in the agent's view",
+                 lambda: stats(agent)["cache_copies"] >= before + 1, timeout=5)
+        time.sleep(2)
+        copies = stats(agent)["cache_copies"] - before
+        # each annotation copies p0 once (or less, when two come between
+        # turns); copying the whole cache would be every probe (40 or more)
+        assert 1 <= copies <= 15, (copies, every)
