@@ -735,3 +735,35 @@ def test_lists_come_in_pages_and_a_change_copies_one_probe(cluster):
         # each annotation copies p0 once (or less, when two come between
         # turns); copying the whole cache would be every probe (40 or more)
         assert 1 <= copies <= 15, (copies, every)
+
+
+def test_a_process_that_execs_the_service_is_probed(cluster, make_pod):
+    """An entrypoint script that ends by exec'ing the service, as many images
+    do: the process the agent first sees runs a shell, the same process then
+    runs the service."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "exec-1", {"app": "web"}, "node-a",
+                   containers={"app": ["/bin/sh", "-c", "sleep 3; exec /app/podapp"]})
+    pid = pod.containers["app"].pid
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "ex", spec())
+        attached_log(agent, pid, timeout=15)
+        entry = wait_for("calls of the service", lambda: has_calls(cluster, ns, "ex", "node-a"),
+                         timeout=10)
+        assert [p for item in entry["pods"] for p in item["processes"]] == [pid]
+
+
+def test_a_probe_selects_only_its_own_namespaces_pods(cluster, make_pod):
+    """Two namespaces whose pods carry the same labels: a probe in one never
+    reaches the other's."""
+    mine, theirs = cluster.namespace(), cluster.namespace()
+    pod = make_pod(mine, "web-1", {"app": "web"}, "node-a")
+    other = make_pod(theirs, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(mine, "own", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        entry = wait_for("calls", lambda: has_calls(cluster, mine, "own", "node-a"), timeout=6)
+        assert [p for item in entry["pods"] for p in item["processes"]] == \
+            [pod.containers["app"].pid]
+        assert agent.find(msg_has=f"attached to process {other.containers['app'].pid}:") == []
+        assert cluster.reports(theirs) == []
