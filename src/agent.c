@@ -290,6 +290,14 @@ static void serve_metrics(struct agent *a)
 	metrics_server__publish(ms, text, len);
 }
 
+/* The merged summary, the largest part of a probe's status, is written by
+ * the summary writer from the reports and read by no agent. Of a pod, the
+ * agent reads its metadata's names, labels and owners and its containers'
+ * statuses (kobj.c). */
+static const char *const probe_strip[] = { "status.summary", NULL };
+static const char *const pod_strip[] = { "spec", "metadata.annotations", "status.conditions",
+					 NULL };
+
 static int start_watching(struct agent *a)
 {
 	char query[512], esc[384], sel[300];
@@ -300,9 +308,9 @@ static int start_watching(struct agent *a)
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */
 	a->probes_inf = informer__start(a->k, "functionprobes", PROBES_PATH, NULL, true,
-					a->notify_fd, a->o.list_page);
+					a->notify_fd, a->o.list_page, probe_strip);
 	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
-				      a->o.list_page);
+				      a->o.list_page, pod_strip);
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 

@@ -39,6 +39,7 @@ struct informer {
 	bool spec_changes_only;
 	int notify_fd;
 	size_t page;
+	const char *const *strip;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
 
@@ -90,11 +91,26 @@ static void set_rv(struct informer *inf, const char *rv)
 		snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
 }
 
-/* Field ownership is of no use here and is most of an object's size. */
-static void slim(cJSON *obj)
+/* Field ownership is of no use here and is most of an object's size; the
+ * fields inf->strip names are not read. */
+static void slim(const struct informer *inf, cJSON *obj)
 {
 	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
 						"managedFields");
+	for (const char *const *f = inf->strip; f && *f; f++) {
+		const char *dot = strchr(*f, '.');
+		char parent[64];
+
+		if (!dot) {
+			cJSON_DeleteItemFromObjectCaseSensitive(obj, *f);
+			continue;
+		}
+		if ((size_t)(dot - *f) >= sizeof(parent))
+			continue;
+		snprintf(parent, sizeof(parent), "%.*s", (int)(dot - *f), *f);
+		cJSON_DeleteItemFromObjectCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(obj, parent), dot + 1);
+	}
 }
 
 static ssize_t find(struct informer *inf, const char *key)
@@ -123,7 +139,7 @@ static int put(struct informer *inf, cJSON *obj)
 		cJSON_Delete(obj);
 		return -EINVAL;
 	}
-	slim(obj);
+	slim(inf, obj);
 	i = find(inf, key);
 	if (i >= 0) {
 		bool same = generation(inf->items[i].obj) == generation(obj);
@@ -230,7 +246,7 @@ static int list_page(struct informer *inf, const char *cont, cJSON *all, char *n
 		goto out;
 	}
 	while ((item = cJSON_DetachItemFromArray(items, 0))) {
-		slim(item);
+		slim(inf, item);
 		cJSON_AddItemToArray(all, item);
 	}
 	snprintf(rv, rv_len, "%s", object_rv(doc));
@@ -415,7 +431,7 @@ static void *run(void *arg)
 
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
 				 const char *query, bool spec_changes_only, int notify_fd,
-				 size_t page)
+				 size_t page, const char *const *strip)
 {
 	struct informer *inf = calloc(1, sizeof(*inf));
 	int e;
@@ -426,6 +442,7 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 	inf->notify_fd = notify_fd;
 	inf->spec_changes_only = spec_changes_only;
 	inf->page = page ? page : LIST_PAGE;
+	inf->strip = strip;
 	pthread_mutex_init(&inf->lock, NULL);
 	inf->name = strdup(name);
 	inf->path = strdup(path);

@@ -47,11 +47,14 @@ struct informer_view {
  * of the cache writes 1 to the eventfd notify_fd, except, with
  * spec_changes_only, an update that keeps metadata.generation (a write to
  * the status subresource): the cache takes it without a wake-up. name is
- * used in the log. Lists read page objects per request (0: 500).
+ * used in the log. Lists read page objects per request (0: 500). The
+ * cache leaves out metadata.managedFields and each field that strip names,
+ * as "field" or "parent.child" (NULL-terminated; strip may be NULL): what
+ * the agent never reads need not be held, nor copied.
  */
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
 				 const char *query, bool spec_changes_only, int notify_fd,
-				 size_t page);
+				 size_t page, const char *const *strip);
 /* Stops the thread and frees the cache; NULL is fine. */
 void informer__stop(struct informer *inf);
 /* True once the first list has been loaded. */
