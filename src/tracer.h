@@ -32,7 +32,16 @@ struct tracer_opts {
 	/* tracer__add leaves out patterns that match nothing (listed by
 	 * tracer_target__unmatched) instead of failing, unless none matches */
 	bool partial;
+	/* slow-call events sent a second per function and process, on each
+	 * CPU; the kernel counts the rest in struct latency.slow_dropped. 0: no
+	 * limit */
+	uint32_t slow_calls_per_sec;
 };
+
+/* Slow-call events the default limit lets through a second (tracer_opts). */
+#define TRACER_SLOW_CALLS_PER_SEC 100
+/* tracer__poll delivers at most this many events a call: a flood waits for the next. */
+#define TRACER_POLL_MAX_EVENTS 1024
 
 /* One traced function of a target. */
 struct tracer_func {
@@ -92,7 +101,8 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *target, si
 			struct latency *ret);
 
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
-/* Delivers slow-call events; returns how many, or -errno (-EINTR on a signal). */
+/* Delivers slow-call events, at most TRACER_POLL_MAX_EVENTS (the rest stay
+ * readable); returns how many, or -errno (-EINTR on a signal). */
 int tracer__poll(struct tracer *t, int timeout_ms);
 /* Readable when tracer__poll has events to deliver: for a caller's own poll(). */
 int tracer__fd(const struct tracer *t);
@@ -144,6 +154,8 @@ struct tracer_counters {
 	/* in-flight calls the sweeper dropped: tracer__tick, tracer__reap */
 	uint64_t swept;
 	uint64_t lost_events; /* slow-call events dropped: the ring buffer was full */
+	/* slow-call events not sent: over tracer_opts.slow_calls_per_sec */
+	uint64_t slow_limited;
 	/* every counter of the BPF programs by name, for debugging */
 	struct tracer_count all[TRACER_MAX_COUNTS];
 	size_t nall;
