@@ -792,6 +792,14 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err)
 {
+	return tracer__add_bounded(t, pid, path, patterns, npatterns, threshold_ns, SIZE_MAX, err);
+}
+
+struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
+					  const char *const *patterns, size_t npatterns,
+					  uint64_t threshold_ns, size_t max_funcs,
+					  struct rw_error *err)
+{
 	struct tracer_target *tt = calloc(1, sizeof(*tt));
 	int e;
 
@@ -820,6 +828,12 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 					u->suggestions[i]);
 		e = rw_error_set(err, ENOENT, "no function matches '%s' in %s%s%s%s", u->pattern,
 				 path, len ? " (did you mean: " : "", hint, len ? ")" : "");
+		goto fail;
+	}
+	if (tt->match.nfuncs > max_funcs) {
+		e = rw_error_set(err, EDQUOT,
+				 "the patterns match %zu functions in %s, more than %zu",
+				 tt->match.nfuncs, path, max_funcs);
 		goto fail;
 	}
 	tt->nfuncs = tt->match.nfuncs;

@@ -83,6 +83,15 @@ const char *tracer__attach_mode(const struct tracer *t);
 struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err);
+/*
+ * As tracer__add, but fails with -EDQUOT, before attaching anything, when
+ * the patterns match more than max_funcs functions (the caller's budget;
+ * the message says how many matched).
+ */
+struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
+					  const char *const *patterns, size_t npatterns,
+					  uint64_t threshold_ns, size_t max_funcs,
+					  struct rw_error *err);
 /* Stops counting pid's calls and detaches probes no other target needs; NULL is fine. */
 void tracer__remove(struct tracer *t, struct tracer_target *target);
 
