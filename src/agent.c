@@ -241,7 +241,8 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 
 	for (struct fprobe *p = a->probes; p; p = p->next)
 		if (p->spec.threshold_ns && ev->duration_ns >= p->spec.threshold_ns &&
-		    results__find_call(p->results, ev, &rc))
+		    results__find_call(p->results, ev, &rc) &&
+		    fprobe__may_log_slow_call(p, clock__mono_ns(), a->o.slow_calls_per_sec))
 			log_slow_call(a, p, &rc, ev);
 }
 
@@ -258,6 +259,7 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	ret->api_requests = kube__requests(a->k);
 	ret->attach_failures = a->env.attach_failures;
 	ret->nlimited = a->nlimited;
+	ret->ns_refused = a->env.ns_refused;
 	ret->leader = publisher__leader(a->pub);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;
@@ -316,7 +318,9 @@ static int start_watching(struct agent *a)
 
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
-	struct tracer_opts topts = { .attach_mode = o->attach_mode, .partial = true };
+	struct tracer_opts topts = { .attach_mode = o->attach_mode,
+				     .partial = true,
+				     .slow_calls_per_sec = o->slow_calls_per_sec };
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)
@@ -327,6 +331,7 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->cache = binary_cache__new(64);
 	a->env.sym = symbolizer__new(a->cache);
 	a->env.procs = nodeprocs__new("/proc");
+	a->env.max_ns_funcs = o->max_ns_funcs;
 	a->manager = status__node_manager(o->node);
 	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->manager)
 		goto nomem;

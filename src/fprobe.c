@@ -231,6 +231,22 @@ size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods,
 	return nlimited;
 }
 
+bool fprobe__may_log_slow_call(struct fprobe *p, uint64_t now, uint32_t per_sec)
+{
+	if (!per_sec)
+		return true;
+	if (now - p->slow_window_ns >= NS_PER_S) {
+		p->slow_window_ns = now;
+		p->slow_logged = 0;
+	}
+	if (p->slow_logged >= per_sec) {
+		p->slow_unlogged++;
+		return false;
+	}
+	p->slow_logged++;
+	return true;
+}
+
 /* Spreads the writes of many agents and probes over the interval. */
 static uint64_t jittered(uint64_t interval)
 {
@@ -269,6 +285,8 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 				   npods, p->wrote);
 	if (!entry)
 		return;
+	if (p->slow_unlogged)
+		cJSON_AddNumberToObject(entry, "slowCallsUnlogged", (double)p->slow_unlogged);
 	status__report_key(p->uid, key, sizeof(key));
 	/* sent when it changed, or when the last send failed */
 	text = cJSON_PrintUnformatted(entry);

@@ -9,7 +9,7 @@
 /* The per-function families, each written to its own stream: a family's
  * samples must follow each other. */
 struct render {
-	FILE *hist, *calls, *orphans;
+	FILE *hist, *calls, *orphans, *dropped_slow;
 	size_t nseries, dropped, max_series;
 	const struct fprobe *p;
 };
@@ -37,6 +37,8 @@ static void render_series(const char *pod, const char *container, void *ctx)
 			prom_histogram(r->hist, "retwatch_function_duration_seconds", labels, &l);
 		prom_sample(r->calls, "retwatch_function_calls_total", labels, l.calls);
 		prom_sample(r->orphans, "retwatch_function_orphans_total", labels, l.orphans);
+		prom_sample(r->dropped_slow, "retwatch_function_slow_calls_dropped_total", labels,
+			    l.slow_dropped);
 	}
 }
 
@@ -61,6 +63,21 @@ static void render_return_sites(FILE *f, const struct fprobe *probes)
 			if (!prom_labels(fl, sizeof(fl), kv, 3))
 				prom_sample(f, "retwatch_function_return_sites", fl, row->nreturns);
 		}
+	}
+}
+
+/* Slow calls the kernel sent that the agent did not log: over a probe's log budget. */
+static void render_unlogged(FILE *f, const struct fprobe *probes)
+{
+	prom_family(f, "retwatch_slow_calls_unlogged_total", "counter",
+		    "Slow calls received but not logged: over the probe's --slow-calls-per-second "
+		    "log lines a second.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		const char *kv[] = { "namespace", p->ns, "probe", p->name };
+		char pl[1024];
+
+		if (!prom_labels(pl, sizeof(pl), kv, 2))
+			prom_sample(f, "retwatch_slow_calls_unlogged_total", pl, p->slow_unlogged);
 	}
 }
 
@@ -117,11 +134,19 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	prom_sample(f, "retwatch_orphans_purged_total", "by=\"sweeper\"", c->tracer.swept);
 	gauge(f, "retwatch_lost_events_total", "counter",
 	      "Slow-call events lost because the ring buffer was full.", c->tracer.lost_events);
+	gauge(f, "retwatch_slow_calls_limited_total", "counter",
+	      "Slow calls the kernel did not send: over --slow-calls-per-second for their "
+	      "function and process.",
+	      c->tracer.slow_limited);
 	gauge(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.", c->nprobes);
 	gauge(f, "retwatch_probes_limited", "gauge",
 	      "FunctionProbes with pods on this node not traced: over --max-probes.", c->nlimited);
 	gauge(f, "retwatch_traced_processes", "gauge", "Processes traced, counted once per probe.",
 	      c->ntraces);
+	gauge(f, "retwatch_namespace_share_refusals_total", "counter",
+	      "Attaches refused: the process's functions would pass its namespace's "
+	      "--max-functions-per-namespace.",
+	      c->ns_refused);
 	gauge(f, "retwatch_api_requests_total", "counter", "Requests to the Kubernetes API server.",
 	      c->api_requests);
 	gauge(f, "retwatch_status_patches_total", "counter", "FunctionProbe status patches sent.",
@@ -132,7 +157,7 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	render_summaries(f, &c->sum);
 }
 
-/* The per-function families of every probe, into three streams. */
+/* The per-function families of every probe, into four streams. */
 static int render_functions(struct render *r, const struct fprobe *probes, char **buf, size_t *len)
 {
 	int err = 0;
@@ -140,7 +165,8 @@ static int render_functions(struct render *r, const struct fprobe *probes, char 
 	r->hist = open_memstream(&buf[0], &len[0]);
 	r->calls = open_memstream(&buf[1], &len[1]);
 	r->orphans = open_memstream(&buf[2], &len[2]);
-	if (!r->hist || !r->calls || !r->orphans)
+	r->dropped_slow = open_memstream(&buf[3], &len[3]);
+	if (!r->hist || !r->calls || !r->orphans || !r->dropped_slow)
 		err = -1;
 	for (r->p = probes; !err && r->p; r->p = r->p->next)
 		results__foreach_group(r->p->results, render_series, r);
@@ -150,6 +176,8 @@ static int render_functions(struct render *r, const struct fprobe *probes, char 
 		fclose(r->calls);
 	if (r->orphans)
 		fclose(r->orphans);
+	if (r->dropped_slow)
+		fclose(r->dropped_slow);
 	return err;
 }
 
@@ -157,8 +185,8 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 			   const struct agent_counters *c, size_t *ret_len)
 {
 	struct render r = { .max_series = mp->max_series };
-	char *buf[3] = { 0 }, *out = NULL, labels[256];
-	size_t len[3] = { 0 }, out_len = 0;
+	char *buf[4] = { 0 }, *out = NULL, labels[256];
+	size_t len[4] = { 0 }, out_len = 0;
 	FILE *f = NULL;
 
 	if (render_functions(&r, probes, buf, len) || !(f = open_memstream(&out, &out_len)))
@@ -177,8 +205,13 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 	prom_family(f, "retwatch_function_orphans_total", "counter",
 		    "Calls of each probed function that never returned.");
 	append_stream(f, buf[2], len[2]);
-	buf[0] = buf[1] = buf[2] = NULL;
+	prom_family(f, "retwatch_function_slow_calls_dropped_total", "counter",
+		    "Slow calls of each probed function not logged: over --slow-calls-per-second "
+		    "in the kernel, or the ring buffer was full.");
+	append_stream(f, buf[3], len[3]);
+	buf[0] = buf[1] = buf[2] = buf[3] = NULL;
 	render_return_sites(f, probes);
+	render_unlogged(f, probes);
 	render_counters(f, c);
 	gauge(f, "retwatch_metrics_series", "gauge",
 	      "Per-function series exported (each of the retwatch_function_* families).",
@@ -188,7 +221,7 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 	mp->nseries = r.nseries;
 	mp->dropped = r.dropped;
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		free(buf[i]);
 	if (!f || fclose(f)) {
 		free(out);

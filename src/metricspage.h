@@ -26,6 +26,7 @@ struct agent_counters {
 	int64_t inflight;
 	uint64_t api_requests, attach_failures;
 	size_t nprobes, nlimited, ntraces;
+	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
 	bool leader;
 };
 

@@ -109,6 +109,8 @@ int status_latency__to_json(const struct latency *l, cJSON *obj)
 	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
 	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
 	    (l->lost && !cJSON_AddNumberToObject(obj, "lost", (double)l->lost)) ||
+	    (l->slow_dropped &&
+	     !cJSON_AddNumberToObject(obj, "slowDropped", (double)l->slow_dropped)) ||
 	    add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
 	    add_duration(obj, "p95", latency__percentile(l, 0.95)) ||
 	    add_duration(obj, "p99", latency__percentile(l, 0.99)) ||
@@ -153,6 +155,7 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 	if (!cJSON_IsObject(obj) || count(kobj_get(obj, "calls"), &ret->calls) ||
 	    count(kobj_get(obj, "orphans"), &ret->orphans) ||
 	    count(kobj_get(obj, "lost"), &ret->lost) ||
+	    count(kobj_get(obj, "slowDropped"), &ret->slow_dropped) ||
 	    count(kobj_get(obj, "minNs"), &ret->min_ns) ||
 	    count(kobj_get(obj, "maxNs"), &ret->max_ns) ||
 	    count(kobj_get(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)))

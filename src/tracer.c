@@ -83,12 +83,14 @@ struct tracer {
 	struct attached_file *files;
 	struct tracer_target *targets;
 	bool partial;
+	uint32_t slow_calls_per_sec;
 	uint32_t next_fn_id;
 	uint32_t *free_ids;
 	size_t nfree_ids;
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
+	size_t npolled; /* events delivered by this tracer__poll */
 	int ncpus;
 	void *percpu_buf;
 	uint64_t next_sweep_ns; /* tracer__tick's next sweep, on clock__mono_ns */
@@ -110,6 +112,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_RINGBUF_FULL] = "ringbuf_full",
 	[RW_STAT_MORESTACK_READ_FAILED] = "morestack_read_failed",
 	[RW_STAT_FRAMES_INSERT_FAILED] = "frames_insert_failed",
+	[RW_STAT_SLOW_LIMITED] = "slow_limited",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -133,11 +136,13 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
-_Static_assert(sizeof(struct latency) == sizeof(struct rw_hist) &&
+_Static_assert(sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
 		       offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
 		       offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
+		       offsetof(struct latency, slow_dropped) ==
+			       offsetof(struct rw_hist, slow_dropped) &&
 		       offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
-	       "struct latency must mirror struct rw_hist");
+	       "struct latency must mirror struct rw_hist up to its rate limiter's state");
 
 static size_t hist_value_size(void)
 {
@@ -175,6 +180,13 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	return 0;
 }
 
+/* Counts an event consumed; at the budget, stops the poll (libbpf hands on a
+ * negative return, the event consumed, the next ones left in the buffer). */
+static int polled(struct tracer *t)
+{
+	return ++t->npolled >= TRACER_POLL_MAX_EVENTS ? -ECANCELED : 0;
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct tracer *t = ctx;
@@ -184,7 +196,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	struct tracer_event ev;
 
 	if (len < sizeof(*e) || !t->event_fn)
-		return 0;
+		return polled(t);
 	if (n > RW_STACK_DEPTH)
 		n = RW_STACK_DEPTH;
 	/* the RET's own address, then its caller, then the frame-pointer walk */
@@ -207,7 +219,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		.nstack = n,
 	};
 	t->event_fn(&ev, t->event_ctx);
-	return 0;
+	return polled(t);
 }
 
 struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
@@ -224,6 +236,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->next_sweep_ns = clock__mono_ns() + SWEEP_EVERY_NS;
 	t->cache = opts ? opts->cache : NULL;
 	t->partial = opts && opts->partial;
+	t->slow_calls_per_sec = opts ? opts->slow_calls_per_sec : 0;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;
@@ -605,6 +618,7 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	s->address = fi->address;
 	s->info = fi;
 	s->meta.size = fi->size;
+	s->meta.max_events = t->slow_calls_per_sec;
 	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
 		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
 	if (func_uses_go_key(f->bin, fi)) {
@@ -778,6 +792,14 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err)
 {
+	return tracer__add_bounded(t, pid, path, patterns, npatterns, threshold_ns, SIZE_MAX, err);
+}
+
+struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
+					  const char *const *patterns, size_t npatterns,
+					  uint64_t threshold_ns, size_t max_funcs,
+					  struct rw_error *err)
+{
 	struct tracer_target *tt = calloc(1, sizeof(*tt));
 	int e;
 
@@ -806,6 +828,12 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 					u->suggestions[i]);
 		e = rw_error_set(err, ENOENT, "no function matches '%s' in %s%s%s%s", u->pattern,
 				 path, len ? " (did you mean: " : "", hint, len ? ")" : "");
+		goto fail;
+	}
+	if (tt->match.nfuncs > max_funcs) {
+		e = rw_error_set(err, EDQUOT,
+				 "the patterns match %zu functions in %s, more than %zu",
+				 tt->match.nfuncs, path, max_funcs);
 		goto fail;
 	}
 	tt->nfuncs = tt->match.nfuncs;
@@ -983,7 +1011,13 @@ void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx)
 
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
-	return ring_buffer__poll(t->rb, timeout_ms);
+	int e;
+
+	t->npolled = 0;
+	e = ring_buffer__poll(t->rb, timeout_ms);
+	if (e == -ECANCELED && t->npolled >= TRACER_POLL_MAX_EVENTS)
+		return (int)t->npolled;
+	return e;
 }
 
 int tracer__fd(const struct tracer *t)
@@ -1183,6 +1217,7 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 	ret->purged = stats[RW_STAT_ORPHANS_PURGED] + stats[RW_STAT_GOID_CHANGED];
 	ret->swept = t->swept;
 	ret->lost_events = stats[RW_STAT_RINGBUF_FULL];
+	ret->slow_limited = stats[RW_STAT_SLOW_LIMITED];
 	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
 		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
 							       .n = stats[s] };

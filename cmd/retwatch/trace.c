@@ -55,6 +55,7 @@ struct trace_args {
 	size_t npids;
 	double duration, interval;
 	uint64_t threshold_ns;
+	uint32_t slow_per_sec;
 	enum tracer_attach_mode attach_mode;
 	bool json;
 	char **patterns;
@@ -65,7 +66,8 @@ static void trace_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: retwatch trace --pid PID [--pid PID...] [--duration SECONDS]\n"
-		"                      [--threshold DURATION] [--interval SECONDS] [--json] PATTERN...\n"
+		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
+		"                      [--interval SECONDS] [--json] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -74,11 +76,15 @@ static void trace_usage(FILE *f)
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
+		"  --slow-calls-per-second N\n"
+		"                        print at most N slow calls a second per function and\n"
+		"                        process on each CPU; the rest are counted (default %d;\n"
+		"                        0: no limit)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
 		"  --json                print one JSON object at the end\n"
 		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
 		"                        file) or perf_event (one uprobe per offset)\n",
-		MAX_PIDS);
+		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC);
 }
 
 static void on_slow_call(const struct tracer_event *ev, void *ctx)
@@ -148,6 +154,10 @@ static void print_table(struct trace_run *r, bool final)
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
+		if (now[i].slow_dropped)
+			printf("\n%s: %" PRIu64 " slow calls not printed: over the rate limit"
+			       " (--slow-calls-per-second) or the ring buffer was full\n",
+			       w->name, now[i].slow_dropped);
 		if (now[i].lost)
 			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
 			       " already in flight on their goroutine or thread\n",
@@ -189,6 +199,7 @@ static cJSON *json_row(const struct results_row *w, const struct latency *l)
 	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
 	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
+	cJSON_AddItemToObject(o, "slow_dropped", json_u64(l->slow_dropped));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
 	cJSON_AddItemToObject(o, "reason",
 			      w->reason && !durations ? cJSON_CreateString(w->reason)
@@ -196,7 +207,7 @@ static cJSON *json_row(const struct results_row *w, const struct latency *l)
 	return o;
 }
 
-static void print_json(struct trace_run *r, uint64_t lost)
+static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
 	struct latency *now = collect(r);
@@ -207,7 +218,8 @@ static void print_json(struct trace_run *r, uint64_t lost)
 	free(now);
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
-	cJSON_AddItemToObject(root, "lost_events", json_u64(lost));
+	cJSON_AddItemToObject(root, "lost_events", json_u64(c->lost_events));
+	cJSON_AddItemToObject(root, "slow_limited", json_u64(c->slow_limited));
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
 	if (text)
@@ -328,6 +340,22 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 			return -EINVAL;
 		}
 		return 0;
+	case 's': {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || *end || !*arg || arg[0] == '-' || v > UINT32_MAX) {
+			fprintf(stderr,
+				"retwatch: invalid --slow-calls-per-second '%s': give a number "
+				"(0: no limit)\n",
+				arg);
+			return -EINVAL;
+		}
+		a->slow_per_sec = (uint32_t)v;
+		return 0;
+	}
 	case 'j': a->json = true; return 0;
 	case 'a':
 		if (tracer_attach_mode__parse(arg, &a->attach_mode)) {
@@ -350,6 +378,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "threshold", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
+		{ "slow-calls-per-second", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
@@ -357,7 +386,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:ja:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:t:i:s:ja:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -378,7 +407,8 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
-	struct tracer_opts topts = { .attach_mode = args->attach_mode };
+	struct tracer_opts topts = { .attach_mode = args->attach_mode,
+				     .slow_calls_per_sec = args->slow_per_sec };
 	struct rw_error err = {};
 
 	r->json = args->json;
@@ -436,12 +466,14 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_counters c;
 
-	/* slow calls still in the ring buffer, then the processes that just exited */
-	tracer__poll(r->t, 0);
+	/* slow calls still in the ring buffer (a bounded number of rounds: the
+	 * tracees still run), then the processes that just exited */
+	for (int round = 0; round < 16 && tracer__poll(r->t, 0) >= TRACER_POLL_MAX_EVENTS; round++)
+		;
 	check_exits(r);
 	tracer__counters(r->t, &c);
 	if (r->json) {
-		print_json(r, c.lost_events);
+		print_json(r, &c);
 	} else {
 		print_table(r, true);
 		if (r->slow_calls || args->threshold_ns)
@@ -450,6 +482,9 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 		if (c.lost_events)
 			printf("%" PRIu64 " slow-call events lost (ring buffer full)\n",
 			       c.lost_events);
+		if (c.slow_limited)
+			printf("%" PRIu64 " slow calls not printed: over --slow-calls-per-second\n",
+			       c.slow_limited);
 	}
 	if (getenv("RETWATCH_DEBUG"))
 		for (size_t s = 0; s < c.nall; s++)
@@ -460,7 +495,7 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 int cmd_trace(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct trace_args args = {};
+	struct trace_args args = { .slow_per_sec = TRACER_SLOW_CALLS_PER_SEC };
 	struct trace_run r = {};
 	int ret = parse_args(argc, argv, &args);
 

@@ -24,6 +24,7 @@ TEST(status_latency_round_trip)
 		latency__record(l, ns);
 	l->orphans = 3;
 	l->lost = 2;
+	l->slow_dropped = 5;
 	if (!ASSERT_OK(status_latency__to_json(l, obj)) ||
 	    !ASSERT_OK(status_latency__from_json(obj, back)))
 		goto out;
