@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 #include <cjson/cJSON.h>
 
+#include "calibrate.h"
 #include "clock.h"
 #include "cmd.h"
 #include "latency.h"
@@ -47,6 +48,8 @@ struct trace_run {
 	size_t nprocs, nlive;
 	bool json;
 	uint64_t slow_calls;
+	struct calibration cal;
+	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
 };
 
 /* The command line. */
@@ -57,6 +60,7 @@ struct trace_args {
 	uint64_t threshold_ns;
 	enum tracer_attach_mode attach_mode;
 	bool json;
+	bool raw; /* durations as measured, the probes' bias left in */
 	char **patterns;
 	size_t npatterns;
 };
@@ -76,6 +80,9 @@ static void trace_usage(FILE *f)
 		"                        (e.g. 10ms, 250us)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
 		"  --json                print one JSON object at the end\n"
+		"  --raw                 durations as measured, with the part of the probes'\n"
+		"                        own cost that falls inside them (by default it is\n"
+		"                        calibrated at start and taken out)\n"
 		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
 		"                        file) or perf_event (one uprobe per offset)\n",
 		MAX_PIDS);
@@ -114,7 +121,14 @@ static struct latency *collect(struct trace_run *r)
 	return now;
 }
 
-static void print_row(const struct results_row *w, const struct latency *l)
+/* A duration as shown: less the calibrated bias of the probes, never below zero. */
+static uint64_t shown(const struct trace_run *r, uint64_t ns)
+{
+	return calibrate__less(ns, r->bias_ns);
+}
+
+static void print_row(const struct trace_run *r, const struct results_row *w,
+		      const struct latency *l)
 {
 	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
 
@@ -124,10 +138,10 @@ static void print_row(const struct results_row *w, const struct latency *l)
 		return;
 	}
 	printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-	       latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)),
-	       latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)),
-	       latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)),
-	       latency__format_ns(l->max_ns, max, sizeof(max)), l->orphans);
+	       latency__format_ns(shown(r, latency__percentile(l, 0.50)), p50, sizeof(p50)),
+	       latency__format_ns(shown(r, latency__percentile(l, 0.95)), p95, sizeof(p95)),
+	       latency__format_ns(shown(r, latency__percentile(l, 0.99)), p99, sizeof(p99)),
+	       latency__format_ns(shown(r, l->max_ns), max, sizeof(max)), l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
@@ -144,7 +158,7 @@ static void print_table(struct trace_run *r, bool final)
 	printf("%-40s %10s %10s %10s %10s %10s %8s\n", "FUNCTION", "CALLS", "P50", "P95", "P99",
 	       "MAX", "ORPHANS");
 	for (size_t i = 0; i < results__nrows(r->results); i++)
-		print_row(results__row(r->results, i), &now[i]);
+		print_row(r, results__row(r->results, i), &now[i]);
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
@@ -174,7 +188,8 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
-static cJSON *json_row(const struct results_row *w, const struct latency *l)
+static cJSON *json_row(const struct trace_run *r, const struct results_row *w,
+		       const struct latency *l)
 {
 	bool durations = w->mode != FUNC_MODE_ENTRY_ONLY;
 	cJSON *o = cJSON_CreateObject();
@@ -182,11 +197,17 @@ static cJSON *json_row(const struct results_row *w, const struct latency *l)
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
 	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
-	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? l->min_ns : 0));
-	cJSON_AddItemToObject(o, "p50_ns", json_u64(durations ? latency__percentile(l, 0.50) : 0));
-	cJSON_AddItemToObject(o, "p95_ns", json_u64(durations ? latency__percentile(l, 0.95) : 0));
-	cJSON_AddItemToObject(o, "p99_ns", json_u64(durations ? latency__percentile(l, 0.99) : 0));
-	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
+	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? shown(r, l->min_ns) : 0));
+	cJSON_AddItemToObject(o, "p50_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.50)) : 0));
+	cJSON_AddItemToObject(o, "p95_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.95)) : 0));
+	cJSON_AddItemToObject(o, "p99_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.99)) : 0));
+	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? shown(r, l->max_ns) : 0));
+	/* as measured, whatever --raw says: nothing is hidden */
+	cJSON_AddItemToObject(o, "raw_p50_ns",
+			      json_u64(durations ? latency__percentile(l, 0.50) : 0));
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
 	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
@@ -203,11 +224,16 @@ static void print_json(struct trace_run *r, uint64_t lost)
 	char *text;
 
 	for (size_t i = 0; now && i < results__nrows(r->results); i++)
-		cJSON_AddItemToArray(funcs, json_row(results__row(r->results, i), &now[i]));
+		cJSON_AddItemToArray(funcs, json_row(r, results__row(r->results, i), &now[i]));
 	free(now);
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
 	cJSON_AddItemToObject(root, "lost_events", json_u64(lost));
+	cJSON_AddItemToObject(root, "probe_bias_ns", json_u64(r->cal.bias_ns));
+	cJSON_AddItemToObject(root, "probe_bias_lo_ns", json_u64(r->cal.bias_lo_ns));
+	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
+	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
+	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
 	if (text)
@@ -329,6 +355,7 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		}
 		return 0;
 	case 'j': a->json = true; return 0;
+	case 'r': a->raw = true; return 0;
 	case 'a':
 		if (tracer_attach_mode__parse(arg, &a->attach_mode)) {
 			fprintf(stderr,
@@ -351,13 +378,14 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "threshold", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "raw", no_argument, NULL, 'r' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:ja:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:t:i:jra:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -376,6 +404,30 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	return 0;
 }
 
+/* How much of a measured duration is the probes' own: taken out unless --raw. */
+static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
+{
+	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
+	struct rw_error err = {};
+
+	if (calibrate__run(r->t, &r->cal, &err)) {
+		fprintf(stderr,
+			"retwatch: warning: cannot calibrate the probes' bias (durations are "
+			"shown as measured): %s\n",
+			err.msg);
+		return;
+	}
+	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
+	fprintf(stderr,
+		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; durations "
+		"shown %s\n",
+		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
+		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
+		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),
+		latency__format_ns(r->cal.call_cost_ns, cost, sizeof(cost)),
+		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
+}
+
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_opts topts = { .attach_mode = args->attach_mode };
@@ -388,6 +440,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return -1;
 	}
+	calibrate_probes(r, args);
 	r->sym = symbolizer__new(r->cache);
 	r->results = results__new(r->t);
 	if (!r->results) {
