@@ -98,3 +98,24 @@ out:
 	}
 	return 0;
 }
+
+int calibrate__parse_overhead(const char *s, double *ret)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0))
+		return -EINVAL;
+	if (*end == '%') {
+		v /= 100;
+		end++;
+	}
+	if (*end || v > 1)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}

@@ -35,6 +35,14 @@ struct calibration {
  */
 int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
 
+/*
+ * Reads an overhead budget: a percentage of one CPU ("2%", "0.5%") or a
+ * fraction of one ("0.02"); "0" disables. 0, or -EINVAL (negative, over
+ * 100%, not a number).
+ */
+int calibrate__parse_overhead(const char *s, double *ret);
+#define CALIBRATE_DEFAULT_MAX_OVERHEAD 0.02
+
 /* ns less the bias, never below zero. */
 static inline uint64_t calibrate__less(uint64_t ns, uint64_t bias_ns)
 {

@@ -91,6 +91,22 @@ const struct binary_unmatched *tracer_target__unmatched(const struct tracer_targ
 int tracer_target__read(struct tracer *t, const struct tracer_target *target, size_t i,
 			struct latency *ret);
 
+/*
+ * Stops probing function i in target's process, keeping what it counted
+ * (tracer_target__read goes on returning it). Each function's probes are
+ * links of their own: they leave the file, and so every process mapping it
+ * (the kernel places a uprobe's breakpoint in each), the other functions'
+ * untouched. -EBUSY when other traced processes of the same file use the
+ * function (its probes must stay for them, and so trap here too). 0, or
+ * -errno with a message.
+ */
+int tracer_target__detach(struct tracer *t, struct tracer_target *target, size_t i,
+			  struct rw_error *err);
+/* Probes function i again after tracer_target__detach; its counts carry on. */
+int tracer_target__reattach(struct tracer *t, struct tracer_target *target, size_t i,
+			    struct rw_error *err);
+bool tracer_target__detached(const struct tracer_target *target, size_t i);
+
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
 /* Delivers slow-call events; returns how many, or -errno (-EINTR on a signal). */
 int tracer__poll(struct tracer *t, int timeout_ms);

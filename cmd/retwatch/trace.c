@@ -60,7 +60,8 @@ struct trace_args {
 	uint64_t threshold_ns;
 	enum tracer_attach_mode attach_mode;
 	bool json;
-	bool raw; /* durations as measured, the probes' bias left in */
+	bool raw;	     /* durations as measured, the probes' bias left in */
+	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
 	size_t npatterns;
 };
@@ -80,6 +81,10 @@ static void trace_usage(FILE *f)
 		"                        (e.g. 10ms, 250us)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
 		"  --json                print one JSON object at the end\n"
+		"  --max-overhead BUDGET detach a function from a process when its probes\n"
+		"                        cost more than BUDGET of one CPU there (calls/s x\n"
+		"                        the calibrated cost of a traced call) for two\n"
+		"                        intervals in a row: 2%% (default), 0.5%%, 0 (never)\n"
 		"  --raw                 durations as measured, with the part of the probes'\n"
 		"                        own cost that falls inside them (by default it is\n"
 		"                        calibrated at start and taken out)\n"
@@ -162,6 +167,15 @@ static void print_table(struct trace_run *r, bool final)
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
+		struct results_overhead ov;
+
+		results__overhead(r->results, i, &ov);
+		if (ov.ndetached)
+			printf("\n%s: detached from %zu process%s (first %d: %.0f calls/s cost %.2f%% "
+			       "of a CPU, over --max-overhead %.2f%%); counts until then\n",
+			       w->name, ov.ndetached, ov.ndetached == 1 ? "" : "es",
+			       ov.detached_pid, ov.detached_rate, ov.detached_overhead * 100,
+			       ov.max * 100);
 		if (now[i].lost)
 			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
 			       " already in flight on their goroutine or thread\n",
@@ -188,12 +202,17 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
-static cJSON *json_row(const struct trace_run *r, const struct results_row *w,
-		       const struct latency *l)
+static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency *l)
 {
+	const struct results_row *w = results__row(r->results, i);
 	bool durations = w->mode != FUNC_MODE_ENTRY_ONLY;
 	cJSON *o = cJSON_CreateObject();
+	struct results_overhead ov;
 
+	results__overhead(r->results, i, &ov);
+	/* of one CPU, the costliest process's at the last check */
+	cJSON_AddNumberToObject(o, "overhead", ov.overhead);
+	cJSON_AddNumberToObject(o, "detached", (double)ov.ndetached);
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
 	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
@@ -224,7 +243,7 @@ static void print_json(struct trace_run *r, uint64_t lost)
 	char *text;
 
 	for (size_t i = 0; now && i < results__nrows(r->results); i++)
-		cJSON_AddItemToArray(funcs, json_row(r, results__row(r->results, i), &now[i]));
+		cJSON_AddItemToArray(funcs, json_row(r, i, &now[i]));
 	free(now);
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
@@ -356,6 +375,15 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		return 0;
 	case 'j': a->json = true; return 0;
 	case 'r': a->raw = true; return 0;
+	case 'o':
+		if (calibrate__parse_overhead(arg, &a->max_overhead)) {
+			fprintf(stderr,
+				"retwatch: invalid --max-overhead '%s': give a share of one CPU "
+				"such as 2%%, 0.5%% or 0 (no limit)\n",
+				arg);
+			return -EINVAL;
+		}
+		return 0;
 	case 'a':
 		if (tracer_attach_mode__parse(arg, &a->attach_mode)) {
 			fprintf(stderr,
@@ -379,13 +407,14 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "raw", no_argument, NULL, 'r' },
+		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:jra:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:t:i:jro:a:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -412,8 +441,8 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 
 	if (calibrate__run(r->t, &r->cal, &err)) {
 		fprintf(stderr,
-			"retwatch: warning: cannot calibrate the probes' bias (durations are "
-			"shown as measured): %s\n",
+			"retwatch: warning: cannot calibrate the probes' bias and cost (durations "
+			"are shown as measured, --max-overhead is off): %s\n",
 			err.msg);
 		return;
 	}
@@ -458,11 +487,37 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	return 0;
 }
 
+/* How a function over its budget or back within it is told. */
+static void on_guard(const struct results_guard *g, void *ctx)
+{
+	const struct trace_args *args = ctx;
+
+	if (g->error)
+		fprintf(stderr,
+			"retwatch: %s in process %d costs %.2f%% of a CPU (%.0f calls/s), over "
+			"--max-overhead %.2f%%, but cannot be detached: %s\n",
+			g->function, g->pid, g->overhead * 100, g->rate, args->max_overhead * 100,
+			g->error);
+	else if (g->detached)
+		fprintf(stderr,
+			"retwatch: %s detached from process %d: %.0f calls/s cost %.2f%% of a CPU, "
+			"over --max-overhead %.2f%% for two intervals; its counts stop here, the "
+			"other functions are still measured (--max-overhead %.0f%% or 0 would keep "
+			"it)\n",
+			g->function, g->pid, g->rate, g->overhead * 100, args->max_overhead * 100,
+			g->overhead * 200 > 1 ? g->overhead * 200 : 1);
+	else
+		fprintf(stderr, "retwatch: %s attached again to process %d\n", g->function, g->pid);
+}
+
 /* Until the duration ends, a signal, or every process exited. */
 static void trace_loop(struct trace_run *r, const struct trace_args *args)
 {
 	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
 	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
+	/* the guard looks every --interval, else every second */
+	uint64_t guard_ns = args->interval ? interval_ns : NS_PER_S;
+	uint64_t next_guard = start + guard_ns;
 
 	while (!exiting && r->nlive) {
 		uint64_t now;
@@ -477,6 +532,12 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 		if (args->duration && now - start >= (uint64_t)(args->duration * 1e9))
 			break;
 		tracer__tick(r->t);
+		if (now >= next_guard) {
+			if (args->max_overhead > 0)
+				results__guard(r->results, now, r->cal.call_cost_ns,
+					       args->max_overhead, on_guard, (void *)args);
+			next_guard = now + guard_ns;
+		}
 		if (now >= next_report) {
 			if (!r->json)
 				print_table(r, false);
@@ -513,7 +574,7 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 int cmd_trace(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct trace_args args = {};
+	struct trace_args args = { .max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD };
 	struct trace_run r = {};
 	int ret = parse_args(argc, argv, &args);
 
