@@ -48,6 +48,9 @@ struct summary {
 	bool attached;
 	char *errors[3]; /* the first few, for the Attached condition */
 	size_t nerrors;
+	/* functions the overhead guard detached: the first message, and how many */
+	char *detached;
+	size_t ndetached;
 	char **seen; /* nodes merged, so that a legacy entry is not merged twice */
 	size_t nseen;
 };
@@ -88,6 +91,7 @@ void summary__free(struct summary *s)
 	free(s->fns);
 	for (size_t i = 0; i < s->nerrors; i++)
 		free(s->errors[i]);
+	free(s->detached);
 	for (size_t i = 0; i < s->nseen; i++)
 		free(s->seen[i]);
 	free(s->seen);
@@ -241,6 +245,13 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		if (s->nerrors < sizeof(s->errors) / sizeof(s->errors[0]) && cJSON_IsString(err) &&
 		    (s->errors[s->nerrors] = strdup(err->valuestring)))
 			s->nerrors++;
+	}
+	cJSON_ArrayForEach(err, kobj_get(entry, "detached"))
+	{
+		if (!cJSON_IsString(err))
+			continue;
+		if (!s->ndetached++)
+			s->detached = strdup(err->valuestring);
 	}
 	cJSON_ArrayForEach(fn, kobj_get(entry, "functions")) merge_fn(s, fn, node);
 	return 0;
@@ -428,7 +439,15 @@ static void add_condition(struct conds *c, const char *type, bool ok, const char
 
 static void attached_condition(struct conds *c, const char *ns, const struct summary *s)
 {
-	if (s->attached)
+	if (s->attached && s->detached)
+		add_condition(
+			c, "Attached", true, "OverheadLimited",
+			"probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
+			" nodes; %.400s%s (%zu detached in all: kubectl get functionprobereports "
+			"-n %s -o yaml)",
+			s->processes, s->pods, s->nodes, s->detached,
+			strlen(s->detached) > 400 ? "..." : "", s->ndetached, ns);
+	else if (s->attached)
 		add_condition(c, "Attached", true, "Attached",
 			      "probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
 			      " nodes",

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "calibrate.h"
 #include "errlist.h"
 #include "nodeprocs.h"
 #include "placement.h"
@@ -27,6 +28,9 @@ struct traceset_env {
 	struct nodeprocs *procs;
 	struct symbolizer *sym;
 	uint64_t attach_failures; /* over every probe */
+	/* the probes' bias and a traced call's cost, calibrated at start (all
+	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
+	struct calibration cal;
 };
 
 /* A traced process, as the status lists it. */
