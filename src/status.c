@@ -408,8 +408,7 @@ static void set_duration(cJSON *obj, const char *name, uint64_t ns)
 	add_duration(obj, name, ns);
 }
 
-/* obj's p50, p95, p99 and max less bias; the measured ones under "raw". */
-static void take_bias(cJSON *obj, uint64_t bias)
+void status__take_bias(cJSON *obj, uint64_t bias)
 {
 	static const char *const names[] = { "p50", "p95", "p99", "max" };
 	struct latency l;
@@ -444,9 +443,9 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 	cJSON_AddNumberToObject(entry, "callCostNs", (double)cal->call_cost_ns);
 	cJSON_ArrayForEach(fn, cJSON_GetObjectItemCaseSensitive(entry, "functions"))
 	{
-		take_bias((cJSON *)fn, cal->bias_ns);
+		status__take_bias((cJSON *)fn, cal->bias_ns);
 		cJSON_ArrayForEach(pod, cJSON_GetObjectItemCaseSensitive(fn, "pods"))
-			take_bias((cJSON *)pod, cal->bias_ns);
+			status__take_bias((cJSON *)pod, cal->bias_ns);
 	}
 }
 

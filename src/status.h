@@ -95,6 +95,9 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
  * counted them: the summary merges those.
  */
 void status__add_bias(cJSON *entry, const struct calibration *cal);
+/* obj's p50, p95, p99 and max (of its buckets, minNs and maxNs) less bias;
+ * the measured ones under "raw". */
+void status__take_bias(cJSON *obj, uint64_t bias);
 /*
  * Adds the overhead guard's view of r to entry's functions (made by
  * status__node_entry, in r's row order): overhead (a share of one CPU) and

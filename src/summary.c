@@ -48,6 +48,9 @@ struct summary {
 	bool attached;
 	char *errors[3]; /* the first few, for the Attached condition */
 	size_t nerrors;
+	/* the smallest probe bias the merged nodes calibrated (0: none): taken
+	 * out of the summary's durations, so that no node's is overdone */
+	uint64_t bias_ns;
 	/* functions the overhead guard detached: the first message, and how many */
 	char *detached;
 	size_t ndetached;
@@ -246,6 +249,14 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		    (s->errors[s->nerrors] = strdup(err->valuestring)))
 			s->nerrors++;
 	}
+	{
+		/* written by agents; bounded all the same */
+		int64_t bias = kobj_int(entry, "probeBiasNs", 0);
+
+		if (bias > 0 && bias < (int64_t)NS_PER_S &&
+		    (!s->bias_ns || (uint64_t)bias < s->bias_ns))
+			s->bias_ns = (uint64_t)bias;
+	}
 	cJSON_ArrayForEach(err, kobj_get(entry, "detached"))
 	{
 		if (!cJSON_IsString(err))
@@ -300,7 +311,7 @@ static void add_duration(cJSON *obj, const char *name, uint64_t ns)
 	cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)));
 }
 
-static cJSON *slowest_json(const struct merged *m)
+static cJSON *slowest_json(const struct merged *m, uint64_t bias)
 {
 	cJSON *arr = cJSON_CreateArray();
 
@@ -315,8 +326,8 @@ static cJSON *slowest_json(const struct merged *m)
 		cJSON_AddStringToObject(o, "node", r->node);
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "calls", (double)r->calls);
-		add_duration(o, "p50", r->p50);
-		add_duration(o, "p99", r->p99);
+		add_duration(o, "p50", calibrate__less(r->p50, bias));
+		add_duration(o, "p99", calibrate__less(r->p99, bias));
 	}
 	return arr;
 }
@@ -331,7 +342,7 @@ static int by_revision(const void *a, const void *b)
 	return strcmp(x->revision, y->revision);
 }
 
-static cJSON *revisions_json(struct merged *m)
+static cJSON *revisions_json(struct merged *m, uint64_t bias)
 {
 	cJSON *arr = cJSON_CreateArray();
 	size_t n = 0;
@@ -349,9 +360,9 @@ static cJSON *revisions_json(struct merged *m)
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "pods", (double)r->pods);
 		cJSON_AddNumberToObject(o, "calls", (double)r->l.calls);
-		add_duration(o, "p50", latency__percentile(&r->l, 0.50));
-		add_duration(o, "p95", latency__percentile(&r->l, 0.95));
-		add_duration(o, "p99", latency__percentile(&r->l, 0.99));
+		add_duration(o, "p50", calibrate__less(latency__percentile(&r->l, 0.50), bias));
+		add_duration(o, "p95", calibrate__less(latency__percentile(&r->l, 0.95), bias));
+		add_duration(o, "p99", calibrate__less(latency__percentile(&r->l, 0.99), bias));
 	}
 	return arr;
 }
@@ -371,8 +382,10 @@ static cJSON *summary_json(struct summary *s)
 		cJSON *f = status__function(m->name, m->mode, m->reason, m->returns, &m->l);
 
 		cJSON_AddItemToArray(fns, f);
-		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m));
-		cJSON_AddItemToObject(f, "revisions", revisions_json(m));
+		if (s->bias_ns)
+			status__take_bias(f, s->bias_ns);
+		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, s->bias_ns));
+		cJSON_AddItemToObject(f, "revisions", revisions_json(m, s->bias_ns));
 		calls += m->l.calls;
 		if (latency__count(&m->l) && (!slowest || q > p99)) {
 			slowest = m;
@@ -382,9 +395,12 @@ static cJSON *summary_json(struct summary *s)
 	cJSON_AddNumberToObject(sum, "calls", (double)calls);
 	if (slowest) {
 		cJSON_AddStringToObject(sum, "slowest", slowest->name);
-		add_duration(sum, "p50", latency__percentile(&slowest->l, 0.5));
-		add_duration(sum, "p99", p99);
+		add_duration(sum, "p50",
+			     calibrate__less(latency__percentile(&slowest->l, 0.5), s->bias_ns));
+		add_duration(sum, "p99", calibrate__less(p99, s->bias_ns));
 	}
+	if (s->bias_ns)
+		add_duration(sum, "probeBias", s->bias_ns);
 	cJSON_AddItemToObject(sum, "functions", fns);
 	return sum;
 }

@@ -70,7 +70,8 @@ static void trace_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: retwatch trace --pid PID [--pid PID...] [--duration SECONDS]\n"
-		"                      [--threshold DURATION] [--interval SECONDS] [--json] PATTERN...\n"
+		"                      [--threshold DURATION] [--interval SECONDS] [--json] [--raw]\n"
+		"                      [--max-overhead BUDGET] [--attach MODE] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -83,8 +84,9 @@ static void trace_usage(FILE *f)
 		"  --json                print one JSON object at the end\n"
 		"  --max-overhead BUDGET detach a function from a process when its probes\n"
 		"                        cost more than BUDGET of one CPU there (calls/s x\n"
-		"                        the calibrated cost of a traced call) for two\n"
-		"                        intervals in a row: 2%% (default), 0.5%%, 0 (never)\n"
+		"                        the calibrated cost of a traced call) at two checks\n"
+		"                        in a row (every --interval, else every second):\n"
+		"                        2%% (default), 0.5%%, 0 (never)\n"
 		"  --raw                 durations as measured, with the part of the probes'\n"
 		"                        own cost that falls inside them (by default it is\n"
 		"                        calibrated at start and taken out)\n"

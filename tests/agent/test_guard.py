@@ -84,8 +84,9 @@ def test_hot_function_detached_others_measured_and_raising_the_budget_reattaches
         code, text = agent.get("/metrics")
         assert code == 200
         assert abs(value(text, "retwatch_probe_bias_seconds") - cal["bias_ns"] / 1e9) < 1e-9
-        assert value(text, "retwatch_function_detached_processes", function=HOT) == 1
-        assert value(text, "retwatch_function_detached_processes", function=SLOW) == 0
+        assert value(text, "retwatch_function_detached_processes", namespace=ns, function=HOT) == 1
+        assert value(text, "retwatch_function_detached_processes", namespace=ns, function=SLOW) == 0
+        assert value(text, "retwatch_function_overhead", namespace=ns, function=SLOW) < 0.02
 
         # a budget raised to "no limit": attached again, counting, and it stays so
         cluster.apply_probe(ns, "hot", spec(functions=[HOT, SLOW], maxOverhead="0"))
