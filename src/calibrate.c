@@ -3,14 +3,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "calibrate.h"
 #include "clock.h"
 #include "latency.h"
 
-#define ROUNDS 25
+#define ROUNDS 24
 #define ROUND_CALLS 400
+/* Rounds are spread out in time, so that a burst of load on the machine
+ * (another process, an interrupt storm) slows a few of them, not all. */
+#define ROUND_GAP_NS (20 * 1000 * 1000)
 
 /* What is probed: kept out of line and alive by `used`. */
 __attribute__((noinline, used)) int retwatch_calibrate_target(int x)
@@ -27,10 +31,22 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static uint64_t median(uint64_t *v, size_t n)
+/*
+ * The median of the lower half: load only ever makes a round slower, so the
+ * rounds a burst slowed are left out, while the statistic stays a middle
+ * one of the calm rounds rather than their luckiest.
+ */
+static uint64_t lower_median(uint64_t *v, size_t n)
 {
 	qsort(v, n, sizeof(*v), cmp_u64);
-	return v[n / 2];
+	return v[n / 4];
+}
+
+static void gap(void)
+{
+	struct timespec ts = { 0, ROUND_GAP_NS };
+
+	nanosleep(&ts, NULL);
 }
 
 /* ns per call of a round of calls. */
@@ -60,6 +76,8 @@ int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *e
 	if (!tt)
 		return -errno;
 	for (int r = 0; r < ROUNDS; r++) {
+		if (r)
+			gap();
 		traced[r] = time_round(&sum);
 		e = tracer_target__read(t, tt, 0, &now);
 		if (e) {
@@ -86,10 +104,11 @@ int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *e
 				 (uintmax_t)ret->calls, ROUNDS * ROUND_CALLS);
 		goto out;
 	}
-	ret->bias_ns = median(p50, ROUNDS);
+	ret->bias_ns = lower_median(p50, ROUNDS);
 	ret->bias_lo_ns = p50[0];
 	ret->bias_hi_ns = p50[ROUNDS - 1];
-	ret->call_cost_ns = calibrate__less(median(traced, ROUNDS), median(untraced, ROUNDS));
+	ret->call_cost_ns = calibrate__less(lower_median(traced, ROUNDS),
+					    lower_median(untraced, ROUNDS));
 out:
 	tracer__remove(t, tt);
 	if (e || !sum) {

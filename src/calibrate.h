@@ -18,13 +18,15 @@
 #include "tracer.h"
 
 struct calibration {
-	/* the median over the rounds of each round's median measured duration
-	 * of the empty function: what reported durations have taken out */
+	/* over the rounds (spread over half a second), the median of the lower
+	 * half of each round's median measured duration of the empty function:
+	 * what reported durations have taken out */
 	uint64_t bias_ns;
 	uint64_t bias_lo_ns, bias_hi_ns; /* the lowest and highest round's median */
 	/* what one traced call adds to its thread's time (both traps and the
-	 * BPF programs): the median traced round's time per call less the
-	 * median untraced round's; the overhead guard's unit of cost */
+	 * BPF programs): the traced rounds' time per call less the untraced
+	 * rounds' (each the median of the lower half); the overhead guard's
+	 * unit of cost */
 	uint64_t call_cost_ns;
 	uint64_t calls; /* traced calls measured */
 };
