@@ -434,3 +434,26 @@ void results__overhead(const struct results *r, size_t k, struct results_overhea
 		}
 	}
 }
+
+int results__read_process(struct results *r, size_t k, pid_t pid, struct latency *ret,
+			  bool *ret_detached)
+{
+	int e = -ENOENT;
+
+	memset(ret, 0, sizeof(*ret));
+	*ret_detached = false;
+	for (struct member *m = r->members; m; m = m->next) {
+		if (tracer_target__pid(m->target) != pid)
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			struct latency l;
+
+			if (m->rows[i] != k || tracer_target__read(r->t, m->target, i, &l))
+				continue;
+			latency__merge(ret, &l);
+			*ret_detached |= tracer_target__detached(m->target, i);
+			e = 0;
+		}
+	}
+	return e;
+}

@@ -99,6 +99,11 @@ typedef void (*results_guard_fn)(const struct results_guard *g, void *ctx);
 void results__guard(struct results *r, uint64_t now_ns, uint64_t cost_ns, double max,
 		    results_guard_fn fn, void *ctx);
 
+/* Row i in the live process pid alone: what it counted, and whether the
+ * guard detached the function there. -ENOENT when pid does not trace it. */
+int results__read_process(struct results *r, size_t i, pid_t pid, struct latency *ret,
+			  bool *ret_detached);
+
 /* The guard's view of row i now, over its live processes. */
 struct results_overhead {
 	double overhead, rate; /* the costliest attached process's, last check */

@@ -37,12 +37,18 @@ struct slot {
 	const struct func_info *info; /* owned by the file's binary */
 	unsigned int users;
 	struct rw_func meta;
+	/* its probes in every process mapping the file; NULL once per_process */
 	struct batch *batch;
+	/* detached from some process while others use it: probes in each of
+	 * those alone, a batch per process (chained by next) */
+	bool per_process;
+	struct batch *pids;
 };
 
 /* Probes attached together: they go when none of their slots is used. */
 struct batch {
 	struct uprobe_links entry, ret;
+	pid_t pid;	   /* its probes trap in this process alone; 0: in every one */
 	unsigned int live; /* slots of this batch with users */
 	struct batch *next;
 };
@@ -308,8 +314,15 @@ static void file__free(struct attached_file *f)
 		batch__free(b);
 	}
 	uprobe_links__close(&f->morestack);
-	for (size_t i = 0; i < f->nslots; i++)
+	for (size_t i = 0; i < f->nslots; i++) {
+		while (f->slots[i]->pids) {
+			struct batch *b = f->slots[i]->pids;
+
+			f->slots[i]->pids = b->next;
+			batch__free(b);
+		}
 		free(f->slots[i]);
+	}
 	free(f->slots);
 	binary__put(f->bin);
 	free(f->name);
@@ -586,11 +599,11 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 			rcookie[nr++] = slots[i]->fn_id;
 		}
 	}
-	e = uprobe_attach(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi, f->path,
-			  eoff, ecookie, ne, err);
+	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
+			      f->path, eoff, ecookie, ne, b->pid ? b->pid : -1, err);
 	if (!e && nr)
-		e = uprobe_attach(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
-				  f->path, roff, rcookie, nr, err);
+		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
+				      f->path, roff, rcookie, nr, b->pid ? b->pid : -1, err);
 	if (e && err) {
 		/* name the file as the user gave it, not our descriptor */
 		char msg[sizeof(err->msg)];
@@ -723,6 +736,95 @@ static int file__attach_batch(struct tracer *t, struct attached_file *f, struct 
 	return e;
 }
 
+/* ---- probes of one slot in one process (after a detach) ---- */
+
+/* Whether a target of process pid uses slot s. */
+static bool slot_used_in(const struct tracer *t, const struct slot *s, pid_t pid)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		for (size_t k = 0; o->pid == pid && k < o->nfuncs; k++)
+			if (o->slots[k] == s)
+				return true;
+	return false;
+}
+
+/* Attaches slot s's probes in process pid alone, unless they are there. */
+static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
+			    struct rw_error *err)
+{
+	struct batch *b;
+	int e;
+
+	for (b = s->pids; b; b = b->next)
+		if (b->pid == pid)
+			return 0;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	uprobe_links__init(&b->entry);
+	uprobe_links__init(&b->ret);
+	b->pid = pid;
+	e = batch__attach(t, f, &s, 1, b, err);
+	if (e) {
+		batch__free(b);
+		return e;
+	}
+	b->next = s->pids;
+	s->pids = b;
+	return 0;
+}
+
+/* Takes slot s's probes out of process pid. */
+static void slot__drop_pid(struct slot *s, pid_t pid)
+{
+	for (struct batch **p = &s->pids; *p; p = &(*p)->next) {
+		if ((*p)->pid == pid) {
+			struct batch *b = *p;
+
+			*p = b->next;
+			batch__free(b);
+			return;
+		}
+	}
+}
+
+/*
+ * Slot s is to leave process pid while others use it: its probes move from
+ * every process to each of the others alone (they go in before the shared
+ * ones come out, so the others miss no call).
+ */
+static int slot__go_per_process(struct tracer *t, struct attached_file *f, struct slot *s,
+				pid_t pid, struct rw_error *err)
+{
+	struct batch **p;
+	int e;
+
+	if (s->per_process)
+		return 0;
+	for (const struct tracer_target *o = t->targets; o; o = o->next) {
+		for (size_t k = 0; o->pid != pid && k < o->nfuncs; k++) {
+			if (o->slots[k] != s)
+				continue;
+			e = slot__attach_pid(t, f, s, o->pid, err);
+			if (e) {
+				while (s->pids)
+					slot__drop_pid(s, s->pids->pid);
+				return e;
+			}
+		}
+	}
+	for (p = &f->batches; *p; p = &(*p)->next) {
+		if (*p == s->batch) {
+			*p = s->batch->next;
+			break;
+		}
+	}
+	batch__free(s->batch);
+	s->batch = NULL;
+	s->per_process = true;
+	return 0;
+}
+
 /* Slots for the matched functions; new ones are attached. */
 static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
 			  struct rw_error *err)
@@ -752,7 +854,16 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	}
 	if (!e && nfresh)
 		e = file__attach_batch(t, f, fresh, nfresh, err);
+	/* slots detached from some process: probes of their own here */
+	for (size_t i = 0; !e && i < tt->nfuncs; i++)
+		if (tt->slots[i]->per_process)
+			e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
 	if (e) {
+		/* tt is not among the targets yet: what it alone needed goes */
+		for (size_t i = 0; i < tt->nfuncs; i++)
+			if (tt->slots[i] && tt->slots[i]->per_process &&
+			    !slot_used_in(t, tt->slots[i], tt->pid))
+				slot__drop_pid(tt->slots[i], tt->pid);
 		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
@@ -926,14 +1037,31 @@ static bool fn_traced_elsewhere(const struct tracer *t, const struct tracer_targ
 	return false;
 }
 
-static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s)
+/* A target of process pid no longer uses slot s (it is out of t->targets,
+ * or its slots[] no longer holds s). */
+static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid)
 {
 	struct rw_func off = { 0 };
 	struct batch **p;
 
+	if (s->per_process && !slot_used_in(t, s, pid))
+		slot__drop_pid(s, pid);
 	if (--s->users)
 		return;
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
+	if (s->per_process) {
+		while (s->pids)
+			slot__drop_pid(s, s->pids->pid);
+		for (size_t k = 0; k < f->nslots; k++) {
+			if (f->slots[k] == s) {
+				f->slots[k] = f->slots[--f->nslots];
+				break;
+			}
+		}
+		slot_id__release(t, s->fn_id);
+		free(s);
+		return;
+	}
 	if (s->batch && --s->batch->live == 0) {
 		for (p = &f->batches; *p; p = &(*p)->next) {
 			if (*p == s->batch) {
@@ -982,7 +1110,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 			continue;
 		if (!fn_traced_elsewhere(t, tt, tt->funcs[i].fn_id))
 			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
-		slot__unuse(t, tt->file, tt->slots[i]);
+		slot__unuse(t, tt->file, tt->slots[i], tt->pid);
 	}
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
@@ -1003,24 +1131,34 @@ int tracer_target__detach(struct tracer *t, struct tracer_target *tt, size_t i,
 	s = tt->slots[i];
 	if (!s)
 		return 0;
-	/* a uprobe traps in every process mapping its file: with other traced
-	 * processes of the file using the slot, its probes must stay */
-	if (s->users > 1)
-		return rw_error_set(err, EBUSY,
-				    "its probes are shared with %u other traced process%s running "
-				    "the same file",
-				    s->users - 1, s->users == 2 ? "" : "es");
-	if (!s->batch)
-		return rw_error_set(err, EINVAL, "function %s has no probes", s->info->name);
+	/* another target of this process (another probe) measures it too */
+	tt->slots[i] = NULL;
+	if (slot_used_in(t, s, tt->pid)) {
+		tt->slots[i] = s;
+		return rw_error_set(err, EBUSY, "another probe measures %s in this process",
+				    s->info->name);
+	}
+	/*
+	 * A uprobe attached for every process traps in each that maps the file:
+	 * with other traced processes of the file using the slot, its probes
+	 * move to each of those alone, and leave this one.
+	 */
+	if (s->users > 1) {
+		int e = slot__go_per_process(t, tt->file, s, tt->pid, err);
+
+		if (e) {
+			tt->slots[i] = s;
+			return e;
+		}
+	}
 	/* alone in its batch: its probes go with its last user */
-	slot__unuse(t, tt->file, s);
-	/* s is freed: its id and histogram key stay ours until the next slot */
+	slot__unuse(t, tt->file, s, tt->pid);
+	/* s may be freed: its id and histogram key stay ours until the next slot */
 	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
 	if (read_hist(t, &hk, &now))
 		memset(&now, 0, sizeof(now));
 	else if (tt->base[i])
 		latency__subtract(&now, tt->base[i]);
-	tt->slots[i] = NULL;
 	if (!fn_traced_elsewhere(t, tt, hk.fn_id))
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
 	free(tt->base[i]);
@@ -1056,6 +1194,12 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 			return e;
 		}
 	} else {
+		/* probes of their own for this process, where the slot has left it */
+		if (s->per_process) {
+			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
+			if (e)
+				return e;
+		}
 		/* a slot of a live batch, probes attached: active again */
 		s->meta.flags |= RW_FUNC_ACTIVE;
 		if (tt->threshold_ns &&

@@ -94,10 +94,13 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *target, si
 /*
  * Stops probing function i in target's process, keeping what it counted
  * (tracer_target__read goes on returning it). Each function's probes are
- * links of their own: they leave the file, and so every process mapping it
- * (the kernel places a uprobe's breakpoint in each), the other functions'
- * untouched. -EBUSY when other traced processes of the same file use the
- * function (its probes must stay for them, and so trap here too). 0, or
+ * links of their own, attached for every process mapping the file (the
+ * kernel places a uprobe's breakpoint in each): when no other traced
+ * process uses the function they are removed; when others do, they are
+ * attached again for each of those alone (a pid-filtered link: the kernel
+ * places those breakpoints in that process only), then removed, so this
+ * process no longer traps either way and the others miss no call. -EBUSY
+ * when another target of the same process (another probe) uses it. 0, or
  * -errno with a message.
  */
 int tracer_target__detach(struct tracer *t, struct tracer_target *target, size_t i,

@@ -204,6 +204,28 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+/* Row i in each process still traced: pid, calls, detached by the guard. */
+static cJSON *json_processes(const struct trace_run *r, size_t i)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t p = 0; p < r->nprocs; p++) {
+		struct latency l;
+		bool detached;
+		cJSON *o;
+
+		if (!r->procs[p].target ||
+		    results__read_process(r->results, i, r->procs[p].pid, &l, &detached))
+			continue;
+		o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "pid", r->procs[p].pid);
+		cJSON_AddItemToObject(o, "calls", json_u64(l.calls));
+		cJSON_AddBoolToObject(o, "detached", detached);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
 static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency *l)
 {
 	const struct results_row *w = results__row(r->results, i);
@@ -215,6 +237,7 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	/* of one CPU, the costliest process's at the last check */
 	cJSON_AddNumberToObject(o, "overhead", ov.overhead);
 	cJSON_AddNumberToObject(o, "detached", (double)ov.ndetached);
+	cJSON_AddItemToObject(o, "processes", json_processes(r, i));
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
 	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));

@@ -10,6 +10,7 @@ traced: far over 2% of a CPU) while main.sleepFor(10ms) is called about 100
 times a second (well under it); the tracee counts both.
 """
 
+import signal
 import subprocess
 
 import pytest
@@ -46,6 +47,10 @@ def test_hot_function_detached_within_two_intervals():
     hot = r.function(HOT)
     assert hot["detached"] == 1, hot
     assert 0 < hot["calls"] < r.report["calls"][HOT], (hot, r.report)
+    # the breakpoints left the process, not only the counting: traced, the
+    # loop ran at most as fast as in the two seconds retwatch counted; after
+    # the detach it ran untrapped, far faster, for the remaining four
+    assert r.report["calls"][HOT] > 20 * hot["calls"], (hot, r.report)
 
 
 def test_slow_function_keeps_counting():
@@ -73,3 +78,44 @@ def test_bad_max_overhead_is_named(value):
     run.assert_refused()
     assert run.returncode == 2, run.describe()
     assert f"invalid --max-overhead '{value}'" in run.stderr and "2%" in run.stderr, run.describe()
+
+
+@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
+def test_detached_from_one_process_of_a_shared_file(monkeypatch, attach):
+    """Two processes of one file: the function's probes were attached once
+    for both; detached from the hot one, they move to the other alone, which
+    goes on being measured call for call while the hot one no longer traps.
+    Both tracees linger after their JSON line, so that retwatch's last
+    document still lists them."""
+    monkeypatch.setenv("TRACEE_LINGER", "1")
+
+    def release(result, tracees):
+        for t in tracees:
+            t.release()
+        for i, t in enumerate(tracees):
+            line = t.out.wait_for(lambda l: l.startswith("{"), tracing.TRACEE_TIMEOUT)
+            assert line, t.describe()
+            result.reports[i] = t.report()
+        result.proc.send_signal(signal.SIGINT)
+        result.proc.wait(tracing.EXIT_TIMEOUT)
+        for t in tracees:
+            t.proc.stdin.close()
+            t.finish()
+
+    r = tracing.run([(NATIVE, "hot"), (NATIVE, "warm")], (HOT, SLOW),
+                    options=("--interval", str(INTERVAL), "--attach", attach), release=release)
+    assert r.retwatch.returncode == 0, r.describe()
+    hot_pid, warm_pid = (t.pid for t in r.tracees)
+    hot_report, warm_report = r.reports
+    lines = [line for _, line in r.stderr_lines if line.startswith(DETACHED)]
+    assert lines == [line for line in lines if f"process {hot_pid}:" in line] and len(lines) == 1, \
+        r.describe()
+    procs = {p["pid"]: p for p in r.function(HOT)["processes"]}
+    assert procs[hot_pid]["detached"] is True and procs[warm_pid]["detached"] is False, procs
+    # the warm process: every call measured, before and after the detach
+    assert procs[warm_pid]["calls"] == warm_report["calls"][HOT], (procs, warm_report)
+    # the hot one: its breakpoints left it
+    assert hot_report["calls"][HOT] > 20 * procs[hot_pid]["calls"], (procs, hot_report)
+    slow = {p["pid"]: p for p in r.function(SLOW)["processes"]}
+    assert slow[hot_pid]["calls"] == hot_report["calls"][SLOW], (slow, hot_report)
+    assert slow[warm_pid]["calls"] == warm_report["calls"][SLOW], (slow, warm_report)
