@@ -790,8 +790,9 @@ static void slot__drop_pid(struct slot *s, pid_t pid)
 
 /*
  * Slot s is to leave process pid while others use it: its probes move from
- * every process to each of the others alone (they go in before the shared
- * ones come out, so the others miss no call).
+ * every process to each of the others alone. They go in before the shared
+ * ones come out, so the others miss no call; one of theirs entering in
+ * between is seen twice, and its first frame is purged as an orphan.
  */
 static int slot__go_per_process(struct tracer *t, struct attached_file *f, struct slot *s,
 				pid_t pid, struct rw_error *err)
