@@ -44,6 +44,8 @@ def test_hot_function_detached_others_measured_and_raising_the_budget_reattaches
                        lambda: agent.find(msg_has="function detached", function=HOT), 15)[0]
         # two report intervals over the budget (written within +-10% of it)
         took = rfc3339(det["ts"]) - rfc3339(attached["ts"])
+        print(f"guard: detached {took:.2f} s after the attach; bias {cal['bias_ns']} ns "
+              f"({cal['bias_lo_ns']}-{cal['bias_hi_ns']}), traced call {cal['call_cost_ns']} ns")
         assert took <= 2 * INTERVAL * 1.1 + 0.6, (took, det)
         assert det["pid"] == c.pid and det["max_overhead"] == 0.02, det
         assert det["overhead"] > 0.02 and det["calls_per_second"] > 1000, det
