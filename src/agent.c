@@ -316,6 +316,30 @@ static int start_watching(struct agent *a)
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 
+/* How much of a measured duration is the probes' own, and what a traced
+ * call costs: measured once, here; without it durations stay as measured
+ * and the overhead guard is off. */
+static void calibrate_probes(struct agent *a)
+{
+	struct rw_error err = { "" };
+	cJSON *ev;
+
+	if (calibrate__run(a->tracer, &a->env.cal, &err)) {
+		log_warn("cannot calibrate the probes' bias and cost (durations are reported as "
+			 "measured, the overhead guard is off): %s",
+			 err.msg);
+		return;
+	}
+	ev = log_event(LOG_INFO, "probes calibrated");
+	if (!ev)
+		return;
+	cJSON_AddNumberToObject(ev, "bias_ns", (double)a->env.cal.bias_ns);
+	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)a->env.cal.bias_lo_ns);
+	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)a->env.cal.bias_hi_ns);
+	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)a->env.cal.call_cost_ns);
+	log_emit(ev);
+}
+
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode,
@@ -339,10 +363,12 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
 	if (!a->tracer)
 		goto fail;
+	calibrate_probes(a);
 	tracer__set_event_fn(a->tracer, on_slow_call, a);
 	a->page = (struct metrics_page){ .version = o->version,
 					 .attach_mode = tracer__attach_mode(a->tracer),
-					 .max_series = o->max_series };
+					 .max_series = o->max_series,
+					 .cal = &a->env.cal };
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "

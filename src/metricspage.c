@@ -81,6 +81,53 @@ static void render_unlogged(FILE *f, const struct fprobe *probes)
 	}
 }
 
+/* The probes' calibrated bias and cost, and the overhead guard per function. */
+static void render_guard(FILE *f, const struct metrics_page *mp, const struct fprobe *probes)
+{
+	prom_family(f, "retwatch_probe_bias_seconds", "gauge",
+		    "Part of the entry and RET traps inside a measured duration, calibrated at "
+		    "start; taken out of the durations in reports (not of this histogram).");
+	prom_sample_seconds(f, "retwatch_probe_bias_seconds", NULL, mp->cal ? mp->cal->bias_ns : 0);
+	prom_family(f, "retwatch_probe_call_cost_seconds", "gauge",
+		    "What one traced call costs its thread (both traps and the BPF programs), "
+		    "calibrated at start: the overhead guard's unit.");
+	prom_sample_seconds(f, "retwatch_probe_call_cost_seconds", NULL,
+			    mp->cal ? mp->cal->call_cost_ns : 0);
+	prom_family(f, "retwatch_function_overhead", "gauge",
+		    "Share of one CPU the probes of each function cost its costliest traced "
+		    "process (calls per second x the cost of a traced call), last interval.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const char *kv[] = { "namespace", p->ns,
+					     "probe",	  p->name,
+					     "function",  results__row(p->results, k)->name };
+			struct results_overhead ov;
+			char fl[4096];
+
+			results__overhead(p->results, k, &ov);
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample_real(f, "retwatch_function_overhead", fl, ov.overhead);
+		}
+	}
+	prom_family(f, "retwatch_function_detached_processes", "gauge",
+		    "Processes a function is detached from: its probes cost more than "
+		    "spec.maxOverhead for two intervals in a row.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const char *kv[] = { "namespace", p->ns,
+					     "probe",	  p->name,
+					     "function",  results__row(p->results, k)->name };
+			struct results_overhead ov;
+			char fl[4096];
+
+			results__overhead(p->results, k, &ov);
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample(f, "retwatch_function_detached_processes", fl,
+					    ov.ndetached);
+		}
+	}
+}
+
 static void render_errors(FILE *f, const struct agent_counters *c)
 {
 	char labels[128];
@@ -212,6 +259,7 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 	buf[0] = buf[1] = buf[2] = buf[3] = NULL;
 	render_return_sites(f, probes);
 	render_unlogged(f, probes);
+	render_guard(f, mp, probes);
 	render_counters(f, c);
 	gauge(f, "retwatch_metrics_series", "gauge",
 	      "Per-function series exported (each of the retwatch_function_* families).",

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calibrate.h"
 #include "fprobe.h"
 #include "informer.h"
 #include "publisher.h"
@@ -32,8 +33,9 @@ struct agent_counters {
 
 struct metrics_page {
 	const char *version, *attach_mode;
-	size_t max_series;	 /* per-function series; 0: no limit */
-	size_t nseries, dropped; /* of the last rendering */
+	size_t max_series;	       /* per-function series; 0: no limit */
+	size_t nseries, dropped;       /* of the last rendering */
+	const struct calibration *cal; /* the probes' bias and cost; may be NULL */
 };
 
 /* Renders the page (malloc'd, *ret_len bytes), or NULL. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate.h"
 #include "latency.h"
 #include "probe.h"
 
@@ -193,6 +194,23 @@ static int parse_durations(const cJSON *spec, struct probe_spec *s, struct rw_er
 	return 0;
 }
 
+/* spec.maxOverhead: "2%", "0.5%", "0", or a fraction of one CPU as a number. */
+static int parse_max_overhead(const cJSON *v, struct probe_spec *s, struct rw_error *err)
+{
+	s->max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD;
+	if (!v)
+		return 0;
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1) {
+		s->max_overhead = v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v) && !calibrate__parse_overhead(v->valuestring, &s->max_overhead))
+		return 0;
+	return rw_error_set(err, EINVAL,
+			    "spec.maxOverhead must be a share of one CPU per process, such as "
+			    "2%%, 0.5%% or 0 (no limit)");
+}
+
 int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error *err)
 {
 	const cJSON *sel = field(spec, "selector"), *exe = field(spec, "executable");
@@ -225,6 +243,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 	}
 	if (!e)
 		e = parse_durations(spec, ret, err);
+	if (!e)
+		e = parse_max_overhead(field(spec, "maxOverhead"), ret, err);
 	if (e)
 		probe_spec__free(ret);
 	return e;

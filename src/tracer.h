@@ -109,6 +109,25 @@ const struct binary_unmatched *tracer_target__unmatched(const struct tracer_targ
 int tracer_target__read(struct tracer *t, const struct tracer_target *target, size_t i,
 			struct latency *ret);
 
+/*
+ * Stops probing function i in target's process, keeping what it counted
+ * (tracer_target__read goes on returning it). Each function's probes are
+ * links of their own, attached for every process mapping the file (the
+ * kernel places a uprobe's breakpoint in each): when no other traced
+ * process uses the function they are removed; when others do, they are
+ * attached again for each of those alone (a pid-filtered link: the kernel
+ * places those breakpoints in that process only), then removed, so this
+ * process no longer traps either way and the others miss no call. -EBUSY
+ * when another target of the same process (another probe) uses it. 0, or
+ * -errno with a message.
+ */
+int tracer_target__detach(struct tracer *t, struct tracer_target *target, size_t i,
+			  struct rw_error *err);
+/* Probes function i again after tracer_target__detach; its counts carry on. */
+int tracer_target__reattach(struct tracer *t, struct tracer_target *target, size_t i,
+			    struct rw_error *err);
+bool tracer_target__detached(const struct tracer_target *target, size_t i);
+
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
 /* Delivers slow-call events, at most TRACER_POLL_MAX_EVENTS (the rest stay
  * readable); returns how many, or -errno (-EINTR on a signal). */

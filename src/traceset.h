@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "calibrate.h"
 #include "errlist.h"
 #include "nodeprocs.h"
 #include "placement.h"
@@ -38,6 +39,9 @@ struct traceset_env {
 	size_t max_ns_funcs;
 	size_t ns_refused;    /* processes refused so, over every probe */
 	struct traceset *all; /* every probe's set, for the namespaces' counts */
+	/* the probes' bias and a traced call's cost, calibrated at start (all
+	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
+	struct calibration cal;
 };
 
 /* A traced process, as the status lists it. */

@@ -533,3 +533,41 @@ TEST(status_names_and_body)
 	free(manager);
 	return ok;
 }
+
+/* The summary takes out the smallest bias its nodes calibrated, and the
+ * Attached condition names a function the overhead guard detached. */
+TEST(status_summary_bias_and_detached)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(24000, 100, 0);
+	struct summary *s = summary__new(1);
+	cJSON *a = node_json("n1", 1, true, NULL, "main.f", l);
+	cJSON *b = node_json("n2", 1, true, NULL, "main.f", l), *doc;
+	const cJSON *sum, *f, *attached;
+	bool ok;
+
+	cJSON_AddNumberToObject(a, "probeBiasNs", 5000);
+	cJSON_AddNumberToObject(b, "probeBiasNs", 4000);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "detached"),
+			     cJSON_CreateString("main.g detached from 1 process"));
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", a)) &&
+	     add_report(s, report_json("n2", b));
+	doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S);
+	sum = kobj_get(doc, "summary");
+	f = fn_named(kobj_get(sum, "functions"), "main.f");
+	attached = condition(doc, "Attached");
+	ok = ok && ASSERT_STREQ(kobj_str(sum, "probeBias"), "4.000us") &&
+	     ASSERT_STREQ(kobj_str(sum, "p50"), "20.00us") &&
+	     ASSERT_STREQ(kobj_str(f, "p99"), "20.00us") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(f, "raw"), "p99"), "24.00us") &&
+	     ASSERT_EQ(kobj_int(f, "minNs", -1), 24000) &&
+	     ASSERT_STREQ(kobj_str(attached, "status"), "True") &&
+	     ASSERT_STREQ(kobj_str(attached, "reason"), "OverheadLimited") &&
+	     CHECK(strstr(kobj_str(attached, "message"), "main.g detached from 1 process"), "%s",
+		   kobj_str(attached, "message"));
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
+	return ok;
+}
