@@ -86,6 +86,9 @@ KUBELET_SYSCTLS = {
 # over each, in the cluster's mount namespace only.
 PRIVATE_TMPFS = ("/run/containerd", "/var/lib/cni", "/var/log")
 
+# Where cleanup() keeps the logs of the run it ends.
+LAST_LOGS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")),
+                         "cluster", "last-logs")
 # The mount points cleanup() removes from the host.
 MADE_DIRS = "/run/retwatch-cluster.made-dirs"
 
@@ -279,6 +282,10 @@ class Cluster:
 
     def cleanup(self):
         kill_all()
+        # the last run's logs stay for a look after the fact
+        if os.path.isdir(self.logs):
+            shutil.rmtree(LAST_LOGS, ignore_errors=True)
+            shutil.copytree(self.logs, LAST_LOGS)
         for p in list(self.procs.values()) + ([self.holder] if self.holder else []):
             try:
                 p.wait(timeout=5)
@@ -377,6 +384,7 @@ class Cluster:
         network and mount namespace (mounts private: none leaks to the host)."""
         p = subprocess.Popen(["unshare", "--net", "--mount", "--propagation", "private",
                               "sleep", "infinity"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              preexec_fn=_join_system_cgroup())
         self.holder = p
         with open(self.path("holder.pid"), "w") as f:
@@ -492,6 +500,8 @@ class Cluster:
             "--client-ca-file", pki("ca.crt"),
             "--kubelet-client-certificate", pki("admin.crt"),
             "--kubelet-client-key", pki("admin.key"),
+            # no DNS here: the kubelet by its address (exec, logs)
+            "--kubelet-preferred-address-types", "InternalIP",
             "--authorization-mode", "Node,RBAC",
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", pki("sa.pub"),
@@ -543,6 +553,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
   netns_mounts_under_state_dir = true
+  # No lower OOM score than containerd's own: the pause container's -998
+  # needs CAP_SYS_RESOURCE, which a machine (this one) may withhold.
+  restrict_oom_score_adj = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
