@@ -51,13 +51,24 @@ def helm_bindir():
     return out.stdout.strip().splitlines()[-1]
 
 
+# What the tests measured, printed at the end of the run.
+TIMINGS = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TIMINGS:
+        terminalreporter.write_sep("-", "cluster timings")
+        for what, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{what}: {seconds:.2f} s")
+
+
 class Node:
     """The running cluster, with helm and what the tests need of it."""
 
     def __init__(self, c, helm):
         self.c = c
         self.helm_bin = helm
-        self.timings = {}
+        self.timings = TIMINGS
 
     def kubectl(self, *args, **kw):
         return self.c.kubectl(*args, **kw)
@@ -152,9 +163,13 @@ def node():
     try:
         images = clusterlib.build_images(workdir)
         helm = os.path.join(helm_bindir(), "helm")
+        t = time.monotonic()
         c.start()
+        TIMINGS["cluster start -> node Ready"] = time.monotonic() - t
+        t = time.monotonic()
         for image in images:
             c.import_image(image)
+        TIMINGS["image import"] = time.monotonic() - t
         n = Node(c, helm)
         t = time.monotonic()
         n.install_agent()

@@ -4,7 +4,9 @@ kubectl."""
 
 import calendar
 import json
+import os
 import re
+import subprocess
 import time
 
 import cluster as clusterlib
@@ -103,16 +105,11 @@ def test_agent_pod_runs_as_the_chart_ships_it(node):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         assert f.read().split(b"\0")[0] == b"/usr/local/bin/retwatch-agent"
     # its own mount namespace, the host's PID namespace
-    assert os_readlink(f"/proc/{pid}/ns/mnt") != os_readlink("/proc/self/ns/mnt")
-    assert os_readlink(f"/proc/{pid}/ns/pid") == os_readlink("/proc/self/ns/pid")
+    assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
     # Ready means it has listed FunctionProbes and pods with the token
     assert pod_ready(pod)
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
-
-
-def os_readlink(path):
-    import os
-    return os.readlink(path)
 
 
 def test_probe_of_a_deployment_shows_calls_and_p50(node):
@@ -184,3 +181,116 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
             assert per_pod[p] >= own[p][f["name"]]["calls"] > 0, (f["name"], per_pod, own)
     for p in pods:
         signal_podapp(node, ns, p, "USR2")  # resume
+
+
+def report_of(node, ns, name):
+    for r in node.kubectl_json("get", "functionprobereports", "-n", ns)["items"]:
+        if r.get("probe", {}).get("name") == name:
+            return r
+    return None
+
+
+def pod_calls(report, pod):
+    """pod's calls of each function in a node's report."""
+    out = {}
+    for f in report["status"].get("functions", []):
+        out[f["name"]] = sum(p["calls"] for p in f.get("pods", []) if p["name"] == pod)
+    return out
+
+
+def test_replaced_pod_is_probed(node):
+    ns = "shop"  # the Deployment and probe of the test above
+    old = sorted(p["metadata"]["name"] for p in running_pods(node, ns, "app=web", 2))
+    node.kubectl("delete", "pod", "-n", ns, old[0], "--wait=false")
+    pods = running_pods(node, ns, "app=web", 2)
+    (new,) = [p for p in pods if p["metadata"]["name"] not in old]
+    started = new["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    name = new["metadata"]["name"]
+
+    def probed():
+        r = report_of(node, ns, "lat")
+        return r and all(n > 0 for n in pod_calls(r, name).values()) and \
+            len(pod_calls(r, name)) == len(FUNCS) and r
+    report = wait_for(f"calls of the new pod {name} in the node's report", probed, timeout=15)
+    node.timings["container start -> calls in report"] = \
+        time.time() - rfc3339(started)
+    assert old[0] not in {p["name"] for p in report["status"]["pods"]}
+    # the other replica kept counting
+    assert all(n > 0 for n in pod_calls(report, old[1]).values())
+
+
+def test_probe_in_another_namespace_never_touches_these_pods(node):
+    node.kubectl("create", "namespace", "elsewhere")
+    apply(node, probe("elsewhere", "same-labels", {"app": "web"}))
+
+    def seen():
+        s = node.kubectl_json("get", "fprobe", "same-labels", "-n", "elsewhere").get("status")
+        return s and s.get("conditions") and s
+    status = wait_for("the other namespace's probe to get a status", seen, timeout=15)
+    time.sleep(4)  # two report intervals: time to attach, were it to select them
+    status = node.kubectl_json("get", "fprobe", "same-labels", "-n", "elsewhere")["status"]
+    assert status.get("summary", {}).get("calls", 0) == 0, status
+    assert status.get("summary", {}).get("pods", 0) == 0, status
+    for r in node.kubectl_json("get", "functionprobereports", "-n", "elsewhere")["items"]:
+        assert r["status"].get("pods", []) == [], r["status"]
+        assert all(f.get("calls", 0) == 0 for f in r["status"].get("functions", []))
+    # the shop pods' own probe still counts them, and only it
+    (report,) = [r for r in node.kubectl_json("get", "functionprobereports", "-n", "shop")["items"]]
+    assert report["probe"]["name"] == "lat"
+    node.kubectl("delete", "namespace", "elsewhere", "--wait=false")
+
+
+def agent_links(pid):
+    """Ids of the BPF links process pid holds: its fds of bpf_link, whose
+    fdinfo names the link."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf_link":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("link_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
+def system_link_ids():
+    out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    return {link["id"] for link in json.loads(out or "[]")}
+
+
+def test_helm_uninstall_detaches_and_exits_0(node):
+    """Last: it removes the agent. The kubelet's SIGTERM reaches the agent,
+    which detaches everything and exits 0 within the grace period."""
+    pod = node.ready_agent_pod()
+    (pid,) = node.container_pids(pod, "agent")
+    cid = container_id(pod, "agent")
+    links = agent_links(pid)
+    assert links, "the agent holds no BPF link while probing"
+    events = subprocess.Popen(["ctr", "--address", node.c.path("containerd.sock"),
+                               "--namespace", "k8s.io", "events"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        start = time.monotonic()
+        node.helm("uninstall", "retwatch", "--namespace", AGENT_NS, "--wait")
+        wait_for("the agent's process to end", lambda: not os.path.exists(f"/proc/{pid}"),
+                 timeout=30)
+        took = time.monotonic() - start
+        exit_status = None
+        deadline = time.monotonic() + 10
+        while exit_status is None and time.monotonic() < deadline:
+            line = events.stdout.readline()
+            if "/tasks/exit" in line and cid in line:
+                exit_status = json.loads(line[line.index("{"):]).get("exit_status", 0)
+    finally:
+        events.kill()
+        events.wait()
+    assert exit_status == 0, f"the agent's container exited {exit_status}"
+    assert took < 30, took
+    node.timings["helm uninstall -> agent gone"] = took
+    # none of the links it held is left in the kernel
+    assert not links & system_link_ids()
