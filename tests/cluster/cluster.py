@@ -1,5 +1,5 @@
 """A real single-node Kubernetes cluster on this machine, for the tests of
-the agent as a DaemonSet pod and for `make demo`.
+the agent as a DaemonSet pod (conftest.py) and for `make cluster-demo`.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet
 (tests/cluster/build.sh), Debian's containerd and runc, and the CNI bridge and
@@ -23,18 +23,21 @@ Isolation (the machine is shared with the rest of the test suite):
     kernel.keys.root_maxkeys and root_maxbytes), and in its mount namespace
     those /proc/sys files are covered by plain files holding the values it
     expects, so the check passes whatever the host's values are.
-  - cgroups: the cgroupfs driver with its own root, CGROUP_ROOT, in every
-    cgroup v1 hierarchy; the daemons run in CGROUP_ROOT/system (pids
-    hierarchy), the pods in CGROUP_ROOT/kubepods. Nothing outside it is moved
-    or limited.
+  - cgroups: the kubelet's cgroupfs driver with its own root, CGROUP_ROOT,
+    in every cgroup v1 hierarchy (the pods in CGROUP_ROOT/kubepods); the
+    daemons join CGROUP_ROOT/system of the pids hierarchy only, so that
+    they, the shims they start and the pods are all found there. Nothing
+    outside it is moved or limited. (This machine has cgroup v1; the v2
+    paths, one unified hierarchy, are written but have not run here.)
   - stop() (and start(), for what a killed run left) kills every process in
     CGROUP_ROOT, removes its cgroups and the state directory STATE: the
     namespaces, with their interfaces and mounts, end with their last process.
 
 State lives in STATE (/var/lib/retwatch-cluster): containerd's root there is
-a plain directory of the host, so the agent opens image layers through
-/proc/1/root like on any node (the chart's extraArgs pass it as --layer-root,
-since it is not containerd's default directory).
+a plain directory of the host, so that the paths of the pods' overlay layers
+are the same in the cluster's mount namespace and in the host's (the chart's
+extraArgs pass it to the agent as --layer-root, since it is not containerd's
+default directory).
 
     python3 tests/cluster/cluster.py up      # build, start, print KUBECONFIG
     python3 tests/cluster/cluster.py down
@@ -45,6 +48,8 @@ Needs root. Standard library only.
 
 import base64
 import errno
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -89,6 +94,8 @@ PRIVATE_TMPFS = ("/run/containerd", "/var/lib/cni", "/var/log")
 # Where cleanup() keeps the logs of the run it ends.
 LAST_LOGS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")),
                          "cluster", "last-logs")
+# Held by the process running a cluster (see Cluster.start()).
+LOCK = os.path.join(os.path.dirname(LAST_LOGS), "lock")
 # The mount points cleanup() removes from the host.
 MADE_DIRS = "/run/retwatch-cluster.made-dirs"
 
@@ -120,9 +127,16 @@ def _tail(path, lines=30):
 
 # -- cgroups -------------------------------------------------------------------
 
+def _unified():
+    """cgroup v2 alone (the unified hierarchy mounted at CGROUP_MOUNT)."""
+    return os.path.exists(os.path.join(CGROUP_MOUNT, "cgroup.controllers"))
+
+
 def _hierarchies():
     """The mounted cgroup hierarchies' directories (v1 controllers, named
     hierarchies and the unified one)."""
+    if _unified():
+        return [CGROUP_MOUNT]
     out = []
     for name in sorted(os.listdir(CGROUP_MOUNT)):
         path = os.path.join(CGROUP_MOUNT, name)
@@ -159,7 +173,9 @@ def _make_cgroups():
     """CGROUP_ROOT in every hierarchy (the kubelet checks that its cgroup root
     exists in each), and CGROUP_ROOT/system for the daemons."""
     for h in _hierarchies():
-        for sub in (CGROUP_ROOT, f"{CGROUP_ROOT}/system"):
+        system = _unified() or h.endswith("/pids")
+        subs = [CGROUP_ROOT] + ([f"{CGROUP_ROOT}/system"] if system else [])
+        for sub in subs:
             d = os.path.join(h, sub)
             os.makedirs(d, exist_ok=True)
             # a cpuset cgroup takes no process until it has cpus and mems
@@ -176,9 +192,11 @@ def _make_cgroups():
 
 
 def _join_system_cgroup():
-    """A preexec_fn: the child joins CGROUP_ROOT/system in every hierarchy, so
-    that stop() finds it and whatever it starts (containerd's shims)."""
-    paths = [os.path.join(h, CGROUP_ROOT, "system", "cgroup.procs") for h in _hierarchies()]
+    """A preexec_fn: the child joins CGROUP_ROOT/system of the pids hierarchy
+    (its other cgroups stay as they are), so that kill_all() finds it and
+    whatever it starts (containerd's shims)."""
+    pids = CGROUP_MOUNT if _unified() else os.path.join(CGROUP_MOUNT, "pids")
+    paths = [os.path.join(pids, CGROUP_ROOT, "system", "cgroup.procs")]
 
     def preexec():
         os.setsid()
@@ -241,6 +259,7 @@ class Cluster:
         self.logs = os.path.join(state, "logs")
         self.holder = None
         self.procs = {}
+        self._lock = None
 
     def path(self, *parts):
         return os.path.join(self.state, *parts)
@@ -253,8 +272,12 @@ class Cluster:
 
     def start(self):
         """Clean what an earlier run left, then start every daemon; return
-        self once the node is Ready."""
+        self once the node is Ready. While this process runs the cluster, it
+        holds LOCK: another run on this machine waits for it instead of
+        killing its cluster (one left by a killed run or by `make
+        cluster-demo` has no holder and is replaced)."""
         start = time.monotonic()
+        self._take_lock()
         self.cleanup()
         try:
             os.makedirs(self.logs)
@@ -279,6 +302,28 @@ class Cluster:
         self.cleanup()
         self.holder = None
         self.procs = {}
+        self.release()
+
+    def _take_lock(self):
+        os.makedirs(os.path.dirname(LOCK), exist_ok=True)
+        self._lock = open(LOCK, "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another run's cluster to stop (it holds {LOCK})")
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+
+    def down(self):
+        """Stop a cluster left running (make cluster-down): not one another
+        run is using; wait for that run to end."""
+        self._take_lock()
+        self.stop()
+
+    def release(self):
+        """Lets another run replace this cluster (it stays up)."""
+        if self._lock:
+            self._lock.close()
+            self._lock = None
 
     def cleanup(self):
         kill_all()
@@ -640,18 +685,52 @@ def _buildah(*args, **kw):
                           **kw).stdout.strip()
 
 
+def _tree_digest(rootfs, entrypoint):
+    """A digest of a directory tree's names, modes, link targets and bytes."""
+    h = hashlib.sha256(json.dumps(entrypoint).encode())
+    for d, dirs, files in os.walk(rootfs):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = os.path.join(d, name)
+            st = os.lstat(path)
+            h.update(f"{os.path.relpath(path, rootfs)}\0{st.st_mode:o}\0".encode())
+            if os.path.islink(path):
+                h.update(os.readlink(path).encode())
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def _image_id(image):
+    res = subprocess.run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
+                          image], capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
 def _image_from_dir(image, rootfs, entrypoint):
-    """An image of one layer: the directory rootfs, run as entrypoint."""
+    """An image of one layer: the directory rootfs, run as entrypoint. Made
+    again only when the tree changed (its digest is a label of the image);
+    the image it replaces is removed."""
+    digest = _tree_digest(rootfs, entrypoint)
+    res = subprocess.run(["buildah", "inspect", "--type", "image", "--format",
+                          '{{index .ImageAnnotations "retwatch.tree"}}{{index .Docker.Config.Labels "retwatch.tree"}}',
+                          image], capture_output=True, text=True)
+    if res.returncode == 0 and digest in res.stdout:
+        return
+    old = _image_id(image)
     ctr = _buildah("from", "scratch")
     try:
         _buildah("copy", ctr, rootfs, "/")
-        _buildah("config", "--os", "linux", "--arch", "amd64",
+        _buildah("config", "--os", "linux", "--arch", "amd64", "--label", f"retwatch.tree={digest}",
                  "--entrypoint", json.dumps(entrypoint), "--cmd", "[]", ctr)
         _buildah("commit", "--quiet", "--rm", ctr, image)
         ctr = None
     finally:
         if ctr:
             subprocess.run(["buildah", "rm", ctr], capture_output=True)
+    if old and old != _image_id(image):
+        subprocess.run(["buildah", "rmi", old], capture_output=True)
 
 
 def build_pause_image(workdir):
@@ -694,7 +773,7 @@ def main(argv):
         print("usage: cluster.py up | down | kubectl ARGS...", file=sys.stderr)
         return 2
     if argv[0] == "down":
-        Cluster(None).stop()
+        Cluster(None).down()
         return 0
     c = Cluster(build_bindir())
     if argv[0] == "kubectl":

@@ -51,15 +51,16 @@ def helm_bindir():
     return out.stdout.strip().splitlines()[-1]
 
 
-# What the tests measured, printed at the end of the run.
+# What the tests measured (seconds, or text), printed at the end of the run.
 TIMINGS = {}
 
 
 def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
         terminalreporter.write_sep("-", "cluster timings")
-        for what, seconds in TIMINGS.items():
-            terminalreporter.write_line(f"{what}: {seconds:.2f} s")
+        for what, value in TIMINGS.items():
+            terminalreporter.write_line(
+                f"{what}: {value:.2f} s" if isinstance(value, float) else f"{what}: {value}")
 
 
 class Node:
@@ -120,6 +121,18 @@ class Node:
                     with open(os.path.join(d, "cgroup.procs")) as f:
                         found.update(int(x) for x in f.read().split())
         return sorted(found)
+
+
+def memory_of(pid):
+    """pid's RSS and its container's memory cgroup usage, as text."""
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    with open(f"/proc/{pid}/cgroup") as f:
+        cg = next(line.strip().split(":", 2)[2] for line in f if ":memory:" in line)
+    with open(os.path.join(clusterlib.CGROUP_MOUNT, "memory", cg.lstrip("/"),
+                           "memory.usage_in_bytes")) as f:
+        usage = int(f.read())
+    return f"VmRSS {rss / 1024:.1f} MiB, cgroup memory.usage_in_bytes {usage / 2**20:.1f} MiB"
 
 
 def container_id(pod, container):

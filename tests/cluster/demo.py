@@ -76,6 +76,7 @@ def up():
     helm = os.path.join(conftest.helm_bindir(), "helm")
     step("starting the cluster", start)
     c.start()
+    c.release()  # the cluster outlives this process
     for image in images:
         c.import_image(image)
     node = conftest.Node(c, helm)
@@ -123,7 +124,7 @@ Stop it with: make cluster-down""")
 
 def main(argv):
     if argv == ["down"]:
-        clusterlib.Cluster(None).stop()
+        clusterlib.Cluster(None).down()
         return 0
     if argv == ["up"]:
         up()

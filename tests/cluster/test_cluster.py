@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import cluster as clusterlib
-from conftest import AGENT_NS, container_id, pod_ready, wait_for
+from conftest import AGENT_NS, container_id, memory_of, pod_ready, wait_for
 
 FUNCS = ["main.handleRequest", "main.lookupUser"]
 UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -133,22 +133,33 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
     table = node.kubectl("get", "fprobe", "lat", "-n", ns).stdout
     assert "main.handleRequest" in table and re.search(r"\b2\b", table), table
 
-    # The same window of calls: every podapp counts afresh (the agent has
-    # long been attached), runs a while, then pauses; the agent's next
-    # summary holds at least all those calls.
+    # The same window of calls for the comparison: with both podapps paused,
+    # a second probe of the same pods attaches; then they count afresh,
+    # resume, run a while and pause again. That probe saw exactly the calls
+    # the podapps counted.
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")
+    apply(node, probe(ns, "window", labels))
+
+    def attached():
+        r = report_of(node, ns, "window")
+        return r and r["status"].get("attached") and len(r["status"].get("pods", [])) == 2
+    wait_for("the second probe to attach to both pods", attached, timeout=15)
     for p in pods:
         signal_podapp(node, ns, p, "USR1")
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")
     time.sleep(2)
     for p in pods:
         signal_podapp(node, ns, p, "USR2")
     paused = time.time()
     time.sleep(0.5)  # podapp writes its stats once the calls under way are done
     own = {p: own_stats(node, ns, p) for p in pods}
-
     last = {}
 
     def summary_after_pause():
-        s = last["summary"] = node.kubectl_json("get", "fprobe", "lat", "-n", ns)["status"]["summary"]
+        s = last["summary"] = node.kubectl_json("get", "fprobe", "window", "-n", ns)[
+            "status"]["summary"]
         f = fns(s)
         return (rfc3339(s["lastUpdate"]) > paused and all(
             f[n]["calls"] >= sum(o[n]["calls"] for o in own.values()) for n in FUNCS) and s)
@@ -160,6 +171,7 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
                              f"last summary {last.get('summary')}") from None
     for name, f in fns(summary).items():
         assert f["mode"] == "entry+ret" and f["returnSites"] >= 1, f
+        assert f["calls"] == sum(o[name]["calls"] for o in own.values()), (name, f, own)
         medians = [o[name]["median_ns"] for o in own.values()]
         median = sum(medians) / len(medians)
         p50 = ns_of(f["p50"])
@@ -167,7 +179,7 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
 
     # both replicas' processes, found through the kubelet's cgroups
     reports = node.kubectl_json("get", "functionprobereports", "-n", ns)["items"]
-    (report,) = [r for r in reports if r.get("probe", {}).get("name") == "lat"]
+    (report,) = [r for r in reports if r.get("probe", {}).get("name") == "window"]
     assert report["node"] == clusterlib.NODE
     seen = {(p["name"], p["containerID"]) for p in report["status"]["pods"]}
     want = {(p["metadata"]["name"], container_id(p, "app"))
@@ -178,9 +190,13 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
     for f in report["status"]["functions"]:
         per_pod = {p["name"]: p["calls"] for p in f["pods"]}
         for p in pods:
-            assert per_pod[p] >= own[p][f["name"]]["calls"] > 0, (f["name"], per_pod, own)
+            assert per_pod[p] == own[p][f["name"]]["calls"] > 0, (f["name"], per_pod, own)
     for p in pods:
         signal_podapp(node, ns, p, "USR2")  # resume
+    node.kubectl("delete", "fprobe", "-n", ns, "window")
+    agent = node.ready_agent_pod()
+    (pid,) = node.container_pids(agent, "agent")
+    node.timings["agent pod memory, probing 2 pods"] = memory_of(pid)
 
 
 def report_of(node, ns, name):
@@ -219,6 +235,11 @@ def test_replaced_pod_is_probed(node):
     assert all(n > 0 for n in pod_calls(report, old[1]).values())
 
 
+def old_pod(node):
+    return node.kubectl_json("get", "pods", "-n", "shop", "-l", "app=web")["items"][0][
+        "metadata"]["name"]
+
+
 def test_probe_in_another_namespace_never_touches_these_pods(node):
     node.kubectl("create", "namespace", "elsewhere")
     apply(node, probe("elsewhere", "same-labels", {"app": "web"}))
@@ -234,9 +255,8 @@ def test_probe_in_another_namespace_never_touches_these_pods(node):
     for r in node.kubectl_json("get", "functionprobereports", "-n", "elsewhere")["items"]:
         assert r["status"].get("pods", []) == [], r["status"]
         assert all(f.get("calls", 0) == 0 for f in r["status"].get("functions", []))
-    # the shop pods' own probe still counts them, and only it
-    (report,) = [r for r in node.kubectl_json("get", "functionprobereports", "-n", "shop")["items"]]
-    assert report["probe"]["name"] == "lat"
+    # the shop pods' own probe still counts them
+    assert all(n > 0 for n in pod_calls(report_of(node, "shop", "lat"), old_pod(node)).values())
     node.kubectl("delete", "namespace", "elsewhere", "--wait=false")
 
 
