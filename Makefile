@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 20
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
-.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest
+.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest clustertest cluster-demo cluster-down
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -133,10 +133,28 @@ charttest: asan
 imagetest:
 	$(Q)python3 -m pytest -q -p no:cacheprovider tests/image
 
+# The agent as the DaemonSet pod `helm install` makes, under a kubelet: a
+# single-node cluster from real parts (tests/cluster; Kubernetes binaries
+# built from Go modules and cached, Debian's containerd, runc and CNI
+# plugins, images built with buildah), in its own network and mount
+# namespaces and cgroup; needs root.
+clustertest:
+	$(Q)python3 -m pytest -q -p no:cacheprovider tests/cluster
+
+# The main job in a cluster: the local single-node cluster of tests/cluster
+# (left running), the agent installed with helm, the demo payment service as
+# a Deployment, the example FunctionProbe and its live numbers; needs root.
+cluster-demo: deps
+	$(Q)python3 tests/cluster/demo.py up
+
+# Stops the cluster of cluster-demo and removes everything it made.
+cluster-down:
+	$(Q)python3 tests/cluster/demo.py down
+
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps lint all unit itest agenttest imagetest fuzz
+test: deps lint all unit itest agenttest imagetest clustertest fuzz
 
 FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:

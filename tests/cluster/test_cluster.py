@@ -1,0 +1,355 @@
+"""The agent as a DaemonSet pod under a real kubelet: installed with helm,
+probing a Deployment's pods that containerd started, results read back with
+kubectl."""
+
+import calendar
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import cluster as clusterlib
+from conftest import AGENT_NS, container_id, memory_of, pod_ready, wait_for
+
+FUNCS = ["main.handleRequest", "main.lookupUser"]
+UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+# podapp's calls: long enough that what its own measurement holds beyond the
+# agent's (the call itself, and the uprobes' traps, tens of microseconds each
+# on a loaded virtual machine) stays well under 5% of them
+PODAPP_ARGS = ["-latency", "12ms", "-lookup", "4ms"]
+# CAP_SYS_PTRACE (19), CAP_PERFMON (38), CAP_BPF (39): the chart's set
+CHART_CAPS = (1 << 19) | (1 << 38) | (1 << 39)
+
+
+def ns_of(duration):
+    m = re.fullmatch(r"([0-9.]+)(ns|us|ms|s)", duration)
+    assert m, f"not a duration: {duration!r}"
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def rfc3339(ts):
+    """Seconds since the epoch of an RFC 3339 UTC time."""
+    whole, _, frac = ts.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+def fns(entry):
+    return {f["name"]: f for f in entry.get("functions", [])}
+
+
+def deployment(ns, name, replicas, labels):
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "terminationGracePeriodSeconds": 2,
+                         "containers": [{"name": "app", "image": clusterlib.PODAPP_IMAGE,
+                                         "imagePullPolicy": "Never", "args": PODAPP_ARGS}]}}}}
+
+
+def probe(ns, name, labels):
+    return {"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels}, "functions": FUNCS,
+                     "reportInterval": "2s"}}
+
+
+def apply(node, doc):
+    node.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+
+def running_pods(node, ns, selector, n):
+    """The n pods of selector once all are Running and Ready (and no other)."""
+    def ready():
+        items = [p for p in node.kubectl_json("get", "pods", "-n", ns, "-l", selector)["items"]
+                 if not p["metadata"].get("deletionTimestamp")]
+        return len(items) == n and all(pod_ready(p) for p in items) and items
+    return wait_for(f"{n} pods {selector} in {ns} Running and Ready", ready, timeout=90)
+
+
+def podapp(node, ns, pod, *argv):
+    """A command in the pod's app container (busybox sh)."""
+    return node.kubectl("exec", "-n", ns, pod, "-c", "app", "--", *argv).stdout
+
+
+def own_stats(node, ns, pod):
+    return json.loads(podapp(node, ns, pod, "cat", "/tmp/podapp-stats.json"))["functions"]
+
+
+def signal_podapp(node, ns, pod, sig):
+    # podapp is the container's first process: PID 1 of the pod's PID namespace
+    podapp(node, ns, pod, "sh", "-c", f"kill -{sig} 1")
+
+
+def test_agent_pod_runs_as_the_chart_ships_it(node):
+    pod = node.ready_agent_pod()
+    spec, (ctr,) = pod["spec"], pod["spec"]["containers"]
+    assert spec["hostPID"] is True
+    assert spec["serviceAccountName"] == "retwatch-agent"
+    sc = ctr["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["privileged"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_PTRACE"]}
+    assert ctr["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert ctr["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # the in-cluster token: the kubelet's projected volume, no kubeconfig
+    assert not any(a.startswith("--kubeconfig") for a in ctr["args"])
+    mounts = {m["mountPath"]: m for m in ctr["volumeMounts"]}
+    assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
+    # what the kernel says of the process the kubelet started
+    (pid,) = node.container_pids(pod, "agent")
+    with open(f"/proc/{pid}/status") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines())
+    assert int(status["CapEff"], 16) == CHART_CAPS, status["CapEff"]
+    assert int(status["CapBnd"], 16) == CHART_CAPS, status["CapBnd"]
+    assert status["Seccomp"].strip() == "0"  # the chart's Unconfined
+    with open(f"/proc/{pid}/mountinfo") as f:
+        root = next(line.split() for line in f if line.split()[4] == "/")
+    assert "ro" in root[5].split(","), root
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        assert f.read().split(b"\0")[0] == b"/usr/local/bin/retwatch-agent"
+    # its own mount namespace, the host's PID namespace
+    assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+    # Ready means it has listed FunctionProbes and pods with the token
+    assert pod_ready(pod)
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+def test_probe_of_a_deployment_shows_calls_and_p50(node):
+    ns, labels = "shop", {"app": "web"}
+    node.kubectl("create", "namespace", ns)
+    apply(node, deployment(ns, "web", 2, labels))
+    pods = [p["metadata"]["name"] for p in running_pods(node, ns, "app=web", 2)]
+
+    start = time.monotonic()
+    apply(node, probe(ns, "lat", labels))
+
+    def calls_in_status():
+        s = node.kubectl_json("get", "fprobe", "lat", "-n", ns).get("status", {})
+        f = fns(s.get("summary", {}))
+        return (s["summary"].get("pods") == 2 and all(f[n]["calls"] > 0 for n in FUNCS)
+                and s)
+    wait_for("calls of both pods in the probe's status", calls_in_status, timeout=10)
+    took = time.monotonic() - start
+    node.timings["kubectl apply -> calls in status"] = took
+    assert took < 5, f"calls took {took:.1f} s to reach the status"
+    table = node.kubectl("get", "fprobe", "lat", "-n", ns).stdout
+    assert "main.handleRequest" in table and re.search(r"\b2\b", table), table
+
+    # The same window of calls for the comparison: with both podapps paused,
+    # a second probe of the same pods attaches; then they count afresh,
+    # resume, run a while and pause again. That probe saw exactly the calls
+    # the podapps counted.
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")
+    apply(node, probe(ns, "window", labels))
+
+    def attached():
+        r = report_of(node, ns, "window")
+        return r and r["status"].get("attached") and len(r["status"].get("pods", [])) == 2
+    wait_for("the second probe to attach to both pods", attached, timeout=15)
+    for p in pods:
+        signal_podapp(node, ns, p, "USR1")
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")
+    time.sleep(2)
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")
+    paused = time.time()
+    time.sleep(0.5)  # podapp writes its stats once the calls under way are done
+    own = {p: own_stats(node, ns, p) for p in pods}
+    last = {}
+
+    def summary_after_pause():
+        s = last["summary"] = node.kubectl_json("get", "fprobe", "window", "-n", ns)[
+            "status"]["summary"]
+        f = fns(s)
+        return (rfc3339(s["lastUpdate"]) > paused and all(
+            f[n]["calls"] >= sum(o[n]["calls"] for o in own.values()) for n in FUNCS) and s)
+    try:
+        summary = wait_for("a summary holding every call made before the pause",
+                           summary_after_pause, timeout=15)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: paused at {paused:.3f}, own stats {own}, "
+                             f"last summary {last.get('summary')}") from None
+    for name, f in fns(summary).items():
+        assert f["mode"] == "entry+ret" and f["returnSites"] >= 1, f
+        assert f["calls"] == sum(o[name]["calls"] for o in own.values()), (name, f, own)
+        # each replica's p50 (the status names the slowest pods: both here)
+        # against its own median; the replicas' merged p50 between theirs
+        per_pod = {sp["pod"]: ns_of(sp["p50"]) for sp in f["slowestPods"]}
+        assert set(per_pod) == set(pods), (name, f["slowestPods"])
+        for p in pods:
+            median = own[p][name]["median_ns"]
+            assert abs(per_pod[p] - median) / median < 0.05, (name, p, per_pod[p], median)
+        medians = [o[name]["median_ns"] for o in own.values()]
+        assert 0.95 * min(medians) <= ns_of(f["p50"]) <= 1.05 * max(medians), \
+            (name, f["p50"], medians)
+
+    # both replicas' processes, found through the kubelet's cgroups
+    reports = node.kubectl_json("get", "functionprobereports", "-n", ns)["items"]
+    (report,) = [r for r in reports if r.get("probe", {}).get("name") == "window"]
+    assert report["node"] == clusterlib.NODE
+    seen = {(p["name"], p["containerID"]) for p in report["status"]["pods"]}
+    want = {(p["metadata"]["name"], container_id(p, "app"))
+            for p in node.kubectl_json("get", "pods", "-n", ns, "-l", "app=web")["items"]}
+    assert seen == want
+    # every replica's calls counted (the two share the image's binary: one
+    # attachment to the layer's file serves both)
+    for f in report["status"]["functions"]:
+        per_pod = {p["name"]: p["calls"] for p in f["pods"]}
+        for p in pods:
+            assert per_pod[p] == own[p][f["name"]]["calls"] > 0, (f["name"], per_pod, own)
+    for p in pods:
+        signal_podapp(node, ns, p, "USR2")  # resume
+    node.kubectl("delete", "fprobe", "-n", ns, "window")
+    agent = node.ready_agent_pod()
+    (pid,) = node.container_pids(agent, "agent")
+    node.timings["agent pod memory, probing 2 pods"] = memory_of(pid)
+
+
+def report_of(node, ns, name):
+    for r in node.kubectl_json("get", "functionprobereports", "-n", ns)["items"]:
+        if r.get("probe", {}).get("name") == name:
+            return r
+    return None
+
+
+def pod_calls(report, pod):
+    """pod's calls of each function in a node's report."""
+    out = {}
+    for f in report["status"].get("functions", []):
+        out[f["name"]] = sum(p["calls"] for p in f.get("pods", []) if p["name"] == pod)
+    return out
+
+
+def test_replaced_pod_is_probed(node):
+    ns = "shop"  # the Deployment and probe of the test above
+    old = sorted(p["metadata"]["name"] for p in running_pods(node, ns, "app=web", 2))
+    node.kubectl("delete", "pod", "-n", ns, old[0], "--wait=false")
+    pods = running_pods(node, ns, "app=web", 2)
+    (new,) = [p for p in pods if p["metadata"]["name"] not in old]
+    started = new["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    name = new["metadata"]["name"]
+
+    def probed():
+        r = report_of(node, ns, "lat")
+        return r and all(n > 0 for n in pod_calls(r, name).values()) and \
+            len(pod_calls(r, name)) == len(FUNCS) and r
+    report = wait_for(f"calls of the new pod {name} in the node's report", probed, timeout=15)
+    node.timings["container start -> calls in report"] = \
+        time.time() - rfc3339(started)
+    assert old[0] not in {p["name"] for p in report["status"]["pods"]}
+    # the other replica kept counting
+    assert all(n > 0 for n in pod_calls(report, old[1]).values())
+
+
+def test_crashed_container_is_probed_again(node):
+    """The kubelet restarts a container that died: its new process is
+    probed, and the pod's calls keep counting from where they were."""
+    ns = "shop"
+    pod = running_pods(node, ns, "app=web", 2)[0]
+    name = pod["metadata"]["name"]
+    (pid,) = node.container_pids(pod, "app")
+    before = pod_calls(report_of(node, ns, "lat"), name)
+    assert all(n > 0 for n in before.values()), before
+    os.kill(pid, signal.SIGKILL)
+
+    def restarted():
+        p = node.kubectl_json("get", "pod", "-n", ns, name)
+        s = p["status"]["containerStatuses"][0]
+        return s["restartCount"] >= 1 and s.get("ready") and p
+    pod = wait_for(f"the kubelet to restart {name}'s container", restarted, timeout=60)
+    (new_pid,) = node.container_pids(pod, "app")
+    assert new_pid != pid
+
+    def counting():
+        r = report_of(node, ns, "lat")
+        entry = [p for p in r["status"]["pods"] if p["name"] == name]
+        now = pod_calls(r, name)
+        return (entry and entry[0]["processes"] == [new_pid]
+                and all(now[f] > before[f] for f in FUNCS) and now)
+    wait_for(f"calls of {name}'s new process (PID {new_pid})", counting, timeout=15)
+
+
+def old_pod(node):
+    return node.kubectl_json("get", "pods", "-n", "shop", "-l", "app=web")["items"][0][
+        "metadata"]["name"]
+
+
+def test_probe_in_another_namespace_never_touches_these_pods(node):
+    node.kubectl("create", "namespace", "elsewhere")
+    apply(node, probe("elsewhere", "same-labels", {"app": "web"}))
+
+    def seen():
+        s = node.kubectl_json("get", "fprobe", "same-labels", "-n", "elsewhere").get("status")
+        return s and s.get("conditions") and s
+    status = wait_for("the other namespace's probe to get a status", seen, timeout=15)
+    time.sleep(4)  # two report intervals: time to attach, were it to select them
+    status = node.kubectl_json("get", "fprobe", "same-labels", "-n", "elsewhere")["status"]
+    assert status.get("summary", {}).get("calls", 0) == 0, status
+    assert status.get("summary", {}).get("pods", 0) == 0, status
+    for r in node.kubectl_json("get", "functionprobereports", "-n", "elsewhere")["items"]:
+        assert r["status"].get("pods", []) == [], r["status"]
+        assert all(f.get("calls", 0) == 0 for f in r["status"].get("functions", []))
+    # the shop pods' own probe still counts them
+    assert all(n > 0 for n in pod_calls(report_of(node, "shop", "lat"), old_pod(node)).values())
+    node.kubectl("delete", "namespace", "elsewhere", "--wait=false")
+
+
+def agent_links(pid):
+    """Ids of the BPF links process pid holds: its fds of bpf_link, whose
+    fdinfo names the link."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf_link":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("link_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
+def system_link_ids():
+    out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    return {link["id"] for link in json.loads(out or "[]")}
+
+
+def test_helm_uninstall_detaches_and_exits_0(node):
+    """Last: it removes the agent. The kubelet's SIGTERM reaches the agent,
+    which detaches everything and exits 0 within the grace period."""
+    pod = node.ready_agent_pod()
+    (pid,) = node.container_pids(pod, "agent")
+    cid = container_id(pod, "agent")
+    links = agent_links(pid)
+    assert links, "the agent holds no BPF link while probing"
+    events = subprocess.Popen(["ctr", "--address", node.c.path("containerd.sock"),
+                               "--namespace", "k8s.io", "events"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        start = time.monotonic()
+        node.helm("uninstall", "retwatch", "--namespace", AGENT_NS, "--wait")
+        wait_for("the agent's process to end", lambda: not os.path.exists(f"/proc/{pid}"),
+                 timeout=30)
+        took = time.monotonic() - start
+        exit_status = None
+        deadline = time.monotonic() + 10
+        while exit_status is None and time.monotonic() < deadline:
+            line = events.stdout.readline()
+            if "/tasks/exit" in line and cid in line:
+                exit_status = json.loads(line[line.index("{"):]).get("exit_status", 0)
+    finally:
+        events.kill()
+        events.wait()
+    assert exit_status == 0, f"the agent's container exited {exit_status}"
+    assert took < 30, took
+    node.timings["helm uninstall -> agent gone"] = took
+    # none of the links it held is left in the kernel
+    assert not links & system_link_ids()
