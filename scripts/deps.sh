@@ -19,6 +19,7 @@ pkgs=(
 	libclang-rt-14-dev
 	golang-1.19-go
 	g++
+	openssl
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH

@@ -19,10 +19,13 @@
 #include "cmd.h"
 #include "latency.h"
 #include "results.h"
+#include "shlib.h"
 #include "symbolize.h"
 #include "tracer.h"
 
 #define MAX_PIDS 64
+/* how often the traced processes' mappings are read again for new libraries */
+#define LIBS_EVERY_NS NS_PER_S
 
 static volatile sig_atomic_t exiting;
 
@@ -36,6 +39,7 @@ struct proc {
 	pid_t pid;
 	int pidfd;
 	struct tracer_target *target; /* NULL once it exited */
+	struct shlib_procs *libs;     /* its library targets */
 };
 
 struct trace_run {
@@ -59,6 +63,8 @@ struct trace_args {
 	bool json;
 	char **patterns;
 	size_t npatterns;
+	const char **exe_patterns; /* those without a library part */
+	size_t nexe_patterns;
 };
 
 static void trace_usage(FILE *f)
@@ -69,7 +75,9 @@ static void trace_usage(FILE *f)
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
-		"ends, SIGINT or SIGTERM, or every process has exited.\n"
+		"ends, SIGINT or SIGTERM, or every process has exited. LIB:PATTERN names\n"
+		"functions of the shared libraries the processes have mapped, LIB a file\n"
+		"name or a glob (libssl.so.3:SSL_write, 'libssl*:SSL_*', '*:malloc').\n"
 		"  --pid PID             a process to trace (up to %d)\n"
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
@@ -220,6 +228,10 @@ static void print_json(struct trace_run *r, uint64_t lost)
 static void proc_exited(struct trace_run *r, struct proc *pr)
 {
 	results__retire(r->results, pr->target, true);
+	for (size_t i = 0; i < shlib_procs__ntargets(pr->libs); i++)
+		results__retire(r->results, shlib_procs__target(pr->libs, i), true);
+	shlib_procs__free(pr->libs);
+	pr->libs = NULL;
 	symbolizer__forget(r->sym, pr->pid);
 	pr->target = NULL;
 	close(pr->pidfd);
@@ -252,6 +264,74 @@ static int parse_seconds(const char *opt, const char *s, double *ret)
 	return 0;
 }
 
+static int take_target(struct tracer_target *tt, const char *lib, void *ctx)
+{
+	(void)lib;
+	return results__add(ctx, tt, NULL, NULL);
+}
+
+/*
+ * A name the executable lacks: say so, and which mapped library has it.
+ * 0 when every pattern matches (or the executable cannot be read: tracer__add
+ * will say why).
+ */
+static int check_exe(struct trace_run *r, pid_t pid, const char *exe, const struct trace_args *args)
+{
+	struct binary_match m = { 0 };
+	struct binary *b = binary__open(r->cache, exe, NULL);
+	char lib[SHLIB_MAX_NAME];
+	int ret = 0;
+
+	if (!b || binary__match(b, args->exe_patterns, args->nexe_patterns, BINARY_DEFAULT_LIMIT,
+				&m, NULL))
+		goto out;
+	for (size_t i = 0; i < m.nunmatched && !ret; i++) {
+		const char *pat = m.unmatched[i].pattern;
+
+		if (!shlib__find(pid, r->cache, NULL, pat, lib, sizeof(lib)))
+			continue;
+		fprintf(stderr,
+			"retwatch: process %d: no function matches '%s' in %s; %s is in %s: "
+			"write '%s:%s'\n",
+			pid, pat, exe, pat, lib, lib, pat);
+		ret = -ENOENT;
+	}
+out:
+	binary_match__clear(&m);
+	binary__put(b);
+	return ret;
+}
+
+/* Libraries the process mapped since the last look (dlopen): attach to them. */
+static int update_libs(struct trace_run *r, struct proc *pr, bool first)
+{
+	struct rw_error err = {};
+	char *unmatched = NULL;
+	int n;
+
+	if (!shlib_procs__wanted(pr->libs))
+		return 0;
+	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, take_target, r->results, &unmatched,
+				&err);
+	if (n < 0) {
+		if (first)
+			fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, err.msg);
+		free(unmatched);
+		return first ? n : 0;
+	}
+	/* at the start, every pattern must match; later, new libraries just join */
+	if (first && unmatched) {
+		fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, unmatched);
+		free(unmatched);
+		return -ENOENT;
+	}
+	if (!first && n > 0)
+		fprintf(stderr, "retwatch: process %d: attached to %d newly loaded librar%s\n",
+			pr->pid, n, n == 1 ? "y" : "ies");
+	free(unmatched);
+	return 0;
+}
+
 static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args)
 {
 	struct proc *pr = &r->procs[r->nprocs];
@@ -269,10 +349,23 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	pr->target = tracer__add(r->t, pid, exe, (const char *const *)args->patterns,
-				 args->npatterns, args->threshold_ns, &err);
+	pr->libs = shlib_procs__new(pid, (const char *const *)args->patterns, args->npatterns,
+				    args->threshold_ns);
+	if (!pr->libs) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		close(pr->pidfd);
+		return -1;
+	}
+	if (check_exe(r, pid, exe, args)) {
+		shlib_procs__free(pr->libs);
+		close(pr->pidfd);
+		return -1;
+	}
+	pr->target = tracer__add(r->t, pid, exe, args->exe_patterns, args->nexe_patterns,
+				 args->threshold_ns, &err);
 	if (!pr->target) {
 		fprintf(stderr, "retwatch: process %d: %s\n", pid, err.msg);
+		shlib_procs__free(pr->libs);
 		close(pr->pidfd);
 		return -1;
 	}
@@ -284,7 +377,7 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	r->nlive++;
-	return 0;
+	return update_libs(r, pr, true) ? -1 : 0;
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -373,6 +466,18 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	}
 	a->patterns = argv + optind;
 	a->npatterns = argc - optind;
+	a->exe_patterns = calloc(a->npatterns, sizeof(*a->exe_patterns));
+	if (!a->exe_patterns) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return 2;
+	}
+	for (size_t i = 0; i < a->npatterns; i++) {
+		char lib[SHLIB_MAX_NAME];
+		const char *func;
+
+		if (!binary_pattern__library(a->patterns[i], lib, sizeof(lib), &func))
+			a->exe_patterns[a->nexe_patterns++] = a->patterns[i];
+	}
 	return 0;
 }
 
@@ -410,6 +515,7 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 {
 	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
 	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
+	uint64_t next_libs = start + LIBS_EVERY_NS;
 
 	while (!exiting && r->nlive) {
 		uint64_t now;
@@ -424,6 +530,12 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 		if (args->duration && now - start >= (uint64_t)(args->duration * 1e9))
 			break;
 		tracer__tick(r->t);
+		if (now >= next_libs) {
+			for (size_t p = 0; p < r->nprocs; p++)
+				if (r->procs[p].target)
+					update_libs(r, &r->procs[p], false);
+			next_libs = now + LIBS_EVERY_NS;
+		}
 		if (now >= next_report) {
 			if (!r->json)
 				print_table(r, false);
@@ -476,9 +588,12 @@ int cmd_trace(int argc, char **argv)
 		ret = 0;
 	}
 	results__free(r.results);
-	for (size_t p = 0; p < r.nprocs; p++)
+	for (size_t p = 0; p < r.nprocs; p++) {
 		if (r.procs[p].pidfd >= 0)
 			close(r.procs[p].pidfd);
+		shlib_procs__free(r.procs[p].libs);
+	}
+	free(args.exe_patterns);
 	tracer__free(r.t);
 	symbolizer__free(r.sym);
 	binary_cache__free(r.cache);
