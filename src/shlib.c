@@ -86,8 +86,13 @@ bool shlib__matches(const struct shlib *l, const char *lib)
 	return glob_match(lib, strchr(lib, '/') ? l->path : l->name);
 }
 
-/* The mapped file itself: same inode, on the mapping's device or seen through an overlay. */
-static int check_file(int fd, const struct shlib *lib, struct rw_error *err)
+/*
+ * The mapped file itself: its inode, on the mapping's device. A file mapped
+ * through an overlay shows the overlay's device with the layer file's inode
+ * number: opened through the overlay, or as its layer file (layer), the
+ * device is the overlay's or the layer's own.
+ */
+static int check_file(int fd, const struct shlib *lib, bool layer, struct rw_error *err)
 {
 	struct statfs sfs;
 	struct stat st;
@@ -99,7 +104,8 @@ static int check_file(int fd, const struct shlib *lib, struct rw_error *err)
 		return rw_error_set(err, ENXIO, "%s is %s, not a regular file", lib->path,
 				    rootpath__kind(st.st_mode));
 	if (st.st_ino == lib->map->inode &&
-	    ((major(st.st_dev) == lib->map->dev_major && minor(st.st_dev) == lib->map->dev_minor) ||
+	    (layer ||
+	     (major(st.st_dev) == lib->map->dev_major && minor(st.st_dev) == lib->map->dev_minor) ||
 	     (!fstatfs(fd, &sfs) && sfs.f_type == OVERLAYFS_MAGIC)))
 		return 0;
 	return rw_error_set(err, ESTALE,
@@ -112,10 +118,12 @@ int shlib__open(pid_t pid, const struct shlib *lib, const char *host_root, struc
 {
 	char path[96];
 	int fd = -1, rootfd, e;
+	bool layer;
 
 	/* a deleted library's path names another file now: only its mapping is it */
 	if (host_root && !lib->map->deleted)
 		fd = overlay__open_real(pid, lib->path, host_root);
+	layer = fd >= 0;
 	if (fd < 0 && !procmap__file_path(lib->map, pid, path, sizeof(path)))
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 && lib->map->deleted)
@@ -135,7 +143,7 @@ int shlib__open(pid_t pid, const struct shlib *lib, const char *host_root, struc
 			return rw_error_set(err, -fd, "failed to open %s in process %d's root: %s",
 					    lib->path, pid, strerror(-fd));
 	}
-	e = check_file(fd, lib, err);
+	e = check_file(fd, lib, layer, err);
 	if (e) {
 		close(fd);
 		return e;

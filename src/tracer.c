@@ -1189,6 +1189,11 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 	return 0;
 }
 
+struct binary_cache *tracer__cache(const struct tracer *t)
+{
+	return t->cache;
+}
+
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret)
 {
 	static const char *const names[] = {
