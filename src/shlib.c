@@ -15,7 +15,13 @@
 
 #define OVERLAYFS_MAGIC 0x794c7630
 /* shlib__find opens at most this many libraries for a hint */
-#define FIND_MAX_LIBS 256
+#define FIND_MAX_LIBS 64
+/*
+ * Library files a process's patterns may open and analyse, over its life:
+ * the process chooses how many files it maps (tens of thousands), the
+ * agent's work per process stays bounded.
+ */
+#define MAX_LIBS 256
 
 static bool same_file(const struct procmap *a, const struct procmap *b)
 {
@@ -228,7 +234,8 @@ struct shlib_procs {
 	size_t npats;
 	struct procmap *seen; /* files looked at (their device and inode) */
 	size_t nseen;
-	char *errors; /* files that could not be opened or analysed, "; "-separated */
+	bool too_many; /* more than MAX_LIBS files matched */
+	char *errors;  /* files that could not be opened or analysed, "; "-separated */
 	struct tracer_target **targets;
 	size_t ntargets;
 };
@@ -304,20 +311,25 @@ static void append(char **list, const char *text)
 	*list = next;
 }
 
-static bool seen_before(struct shlib_procs *sp, const struct procmap *m)
+static bool seen_before(const struct shlib_procs *sp, const struct procmap *m)
 {
-	struct procmap *more;
-
 	for (size_t i = 0; i < sp->nseen; i++)
 		if (same_file(&sp->seen[i], m))
 			return true;
-	more = realloc(sp->seen, (sp->nseen + 1) * sizeof(*more));
+	return false;
+}
+
+/* 0, or -ENOMEM (the file is looked at again next time). */
+static int seen_add(struct shlib_procs *sp, const struct procmap *m)
+{
+	struct procmap *more = realloc(sp->seen, (sp->nseen + 1) * sizeof(*more));
+
 	if (!more)
-		return true; /* looked at again next time */
+		return -ENOMEM;
 	sp->seen = more;
 	sp->seen[sp->nseen] = *m;
 	sp->seen[sp->nseen++].path = NULL;
-	return false;
+	return 0;
 }
 
 static char *miss_text(const struct lib_pattern *p, const char *lib,
@@ -481,6 +493,16 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 				wanted = sp->pats[k].lib_seen = true;
 		}
 		if (!wanted || seen_before(sp, l.libs[i].map))
+			continue;
+		if (sp->nseen >= MAX_LIBS) {
+			if (!sp->too_many)
+				append(&sp->errors,
+				       "the process maps more than 256 files that library "
+				       "patterns match: the others are left out");
+			sp->too_many = true;
+			break;
+		}
+		if (seen_add(sp, l.libs[i].map))
 			continue;
 		e = attach_lib(sp, t, cache, host_root, &l.libs[i], fn, ctx);
 		if (e < 0) {

@@ -746,6 +746,22 @@ static int procs__set(struct tracer *t, uint32_t tgid, bool on)
 	return 0;
 }
 
+/*
+ * The kernel takes a new histogram from a per-CPU cache it refills in the
+ * background: creating many at once (100 functions of a library) can find
+ * it empty for a moment (ENOMEM). 0, or -1 with errno set.
+ */
+static int hist_create(int fd, const struct rw_hist_key *hk, const void *zero)
+{
+	for (int tries = 0;; tries++) {
+		if (!bpf_map_update_elem(fd, hk, zero, BPF_NOEXIST))
+			return 0;
+		if (errno != ENOMEM || tries == 200)
+			return -1;
+		usleep(1000);
+	}
+}
+
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
 	__u32 tgid = tt->pid;
@@ -755,8 +771,7 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 	for (size_t i = 0; i < tt->nfuncs; i++) {
 		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
 
-		if (!bpf_map_update_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf,
-					 BPF_NOEXIST))
+		if (!hist_create(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
 			continue;
 		if (errno != EEXIST)
 			return rw_error_set(err, errno, "failed to create a histogram: %s",
