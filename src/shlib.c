@@ -292,7 +292,7 @@ bool shlib_procs__wanted(const struct shlib_procs *sp)
 
 size_t shlib_procs__ntargets(const struct shlib_procs *sp)
 {
-	return sp->ntargets;
+	return sp ? sp->ntargets : 0;
 }
 
 struct tracer_target *shlib_procs__target(const struct shlib_procs *sp, size_t i)

@@ -93,7 +93,7 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 			const char *host_root, shlib_target_fn fn, void *ctx, char **ret_unmatched,
 			struct rw_error *err);
 
-/* The targets added so far. */
+/* The targets added so far (none for NULL). */
 size_t shlib_procs__ntargets(const struct shlib_procs *sp);
 struct tracer_target *shlib_procs__target(const struct shlib_procs *sp, size_t i);
 

@@ -122,25 +122,31 @@ static struct latency *collect(struct trace_run *r)
 	return now;
 }
 
-static void print_row(const struct results_row *w, const struct latency *l)
+/* The FUNCTION column: as wide as the longest name, within bounds. */
+#define NAME_MIN_WIDTH 40
+#define NAME_MAX_WIDTH 80
+
+static void print_row(const struct results_row *w, const struct latency *l, int width)
 {
 	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
+	bool timed = !(w->reason && w->mode == FUNC_MODE_ENTRY_ONLY);
 
-	if (w->reason && w->mode == FUNC_MODE_ENTRY_ONLY) {
-		printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-		       "-", "-", "-", "-", l->orphans);
-		return;
-	}
-	printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-	       latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)),
-	       latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)),
-	       latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)),
-	       latency__format_ns(l->max_ns, max, sizeof(max)), l->orphans);
+	/* a name wider than the column gets a line of its own: the figures stay aligned */
+	if ((int)strlen(w->name) > width)
+		printf("%s\n%-*s", w->name, width, "");
+	else
+		printf("%-*s", width, w->name);
+	printf(" %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", l->calls,
+	       timed ? latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)) : "-",
+	       timed ? latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)) : "-",
+	       timed ? latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)) : "-",
+	       timed ? latency__format_ns(l->max_ns, max, sizeof(max)) : "-", l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
 {
 	struct latency *now = collect(r);
+	int width = NAME_MIN_WIDTH;
 	time_t t = time(NULL);
 	struct tm tm;
 
@@ -149,10 +155,16 @@ static void print_table(struct trace_run *r, bool final)
 	localtime_r(&t, &tm);
 	printf("\n%s at %02d:%02d:%02d\n", final ? "Final" : "Interval", tm.tm_hour, tm.tm_min,
 	       tm.tm_sec);
-	printf("%-40s %10s %10s %10s %10s %10s %8s\n", "FUNCTION", "CALLS", "P50", "P95", "P99",
-	       "MAX", "ORPHANS");
+	for (size_t i = 0; i < results__nrows(r->results); i++) {
+		int len = (int)strlen(results__row(r->results, i)->name);
+
+		if (len > width && len <= NAME_MAX_WIDTH)
+			width = len;
+	}
+	printf("%-*s %10s %10s %10s %10s %10s %8s\n", width, "FUNCTION", "CALLS", "P50", "P95",
+	       "P99", "MAX", "ORPHANS");
 	for (size_t i = 0; i < results__nrows(r->results); i++)
-		print_row(results__row(r->results, i), &now[i]);
+		print_row(results__row(r->results, i), &now[i], width);
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 

@@ -47,6 +47,24 @@ def test_library_functions_counted_and_timed():
     assert_counted(r, "shfix_add", 1000, 0)
 
 
+def test_long_names_keep_the_table_aligned():
+    """A name wider than the FUNCTION column widens it (up to 80), and each
+    figure stays under its heading."""
+    long = "shfix_function_with_a_name_longer_than_the_column"
+    r = tracing.run_ok([(shtracee(), "calls")], ["libshfix.so:shfix_*"], json_out=False)
+    lines = r.retwatch.stdout.splitlines()
+    head = max(i for i, l in enumerate(lines) if l.startswith("FUNCTION"))
+    calls_end = lines[head].index("CALLS") + len("CALLS")
+    rows = {}
+    for line in lines[head + 1:]:
+        if not line.strip():
+            break
+        name, count = line.split()[0], line.split()[1]
+        rows[name] = int(count)
+        assert line[:calls_end].endswith(count), f"misaligned row {line!r}\n{r.describe()}"
+    assert rows == {"shfix_sleep": 30, "shfix_add": 1000, long: 7}, r.describe()
+
+
 def test_exe_and_library_patterns_together():
     """A pattern without a library part still means the executable."""
     r = tracing.run_ok([(shtracee(), "calls")], ["exe_step", "*:shfix_sleep"])
@@ -134,7 +152,8 @@ def test_inspect_library_offsets():
     lib = harness.fixture("c/shlib/libshfix.so")
     doc = harness.inspect_json(lib, ["libshfix.so:shfix_*"])
     funcs = harness.functions_by_name(doc)
-    assert set(funcs) == {"shfix_sleep", "shfix_add"}, funcs
+    assert set(funcs) == {"shfix_sleep", "shfix_add",
+                          "shfix_function_with_a_name_longer_than_the_column"}, funcs
     for f in funcs.values():
         seg = [s for s in load_segments(lib) if s[0] <= f["address"] < s[0] + s[2]]
         assert len(seg) == 1, (f, load_segments(lib))
@@ -178,7 +197,9 @@ def tls_pair(tmp_path):
             if server.poll() is None:
                 break
         procs.append(server)
-        client = subprocess.Popen(["openssl", "s_client", "-quiet", "-connect", f"127.0.0.1:{port}"],
+        # -no_ign_eof: the client exits at the end of its stdin
+        client = subprocess.Popen(["openssl", "s_client", "-quiet", "-no_ign_eof", "-connect",
+                                   f"127.0.0.1:{port}"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         procs.append(client)
@@ -196,7 +217,8 @@ def tls_pair(tmp_path):
 
 def test_ssl_write_in_debian_libssl(tls_pair):
     """s_client sends each line it reads with one SSL_write; a line is sent
-    only once the server printed the one before."""
+    only once the server printed the one before; at the end of its input the
+    client exits, and retwatch reports once it has."""
     client, server_out = tls_pair
     lines = 25
     argv = (harness.RETWATCH, "trace", "--json", "--pid", str(client.pid), "libssl.so*:SSL_write")
@@ -208,7 +230,8 @@ def test_ssl_write_in_debian_libssl(tls_pair):
             client.stdin.write(f"line {i}\n")
             client.stdin.flush()
             assert server_out.wait_for(lambda l, i=i: l == f"line {i}", 20), server_out.text
-        rw.send_signal(2)
+        # the client exits (every SSL_write returned), and retwatch with it
+        client.stdin.close()
         out, _ = rw.communicate(timeout=30)
     finally:
         if rw.poll() is None:
