@@ -65,6 +65,20 @@ def test_long_names_keep_the_table_aligned():
     assert rows == {"shfix_sleep": 30, "shfix_add": 1000, long: 7}, r.describe()
 
 
+def test_one_library_file_probed_once_for_two_processes():
+    """Two processes mapping libshfix.so share its probes (one uprobe_multi
+    link for the entries and one for the RETs), and each counts its own
+    calls."""
+    r = tracing.run_ok([(shtracee(), "calls"), (shtracee(), "calls")],
+                       ["libshfix.so:shfix_sleep"], bpf_check=True)
+    f = r.function("shfix_sleep")
+    assert f["calls"] == 60 == sum(rep["calls"]["shfix_sleep"] for rep in r.reports), r.describe()
+    # bpftool 7.1 names the link type by its number (12: BPF_LINK_TYPE_UPROBE_MULTI)
+    assert "(uprobe_multi)" in r.retwatch.stderr, r.describe()
+    types = [link.get("type") for link in r.links_during]
+    assert len(types) == 2 and set(types) <= {"uprobe_multi", 12}, f"{r.links_during}\n{r.describe()}"
+
+
 def test_exe_and_library_patterns_together():
     """A pattern without a library part still means the executable."""
     r = tracing.run_ok([(shtracee(), "calls")], ["exe_step", "*:shfix_sleep"])
