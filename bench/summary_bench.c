@@ -15,19 +15,7 @@
 #include "kobj.h"
 #include "status.h"
 #include "summary.h"
-
-static cJSON *lat(unsigned seed)
-{
-	struct latency *l = calloc(1, sizeof(*l));
-	cJSON *o = cJSON_CreateObject();
-	for (int b = 0; b < 40; b++)
-		for (int k = 0; k < 5; k++)
-			latency__record(l,
-					(uint64_t)(100000 + (b * 60000) + (seed % 7) * 1000 + k));
-	status_latency__to_json(l, o);
-	free(l);
-	return o;
-}
+#include "synthetic.h"
 
 int main(int argc, char **argv)
 {
@@ -40,36 +28,11 @@ int main(int argc, char **argv)
 	double merge_s = 0;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (int n = 0; n < nodes; n++) {
-		cJSON *r = cJSON_CreateObject(), *e = cJSON_CreateObject(), *fns;
+		cJSON *r = cJSON_CreateObject();
 		char node[32];
 		snprintf(node, sizeof(node), "node-%d", n);
 		cJSON_AddStringToObject(r, "node", node);
-		cJSON_AddItemToObject(r, "status", e);
-		cJSON_AddNumberToObject(e, "generation", 1);
-		cJSON_AddBoolToObject(e, "attached", 1);
-		cJSON_AddNumberToObject(e, "processes", 2);
-		cJSON_AddItemToArray(cJSON_AddArrayToObject(e, "pods"), cJSON_CreateObject());
-		cJSON_AddItemToArray(cJSON_GetObjectItem(e, "pods"), cJSON_CreateObject());
-		fns = cJSON_AddArrayToObject(e, "functions");
-		for (int f = 0; f < 64; f++) {
-			cJSON *fo = lat(n + f), *pods = cJSON_AddArrayToObject(fo, "pods");
-			char name[64];
-			snprintf(name, sizeof(name), "main.(*Server).function%02d", f);
-			cJSON_AddStringToObject(fo, "name", name);
-			cJSON_AddStringToObject(fo, "mode", "entry+ret");
-			for (int pd = 0; pd < 2; pd++) {
-				cJSON *po = lat(n * 3 + pd + f);
-				char pn[64];
-				snprintf(pn, sizeof(pn), "web-%s-%d", n % 2 ? "7c9b" : "5d8f",
-					 n * 2 + pd);
-				cJSON_AddStringToObject(po, "name", pn);
-				cJSON_AddStringToObject(po, "container", "app");
-				cJSON_AddStringToObject(po, "revision",
-							n % 2 ? "web-7c9b" : "web-5d8f");
-				cJSON_AddItemToArray(pods, po);
-			}
-			cJSON_AddItemToArray(fns, fo);
-		}
+		cJSON_AddItemToObject(r, "status", synthetic_entry(n, 0));
 		if (n == 0) {
 			char *t = cJSON_PrintUnformatted(r);
 			report_len = strlen(t);

@@ -23,6 +23,9 @@
 #        RETWATCH     the retwatch binary (default build/retwatch)
 #        PARTS        which parts to run (default 123; e.g. 2 for the BPF
 #                     cost alone)
+#        TRACE_OPTS   more options of retwatch trace in parts 1 and 2, e.g.
+#                     "--threshold 1ns" (every call a slow call) with
+#                     "--slow-calls-per-second 0" (every one sent) or N
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +34,7 @@ rounds=${ROUNDS:-3}
 nfuncs=${NFUNCS:-1000}
 perf_budget=${PERF_BUDGET:-100}
 parts=${PARTS:-123}
+read -r -a trace_opts <<<"${TRACE_OPTS:-}"
 retwatch=${RETWATCH:-build/retwatch}
 out=build/bench
 func=main.theFunc
@@ -68,14 +72,15 @@ trap 'exit 130' INT TERM
 
 mkdir -p "$out"
 cflags=(-O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Ibuild/bpf -Ibench)
-libs=(-lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz)
+libs=(-lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz -liberty)
 gcc "${cflags[@]}" bench/floor.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" -o "$out/floor"
 gcc "${cflags[@]}" bench/attach_time.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" \
 	-o "$out/attach_time"
 (cd bench/workload && GOFLAGS=-buildvcs=false go build -o ../../"$out"/workload .)
 go build -o "$out/compile" cmd/compile
 
-echo "kernel $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), retwatch: $retwatch"
+echo "kernel $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), retwatch: $retwatch" \
+	"${trace_opts[*]}"
 
 # ---- helpers --------------------------------------------------------------
 
@@ -123,7 +128,7 @@ stop_floor() {
 
 start_ours() {
 	: >"$work/rw.err" # waitfor must not find the previous round's line
-	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json "$func" \
+	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json "${trace_opts[@]}" "$func" \
 		>"$work/rw.json" 2>"$work/rw.err" &
 	rw_pid=$!
 	waitfor "$work/rw.err" '^retwatch: tracing' "$rw_pid"

@@ -66,8 +66,17 @@ struct rw_func {
 	__u64 threshold_ns; /* calls at least this slow go to the ring buffer; 0: none */
 	__u32 flags;
 	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
+	/*
+	 * Slow-call events sent per RW_RATE_WINDOW_NS, per process and CPU
+	 * (struct rw_rate); the others are counted in rw_hist.slow_dropped. 0: no limit.
+	 */
+	__u32 max_events;
+	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_func) == 24, "rw_func layout");
+_Static_assert(sizeof(struct rw_func) == 32, "rw_func layout");
+
+/* The window of rw_func.max_events. */
+#define RW_RATE_WINDOW_NS 1000000000ULL
 
 /* Frames of one goroutine (Go: id is the g address) or one thread (native: id is the tid). */
 struct rw_ctx_key {
@@ -141,9 +150,16 @@ struct rw_hist {
 	/* calls not measured: entered with RW_MAX_DEPTH frames in flight on
 	 * their goroutine or thread, or no room for a deep chunk */
 	__u64 lost;
+	/* slow calls not sent: over rw_func.max_events, or the ring buffer was full */
+	__u64 slow_dropped;
 	__u64 buckets[RW_HIST_BUCKETS];
+	/* not counts: the slow-call rate limiter's state (struct latency stops above) */
+	struct rw_rate {
+		__u64 window_ns; /* when this CPU's window began */
+		__u64 sent;	 /* events sent in it */
+	} rate;
 };
-_Static_assert(sizeof(struct rw_hist) == 48 + 8 * RW_HIST_BUCKETS, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 56 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
@@ -185,6 +201,7 @@ enum rw_stat {
 	 * template was missing, or the entry was gone right after its insert;
 	 * or a deep chunk was gone (swept) while its frames were in flight */
 	RW_STAT_FRAMES_INSERT_FAILED,
+	RW_STAT_SLOW_LIMITED, /* slow-call events not sent: over their function's rate */
 	RW_STAT__MAX,
 };
 

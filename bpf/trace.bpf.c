@@ -152,13 +152,37 @@ static __always_inline __u64 goid__read(const struct call_ctx *c, const struct r
 	return goid;
 }
 
+/*
+ * Whether a slow call may go to the ring buffer: at most fn->max_events per
+ * window, counted per CPU in the (function, process) histogram the RET
+ * already holds, so a 1 ns threshold on a hot function cannot flood the ring
+ * buffer shared by every probe, nor its reader. Checked before the reserve.
+ */
+static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_func *fn, __u64 now)
+{
+	if (!fn->max_events)
+		return true;
+	if (now - h->rate.window_ns >= RW_RATE_WINDOW_NS) {
+		h->rate.window_ns = now;
+		h->rate.sent = 0;
+	}
+	if (h->rate.sent >= fn->max_events) {
+		h->slow_dropped++;
+		stat_inc(RW_STAT_SLOW_LIMITED);
+		return false;
+	}
+	h->rate.sent++;
+	return true;
+}
+
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u64 pid_tgid, __u32 fn_id,
-					    __u64 start, __u64 dur)
+					    __u64 start, __u64 dur, struct rw_hist *h)
 {
 	struct rw_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 	if (!e) {
+		h->slow_dropped++;
 		stat_inc(RW_STAT_RINGBUF_FULL);
 		return;
 	}
@@ -214,9 +238,10 @@ int rw_ret(struct pt_regs *regs)
 	fr->last_ns = now;
 	dur = now - start;
 	h = hist__lookup(fn_id, c.key.tgid);
-	if (h)
-		hist__record(h, dur);
-	if (fn->threshold_ns && dur >= fn->threshold_ns)
-		slow_call__send(regs, &c, fn, pid_tgid, fn_id, start, dur);
+	if (!h)
+		return 0;
+	hist__record(h, dur);
+	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now))
+		slow_call__send(regs, &c, fn, pid_tgid, fn_id, start, dur, h);
 	return 0;
 }

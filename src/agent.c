@@ -34,12 +34,6 @@
 #define SCAN_EVERY_NS (NS_PER_S)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 
-/* One informer's cache, copied when it changed. */
-struct snapshot {
-	cJSON *objs;
-	uint64_t version;
-};
-
 struct agent {
 	struct agent_opts o;
 	struct kube *k;
@@ -53,33 +47,13 @@ struct agent {
 	int notify_fd;
 	char *manager;
 	struct fprobe *probes;
-	struct snapshot probes_snap, pods_snap;
+	struct informer_view probes_snap, pods_snap; /* the informers' caches, copied */
 	cJSON *seeds;	  /* this node's reports when the agent started, until probes take them */
 	struct pod *pods; /* views of pods_snap */
 	size_t npods, nlimited;
 	uint64_t next_scan;
 	bool series_warned;
 };
-
-static void dup_into(const cJSON *obj, void *ctx)
-{
-	cJSON_AddItemToArray(ctx, cJSON_Duplicate(obj, true));
-}
-
-/* Copies the informer's cache when it changed since the last copy. */
-static bool refresh(struct informer *inf, struct snapshot *s)
-{
-	uint64_t v = informer__version(inf);
-
-	if (s->objs && v == s->version)
-		return false;
-	cJSON_Delete(s->objs);
-	s->objs = cJSON_CreateArray();
-	if (s->objs)
-		informer__foreach(inf, dup_into, s->objs);
-	s->version = v;
-	return true;
-}
 
 static void pods_clear(struct agent *a)
 {
@@ -200,8 +174,8 @@ static void sync_probes(struct agent *a)
 
 static void reconcile(struct agent *a)
 {
-	refresh(a->probes_inf, &a->probes_snap);
-	if (refresh(a->pods_inf, &a->pods_snap))
+	informer__sync(a->probes_inf, &a->probes_snap);
+	if (informer__sync(a->pods_inf, &a->pods_snap))
 		pods_load(a);
 	sync_probes(a);
 	nodeprocs__scan(a->env.procs);
@@ -267,7 +241,8 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 
 	for (struct fprobe *p = a->probes; p; p = p->next)
 		if (p->spec.threshold_ns && ev->duration_ns >= p->spec.threshold_ns &&
-		    results__find_call(p->results, ev, &rc))
+		    results__find_call(p->results, ev, &rc) &&
+		    fprobe__may_log_slow_call(p, clock__mono_ns(), a->o.slow_calls_per_sec))
 			log_slow_call(a, p, &rc, ev);
 }
 
@@ -277,11 +252,14 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	informer__counters(a->probes_inf, &ret->probes);
 	informer__counters(a->pods_inf, &ret->pods);
 	publisher__counters(a->pub, &ret->pub);
+	if (a->sum)
+		summarizer__counters(a->sum, &ret->sum);
 	tracer__counters(a->tracer, &ret->tracer);
 	ret->inflight = tracer__inflight(a->tracer);
 	ret->api_requests = kube__requests(a->k);
 	ret->attach_failures = a->env.attach_failures;
 	ret->nlimited = a->nlimited;
+	ret->ns_refused = a->env.ns_refused;
 	ret->leader = publisher__leader(a->pub);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;
@@ -314,6 +292,14 @@ static void serve_metrics(struct agent *a)
 	metrics_server__publish(ms, text, len);
 }
 
+/* The merged summary, the largest part of a probe's status, is written by
+ * the summary writer from the reports and read by no agent. Of a pod, the
+ * agent reads its metadata's names, labels and owners and its containers'
+ * statuses (kobj.c). */
+static const char *const probe_strip[] = { "status.summary", NULL };
+static const char *const pod_strip[] = { "spec", "metadata.annotations", "status.conditions",
+					 NULL };
+
 static int start_watching(struct agent *a)
 {
 	char query[512], esc[384], sel[300];
@@ -324,14 +310,41 @@ static int start_watching(struct agent *a)
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */
 	a->probes_inf = informer__start(a->k, "functionprobes", PROBES_PATH, NULL, true,
-					a->notify_fd);
-	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd);
+					a->notify_fd, a->o.list_page, probe_strip);
+	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
+				      a->o.list_page, pod_strip);
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
+}
+
+/* How much of a measured duration is the probes' own, and what a traced
+ * call costs: measured once, here; without it durations stay as measured
+ * and the overhead guard is off. */
+static void calibrate_probes(struct agent *a)
+{
+	struct rw_error err = { "" };
+	cJSON *ev;
+
+	if (calibrate__run(a->tracer, &a->env.cal, &err)) {
+		log_warn("cannot calibrate the probes' bias and cost (durations are reported as "
+			 "measured, the overhead guard is off): %s",
+			 err.msg);
+		return;
+	}
+	ev = log_event(LOG_INFO, "probes calibrated");
+	if (!ev)
+		return;
+	cJSON_AddNumberToObject(ev, "bias_ns", (double)a->env.cal.bias_ns);
+	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)a->env.cal.bias_lo_ns);
+	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)a->env.cal.bias_hi_ns);
+	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)a->env.cal.call_cost_ns);
+	log_emit(ev);
 }
 
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
-	struct tracer_opts topts = { .attach_mode = o->attach_mode, .partial = true };
+	struct tracer_opts topts = { .attach_mode = o->attach_mode,
+				     .partial = true,
+				     .slow_calls_per_sec = o->slow_calls_per_sec };
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)
@@ -342,6 +355,7 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->cache = binary_cache__new(64);
 	a->env.sym = symbolizer__new(a->cache);
 	a->env.procs = nodeprocs__new("/proc");
+	a->env.max_ns_funcs = o->max_ns_funcs;
 	a->manager = status__node_manager(o->node);
 	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->manager)
 		goto nomem;
@@ -349,10 +363,12 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
 	if (!a->tracer)
 		goto fail;
+	calibrate_probes(a);
 	tracer__set_event_fn(a->tracer, on_slow_call, a);
 	a->page = (struct metrics_page){ .version = o->version,
 					 .attach_mode = tracer__attach_mode(a->tracer),
-					 .max_series = o->max_series };
+					 .max_series = o->max_series,
+					 .cal = &a->env.cal };
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
@@ -430,6 +446,8 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddStringToObject(ev, "event", "stats");
 	cJSON_AddNumberToObject(ev, "api_requests", (double)c.api_requests);
 	cJSON_AddNumberToObject(ev, "lists", (double)(c.probes.lists + c.pods.lists));
+	cJSON_AddNumberToObject(ev, "list_pages", (double)(c.probes.pages + c.pods.pages));
+	cJSON_AddNumberToObject(ev, "cache_copies", (double)(c.probes.copies + c.pods.copies));
 	cJSON_AddNumberToObject(ev, "watches", (double)(c.probes.watches + c.pods.watches));
 	cJSON_AddNumberToObject(ev, "watch_events", (double)(c.probes.events + c.pods.events));
 	cJSON_AddNumberToObject(ev, "gone", (double)(c.probes.gone + c.pods.gone));
@@ -465,8 +483,8 @@ void agent__free(struct agent *a)
 	nodeprocs__free(a->env.procs);
 	binary_cache__free(a->cache);
 	pods_clear(a);
-	cJSON_Delete(a->probes_snap.objs);
-	cJSON_Delete(a->pods_snap.objs);
+	informer_view__clear(&a->probes_snap);
+	informer_view__clear(&a->pods_snap);
 	cJSON_Delete(a->seeds);
 	free(a->manager);
 	if (a->notify_fd >= 0)

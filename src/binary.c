@@ -1077,8 +1077,17 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	*ret_found = false;
 	/* an exact name wins over reading it as a glob: main.(*Cart).Add */
 	if (i < b->nkeys && !strcmp(b->keys[i].name, pat)) {
+		end = key_run_end(b, i);
+		/* a name many functions share (static C functions, overloads) is bounded too */
+		b->count_gen++;
+		count = count_keys(b, i, end);
+		if (count > limit)
+			return rw_error_set(
+				err, E2BIG,
+				"name '%s' matches %zu functions, more than the limit of %zu; give a longer name (a C++ signature) or raise the limit",
+				pat, count, limit);
 		*ret_found = true;
-		return add_keys(b, m, i, key_run_end(b, i), cap, err);
+		return add_keys(b, m, i, end, cap, err);
 	}
 	if (!glob_has_wildcards(pat))
 		return 0;

@@ -94,8 +94,9 @@ size_t binary__nfuncs(const struct binary *b);
  * (every overload), "main::compute" (Rust, no hash). One function per
  * address: names sharing an entry (aliases, a function in both .symtab and
  * DWARF) list it once. Patterns that match nothing are listed in the result
- * with similar names. A glob matching more than limit functions fails with
- * -E2BIG.
+ * with similar names. A glob, or a name shared by several functions (C
+ * static functions, C++ overloads), matching more than limit functions fails
+ * with -E2BIG.
  */
 int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
 		  struct binary_match *ret_match, struct rw_error *err);

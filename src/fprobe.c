@@ -231,6 +231,22 @@ size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods,
 	return nlimited;
 }
 
+bool fprobe__may_log_slow_call(struct fprobe *p, uint64_t now, uint32_t per_sec)
+{
+	if (!per_sec)
+		return true;
+	if (now - p->slow_window_ns >= NS_PER_S) {
+		p->slow_window_ns = now;
+		p->slow_logged = 0;
+	}
+	if (p->slow_logged >= per_sec) {
+		p->slow_unlogged++;
+		return false;
+	}
+	p->slow_logged++;
+	return true;
+}
+
 /* Spreads the writes of many agents and probes over the interval. */
 static uint64_t jittered(uint64_t interval)
 {
@@ -255,6 +271,36 @@ static void clear_legacy(struct fprobe *p, struct publisher *pub, const char *ma
 	free(body);
 }
 
+/* The overhead guard detached a function from a process, or attached it again. */
+static void on_guard(const struct results_guard *g, void *ctx)
+{
+	const struct fprobe *p = ctx;
+	cJSON *ev = log_event(g->error	    ? LOG_WARN
+			      : g->detached ? LOG_WARN
+					    : LOG_INFO,
+			      g->error ? "over its overhead budget, but cannot be detached"
+			      : g->detached
+				      ? "function detached: over its overhead budget"
+				      : "function attached again: within its overhead budget");
+
+	if (!ev)
+		return;
+	cJSON_AddStringToObject(ev, "namespace", p->ns);
+	cJSON_AddStringToObject(ev, "probe", p->name);
+	if (g->pod)
+		cJSON_AddStringToObject(ev, "pod", g->pod);
+	if (g->container)
+		cJSON_AddStringToObject(ev, "container", g->container);
+	cJSON_AddNumberToObject(ev, "pid", g->pid);
+	cJSON_AddStringToObject(ev, "function", g->function);
+	cJSON_AddNumberToObject(ev, "calls_per_second", g->rate);
+	cJSON_AddNumberToObject(ev, "overhead", g->overhead);
+	cJSON_AddNumberToObject(ev, "max_overhead", g->max);
+	if (g->error)
+		cJSON_AddStringToObject(ev, "error", g->error);
+	log_emit(ev);
+}
+
 void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,
 			  const char *manager, const struct pod *pods, size_t npods, uint64_t now)
 {
@@ -265,10 +311,18 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	if (!p->valid || now < p->next_write)
 		return;
 	p->next_write = now + jittered(p->interval_ns);
+	/* the overhead guard looks once a report interval */
+	if (p->env->cal.call_cost_ns)
+		results__guard(p->results, now, p->env->cal.call_cost_ns, p->spec.max_overhead,
+			       on_guard, p);
 	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
 				   npods, p->wrote);
 	if (!entry)
 		return;
+	if (p->slow_unlogged)
+		cJSON_AddNumberToObject(entry, "slowCallsUnlogged", (double)p->slow_unlogged);
+	status__add_bias(entry, &p->env->cal);
+	status__add_overhead(entry, p->results);
 	status__report_key(p->uid, key, sizeof(key));
 	/* sent when it changed, or when the last send failed */
 	text = cJSON_PrintUnformatted(entry);

@@ -43,6 +43,9 @@ struct fprobe {
 	char *last_entry; /* the report last sent, before stamping */
 	bool wrote;
 	bool legacy; /* its entry in the probe's status (agents before reports) is to go */
+	/* slow calls logged in the window begun at slow_window_ns, and those
+	 * not logged since the probe was seen (fprobe__may_log_slow_call) */
+	uint64_t slow_window_ns, slow_logged, slow_unlogged;
 	struct fprobe *next;
 };
 
@@ -64,6 +67,10 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 /* Marks the probes over max (0: none) among those with pods here, newest first.
  * Returns how many are limited. */
 size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max);
+
+/* Whether a slow call of p may be logged at now (clock__mono_ns()): at most
+ * per_sec a second (0: no limit); the others are counted in slow_unlogged. */
+bool fprobe__may_log_slow_call(struct fprobe *p, uint64_t now, uint32_t per_sec);
 
 /* Writes this node's report when its interval passed and it changed (now:
  * clock__mono_ns()); pods: this node's, for their revisions. */

@@ -17,10 +17,19 @@
 /* No byte for this long on a watch (not even a bookmark): reconnect. */
 #define WATCH_IDLE_S (WATCH_TIMEOUT_S + 60)
 #define LIST_TIMEOUT_MS 60000
+/* Objects per list page, by default. */
+#define LIST_PAGE 500
 #define RV_LEN 64
 
 struct entry {
 	char *key; /* namespace/name */
+	cJSON *obj;
+	uint64_t stamp; /* unique to this state of the object */
+};
+
+struct informer_view_item {
+	char *key;
+	uint64_t stamp;
 	cJSON *obj;
 };
 
@@ -29,6 +38,8 @@ struct informer {
 	char *name, *path, *query;
 	bool spec_changes_only;
 	int notify_fd;
+	size_t page;
+	const char *const *strip;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
 
@@ -37,6 +48,7 @@ struct informer {
 	size_t n, cap;
 	bool synced;
 	uint64_t version;
+	uint64_t stamps; /* last stamp given */
 	struct informer_counters c;
 
 	/* the watch thread's own */
@@ -79,11 +91,26 @@ static void set_rv(struct informer *inf, const char *rv)
 		snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
 }
 
-/* Field ownership is of no use here and is most of an object's size. */
-static void slim(cJSON *obj)
+/* Field ownership is of no use here and is most of an object's size; the
+ * fields inf->strip names are not read. */
+static void slim(const struct informer *inf, cJSON *obj)
 {
 	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
 						"managedFields");
+	for (const char *const *f = inf->strip; f && *f; f++) {
+		const char *dot = strchr(*f, '.');
+		char parent[64];
+
+		if (!dot) {
+			cJSON_DeleteItemFromObjectCaseSensitive(obj, *f);
+			continue;
+		}
+		if ((size_t)(dot - *f) >= sizeof(parent))
+			continue;
+		snprintf(parent, sizeof(parent), "%.*s", (int)(dot - *f), *f);
+		cJSON_DeleteItemFromObjectCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(obj, parent), dot + 1);
+	}
 }
 
 static ssize_t find(struct informer *inf, const char *key)
@@ -112,7 +139,7 @@ static int put(struct informer *inf, cJSON *obj)
 		cJSON_Delete(obj);
 		return -EINVAL;
 	}
-	slim(obj);
+	slim(inf, obj);
 	i = find(inf, key);
 	if (i >= 0) {
 		bool same = generation(inf->items[i].obj) == generation(obj);
@@ -120,6 +147,7 @@ static int put(struct informer *inf, cJSON *obj)
 		free(key);
 		cJSON_Delete(inf->items[i].obj);
 		inf->items[i].obj = obj;
+		inf->items[i].stamp = ++inf->stamps;
 		return same;
 	}
 	if (inf->n == inf->cap) {
@@ -134,7 +162,7 @@ static int put(struct informer *inf, cJSON *obj)
 		inf->items = items;
 		inf->cap = cap;
 	}
-	inf->items[inf->n++] = (struct entry){ key, obj };
+	inf->items[inf->n++] = (struct entry){ key, obj, ++inf->stamps };
 	return 0;
 }
 
@@ -167,17 +195,23 @@ static void count_failure(struct informer *inf)
 	pthread_mutex_unlock(&inf->lock);
 }
 
-/* Replaces the cache with a fresh list: objects deleted while no watch ran vanish. */
-static int list(struct informer *inf)
+/*
+ * One page of the list, continuing from cont ("" for the first): its
+ * objects appended to all, the next page's token into next ("" after the
+ * last page), the list's resourceVersion into rv.
+ */
+static int list_page(struct informer *inf, const char *cont, cJSON *all, char *next,
+		     size_t next_len, char *rv, size_t rv_len)
 {
 	struct rw_error err = { "" };
-	char *path = NULL, *body = NULL;
+	char *path = NULL, *body = NULL, why[512], esc[3 * 1024];
+	const cJSON *md;
 	cJSON *doc = NULL, *items, *item;
 	int status, e = -EPROTO;
-	size_t n;
 
-	if (asprintf(&path, "%s%s%s", inf->path, inf->query ? "?" : "",
-		     inf->query ? inf->query : "") < 0)
+	if (asprintf(&path, "%s?%s%slimit=%zu%s%s", inf->path, inf->query ? inf->query : "",
+		     inf->query ? "&" : "", inf->page, *cont ? "&continue=" : "",
+		     *cont ? kube__escape(cont, esc, sizeof(esc)) : "") < 0)
 		return -ENOMEM;
 	status = kube__request(inf->k, "GET", path, NULL, NULL, LIST_TIMEOUT_MS, &body, &err);
 	if (status != 200) {
@@ -186,46 +220,86 @@ static int list(struct informer *inf)
 				  "CustomResourceDefinition installed? (kubectl apply -f crds/)",
 				  inf->name, inf->path);
 		else if (status == 401 || status == 403)
-			log_error(
-				"%s: the agent may not list %s (HTTP %d): check its credentials "
-				"and RBAC rules (manifests/install.yaml, charts/retwatch): %.300s",
-				inf->name, inf->path, status, body ? body : "");
+			log_error("%s: the agent may not list %s (HTTP %d): check its credentials "
+				  "and RBAC rules (manifests/install.yaml, charts/retwatch): %s",
+				  inf->name, inf->path, status,
+				  kube__error_text(body, why, sizeof(why)));
 		else if (status == 429 || status >= 500)
 			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
 				 inf->name, inf->path, status);
+		else if (status == 410)
+			log_info("%s: list %s: the list's snapshot expired between pages, listing "
+				 "again",
+				 inf->name, inf->path);
 		else if (status > 0)
-			log_error("%s: list %s failed: HTTP %d: %.300s", inf->name, inf->path,
-				  status, body ? body : "");
+			log_error("%s: list %s failed: HTTP %d: %s", inf->name, inf->path, status,
+				  kube__error_text(body, why, sizeof(why)));
 		else
 			log_error("%s: list failed: %s", inf->name, err.msg);
 		goto out;
 	}
 	doc = cJSON_Parse(body);
 	items = cJSON_GetObjectItemCaseSensitive(doc, "items");
+	md = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
 	if (!cJSON_IsArray(items) || !object_rv(doc)) {
 		log_error("%s: list %s: the response is not a list", inf->name, inf->path);
 		goto out;
 	}
-	pthread_mutex_lock(&inf->lock);
-	clear(inf);
-	while ((item = cJSON_DetachItemFromArray(items, 0)))
-		put(inf, item);
-	inf->synced = true;
-	inf->c.lists++;
-	inf->version++;
-	set_rv(inf, object_rv(doc));
-	n = inf->n;
-	pthread_mutex_unlock(&inf->lock);
-	log_info("%s: listed %zu objects at resourceVersion %s", inf->name, n, inf->rv);
-	notify(inf);
+	while ((item = cJSON_DetachItemFromArray(items, 0))) {
+		slim(inf, item);
+		cJSON_AddItemToArray(all, item);
+	}
+	snprintf(rv, rv_len, "%s", object_rv(doc));
+	snprintf(next, next_len, "%s",
+		 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "continue")) ?: "");
 	e = 0;
 out:
-	if (e)
-		count_failure(inf);
 	cJSON_Delete(doc);
 	free(body);
 	free(path);
 	return e;
+}
+
+/*
+ * Replaces the cache with a fresh list, read a page of objects at a time:
+ * objects deleted while no watch ran vanish.
+ */
+static int list(struct informer *inf)
+{
+	char cont[1024] = "", rv[RV_LEN] = "";
+	cJSON *all = cJSON_CreateArray(), *item;
+	uint64_t pages = 0;
+	int e = all ? 0 : -ENOMEM;
+	size_t n;
+
+	while (!e) {
+		e = list_page(inf, cont, all, cont, sizeof(cont), rv, sizeof(rv));
+		pages += !e;
+		if (!*cont || inf->stop)
+			break;
+	}
+	pthread_mutex_lock(&inf->lock);
+	inf->c.pages += pages;
+	if (e || inf->stop) {
+		inf->c.failures += e != 0;
+		pthread_mutex_unlock(&inf->lock);
+		cJSON_Delete(all);
+		return e ? e : -ECANCELED;
+	}
+	clear(inf);
+	while ((item = cJSON_DetachItemFromArray(all, 0)))
+		put(inf, item);
+	inf->synced = true;
+	inf->c.lists++;
+	inf->version++;
+	set_rv(inf, rv);
+	n = inf->n;
+	pthread_mutex_unlock(&inf->lock);
+	cJSON_Delete(all);
+	log_info("%s: listed %zu objects at resourceVersion %s in %llu pages", inf->name, n,
+		 inf->rv, (unsigned long long)pages);
+	notify(inf);
+	return 0;
 }
 
 static int status_code(const cJSON *status)
@@ -356,7 +430,8 @@ static void *run(void *arg)
 }
 
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
-				 const char *query, bool spec_changes_only, int notify_fd)
+				 const char *query, bool spec_changes_only, int notify_fd,
+				 size_t page, const char *const *strip)
 {
 	struct informer *inf = calloc(1, sizeof(*inf));
 	int e;
@@ -366,6 +441,8 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 	inf->k = k;
 	inf->notify_fd = notify_fd;
 	inf->spec_changes_only = spec_changes_only;
+	inf->page = page ? page : LIST_PAGE;
+	inf->strip = strip;
 	pthread_mutex_init(&inf->lock, NULL);
 	inf->name = strdup(name);
 	inf->path = strdup(path);
@@ -439,4 +516,93 @@ uint64_t informer__version(struct informer *inf)
 	v = inf->version;
 	pthread_mutex_unlock(&inf->lock);
 	return v;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct informer_view_item *)a)->key,
+		      ((const struct informer_view_item *)b)->key);
+}
+
+static struct informer_view_item *view_find(struct informer_view *v, const char *key)
+{
+	struct informer_view_item want = { .key = (char *)key };
+
+	return v->n ? bsearch(&want, v->items, v->n, sizeof(*v->items), item_cmp) : NULL;
+}
+
+void informer_view__clear(struct informer_view *v)
+{
+	for (size_t i = 0; i < v->n; i++)
+		free(v->items[i].key);
+	free(v->items);
+	cJSON_Delete(v->objs);
+	*v = (struct informer_view){ 0 };
+}
+
+bool informer__sync(struct informer *inf, struct informer_view *v)
+{
+	struct informer_view_item *items;
+	bool *kept;
+	cJSON *objs;
+	uint64_t copies = 0;
+	size_t n = 0;
+
+	pthread_mutex_lock(&inf->lock);
+	if (v->objs && v->version == inf->version) {
+		pthread_mutex_unlock(&inf->lock);
+		return false;
+	}
+	objs = cJSON_CreateArray();
+	items = calloc(inf->n + 1, sizeof(*items));
+	kept = calloc(inf->n + 1, sizeof(*kept));
+	/* first what may fail: keys and copies of the changed objects */
+	for (size_t i = 0; objs && items && kept && i < inf->n; i++, n++) {
+		const struct entry *e = &inf->items[i];
+		struct informer_view_item *old = view_find(v, e->key);
+
+		items[n].stamp = e->stamp;
+		items[n].key = strdup(e->key);
+		kept[n] = old && old->stamp == e->stamp;
+		items[n].obj = kept[n] ? old->obj : cJSON_Duplicate(e->obj, true);
+		copies += !kept[n];
+		if (!items[n].key || !items[n].obj) {
+			n++;
+			goto fail;
+		}
+	}
+	if (!objs || !items || !kept)
+		goto fail;
+	/* then what cannot: v's unchanged copies move over */
+	for (size_t i = 0; i < n; i++) {
+		if (kept[i])
+			cJSON_DetachItemViaPointer(v->objs, items[i].obj);
+		cJSON_AddItemToArray(objs, items[i].obj);
+	}
+	inf->c.copies += copies;
+	v->version = inf->version;
+	pthread_mutex_unlock(&inf->lock);
+	for (size_t i = 0; i < v->n; i++)
+		free(v->items[i].key);
+	free(v->items);
+	cJSON_Delete(v->objs);
+	qsort(items, n, sizeof(*items), item_cmp);
+	v->objs = objs;
+	v->items = items;
+	v->n = n;
+	free(kept);
+	return true;
+fail:
+	/* v stays as it was; the next sync tries again */
+	pthread_mutex_unlock(&inf->lock);
+	for (size_t i = 0; items && i < n; i++) {
+		free(items[i].key);
+		if (!kept[i])
+			cJSON_Delete(items[i].obj);
+	}
+	free(items);
+	free(kept);
+	cJSON_Delete(objs);
+	log_warn("%s: out of memory copying the cache", inf->name);
+	return false;
 }

@@ -26,6 +26,19 @@ struct informer_counters {
 	uint64_t bookmarks;
 	uint64_t gone;	   /* 410 Gone: resourceVersion too old, relisted */
 	uint64_t failures; /* requests that failed (transport or HTTP) */
+	uint64_t pages;	   /* list pages read */
+	uint64_t copies;   /* objects copied into views (informer__sync) */
+};
+
+/*
+ * A reader's own copy of the cache, for use without the lock: objs is an
+ * array of the objects; the rest is informer__sync's.
+ */
+struct informer_view {
+	cJSON *objs;
+	struct informer_view_item *items; /* by key, each pointing into objs */
+	size_t n;
+	uint64_t version;
 };
 
 /*
@@ -34,10 +47,14 @@ struct informer_counters {
  * of the cache writes 1 to the eventfd notify_fd, except, with
  * spec_changes_only, an update that keeps metadata.generation (a write to
  * the status subresource): the cache takes it without a wake-up. name is
- * used in the log.
+ * used in the log. Lists read page objects per request (0: 500). The
+ * cache leaves out metadata.managedFields and each field that strip names,
+ * as "field" or "parent.child" (NULL-terminated; strip may be NULL): what
+ * the agent never reads need not be held, nor copied.
  */
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
-				 const char *query, bool spec_changes_only, int notify_fd);
+				 const char *query, bool spec_changes_only, int notify_fd,
+				 size_t page, const char *const *strip);
 /* Stops the thread and frees the cache; NULL is fine. */
 void informer__stop(struct informer *inf);
 /* True once the first list has been loaded. */
@@ -49,5 +66,13 @@ void informer__foreach(struct informer *inf, informer_fn fn, void *ctx);
 void informer__counters(struct informer *inf, struct informer_counters *ret);
 /* Grows with every change of the cache (status-only ones included). */
 uint64_t informer__version(struct informer *inf);
+/*
+ * Brings v in step with the cache: copies the objects added or changed
+ * since v's last sync, keeps v's copies of the others (a status write to
+ * one object copies that object, not the cache), drops the deleted. Whether
+ * anything changed. On -ENOMEM v is left empty, to be synced again.
+ */
+bool informer__sync(struct informer *inf, struct informer_view *v);
+void informer_view__clear(struct informer_view *v);
 
 #endif

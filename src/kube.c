@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include <cjson/cJSON.h>
 
 #include "kube.h"
 
@@ -436,5 +437,18 @@ const char *kube__escape(const char *s, char *buf, size_t len)
 	}
 	if (len)
 		buf[o] = '\0';
+	return buf;
+}
+
+const char *kube__error_text(const char *body, char *buf, size_t len)
+{
+	cJSON *doc = body ? cJSON_Parse(body) : NULL;
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
+
+	if (cJSON_IsString(msg))
+		snprintf(buf, len, "%s", msg->valuestring);
+	else
+		snprintf(buf, len, "%.300s", body ? body : "");
+	cJSON_Delete(doc);
 	return buf;
 }

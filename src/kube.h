@@ -47,5 +47,11 @@ unsigned long kube__requests(const struct kube *k);
 
 /* Escapes s for a URL query value into buf (truncated to len). */
 const char *kube__escape(const char *s, char *buf, size_t len);
+/*
+ * What an error response says, for a log line: the message of a
+ * Kubernetes Status body (an admission policy's or a validation's words),
+ * else the body's first bytes. Into buf (len > 0); returns buf.
+ */
+const char *kube__error_text(const char *body, char *buf, size_t len);
 
 #endif

@@ -26,6 +26,7 @@ void latency__merge(struct latency *dst, const struct latency *src)
 	dst->calls += src->calls;
 	dst->orphans += src->orphans;
 	dst->lost += src->lost;
+	dst->slow_dropped += src->slow_dropped;
 	dst->sum_ns += src->sum_ns;
 	/* min_ns 0 means "none yet", as in the kernel's per-CPU histograms */
 	if (src->min_ns && (!dst->min_ns || src->min_ns < dst->min_ns))
@@ -290,6 +291,8 @@ void latency__subtract(struct latency *l, const struct latency *base)
 	l->calls -= base->calls < l->calls ? base->calls : l->calls;
 	l->orphans -= base->orphans < l->orphans ? base->orphans : l->orphans;
 	l->lost -= base->lost < l->lost ? base->lost : l->lost;
+	l->slow_dropped -= base->slow_dropped < l->slow_dropped ? base->slow_dropped
+								: l->slow_dropped;
 	l->sum_ns -= base->sum_ns < l->sum_ns ? base->sum_ns : l->sum_ns;
 	for (size_t i = 0; i < RW_HIST_BUCKETS; i++)
 		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i]

@@ -25,6 +25,9 @@ struct latency {
 	/* calls not measured: entered deeper than the tracer's bound on nested
 	 * traced calls (RW_MAX_DEPTH), as in the kernel's struct rw_hist */
 	uint64_t lost;
+	/* slow calls not sent to the ring buffer: over the function's rate
+	 * limit, or the buffer was full (rw_hist.slow_dropped) */
+	uint64_t slow_dropped;
 	uint64_t buckets[RW_HIST_BUCKETS]; /* rw_hist_bucket() of each duration */
 };
 

@@ -455,3 +455,21 @@ void prom_histogram(FILE *f, const char *name, const char *labels, const struct 
 		fprintf(f, "%s_count %" PRIu64 "\n", name, latency__count(l));
 	}
 }
+
+void prom_sample_seconds(FILE *f, const char *name, const char *labels, uint64_t ns)
+{
+	char buf[48];
+
+	if (labels && labels[0])
+		fprintf(f, "%s{%s} %s\n", name, labels, seconds(ns, buf, sizeof(buf)));
+	else
+		fprintf(f, "%s %s\n", name, seconds(ns, buf, sizeof(buf)));
+}
+
+void prom_sample_real(FILE *f, const char *name, const char *labels, double value)
+{
+	if (labels && labels[0])
+		fprintf(f, "%s{%s} %.6g\n", name, labels, value);
+	else
+		fprintf(f, "%s %.6g\n", name, value);
+}

@@ -60,6 +60,10 @@ void prom_family(FILE *f, const char *name, const char *type, const char *help);
 int prom_labels(char *buf, size_t len, const char *const *kv, size_t n);
 /* One sample: name{labels} value; labels may be "" or NULL. */
 void prom_sample(FILE *f, const char *name, const char *labels, uint64_t value);
+/* One sample of ns as seconds, exactly ("0.000004051"). */
+void prom_sample_seconds(FILE *f, const char *name, const char *labels, uint64_t ns);
+/* One sample of a real number (%.6g). */
+void prom_sample_real(FILE *f, const char *name, const char *labels, double value);
 /*
  * The _bucket, _sum and _count samples of l's calls with a duration, in
  * seconds. The buckets' upper bounds are 2^k ns for k = 10 .. 36 (1.024 us

@@ -9,7 +9,7 @@
 /* The per-function families, each written to its own stream: a family's
  * samples must follow each other. */
 struct render {
-	FILE *hist, *calls, *orphans;
+	FILE *hist, *calls, *orphans, *dropped_slow;
 	size_t nseries, dropped, max_series;
 	const struct fprobe *p;
 };
@@ -37,6 +37,8 @@ static void render_series(const char *pod, const char *container, void *ctx)
 			prom_histogram(r->hist, "retwatch_function_duration_seconds", labels, &l);
 		prom_sample(r->calls, "retwatch_function_calls_total", labels, l.calls);
 		prom_sample(r->orphans, "retwatch_function_orphans_total", labels, l.orphans);
+		prom_sample(r->dropped_slow, "retwatch_function_slow_calls_dropped_total", labels,
+			    l.slow_dropped);
 	}
 }
 
@@ -64,6 +66,68 @@ static void render_return_sites(FILE *f, const struct fprobe *probes)
 	}
 }
 
+/* Slow calls the kernel sent that the agent did not log: over a probe's log budget. */
+static void render_unlogged(FILE *f, const struct fprobe *probes)
+{
+	prom_family(f, "retwatch_slow_calls_unlogged_total", "counter",
+		    "Slow calls received but not logged: over the probe's --slow-calls-per-second "
+		    "log lines a second.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		const char *kv[] = { "namespace", p->ns, "probe", p->name };
+		char pl[1024];
+
+		if (!prom_labels(pl, sizeof(pl), kv, 2))
+			prom_sample(f, "retwatch_slow_calls_unlogged_total", pl, p->slow_unlogged);
+	}
+}
+
+/* The probes' calibrated bias and cost, and the overhead guard per function. */
+static void render_guard(FILE *f, const struct metrics_page *mp, const struct fprobe *probes)
+{
+	prom_family(f, "retwatch_probe_bias_seconds", "gauge",
+		    "Part of the entry and RET traps inside a measured duration, calibrated at "
+		    "start; taken out of the durations in reports (not of this histogram).");
+	prom_sample_seconds(f, "retwatch_probe_bias_seconds", NULL, mp->cal ? mp->cal->bias_ns : 0);
+	prom_family(f, "retwatch_probe_call_cost_seconds", "gauge",
+		    "What one traced call costs its thread (both traps and the BPF programs), "
+		    "calibrated at start: the overhead guard's unit.");
+	prom_sample_seconds(f, "retwatch_probe_call_cost_seconds", NULL,
+			    mp->cal ? mp->cal->call_cost_ns : 0);
+	prom_family(f, "retwatch_function_overhead", "gauge",
+		    "Share of one CPU the probes of each function cost its costliest traced "
+		    "process (calls per second x the cost of a traced call), last interval.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const char *kv[] = { "namespace", p->ns,
+					     "probe",	  p->name,
+					     "function",  results__row(p->results, k)->name };
+			struct results_overhead ov;
+			char fl[4096];
+
+			results__overhead(p->results, k, &ov);
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample_real(f, "retwatch_function_overhead", fl, ov.overhead);
+		}
+	}
+	prom_family(f, "retwatch_function_detached_processes", "gauge",
+		    "Processes a function is detached from: its probes cost more than "
+		    "spec.maxOverhead for two intervals in a row.");
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const char *kv[] = { "namespace", p->ns,
+					     "probe",	  p->name,
+					     "function",  results__row(p->results, k)->name };
+			struct results_overhead ov;
+			char fl[4096];
+
+			results__overhead(p->results, k, &ov);
+			if (!prom_labels(fl, sizeof(fl), kv, 3))
+				prom_sample(f, "retwatch_function_detached_processes", fl,
+					    ov.ndetached);
+		}
+	}
+}
+
 static void render_errors(FILE *f, const struct agent_counters *c)
 {
 	char labels[128];
@@ -87,6 +151,22 @@ static void gauge(FILE *f, const char *name, const char *type, const char *help,
 	prom_sample(f, name, NULL, v);
 }
 
+/* The summary writer's work (zero on an agent that never held the Lease). */
+static void render_summaries(FILE *f, const struct summarizer_counters *s)
+{
+	gauge(f, "retwatch_summaries_total", "counter",
+	      "Probe summaries this agent made from the probes' FunctionProbeReports.",
+	      s->summaries);
+	gauge(f, "retwatch_summaries_written_total", "counter",
+	      "Summaries that changed and were written to the FunctionProbe's status.", s->writes);
+	gauge(f, "retwatch_summaries_failed_total", "counter",
+	      "Summaries not written because listing the probe's reports failed.", s->failures);
+	gauge(f, "retwatch_report_pages_listed_total", "counter",
+	      "Pages of FunctionProbeReports listed for summaries.", s->pages);
+	gauge(f, "retwatch_reports_read_total", "counter",
+	      "FunctionProbeReports read for summaries.", s->reports);
+}
+
 static void render_counters(FILE *f, const struct agent_counters *c)
 {
 	render_errors(f, c);
@@ -101,11 +181,19 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	prom_sample(f, "retwatch_orphans_purged_total", "by=\"sweeper\"", c->tracer.swept);
 	gauge(f, "retwatch_lost_events_total", "counter",
 	      "Slow-call events lost because the ring buffer was full.", c->tracer.lost_events);
+	gauge(f, "retwatch_slow_calls_limited_total", "counter",
+	      "Slow calls the kernel did not send: over --slow-calls-per-second for their "
+	      "function and process.",
+	      c->tracer.slow_limited);
 	gauge(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.", c->nprobes);
 	gauge(f, "retwatch_probes_limited", "gauge",
 	      "FunctionProbes with pods on this node not traced: over --max-probes.", c->nlimited);
 	gauge(f, "retwatch_traced_processes", "gauge", "Processes traced, counted once per probe.",
 	      c->ntraces);
+	gauge(f, "retwatch_namespace_share_refusals_total", "counter",
+	      "Attaches refused: the process's functions would pass its namespace's "
+	      "--max-functions-per-namespace.",
+	      c->ns_refused);
 	gauge(f, "retwatch_api_requests_total", "counter", "Requests to the Kubernetes API server.",
 	      c->api_requests);
 	gauge(f, "retwatch_status_patches_total", "counter", "FunctionProbe status patches sent.",
@@ -113,9 +201,10 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	gauge(f, "retwatch_lease_holder", "gauge",
 	      "1 while this agent holds the Lease that makes it write every probe's summary.",
 	      c->leader);
+	render_summaries(f, &c->sum);
 }
 
-/* The per-function families of every probe, into three streams. */
+/* The per-function families of every probe, into four streams. */
 static int render_functions(struct render *r, const struct fprobe *probes, char **buf, size_t *len)
 {
 	int err = 0;
@@ -123,7 +212,8 @@ static int render_functions(struct render *r, const struct fprobe *probes, char 
 	r->hist = open_memstream(&buf[0], &len[0]);
 	r->calls = open_memstream(&buf[1], &len[1]);
 	r->orphans = open_memstream(&buf[2], &len[2]);
-	if (!r->hist || !r->calls || !r->orphans)
+	r->dropped_slow = open_memstream(&buf[3], &len[3]);
+	if (!r->hist || !r->calls || !r->orphans || !r->dropped_slow)
 		err = -1;
 	for (r->p = probes; !err && r->p; r->p = r->p->next)
 		results__foreach_group(r->p->results, render_series, r);
@@ -133,6 +223,8 @@ static int render_functions(struct render *r, const struct fprobe *probes, char 
 		fclose(r->calls);
 	if (r->orphans)
 		fclose(r->orphans);
+	if (r->dropped_slow)
+		fclose(r->dropped_slow);
 	return err;
 }
 
@@ -140,8 +232,8 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 			   const struct agent_counters *c, size_t *ret_len)
 {
 	struct render r = { .max_series = mp->max_series };
-	char *buf[3] = { 0 }, *out = NULL, labels[256];
-	size_t len[3] = { 0 }, out_len = 0;
+	char *buf[4] = { 0 }, *out = NULL, labels[256];
+	size_t len[4] = { 0 }, out_len = 0;
 	FILE *f = NULL;
 
 	if (render_functions(&r, probes, buf, len) || !(f = open_memstream(&out, &out_len)))
@@ -160,8 +252,14 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 	prom_family(f, "retwatch_function_orphans_total", "counter",
 		    "Calls of each probed function that never returned.");
 	append_stream(f, buf[2], len[2]);
-	buf[0] = buf[1] = buf[2] = NULL;
+	prom_family(f, "retwatch_function_slow_calls_dropped_total", "counter",
+		    "Slow calls of each probed function not logged: over --slow-calls-per-second "
+		    "in the kernel, or the ring buffer was full.");
+	append_stream(f, buf[3], len[3]);
+	buf[0] = buf[1] = buf[2] = buf[3] = NULL;
 	render_return_sites(f, probes);
+	render_unlogged(f, probes);
+	render_guard(f, mp, probes);
 	render_counters(f, c);
 	gauge(f, "retwatch_metrics_series", "gauge",
 	      "Per-function series exported (each of the retwatch_function_* families).",
@@ -171,7 +269,7 @@ char *metrics_page__render(struct metrics_page *mp, const struct fprobe *probes,
 	mp->nseries = r.nseries;
 	mp->dropped = r.dropped;
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		free(buf[i]);
 	if (!f || fclose(f)) {
 		free(out);

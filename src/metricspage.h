@@ -11,26 +11,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calibrate.h"
 #include "fprobe.h"
 #include "informer.h"
 #include "publisher.h"
+#include "summarizer.h"
 #include "tracer.h"
 
 /* What both the stats log line and /metrics report. */
 struct agent_counters {
 	struct informer_counters probes, pods;
 	struct publisher_counters pub;
+	struct summarizer_counters sum;
 	struct tracer_counters tracer;
 	int64_t inflight;
 	uint64_t api_requests, attach_failures;
 	size_t nprobes, nlimited, ntraces;
+	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
 	bool leader;
 };
 
 struct metrics_page {
 	const char *version, *attach_mode;
-	size_t max_series;	 /* per-function series; 0: no limit */
-	size_t nseries, dropped; /* of the last rendering */
+	size_t max_series;	       /* per-function series; 0: no limit */
+	size_t nseries, dropped;       /* of the last rendering */
+	const struct calibration *cal; /* the probes' bias and cost; may be NULL */
 };
 
 /* Renders the page (malloc'd, *ret_len bytes), or NULL. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "binary.h"
+#include "calibrate.h"
 #include "latency.h"
 #include "probe.h"
 #include "shlib.h"
@@ -214,6 +215,23 @@ static int check_libraries(const struct probe_spec *s, struct rw_error *err)
 	return 0;
 }
 
+/* spec.maxOverhead: "2%", "0.5%", "0", or a fraction of one CPU as a number. */
+static int parse_max_overhead(const cJSON *v, struct probe_spec *s, struct rw_error *err)
+{
+	s->max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD;
+	if (!v)
+		return 0;
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1) {
+		s->max_overhead = v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v) && !calibrate__parse_overhead(v->valuestring, &s->max_overhead))
+		return 0;
+	return rw_error_set(err, EINVAL,
+			    "spec.maxOverhead must be a share of one CPU per process, such as "
+			    "2%%, 0.5%% or 0 (no limit)");
+}
+
 int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error *err)
 {
 	const cJSON *sel = field(spec, "selector"), *exe = field(spec, "executable");
@@ -248,6 +266,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 	}
 	if (!e)
 		e = parse_durations(spec, ret, err);
+	if (!e)
+		e = parse_max_overhead(field(spec, "maxOverhead"), ret, err);
 	if (e)
 		probe_spec__free(ret);
 	return e;

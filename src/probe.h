@@ -39,6 +39,9 @@ struct probe_spec {
 	uint64_t threshold_ns; /* 0: no slow-call log */
 	uint64_t lifetime_ns;
 	uint64_t interval_ns;
+	/* the overhead guard's budget per function and process, a share of one
+	 * CPU (spec.maxOverhead; default 2%); 0: no guard */
+	double max_overhead;
 };
 
 /* Parses and checks a spec; err says which field is wrong and how. */

@@ -68,13 +68,14 @@ static double elapsed_s(const struct timespec *since)
 static bool send_delete(struct publisher *p, const char *path, long timeout_ms)
 {
 	struct rw_error err = { "" };
-	char *resp = NULL;
+	char *resp = NULL, why[512];
 	int status = kube__request(p->k, "DELETE", path, NULL, NULL, timeout_ms, &resp, &err);
 
 	if (status < 0)
 		log_warn("failed to delete %s: %s", path, err.msg);
 	else if (status / 100 != 2 && status != 404)
-		log_warn("failed to delete %s: HTTP %d: %.300s", path, status, resp ? resp : "");
+		log_warn("failed to delete %s: HTTP %d: %s", path, status,
+			 kube__error_text(resp, why, sizeof(why)));
 	free(resp);
 	return status / 100 == 2 || status == 404;
 }
@@ -84,7 +85,7 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 		       long timeout_ms)
 {
 	struct rw_error err = { "" };
-	char *url = NULL, *resp = NULL, esc[256];
+	char *url = NULL, *resp = NULL, esc[256], why[512];
 	int status;
 
 	if (asprintf(&url, "%s?fieldManager=%s&force=true", path,
@@ -95,8 +96,8 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 	if (status < 0)
 		log_warn("failed to write status %s: %s", path, err.msg);
 	else if (status / 100 != 2)
-		log_warn("failed to write status %s: HTTP %d: %.300s", path, status,
-			 resp ? resp : "");
+		log_warn("failed to write status %s: HTTP %d: %s", path, status,
+			 kube__error_text(resp, why, sizeof(why)));
 	free(resp);
 	free(url);
 	/* 404: the probe is gone; 409 on uid: it was replaced. Neither is retried. */
@@ -228,7 +229,7 @@ static bool lease_free(struct publisher *p, const cJSON *lease)
 static bool try_lease(struct publisher *p)
 {
 	struct rw_error err = { "" };
-	char *resp = NULL, *body = NULL;
+	char *resp = NULL, *body = NULL, why[512];
 	cJSON *lease = NULL;
 	const char *holder;
 	bool leader = false;
@@ -245,8 +246,8 @@ static bool try_lease(struct publisher *p)
 	}
 	if (status != 200) {
 		if (status > 0)
-			log_warn("failed to read Lease %s: HTTP %d: %.300s", p->lease_path, status,
-				 resp ? resp : "");
+			log_warn("failed to read Lease %s: HTTP %d: %s", p->lease_path, status,
+				 kube__error_text(resp, why, sizeof(why)));
 		else
 			log_warn("failed to read Lease %s: %s", p->lease_path, err.msg);
 		goto out;

@@ -3,13 +3,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "results.h"
+
+/* The overhead guard's state of one function of one process. */
+struct guard {
+	uint64_t calls, at_ns; /* at the last check */
+	double rate, overhead; /* over the last interval */
+	double max;	       /* the budget when last checked */
+	unsigned int over;     /* checks in a row over the budget */
+};
 
 /* A live process: its target and the row of each of its functions. */
 struct member {
 	struct tracer_target *target;
 	char *pod, *container;
 	size_t *rows;
+	struct guard *guard; /* per function */
 	struct member *next;
 };
 
@@ -48,6 +58,7 @@ static void member__free(struct member *m)
 	free(m->pod);
 	free(m->container);
 	free(m->rows);
+	free(m->guard);
 	free(m);
 }
 
@@ -120,13 +131,17 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 	struct member *m = calloc(1, sizeof(*m));
 
 	if (!m || !(m->rows = calloc(n + 1, sizeof(*m->rows))) ||
-	    (pod && !(m->pod = strdup(pod))) || (container && !(m->container = strdup(container))))
+	    !(m->guard = calloc(n + 1, sizeof(*m->guard))) || (pod && !(m->pod = strdup(pod))) ||
+	    (container && !(m->container = strdup(container))))
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		m->rows[i] = results__describe(r, tracer_target__func(tt, i)->info);
 		if (m->rows[i] == SIZE_MAX)
 			goto nomem;
 	}
+	/* the guard's first interval starts now */
+	for (size_t i = 0; i < n; i++)
+		m->guard[i].at_ns = clock__mono_ns();
 	m->target = tt;
 	m->next = r->members;
 	r->members = m;
@@ -170,6 +185,18 @@ static struct latency *group_lat(struct group *g, size_t k)
 	return &g->lat[k];
 }
 
+/* A process the row's function was detached on is retired: the row says so still. */
+static void row_detached(struct results_row *row, const struct tracer_target *tt,
+			 const struct guard *g)
+{
+	if (row->detached_retired++)
+		return;
+	row->detached_pid = tracer_target__pid(tt);
+	row->detached_rate = g->rate;
+	row->detached_overhead = g->overhead;
+	row->detached_max = g->max;
+}
+
 void results__retire(struct results *r, struct tracer_target *tt, bool exited)
 {
 	struct member **mp = &r->members, *m;
@@ -190,6 +217,8 @@ void results__retire(struct results *r, struct tracer_target *tt, bool exited)
 		if (tracer_target__read(r->t, tt, i, &l))
 			continue;
 		latency__merge(&r->rows[m->rows[i]].done, &l);
+		if (tracer_target__detached(tt, i))
+			row_detached(&r->rows[m->rows[i]], tt, &m->guard[i]);
 		gl = g ? group_lat(g, m->rows[i]) : NULL;
 		if (gl)
 			latency__merge(gl, &l);
@@ -259,7 +288,9 @@ bool results__find_call(const struct results *r, const struct tracer_event *ev,
 		if (tracer_target__pid(m->target) != ev->pid)
 			continue;
 		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
-			if (tracer_target__func(m->target, i)->fn_id != ev->fn_id)
+			/* a detached function's slot may be another's now */
+			if (tracer_target__func(m->target, i)->fn_id != ev->fn_id ||
+			    tracer_target__detached(m->target, i))
 				continue;
 			ret->function = r->rows[m->rows[i]].name;
 			ret->pod = m->pod;
@@ -300,4 +331,129 @@ void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void
 			group__free(g);
 		}
 	}
+}
+
+/* Function i of m: detached when over max twice in a row, back when max allows. */
+static void guard_one(struct results *r, struct member *m, size_t i, uint64_t now_ns,
+		      uint64_t cost_ns, double max, results_guard_fn fn, void *ctx)
+{
+	struct guard *g = &m->guard[i];
+	struct rw_error err = { "" };
+	struct results_guard ev = {
+		.pid = tracer_target__pid(m->target),
+		.function = r->rows[m->rows[i]].name,
+		.pod = m->pod,
+		.container = m->container,
+		.max = max,
+	};
+	struct latency l;
+
+	if (tracer_target__detached(m->target, i)) {
+		g->max = max;
+		if (max > 0 && g->overhead > max)
+			return;
+		ev.rate = g->rate;
+		ev.overhead = g->overhead;
+		if (tracer_target__reattach(r->t, m->target, i, &err))
+			ev.error = err.msg;
+		ev.detached = tracer_target__detached(m->target, i);
+		if (!ev.detached) {
+			/* the rate starts afresh from the next check */
+			g->at_ns = 0;
+			g->over = 0;
+		}
+		if (fn)
+			fn(&ev, ctx);
+		return;
+	}
+	if (tracer_target__read(r->t, m->target, i, &l))
+		return;
+	if (g->at_ns && now_ns > g->at_ns) {
+		g->rate = (double)(l.calls - (l.calls > g->calls ? g->calls : l.calls)) * 1e9 /
+			  (double)(now_ns - g->at_ns);
+		g->overhead = g->rate * (double)cost_ns / 1e9;
+		g->over = max > 0 && g->overhead > max ? g->over + 1 : 0;
+	}
+	g->calls = l.calls;
+	g->at_ns = now_ns;
+	g->max = max;
+	if (g->over < 2)
+		return;
+	ev.rate = g->rate;
+	ev.overhead = g->overhead;
+	if (tracer_target__detach(r->t, m->target, i, &err)) {
+		ev.error = err.msg;
+		g->over = 0; /* said again after two more intervals over */
+	}
+	ev.detached = tracer_target__detached(m->target, i);
+	if (fn)
+		fn(&ev, ctx);
+}
+
+void results__guard(struct results *r, uint64_t now_ns, uint64_t cost_ns, double max,
+		    results_guard_fn fn, void *ctx)
+{
+	for (struct member *m = r->members; m; m = m->next)
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			guard_one(r, m, i, now_ns, cost_ns, max, fn, ctx);
+}
+
+void results__overhead(const struct results *r, size_t k, struct results_overhead *ret)
+{
+	const struct results_row *row = k < r->nrows ? &r->rows[k] : NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	if (row && row->detached_retired) {
+		ret->ndetached = row->detached_retired;
+		ret->detached_pid = row->detached_pid;
+		ret->detached_rate = row->detached_rate;
+		ret->detached_overhead = row->detached_overhead;
+		ret->max = row->detached_max;
+	}
+	for (const struct member *m = r->members; m; m = m->next) {
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			const struct guard *g = &m->guard[i];
+
+			if (m->rows[i] != k)
+				continue;
+			if (!tracer_target__detached(m->target, i)) {
+				if (g->overhead > ret->overhead) {
+					ret->overhead = g->overhead;
+					ret->rate = g->rate;
+				}
+				continue;
+			}
+			if (ret->ndetached++)
+				continue;
+			ret->detached_pid = tracer_target__pid(m->target);
+			ret->pod = m->pod;
+			ret->container = m->container;
+			ret->detached_rate = g->rate;
+			ret->detached_overhead = g->overhead;
+			ret->max = g->max;
+		}
+	}
+}
+
+int results__read_process(struct results *r, size_t k, pid_t pid, struct latency *ret,
+			  bool *ret_detached)
+{
+	int e = -ENOENT;
+
+	memset(ret, 0, sizeof(*ret));
+	*ret_detached = false;
+	for (struct member *m = r->members; m; m = m->next) {
+		if (tracer_target__pid(m->target) != pid)
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			struct latency l;
+
+			if (m->rows[i] != k || tracer_target__read(r->t, m->target, i, &l))
+				continue;
+			latency__merge(ret, &l);
+			*ret_detached |= tracer_target__detached(m->target, i);
+			e = 0;
+		}
+	}
+	return e;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "binary.h"
 #include "latency.h"
@@ -23,6 +24,11 @@ struct results_row {
 	char *reason;	     /* why entry-only, else NULL */
 	size_t nreturns;     /* RET instructions probed */
 	struct latency done; /* from processes no longer traced */
+	/* processes no longer traced that the overhead guard had detached the
+	 * function on; the first's pid, and rate and cost when detached */
+	size_t detached_retired;
+	pid_t detached_pid;
+	double detached_rate, detached_overhead, detached_max;
 };
 
 /* Whose call a slow-call event is. */
@@ -64,6 +70,51 @@ void results__read(struct results *r, size_t i, const char *pod, const char *con
 /* The call of a slow-call event, when one of r's processes made it. */
 bool results__find_call(const struct results *r, const struct tracer_event *ev,
 			struct results_call *ret);
+
+/*
+ * The overhead guard. The cost probes put on a process: calls per second
+ * times the calibrated cost of one traced call (both traps and the BPF
+ * programs), as a fraction of one CPU, per function and process.
+ */
+struct results_guard {
+	pid_t pid;
+	const char *function;
+	const char *pod, *container; /* NULL without groups */
+	double rate;		     /* calls per second over the last interval */
+	double overhead;	     /* rate x cost, in CPUs */
+	double max;		     /* the budget it was held to (0: none) */
+	bool detached;		     /* now detached (else attached again) */
+	const char *error;	     /* set when detaching or attaching failed */
+};
+
+typedef void (*results_guard_fn)(const struct results_guard *g, void *ctx);
+
+/*
+ * One check, every report interval (now_ns: clock__mono_ns()): each live
+ * process's functions' call rates since the last check times cost_ns. A
+ * function over max (a fraction of one CPU; 0: no guard) at two checks in a
+ * row is detached on its process; a detached one whose cost when detached
+ * is within max (raised since) is attached again. fn hears of each change.
+ */
+void results__guard(struct results *r, uint64_t now_ns, uint64_t cost_ns, double max,
+		    results_guard_fn fn, void *ctx);
+
+/* Row i in the live process pid alone: what it counted, and whether the
+ * guard detached the function there. -ENOENT when pid does not trace it. */
+int results__read_process(struct results *r, size_t i, pid_t pid, struct latency *ret,
+			  bool *ret_detached);
+
+/* The guard's view of row i now, over its live processes. */
+struct results_overhead {
+	double overhead, rate; /* the costliest attached process's, last check */
+	/* processes the function is detached on (or was, until retired) */
+	size_t ndetached;
+	/* the first of those: pid, and rate and cost when detached */
+	pid_t detached_pid;
+	const char *pod, *container;
+	double detached_rate, detached_overhead, max;
+};
+void results__overhead(const struct results *r, size_t i, struct results_overhead *ret);
 
 typedef void (*results_group_fn)(const char *pod, const char *container, void *ctx);
 /* Each group with counts (retired or live), once. */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,6 +109,8 @@ int status_latency__to_json(const struct latency *l, cJSON *obj)
 	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
 	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
 	    (l->lost && !cJSON_AddNumberToObject(obj, "lost", (double)l->lost)) ||
+	    (l->slow_dropped &&
+	     !cJSON_AddNumberToObject(obj, "slowDropped", (double)l->slow_dropped)) ||
 	    add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
 	    add_duration(obj, "p95", latency__percentile(l, 0.95)) ||
 	    add_duration(obj, "p99", latency__percentile(l, 0.99)) ||
@@ -152,6 +155,7 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 	if (!cJSON_IsObject(obj) || count(kobj_get(obj, "calls"), &ret->calls) ||
 	    count(kobj_get(obj, "orphans"), &ret->orphans) ||
 	    count(kobj_get(obj, "lost"), &ret->lost) ||
+	    count(kobj_get(obj, "slowDropped"), &ret->slow_dropped) ||
 	    count(kobj_get(obj, "minNs"), &ret->min_ns) ||
 	    count(kobj_get(obj, "maxNs"), &ret->max_ns) ||
 	    count(kobj_get(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)))
@@ -238,7 +242,9 @@ cJSON *status__function(const char *name, const char *mode, const char *reason, 
 		cJSON_AddStringToObject(f, "mode", mode);
 	if (reason)
 		cJSON_AddStringToObject(f, "reason", reason);
-	cJSON_AddNumberToObject(f, "returnSites", returns);
+	/* unknown (a report without it) is left out, never null */
+	if (isfinite(returns) && returns >= 0)
+		cJSON_AddNumberToObject(f, "returnSites", returns);
 	status_latency__to_json(l, f);
 	return f;
 }
@@ -398,4 +404,101 @@ char *status__apply_body(const struct status_probe *p, cJSON *status)
 	out = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	return out;
+}
+
+/* ---- the probes' bias and the overhead guard ---- */
+
+static void set_duration(cJSON *obj, const char *name, uint64_t ns)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
+	add_duration(obj, name, ns);
+}
+
+void status__take_bias(cJSON *obj, uint64_t bias)
+{
+	static const char *const names[] = { "p50", "p95", "p99", "max" };
+	struct latency l;
+	uint64_t v[4];
+	cJSON *raw;
+
+	if (status_latency__from_json(obj, &l) || !latency__count(&l))
+		return;
+	raw = cJSON_AddObjectToObject(obj, "raw");
+	for (size_t i = 0; raw && i < 4; i++) {
+		const char *s = kobj_str(obj, names[i]);
+
+		if (s)
+			cJSON_AddStringToObject(raw, names[i], s);
+	}
+	v[0] = latency__percentile(&l, 0.50);
+	v[1] = latency__percentile(&l, 0.95);
+	v[2] = latency__percentile(&l, 0.99);
+	v[3] = l.max_ns;
+	for (size_t i = 0; i < 4; i++)
+		set_duration(obj, names[i], calibrate__less(v[i], bias));
+}
+
+void status__add_bias(cJSON *entry, const struct calibration *cal)
+{
+	const cJSON *fn, *pod;
+
+	if (!entry || !cal->bias_ns)
+		return;
+	add_duration(entry, "probeBias", cal->bias_ns);
+	cJSON_AddNumberToObject(entry, "probeBiasNs", (double)cal->bias_ns);
+	cJSON_AddNumberToObject(entry, "callCostNs", (double)cal->call_cost_ns);
+	cJSON_ArrayForEach(fn, cJSON_GetObjectItemCaseSensitive(entry, "functions"))
+	{
+		status__take_bias((cJSON *)fn, cal->bias_ns);
+		cJSON_ArrayForEach(pod, cJSON_GetObjectItemCaseSensitive(fn, "pods"))
+			status__take_bias((cJSON *)pod, cal->bias_ns);
+	}
+}
+
+/* What the guard did to a function, in words the user can act on. */
+static void detached_message(const char *name, const struct results_overhead *ov, char *buf,
+			     size_t len)
+{
+	char where[300] = "";
+
+	if (ov->pod)
+		snprintf(where, sizeof(where), " (pod %s, container %s)", ov->pod,
+			 ov->container ? ov->container : "?");
+	snprintf(buf, len,
+		 "%s detached from %zu process%s, first pid %d%s: %.0f calls/s cost %.2f%% of a "
+		 "CPU, over spec.maxOverhead %.2f%% for two intervals; the probe's other "
+		 "functions are still measured; to measure it again set spec.maxOverhead above "
+		 "%.2f%% (or to 0: no limit)",
+		 name, ov->ndetached, ov->ndetached == 1 ? "" : "es", ov->detached_pid, where,
+		 ov->detached_rate, ov->detached_overhead * 100, ov->max * 100,
+		 ov->detached_overhead * 100);
+}
+
+void status__add_overhead(cJSON *entry, struct results *r)
+{
+	cJSON *fns = cJSON_GetObjectItemCaseSensitive(entry, "functions"), *detached = NULL;
+	size_t k = 0;
+	cJSON *fn;
+
+	if (!entry)
+		return;
+	cJSON_ArrayForEach(fn, fns)
+	{
+		struct results_overhead ov;
+		char msg[1024];
+
+		if (k >= results__nrows(r))
+			break;
+		results__overhead(r, k++, &ov);
+		cJSON_AddNumberToObject(fn, "overhead", ov.overhead);
+		cJSON_AddNumberToObject(fn, "callsPerSecond", ov.rate);
+		if (!ov.ndetached)
+			continue;
+		detached_message(kobj_str(fn, "name") ?: "?", &ov, msg, sizeof(msg));
+		cJSON_AddStringToObject(fn, "detached", msg);
+		if (!detached)
+			detached = cJSON_AddArrayToObject(entry, "detached");
+		if (detached)
+			cJSON_AddItemToArray(detached, cJSON_CreateString(msg));
+	}
 }

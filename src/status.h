@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "calibrate.h"
 #include "errlist.h"
 #include "kobj.h"
 #include "latency.h"
@@ -86,6 +87,26 @@ cJSON *status__function(const char *name, const char *mode, const char *reason, 
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
 			  size_t npods, bool wrote);
+/*
+ * Takes the probes' calibrated bias out of the p50, p95, p99 and max of
+ * each function of entry and of each of its pods (never below zero), the
+ * measured ones kept under "raw"; adds probeBias, probeBiasNs and
+ * callCostNs to entry. minNs, maxNs, sumNs and buckets stay as the kernel
+ * counted them: the summary merges those.
+ */
+void status__add_bias(cJSON *entry, const struct calibration *cal);
+/* obj's p50, p95, p99 and max (of its buckets, minNs and maxNs) less bias;
+ * the measured ones under "raw". */
+void status__take_bias(cJSON *obj, uint64_t bias);
+/*
+ * Adds the overhead guard's view of r to entry's functions (made by
+ * status__node_entry, in r's row order): overhead (a share of one CPU) and
+ * callsPerSecond of the costliest process, and when the guard detached the
+ * function from a process, "detached": what it saw and what to change.
+ * The entry's "detached" lists those messages (for the Attached condition).
+ */
+void status__add_overhead(cJSON *entry, struct results *r);
+
 /* The apply body of node's report of probe p holding entry (taken), stamped
  * with lastUpdate now and the interval the node writes at; malloc'd. */
 char *status__report_body(const struct status_probe *p, const char *node, cJSON *entry,

@@ -61,9 +61,9 @@ static struct request *find(struct summarizer *s, const char *uid)
 
 /* One page of reports into sum; *cont gets the next page's token ("" at the end). */
 static int list_page(struct summarizer *s, const struct request *r, struct summary *sum, char *cont,
-		     size_t cont_len)
+		     size_t cont_len, uint64_t *nreports)
 {
-	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024];
+	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024], why[512];
 	char *path = status__report_path(r->ns, NULL), *url = NULL, *body = NULL;
 	struct rw_error err = { "" };
 	const cJSON *item;
@@ -85,6 +85,7 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 		{
 			if (!e)
 				e = summary__add_report(sum, item);
+			++*nreports;
 		}
 		snprintf(cont, cont_len, "%s",
 			 kobj_str(kobj_get(doc, "metadata"), "continue") ?: "");
@@ -92,8 +93,8 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 		log_warn("summary of %s/%s: failed to list its reports: %s", r->ns, r->name,
 			 err.msg);
 	} else {
-		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %.300s", r->ns,
-			 r->name, status, body ? body : "");
+		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %s", r->ns,
+			 r->name, status, kube__error_text(body, why, sizeof(why)));
 	}
 	cJSON_Delete(doc);
 	free(body);
@@ -107,18 +108,19 @@ static struct summary *gather(struct summarizer *s, const struct request *r)
 {
 	struct summary *sum = summary__new(r->generation);
 	char cont[1024] = "";
-	uint64_t pages = 0;
+	uint64_t pages = 0, reports = 0;
 	int e = sum ? 0 : -ENOMEM;
 
 	do {
 		if (!e)
-			e = list_page(s, r, sum, cont, sizeof(cont));
+			e = list_page(s, r, sum, cont, sizeof(cont), &reports);
 		pages++;
 	} while (!e && *cont);
 	if (!e)
 		e = summary__add_legacy(sum, kobj_get(r->old, "status"));
 	pthread_mutex_lock(&s->lock);
 	s->c.pages += pages;
+	s->c.reports += reports;
 	s->c.failures += e != 0;
 	pthread_mutex_unlock(&s->lock);
 	if (e) {
@@ -202,6 +204,7 @@ static void *run(void *arg)
 			       : NULL;
 		pthread_mutex_lock(&s->lock);
 		s->c.summaries++;
+		s->c.writes += text != NULL;
 		/* the probe may have been forgotten while the lock was free */
 		r = copy.uid ? find(s, copy.uid) : NULL;
 		if (r && text) {

@@ -21,7 +21,9 @@ struct summarizer;
 
 struct summarizer_counters {
 	uint64_t summaries; /* summaries made */
+	uint64_t writes;    /* summaries that changed, handed to the publisher */
 	uint64_t pages;	    /* report pages listed */
+	uint64_t reports;   /* reports read from them */
 	uint64_t failures;  /* lists that failed (no summary written) */
 };
 

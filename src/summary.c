@@ -48,6 +48,12 @@ struct summary {
 	bool attached;
 	char *errors[3]; /* the first few, for the Attached condition */
 	size_t nerrors;
+	/* the smallest probe bias the merged nodes calibrated (0: none): taken
+	 * out of the summary's durations, so that no node's is overdone */
+	uint64_t bias_ns;
+	/* functions the overhead guard detached: the first message, and how many */
+	char *detached;
+	size_t ndetached;
 	char **seen; /* nodes merged, so that a legacy entry is not merged twice */
 	size_t nseen;
 };
@@ -88,6 +94,7 @@ void summary__free(struct summary *s)
 	free(s->fns);
 	for (size_t i = 0; i < s->nerrors; i++)
 		free(s->errors[i]);
+	free(s->detached);
 	for (size_t i = 0; i < s->nseen; i++)
 		free(s->seen[i]);
 	free(s->seen);
@@ -242,6 +249,21 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		    (s->errors[s->nerrors] = strdup(err->valuestring)))
 			s->nerrors++;
 	}
+	{
+		/* written by agents; bounded all the same */
+		int64_t bias = kobj_int(entry, "probeBiasNs", 0);
+
+		if (bias > 0 && bias < (int64_t)NS_PER_S &&
+		    (!s->bias_ns || (uint64_t)bias < s->bias_ns))
+			s->bias_ns = (uint64_t)bias;
+	}
+	cJSON_ArrayForEach(err, kobj_get(entry, "detached"))
+	{
+		if (!cJSON_IsString(err))
+			continue;
+		if (!s->ndetached++)
+			s->detached = strdup(err->valuestring);
+	}
 	cJSON_ArrayForEach(fn, kobj_get(entry, "functions")) merge_fn(s, fn, node);
 	return 0;
 }
@@ -289,7 +311,7 @@ static void add_duration(cJSON *obj, const char *name, uint64_t ns)
 	cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)));
 }
 
-static cJSON *slowest_json(const struct merged *m)
+static cJSON *slowest_json(const struct merged *m, uint64_t bias)
 {
 	cJSON *arr = cJSON_CreateArray();
 
@@ -304,8 +326,8 @@ static cJSON *slowest_json(const struct merged *m)
 		cJSON_AddStringToObject(o, "node", r->node);
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "calls", (double)r->calls);
-		add_duration(o, "p50", r->p50);
-		add_duration(o, "p99", r->p99);
+		add_duration(o, "p50", calibrate__less(r->p50, bias));
+		add_duration(o, "p99", calibrate__less(r->p99, bias));
 	}
 	return arr;
 }
@@ -320,7 +342,7 @@ static int by_revision(const void *a, const void *b)
 	return strcmp(x->revision, y->revision);
 }
 
-static cJSON *revisions_json(struct merged *m)
+static cJSON *revisions_json(struct merged *m, uint64_t bias)
 {
 	cJSON *arr = cJSON_CreateArray();
 	size_t n = 0;
@@ -338,9 +360,9 @@ static cJSON *revisions_json(struct merged *m)
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "pods", (double)r->pods);
 		cJSON_AddNumberToObject(o, "calls", (double)r->l.calls);
-		add_duration(o, "p50", latency__percentile(&r->l, 0.50));
-		add_duration(o, "p95", latency__percentile(&r->l, 0.95));
-		add_duration(o, "p99", latency__percentile(&r->l, 0.99));
+		add_duration(o, "p50", calibrate__less(latency__percentile(&r->l, 0.50), bias));
+		add_duration(o, "p95", calibrate__less(latency__percentile(&r->l, 0.95), bias));
+		add_duration(o, "p99", calibrate__less(latency__percentile(&r->l, 0.99), bias));
 	}
 	return arr;
 }
@@ -360,8 +382,10 @@ static cJSON *summary_json(struct summary *s)
 		cJSON *f = status__function(m->name, m->mode, m->reason, m->returns, &m->l);
 
 		cJSON_AddItemToArray(fns, f);
-		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m));
-		cJSON_AddItemToObject(f, "revisions", revisions_json(m));
+		if (s->bias_ns)
+			status__take_bias(f, s->bias_ns);
+		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, s->bias_ns));
+		cJSON_AddItemToObject(f, "revisions", revisions_json(m, s->bias_ns));
 		calls += m->l.calls;
 		if (latency__count(&m->l) && (!slowest || q > p99)) {
 			slowest = m;
@@ -371,9 +395,12 @@ static cJSON *summary_json(struct summary *s)
 	cJSON_AddNumberToObject(sum, "calls", (double)calls);
 	if (slowest) {
 		cJSON_AddStringToObject(sum, "slowest", slowest->name);
-		add_duration(sum, "p50", latency__percentile(&slowest->l, 0.5));
-		add_duration(sum, "p99", p99);
+		add_duration(sum, "p50",
+			     calibrate__less(latency__percentile(&slowest->l, 0.5), s->bias_ns));
+		add_duration(sum, "p99", calibrate__less(p99, s->bias_ns));
 	}
+	if (s->bias_ns)
+		add_duration(sum, "probeBias", s->bias_ns);
 	cJSON_AddItemToObject(sum, "functions", fns);
 	return sum;
 }
@@ -428,7 +455,15 @@ static void add_condition(struct conds *c, const char *type, bool ok, const char
 
 static void attached_condition(struct conds *c, const char *ns, const struct summary *s)
 {
-	if (s->attached)
+	if (s->attached && s->detached)
+		add_condition(
+			c, "Attached", true, "OverheadLimited",
+			"probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
+			" nodes; %.400s%s (%zu detached in all: kubectl get functionprobereports "
+			"-n %s -o yaml)",
+			s->processes, s->pods, s->nodes, s->detached,
+			strlen(s->detached) > 400 ? "..." : "", s->ndetached, ns);
+	else if (s->attached)
 		add_condition(c, "Attached", true, "Attached",
 			      "probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
 			      " nodes",

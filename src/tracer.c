@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,12 +37,18 @@ struct slot {
 	const struct func_info *info; /* owned by the file's binary */
 	unsigned int users;
 	struct rw_func meta;
+	/* its probes in every process mapping the file; NULL once per_process */
 	struct batch *batch;
+	/* detached from some process while others use it: probes in each of
+	 * those alone, a batch per process (chained by next) */
+	bool per_process;
+	struct batch *pids;
 };
 
 /* Probes attached together: they go when none of their slots is used. */
 struct batch {
 	struct uprobe_links entry, ret;
+	pid_t pid;	   /* its probes trap in this process alone; 0: in every one */
 	unsigned int live; /* slots of this batch with users */
 	struct batch *next;
 };
@@ -66,11 +73,14 @@ struct tracer_target {
 	struct tracer *t;
 	pid_t pid;
 	struct attached_file *file;
+	uint64_t threshold_ns;
 	struct binary_match match;
 	struct tracer_func *funcs;
 	struct slot **slots;
 	uint64_t *swept_orphans; /* purged by userspace, per function */
 	struct latency **base;	 /* a shared histogram's counts when added, per function */
+	/* per function: what it counted before it was detached (NULL: never) */
+	struct latency **kept;
 	size_t nfuncs;
 	struct tracer_target *next;
 };
@@ -83,12 +93,14 @@ struct tracer {
 	struct attached_file *files;
 	struct tracer_target *targets;
 	bool partial;
+	uint32_t slow_calls_per_sec;
 	uint32_t next_fn_id;
 	uint32_t *free_ids;
 	size_t nfree_ids;
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
+	size_t npolled; /* events delivered by this tracer__poll */
 	int ncpus;
 	void *percpu_buf;
 	uint64_t next_sweep_ns; /* tracer__tick's next sweep, on clock__mono_ns */
@@ -110,6 +122,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_RINGBUF_FULL] = "ringbuf_full",
 	[RW_STAT_MORESTACK_READ_FAILED] = "morestack_read_failed",
 	[RW_STAT_FRAMES_INSERT_FAILED] = "frames_insert_failed",
+	[RW_STAT_SLOW_LIMITED] = "slow_limited",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -133,11 +146,13 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
-_Static_assert(sizeof(struct latency) == sizeof(struct rw_hist) &&
+_Static_assert(sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
 		       offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
 		       offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
+		       offsetof(struct latency, slow_dropped) ==
+			       offsetof(struct rw_hist, slow_dropped) &&
 		       offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
-	       "struct latency must mirror struct rw_hist");
+	       "struct latency must mirror struct rw_hist up to its rate limiter's state");
 
 static size_t hist_value_size(void)
 {
@@ -175,6 +190,13 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	return 0;
 }
 
+/* Counts an event consumed; at the budget, stops the poll (libbpf hands on a
+ * negative return, the event consumed, the next ones left in the buffer). */
+static int polled(struct tracer *t)
+{
+	return ++t->npolled >= TRACER_POLL_MAX_EVENTS ? -ECANCELED : 0;
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct tracer *t = ctx;
@@ -184,7 +206,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	struct tracer_event ev;
 
 	if (len < sizeof(*e) || !t->event_fn)
-		return 0;
+		return polled(t);
 	if (n > RW_STACK_DEPTH)
 		n = RW_STACK_DEPTH;
 	/* the RET's own address, then its caller, then the frame-pointer walk */
@@ -207,7 +229,22 @@ static int on_event(void *ctx, void *data, size_t len)
 		.nstack = n,
 	};
 	t->event_fn(&ev, t->event_ctx);
-	return 0;
+	return polled(t);
+}
+
+/*
+ * Each traced function holds a link per program (two descriptors) so that
+ * it can be detached alone: take the hard limit of open files, as far as
+ * it goes, rather than the soft one (often 1024).
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
@@ -220,10 +257,12 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		errno = ENOMEM;
 		return NULL;
 	}
+	raise_nofile();
 	t->ncpus = libbpf_num_possible_cpus();
 	t->next_sweep_ns = clock__mono_ns() + SWEEP_EVERY_NS;
 	t->cache = opts ? opts->cache : NULL;
 	t->partial = opts && opts->partial;
+	t->slow_calls_per_sec = opts ? opts->slow_calls_per_sec : 0;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;
@@ -288,8 +327,15 @@ static void file__free(struct attached_file *f)
 		batch__free(b);
 	}
 	uprobe_links__close(&f->morestack);
-	for (size_t i = 0; i < f->nslots; i++)
+	for (size_t i = 0; i < f->nslots; i++) {
+		while (f->slots[i]->pids) {
+			struct batch *b = f->slots[i]->pids;
+
+			f->slots[i]->pids = b->next;
+			batch__free(b);
+		}
 		free(f->slots[i]);
+	}
 	free(f->slots);
 	binary__put(f->bin);
 	free(f->name);
@@ -309,6 +355,9 @@ static void target__free(struct tracer_target *tt)
 	for (size_t i = 0; tt->base && i < tt->nfuncs; i++)
 		free(tt->base[i]);
 	free(tt->base);
+	for (size_t i = 0; tt->kept && i < tt->nfuncs; i++)
+		free(tt->kept[i]);
+	free(tt->kept);
 	free(tt);
 }
 
@@ -563,11 +612,11 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 			rcookie[nr++] = slots[i]->fn_id;
 		}
 	}
-	e = uprobe_attach(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi, f->path,
-			  eoff, ecookie, ne, err);
+	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
+			      f->path, eoff, ecookie, ne, b->pid ? b->pid : -1, err);
 	if (!e && nr)
-		e = uprobe_attach(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
-				  f->path, roff, rcookie, nr, err);
+		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
+				      f->path, roff, rcookie, nr, b->pid ? b->pid : -1, err);
 	if (e && err) {
 		/* name the file as the user gave it, not our descriptor */
 		char msg[sizeof(err->msg)];
@@ -605,6 +654,7 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	s->address = fi->address;
 	s->info = fi;
 	s->meta.size = fi->size;
+	s->meta.max_events = t->slow_calls_per_sec;
 	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
 		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
 	if (func_uses_go_key(f->bin, fi)) {
@@ -637,9 +687,9 @@ static void file__drop_slots(struct tracer *t, struct attached_file *f, struct s
 	}
 }
 
-/* Makes new slots live, then attaches their probes as one batch. */
-static int file__attach_batch(struct tracer *t, struct attached_file *f, struct slot **slots,
-			      size_t n, struct rw_error *err)
+/* Makes a new slot live, then attaches its probes as a batch of its own. */
+static int file__attach_slot(struct tracer *t, struct attached_file *f, struct slot *s,
+			     struct rw_error *err)
 {
 	struct batch *b = calloc(1, sizeof(*b));
 	int e;
@@ -648,30 +698,149 @@ static int file__attach_batch(struct tracer *t, struct attached_file *f, struct 
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
-	/* Slots are live before the first probe can fire. */
-	for (size_t i = 0; i < n; i++) {
-		slots[i]->meta.flags |= RW_FUNC_ACTIVE;
-		e = slot__write(t, slots[i]);
-		if (e) {
-			rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
-			goto fail;
-		}
+	/* The slot is live before the first probe can fire. */
+	s->meta.flags |= RW_FUNC_ACTIVE;
+	e = slot__write(t, s);
+	if (e) {
+		rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
+		goto fail;
 	}
-	e = batch__attach(t, f, slots, n, b, err);
+	e = batch__attach(t, f, &s, 1, b, err);
 	if (e)
 		goto fail;
-	for (size_t i = 0; i < n; i++)
-		slots[i]->batch = b;
+	s->batch = b;
 	b->next = f->batches;
 	f->batches = b;
-	file__attach_morestack(t, f);
 	return 0;
 fail:
 	batch__free(b);
 	return e;
 }
 
-/* Slots for the matched functions; new ones are attached as one batch. */
+/*
+ * Makes new slots live and attaches their probes: a batch (a link per
+ * program, or a perf-event uprobe per offset) for each function, so that
+ * the overhead guard can take one function's probes out of the file
+ * without touching the others'. All or nothing.
+ */
+static int file__attach_batch(struct tracer *t, struct attached_file *f, struct slot **slots,
+			      size_t n, struct rw_error *err)
+{
+	struct batch **p;
+	size_t i;
+	int e = 0;
+
+	for (i = 0; i < n && !e; i++)
+		e = file__attach_slot(t, f, slots[i], err);
+	if (!e) {
+		file__attach_morestack(t, f);
+		return 0;
+	}
+	/* undo the slots attached before the one that failed */
+	for (size_t k = 0; k + 1 < i; k++) {
+		for (p = &f->batches; *p; p = &(*p)->next) {
+			if (*p == slots[k]->batch) {
+				*p = slots[k]->batch->next;
+				break;
+			}
+		}
+		batch__free(slots[k]->batch);
+		slots[k]->batch = NULL;
+	}
+	return e;
+}
+
+/* ---- probes of one slot in one process (after a detach) ---- */
+
+/* Whether a target of process pid uses slot s. */
+static bool slot_used_in(const struct tracer *t, const struct slot *s, pid_t pid)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		for (size_t k = 0; o->pid == pid && k < o->nfuncs; k++)
+			if (o->slots[k] == s)
+				return true;
+	return false;
+}
+
+/* Attaches slot s's probes in process pid alone, unless they are there. */
+static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
+			    struct rw_error *err)
+{
+	struct batch *b;
+	int e;
+
+	for (b = s->pids; b; b = b->next)
+		if (b->pid == pid)
+			return 0;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	uprobe_links__init(&b->entry);
+	uprobe_links__init(&b->ret);
+	b->pid = pid;
+	e = batch__attach(t, f, &s, 1, b, err);
+	if (e) {
+		batch__free(b);
+		return e;
+	}
+	b->next = s->pids;
+	s->pids = b;
+	return 0;
+}
+
+/* Takes slot s's probes out of process pid. */
+static void slot__drop_pid(struct slot *s, pid_t pid)
+{
+	for (struct batch **p = &s->pids; *p; p = &(*p)->next) {
+		if ((*p)->pid == pid) {
+			struct batch *b = *p;
+
+			*p = b->next;
+			batch__free(b);
+			return;
+		}
+	}
+}
+
+/*
+ * Slot s is to leave process pid while others use it: its probes move from
+ * every process to each of the others alone. They go in before the shared
+ * ones come out, so the others miss no call; one of theirs entering in
+ * between is seen twice, and its first frame is purged as an orphan.
+ */
+static int slot__go_per_process(struct tracer *t, struct attached_file *f, struct slot *s,
+				pid_t pid, struct rw_error *err)
+{
+	struct batch **p;
+	int e;
+
+	if (s->per_process)
+		return 0;
+	for (const struct tracer_target *o = t->targets; o; o = o->next) {
+		for (size_t k = 0; o->pid != pid && k < o->nfuncs; k++) {
+			if (o->slots[k] != s)
+				continue;
+			e = slot__attach_pid(t, f, s, o->pid, err);
+			if (e) {
+				while (s->pids)
+					slot__drop_pid(s, s->pids->pid);
+				return e;
+			}
+		}
+	}
+	for (p = &f->batches; *p; p = &(*p)->next) {
+		if (*p == s->batch) {
+			*p = s->batch->next;
+			break;
+		}
+	}
+	batch__free(s->batch);
+	s->batch = NULL;
+	s->per_process = true;
+	return 0;
+}
+
+/* Slots for the matched functions; new ones are attached. */
 static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
 			  struct rw_error *err)
 {
@@ -700,7 +869,16 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	}
 	if (!e && nfresh)
 		e = file__attach_batch(t, f, fresh, nfresh, err);
+	/* slots detached from some process: probes of their own here */
+	for (size_t i = 0; !e && i < tt->nfuncs; i++)
+		if (tt->slots[i]->per_process)
+			e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
 	if (e) {
+		/* tt is not among the targets yet: what it alone needed goes */
+		for (size_t i = 0; i < tt->nfuncs; i++)
+			if (tt->slots[i] && tt->slots[i]->per_process &&
+			    !slot_used_in(t, tt->slots[i], tt->pid))
+				slot__drop_pid(tt->slots[i], tt->pid);
 		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
@@ -751,7 +929,7 @@ static int procs__set(struct tracer *t, uint32_t tgid, bool on)
  * background: creating many at once (100 functions of a library) can find
  * it empty for a moment (ENOMEM). 0, or -1 with errno set.
  */
-static int hist_create(int fd, const struct rw_hist_key *hk, const void *zero)
+static int hist_insert(int fd, const struct rw_hist_key *hk, const void *zero)
 {
 	for (int tries = 0;; tries++) {
 		if (!bpf_map_update_elem(fd, hk, zero, BPF_NOEXIST))
@@ -762,25 +940,34 @@ static int hist_create(int fd, const struct rw_hist_key *hk, const void *zero)
 	}
 }
 
+/* The kernel's histogram of function i of tt's process. */
+static int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw_error *err)
+{
+	struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
+
+	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
+	if (!hist_insert(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
+		return 0;
+	if (errno != EEXIST)
+		return rw_error_set(err, errno, "failed to create a histogram: %s",
+				    strerror(errno));
+	/* another target counts this function of this process: start from its counts */
+	free(tt->base[i]);
+	tt->base[i] = malloc(sizeof(struct latency));
+	if (!tt->base[i] || read_hist(t, &hk, tt->base[i]))
+		return rw_error_set(err, ENOMEM, "failed to read a histogram");
+	return 0;
+}
+
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
 	__u32 tgid = tt->pid;
 	int e;
 
-	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
-		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
-
-		if (!hist_create(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
-			continue;
-		if (errno != EEXIST)
-			return rw_error_set(err, errno, "failed to create a histogram: %s",
-					    strerror(errno));
-		/* another target counts this function of this process: start from its counts */
-		tt->base[i] = malloc(sizeof(struct latency));
-		if (!tt->base[i] || read_hist(t, &hk, tt->base[i]))
-			return rw_error_set(err, ENOMEM, "failed to read a histogram");
-		memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
+		e = hist__create(t, tt, i, err);
+		if (e)
+			return e;
 	}
 	e = procs__set(t, tgid, true);
 	if (e)
@@ -793,6 +980,14 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err)
 {
+	return tracer__add_bounded(t, pid, path, patterns, npatterns, threshold_ns, SIZE_MAX, err);
+}
+
+struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
+					  const char *const *patterns, size_t npatterns,
+					  uint64_t threshold_ns, size_t max_funcs,
+					  struct rw_error *err)
+{
 	struct tracer_target *tt = calloc(1, sizeof(*tt));
 	int e;
 
@@ -803,6 +998,7 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 	}
 	tt->t = t;
 	tt->pid = pid;
+	tt->threshold_ns = threshold_ns;
 	e = file__open(t, path, &tt->file, err);
 	if (e)
 		goto fail;
@@ -823,12 +1019,19 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				 path, len ? " (did you mean: " : "", hint, len ? ")" : "");
 		goto fail;
 	}
+	if (tt->match.nfuncs > max_funcs) {
+		e = rw_error_set(err, EDQUOT,
+				 "the patterns match %zu functions in %s, more than %zu",
+				 tt->match.nfuncs, path, max_funcs);
+		goto fail;
+	}
 	tt->nfuncs = tt->match.nfuncs;
 	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
 	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
 	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
 	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
-	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->base) {
+	tt->kept = calloc(tt->nfuncs + 1, sizeof(*tt->kept));
+	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->base || !tt->kept) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -879,14 +1082,31 @@ static bool fn_traced_elsewhere(const struct tracer *t, const struct tracer_targ
 	return false;
 }
 
-static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s)
+/* A target of process pid no longer uses slot s (it is out of t->targets,
+ * or its slots[] no longer holds s). */
+static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid)
 {
 	struct rw_func off = { 0 };
 	struct batch **p;
 
+	if (s->per_process && !slot_used_in(t, s, pid))
+		slot__drop_pid(s, pid);
 	if (--s->users)
 		return;
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
+	if (s->per_process) {
+		while (s->pids)
+			slot__drop_pid(s, s->pids->pid);
+		for (size_t k = 0; k < f->nslots; k++) {
+			if (f->slots[k] == s) {
+				f->slots[k] = f->slots[--f->nslots];
+				break;
+			}
+		}
+		slot_id__release(t, s->fn_id);
+		free(s);
+		return;
+	}
 	if (s->batch && --s->batch->live == 0) {
 		for (p = &f->batches; *p; p = &(*p)->next) {
 			if (*p == s->batch) {
@@ -935,11 +1155,113 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 			continue;
 		if (!fn_traced_elsewhere(t, tt, tt->funcs[i].fn_id))
 			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
-		slot__unuse(t, tt->file, tt->slots[i]);
+		slot__unuse(t, tt->file, tt->slots[i], tt->pid);
 	}
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);
+}
+
+/* ---- one function of one process detached, and back (the overhead guard) ---- */
+
+int tracer_target__detach(struct tracer *t, struct tracer_target *tt, size_t i,
+			  struct rw_error *err)
+{
+	struct rw_hist_key hk;
+	struct latency now;
+	struct slot *s;
+
+	if (i >= tt->nfuncs)
+		return rw_error_set(err, EINVAL, "no function %zu", i);
+	s = tt->slots[i];
+	if (!s)
+		return 0;
+	/* another target of this process (another probe) measures it too */
+	tt->slots[i] = NULL;
+	if (slot_used_in(t, s, tt->pid)) {
+		tt->slots[i] = s;
+		return rw_error_set(err, EBUSY, "another probe measures %s in this process",
+				    s->info->name);
+	}
+	/*
+	 * A uprobe attached for every process traps in each that maps the file:
+	 * with other traced processes of the file using the slot, its probes
+	 * move to each of those alone, and leave this one.
+	 */
+	if (s->users > 1) {
+		int e = slot__go_per_process(t, tt->file, s, tt->pid, err);
+
+		if (e) {
+			tt->slots[i] = s;
+			return e;
+		}
+	}
+	/* alone in its batch: its probes go with its last user */
+	slot__unuse(t, tt->file, s, tt->pid);
+	/* s may be freed: its id and histogram key stay ours until the next slot */
+	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
+	if (read_hist(t, &hk, &now))
+		memset(&now, 0, sizeof(now));
+	else if (tt->base[i])
+		latency__subtract(&now, tt->base[i]);
+	if (!fn_traced_elsewhere(t, tt, hk.fn_id))
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
+	free(tt->base[i]);
+	tt->base[i] = NULL;
+	if (!tt->kept[i])
+		tt->kept[i] = calloc(1, sizeof(*tt->kept[i]));
+	if (tt->kept[i])
+		latency__merge(tt->kept[i], &now);
+	return 0;
+}
+
+int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i,
+			    struct rw_error *err)
+{
+	const struct func_info *fi;
+	struct slot *s;
+	int e;
+
+	if (i >= tt->nfuncs)
+		return rw_error_set(err, EINVAL, "no function %zu", i);
+	if (tt->slots[i])
+		return 0;
+	fi = tt->funcs[i].info;
+	s = file__find_slot(tt->file, fi->address);
+	if (!s) {
+		e = file__new_slot(t, tt->file, fi, &s, err);
+		if (e)
+			return e;
+		s->meta.threshold_ns = tt->threshold_ns;
+		e = file__attach_batch(t, tt->file, &s, 1, err);
+		if (e) {
+			file__drop_slots(t, tt->file, &s, 1);
+			return e;
+		}
+	} else {
+		/* probes of their own for this process, where the slot has left it */
+		if (s->per_process) {
+			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
+			if (e)
+				return e;
+		}
+		/* a slot of a live batch, probes attached: active again */
+		s->meta.flags |= RW_FUNC_ACTIVE;
+		if (tt->threshold_ns &&
+		    (!s->meta.threshold_ns || tt->threshold_ns < s->meta.threshold_ns))
+			s->meta.threshold_ns = tt->threshold_ns;
+		slot__write(t, s);
+	}
+	if (s->users++ == 0 && s->batch)
+		s->batch->live++;
+	tt->slots[i] = s;
+	tt->funcs[i].fn_id = s->fn_id;
+	return hist__create(t, tt, i, err);
+}
+
+bool tracer_target__detached(const struct tracer_target *tt, size_t i)
+{
+	return i < tt->nfuncs && !tt->slots[i];
 }
 
 pid_t tracer_target__pid(const struct tracer_target *tt)
@@ -970,12 +1292,18 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 
 	if (i >= tt->nfuncs)
 		return -EINVAL;
-	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
-	e = read_hist(t, &hk, ret);
-	if (e)
-		return e;
-	if (tt->base[i])
-		latency__subtract(ret, tt->base[i]);
+	if (!tt->slots[i]) { /* detached */
+		memset(ret, 0, sizeof(*ret));
+	} else {
+		hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
+		e = read_hist(t, &hk, ret);
+		if (e)
+			return e;
+		if (tt->base[i])
+			latency__subtract(ret, tt->base[i]);
+	}
+	if (tt->kept[i])
+		latency__merge(ret, tt->kept[i]);
 	ret->orphans += tt->swept_orphans[i];
 	return 0;
 }
@@ -998,7 +1326,13 @@ void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx)
 
 int tracer__poll(struct tracer *t, int timeout_ms)
 {
-	return ring_buffer__poll(t->rb, timeout_ms);
+	int e;
+
+	t->npolled = 0;
+	e = ring_buffer__poll(t->rb, timeout_ms);
+	if (e == -ECANCELED && t->npolled >= TRACER_POLL_MAX_EVENTS)
+		return (int)t->npolled;
+	return e;
 }
 
 int tracer__fd(const struct tracer *t)
@@ -1198,6 +1532,7 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 	ret->purged = stats[RW_STAT_ORPHANS_PURGED] + stats[RW_STAT_GOID_CHANGED];
 	ret->swept = t->swept;
 	ret->lost_events = stats[RW_STAT_RINGBUF_FULL];
+	ret->slow_limited = stats[RW_STAT_SLOW_LIMITED];
 	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
 		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
 							       .n = stats[s] };

@@ -32,7 +32,16 @@ struct tracer_opts {
 	/* tracer__add leaves out patterns that match nothing (listed by
 	 * tracer_target__unmatched) instead of failing, unless none matches */
 	bool partial;
+	/* slow-call events sent a second per function and process, on each
+	 * CPU; the kernel counts the rest in struct latency.slow_dropped. 0: no
+	 * limit */
+	uint32_t slow_calls_per_sec;
 };
+
+/* Slow-call events the default limit lets through a second (tracer_opts). */
+#define TRACER_SLOW_CALLS_PER_SEC 100
+/* tracer__poll delivers at most this many events a call: a flood waits for the next. */
+#define TRACER_POLL_MAX_EVENTS 1024
 
 /* One traced function of a target. */
 struct tracer_func {
@@ -76,6 +85,15 @@ const char *tracer__attach_mode(const struct tracer *t);
 struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err);
+/*
+ * As tracer__add, but fails with -EDQUOT, before attaching anything, when
+ * the patterns match more than max_funcs functions (the caller's budget;
+ * the message says how many matched).
+ */
+struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
+					  const char *const *patterns, size_t npatterns,
+					  uint64_t threshold_ns, size_t max_funcs,
+					  struct rw_error *err);
 /* Stops counting pid's calls and detaches probes no other target needs; NULL is fine. */
 void tracer__remove(struct tracer *t, struct tracer_target *target);
 
@@ -93,8 +111,28 @@ const struct binary_unmatched *tracer_target__unmatched(const struct tracer_targ
 int tracer_target__read(struct tracer *t, const struct tracer_target *target, size_t i,
 			struct latency *ret);
 
+/*
+ * Stops probing function i in target's process, keeping what it counted
+ * (tracer_target__read goes on returning it). Each function's probes are
+ * links of their own, attached for every process mapping the file (the
+ * kernel places a uprobe's breakpoint in each): when no other traced
+ * process uses the function they are removed; when others do, they are
+ * attached again for each of those alone (a pid-filtered link: the kernel
+ * places those breakpoints in that process only), then removed, so this
+ * process no longer traps either way and the others miss no call. -EBUSY
+ * when another target of the same process (another probe) uses it. 0, or
+ * -errno with a message.
+ */
+int tracer_target__detach(struct tracer *t, struct tracer_target *target, size_t i,
+			  struct rw_error *err);
+/* Probes function i again after tracer_target__detach; its counts carry on. */
+int tracer_target__reattach(struct tracer *t, struct tracer_target *target, size_t i,
+			    struct rw_error *err);
+bool tracer_target__detached(const struct tracer_target *target, size_t i);
+
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
-/* Delivers slow-call events; returns how many, or -errno (-EINTR on a signal). */
+/* Delivers slow-call events, at most TRACER_POLL_MAX_EVENTS (the rest stay
+ * readable); returns how many, or -errno (-EINTR on a signal). */
 int tracer__poll(struct tracer *t, int timeout_ms);
 /* Readable when tracer__poll has events to deliver: for a caller's own poll(). */
 int tracer__fd(const struct tracer *t);
@@ -146,6 +184,8 @@ struct tracer_counters {
 	/* in-flight calls the sweeper dropped: tracer__tick, tracer__reap */
 	uint64_t swept;
 	uint64_t lost_events; /* slow-call events dropped: the ring buffer was full */
+	/* slow-call events not sent: over tracer_opts.slow_calls_per_sec */
+	uint64_t slow_limited;
 	/* every counter of the BPF programs by name, for debugging */
 	struct tracer_count all[TRACER_MAX_COUNTS];
 	size_t nall;

@@ -38,6 +38,7 @@ struct failure {
 
 struct traceset {
 	struct traceset_env *env;
+	struct traceset *next_in_env; /* env->all */
 	struct results *results;
 	char *ns, *name;
 	struct trace *traces;
@@ -59,6 +60,8 @@ struct traceset *traceset__new(struct traceset_env *env, struct results *r, cons
 		traceset__free(ts, NULL);
 		return NULL;
 	}
+	ts->next_in_env = env->all;
+	env->all = ts;
 	return ts;
 }
 
@@ -136,6 +139,12 @@ void traceset__free(struct traceset *ts, const char *why)
 {
 	if (!ts)
 		return;
+	for (struct traceset **p = &ts->env->all; *p; p = &(*p)->next_in_env) {
+		if (*p == ts) {
+			*p = ts->next_in_env;
+			break;
+		}
+	}
 	retire(ts, true, why);
 	failures_drop(ts, true);
 	free(ts->ns);
@@ -170,6 +179,44 @@ size_t traceset__count(const struct traceset *ts)
 	for (const struct trace *t = ts->traces; t; t = t->next)
 		n++;
 	return n;
+}
+
+size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns)
+{
+	size_t n = 0;
+
+	for (const struct traceset *ts = env->all; ts; ts = ts->next_in_env) {
+		if (strcmp(ts->ns, ns))
+			continue;
+		for (const struct trace *t = ts->traces; t; t = t->next)
+			n += tracer_target__nfuncs(t->target);
+	}
+	return n;
+}
+
+/* What this namespace may still trace: its share less what it traces (SIZE_MAX: no share). */
+static size_t ns_room(const struct traceset *ts)
+{
+	size_t used;
+
+	if (!ts->env->max_ns_funcs)
+		return SIZE_MAX;
+	used = traceset__ns_funcs(ts->env, ts->ns);
+	return used < ts->env->max_ns_funcs ? ts->env->max_ns_funcs - used : 0;
+}
+
+/* Says which share a refused process passed, and what sets it. */
+static void ns_refused(struct traceset *ts, struct rw_error *err)
+{
+	char why[sizeof(err->msg)];
+
+	snprintf(why, sizeof(why), "%s", err->msg);
+	ts->env->ns_refused++;
+	rw_error_set(err, EDQUOT,
+		     "not traced: the probes of namespace %s may trace %zu functions on this node, "
+		     "each counted once per process (--max-functions-per-namespace, the chart's "
+		     "maxFunctionsPerNamespace), and trace %zu; %s: trace fewer functions or pods",
+		     ts->ns, ts->env->max_ns_funcs, traceset__ns_funcs(ts->env, ts->ns), why);
 }
 
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
@@ -447,6 +494,8 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	const char **pats;
 	struct failure *f;
 	size_t npats;
+	bool refused;
+	int e;
 	int real;
 
 	if (t) {
@@ -474,17 +523,21 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	else
 		snprintf(path, sizeof(path), "/proc/%d/exe", pp->proc.pid);
 	pats = exe_patterns(spec, &npats);
-	tt = pats ? tracer__add(ts->env->tracer, pp->proc.pid, path, pats, npats,
-				spec->threshold_ns, &err)
+	tt = pats ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
+					spec->threshold_ns, ns_room(ts), &err)
 		  : NULL;
+	e = errno;
+	refused = !tt && e == EDQUOT;
 	if (!pats)
 		rw_error_set(&err, ENOMEM, "out of memory");
-	else if (!tt && errno == ENOENT)
+	else if (!tt && e == ENOENT)
 		library_hints(ts, pp->proc.pid, pats, npats, &err);
 	free(pats);
 	if (real >= 0)
 		close(real);
 	if (!tt) {
+		if (refused)
+			ns_refused(ts, &err);
 		/* the tracer names the file by the path it opened, not the container's */
 		replace_path(err.msg, sizeof(err.msg), path, pp->exe);
 		attach_failed(ts, pp, f, key, &err, errs);

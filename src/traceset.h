@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "calibrate.h"
 #include "errlist.h"
 #include "nodeprocs.h"
 #include "placement.h"
@@ -21,12 +22,26 @@
 #include "symbolize.h"
 #include "tracer.h"
 
+struct traceset;
+
 /* What every probe's set shares. */
 struct traceset_env {
 	struct tracer *tracer;
 	struct nodeprocs *procs;
 	struct symbolizer *sym;
 	uint64_t attach_failures; /* over every probe */
+	/*
+	 * The fair share of the node's BPF resources: the (process, function)
+	 * pairs the probes of one namespace trace at once, each a histogram
+	 * slot and at most a function slot; 0: no limit. A process whose
+	 * functions would pass it is not traced, with an error.
+	 */
+	size_t max_ns_funcs;
+	size_t ns_refused;    /* processes refused so, over every probe */
+	struct traceset *all; /* every probe's set, for the namespaces' counts */
+	/* the probes' bias and a traced call's cost, calibrated at start (all
+	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
+	struct calibration cal;
 };
 
 /* A traced process, as the status lists it. */
@@ -34,8 +49,6 @@ struct traced {
 	const char *pod, *container, *cid, *exe;
 	pid_t pid;
 };
-
-struct traceset;
 
 /* ns and name: the probe's, for the log. NULL on ENOMEM. */
 struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
@@ -52,6 +65,8 @@ void traceset__end(struct traceset *ts, const char *why);
 void traceset__retire_all(struct traceset *ts, const char *why);
 
 size_t traceset__count(const struct traceset *ts);
+/* The (process, function) pairs the sets of namespace ns trace now. */
+size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx);
 

@@ -43,9 +43,10 @@ static const char *cause(int e)
 }
 
 static int link_create_multi(int prog_fd, const char *path, const uint64_t *offsets,
-			     const uint64_t *cookies, size_t n)
+			     const uint64_t *cookies, size_t n, pid_t pid)
 {
 	struct link_create_uprobe_multi attr = {
+		.pid = pid > 0 ? (uint32_t)pid : 0,
 		.prog_fd = prog_fd,
 		.attach_type = UPROBE_MULTI_ATTACH_TYPE,
 		.path = (uintptr_t)path,
@@ -61,7 +62,7 @@ static int link_create_multi(int prog_fd, const char *path, const uint64_t *offs
 bool uprobe_multi_supported(int prog_fd)
 {
 	uint64_t offset = 0, cookie = 0;
-	int fd = link_create_multi(prog_fd, "/", &offset, &cookie, 1);
+	int fd = link_create_multi(prog_fd, "/", &offset, &cookie, 1, -1);
 
 	/* "/" is no regular file: a kernel that knows the link type says so */
 	if (fd >= 0)
@@ -105,7 +106,7 @@ static int uprobe_pmu_type(void)
 	return type >= 0 ? type : -EINVAL;
 }
 
-static int perf_uprobe_open(int type, const char *path, uint64_t offset)
+static int perf_uprobe_open(int type, const char *path, uint64_t offset, pid_t pid)
 {
 	struct perf_event_attr attr = {
 		.size = sizeof(attr),
@@ -113,13 +114,15 @@ static int perf_uprobe_open(int type, const char *path, uint64_t offset)
 		.config1 = (uintptr_t)path,
 		.config2 = offset,
 	};
-	int fd = syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+	/* a process: its threads, on any CPU; else every process, on CPU 0 */
+	int fd = syscall(__NR_perf_event_open, &attr, pid > 0 ? pid : -1, pid > 0 ? -1 : 0, -1,
+			 PERF_FLAG_FD_CLOEXEC);
 
 	return fd < 0 ? -errno : fd;
 }
 
 static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
-		       const uint64_t *offsets, const uint64_t *cookies, size_t n,
+		       const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
 		       struct rw_error *err)
 {
 	int type = uprobe_pmu_type();
@@ -132,7 +135,7 @@ static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
 		return rw_error_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event.bpf_cookie = cookies[i]);
-		int pfd = perf_uprobe_open(type, path, offsets[i]), lfd;
+		int pfd = perf_uprobe_open(type, path, offsets[i], pid), lfd;
 
 		if (pfd < 0)
 			return rw_error_set(err, -pfd,
@@ -156,13 +159,20 @@ static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
 int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
 		  const uint64_t *offsets, const uint64_t *cookies, size_t n, struct rw_error *err)
 {
+	return uprobe_attach_pid(l, prog_fd, multi, path, offsets, cookies, n, -1, err);
+}
+
+int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		      const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
+		      struct rw_error *err)
+{
 	int e;
 
 	uprobe_links__close(l);
 	if (!n)
 		return 0;
 	if (multi) {
-		e = link_create_multi(prog_fd, path, offsets, cookies, n);
+		e = link_create_multi(prog_fd, path, offsets, cookies, n, pid);
 		if (e < 0)
 			return rw_error_set(err, -e,
 					    "failed to attach %zu uprobes in %s (uprobe_multi): %s",
@@ -171,7 +181,7 @@ int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *p
 		l->n = n;
 		return 0;
 	}
-	e = attach_perf(l, prog_fd, path, offsets, cookies, n, err);
+	e = attach_perf(l, prog_fd, path, offsets, cookies, n, pid, err);
 	if (e)
 		uprobe_links__close(l);
 	return e;

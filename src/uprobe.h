@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rwerr.h"
 
@@ -34,6 +35,15 @@ void uprobe_links__close(struct uprobe_links *l);
  */
 int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
 		  const uint64_t *offsets, const uint64_t *cookies, size_t n, struct rw_error *err);
+
+/*
+ * The same, in process pid only (-1: every process mapping path). The
+ * kernel places the breakpoints in that process's memory alone, so no
+ * other process running the file traps on them.
+ */
+int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		      const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
+		      struct rw_error *err);
 
 /* Whether the kernel takes uprobe_multi links for a program loaded for them. */
 bool uprobe_multi_supported(int prog_fd);

@@ -27,6 +27,7 @@
 #define DEFAULT_MAX_PROBES 100
 #define DEFAULT_MAX_SERIES 5000
 #define DEFAULT_REPORT_WRITES 50
+#define DEFAULT_MAX_NS_FUNCS 2048
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -46,7 +47,9 @@ static void usage(FILE *f)
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
-		"                      [--layer-root DIR...]\n"
+		"                      [--slow-calls-per-second N]\n"
+		"                      [--max-functions-per-namespace N] [--layer-root DIR...]\n"
+		"                      [--list-page-size N]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -77,14 +80,27 @@ static void usage(FILE *f)
 		"                         second across the cluster: nodes write less often\n"
 		"                         than spec.reportInterval when many report (default\n"
 		"                         50; 0: no limit; read from the summary writer)\n"
+		"  --slow-calls-per-second N\n"
+		"                         the kernel sends at most N slow calls a second per\n"
+		"                         function and process on each CPU, and the agent logs\n"
+		"                         at most N a second per probe; the rest are counted\n"
+		"                         (default %d; 0: no limit)\n"
+		"  --max-functions-per-namespace N\n"
+		"                         the probes of one namespace trace at most N functions\n"
+		"                         on this node, each counted once per process; a process\n"
+		"                         past it is not traced, with an error (default %d;\n"
+		"                         0: no limit)\n"
 		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
 		"                         default: the overlayfs snapshot directories of\n"
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
+		"  --list-page-size N     list FunctionProbes and pods N objects per request\n"
+		"                         (default 500)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
 		"\n"
-		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n");
+		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n",
+		TRACER_SLOW_CALLS_PER_SEC, DEFAULT_MAX_NS_FUNCS);
 }
 
 /* A count for a limit: digits only, 0 meaning none. */
@@ -118,7 +134,7 @@ struct cli {
 static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
-	size_t writes;
+	size_t writes, n;
 
 	switch (c) {
 	case 'k': cli->kubeconfig = optarg; break;
@@ -161,6 +177,21 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->ao.report_writes = (double)writes;
 		break;
+	case 's':
+		if (parse_count(optarg, &n) || n > UINT32_MAX) {
+			fprintf(stderr, "retwatch-agent: --slow-calls-per-second must be a number "
+					"(0: no limit)\n");
+			return 2;
+		}
+		cli->ao.slow_calls_per_sec = (uint32_t)n;
+		break;
+	case 'F':
+		if (parse_count(optarg, &cli->ao.max_ns_funcs)) {
+			fprintf(stderr, "retwatch-agent: --max-functions-per-namespace must be a "
+					"number (0: no limit)\n");
+			return 2;
+		}
+		break;
 	case 'R':
 		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
 			fprintf(stderr,
@@ -170,6 +201,13 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		cli->layer_roots[cli->nlayer_roots++] = optarg;
+		break;
+	case 'G':
+		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
+			fprintf(stderr,
+				"retwatch-agent: --list-page-size must be a number above 0\n");
+			return 2;
+		}
 		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
@@ -192,7 +230,10 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
+		{ "slow-calls-per-second", required_argument, NULL, 's' },
+		{ "max-functions-per-namespace", required_argument, NULL, 'F' },
 		{ "layer-root", required_argument, NULL, 'R' },
+		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -208,6 +249,9 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.max_probes = DEFAULT_MAX_PROBES,
 			.max_series = DEFAULT_MAX_SERIES,
 			.report_writes = DEFAULT_REPORT_WRITES,
+			.list_page = 500,
+			.slow_calls_per_sec = TRACER_SLOW_CALLS_PER_SEC,
+			.max_ns_funcs = DEFAULT_MAX_NS_FUNCS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 	};

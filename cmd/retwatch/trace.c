@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 #include <cjson/cJSON.h>
 
+#include "calibrate.h"
 #include "clock.h"
 #include "cmd.h"
 #include "latency.h"
@@ -51,6 +52,8 @@ struct trace_run {
 	size_t nprocs, nlive;
 	bool json;
 	uint64_t slow_calls;
+	struct calibration cal;
+	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
 };
 
 /* The command line. */
@@ -59,8 +62,11 @@ struct trace_args {
 	size_t npids;
 	double duration, interval;
 	uint64_t threshold_ns;
+	uint32_t slow_per_sec;
 	enum tracer_attach_mode attach_mode;
 	bool json;
+	bool raw;	     /* durations as measured, the probes' bias left in */
+	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
 	size_t npatterns;
 	const char **exe_patterns; /* those without a library part */
@@ -71,7 +77,9 @@ static void trace_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: retwatch trace --pid PID [--pid PID...] [--duration SECONDS]\n"
-		"                      [--threshold DURATION] [--interval SECONDS] [--json] PATTERN...\n"
+		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
+		"                      [--interval SECONDS] [--json] [--raw]\n"
+		"                      [--max-overhead BUDGET] [--attach MODE] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -82,11 +90,23 @@ static void trace_usage(FILE *f)
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
+		"  --slow-calls-per-second N\n"
+		"                        print at most N slow calls a second per function and\n"
+		"                        process on each CPU; the rest are counted (default %d;\n"
+		"                        0: no limit)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
 		"  --json                print one JSON object at the end\n"
+		"  --max-overhead BUDGET detach a function from a process when its probes\n"
+		"                        cost more than BUDGET of one CPU there (calls/s x\n"
+		"                        the calibrated cost of a traced call) at two checks\n"
+		"                        in a row (every --interval, else every second):\n"
+		"                        2%% (default), 0.5%%, 0 (never)\n"
+		"  --raw                 durations as measured, with the part of the probes'\n"
+		"                        own cost that falls inside them (by default it is\n"
+		"                        calibrated at start and taken out)\n"
 		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
 		"                        file) or perf_event (one uprobe per offset)\n",
-		MAX_PIDS);
+		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC);
 }
 
 static void on_slow_call(const struct tracer_event *ev, void *ctx)
@@ -126,7 +146,14 @@ static struct latency *collect(struct trace_run *r)
 #define NAME_MIN_WIDTH 40
 #define NAME_MAX_WIDTH 80
 
-static void print_row(const struct results_row *w, const struct latency *l, int width)
+/* A duration as shown: less the calibrated bias of the probes, never below zero. */
+static uint64_t shown(const struct trace_run *r, uint64_t ns)
+{
+	return calibrate__less(ns, r->bias_ns);
+}
+
+static void print_row(const struct trace_run *r, const struct results_row *w,
+		      const struct latency *l, int width)
 {
 	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
 	bool timed = !(w->reason && w->mode == FUNC_MODE_ENTRY_ONLY);
@@ -137,10 +164,13 @@ static void print_row(const struct results_row *w, const struct latency *l, int 
 	else
 		printf("%-*s", width, w->name);
 	printf(" %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", l->calls,
-	       timed ? latency__format_ns(latency__percentile(l, 0.50), p50, sizeof(p50)) : "-",
-	       timed ? latency__format_ns(latency__percentile(l, 0.95), p95, sizeof(p95)) : "-",
-	       timed ? latency__format_ns(latency__percentile(l, 0.99), p99, sizeof(p99)) : "-",
-	       timed ? latency__format_ns(l->max_ns, max, sizeof(max)) : "-", l->orphans);
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.50)), p50, sizeof(p50))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.95)), p95, sizeof(p95))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.99)), p99, sizeof(p99))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, l->max_ns), max, sizeof(max)) : "-", l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
@@ -164,10 +194,23 @@ static void print_table(struct trace_run *r, bool final)
 	printf("%-*s %10s %10s %10s %10s %10s %8s\n", width, "FUNCTION", "CALLS", "P50", "P95",
 	       "P99", "MAX", "ORPHANS");
 	for (size_t i = 0; i < results__nrows(r->results); i++)
-		print_row(results__row(r->results, i), &now[i], width);
+		print_row(r, results__row(r->results, i), &now[i], width);
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
+		if (now[i].slow_dropped)
+			printf("\n%s: %" PRIu64 " slow calls not printed: over the rate limit"
+			       " (--slow-calls-per-second) or the ring buffer was full\n",
+			       w->name, now[i].slow_dropped);
+		struct results_overhead ov;
+
+		results__overhead(r->results, i, &ov);
+		if (ov.ndetached)
+			printf("\n%s: detached from %zu process%s (first %d: %.0f calls/s cost %.2f%% "
+			       "of a CPU, over --max-overhead %.2f%%); counts until then\n",
+			       w->name, ov.ndetached, ov.ndetached == 1 ? "" : "es",
+			       ov.detached_pid, ov.detached_rate, ov.detached_overhead * 100,
+			       ov.max * 100);
 		if (now[i].lost)
 			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
 			       " already in flight on their goroutine or thread\n",
@@ -194,21 +237,57 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
-static cJSON *json_row(const struct results_row *w, const struct latency *l)
+/* Row i in each process still traced: pid, calls, detached by the guard. */
+static cJSON *json_processes(const struct trace_run *r, size_t i)
 {
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t p = 0; p < r->nprocs; p++) {
+		struct latency l;
+		bool detached;
+		cJSON *o;
+
+		if (!r->procs[p].target ||
+		    results__read_process(r->results, i, r->procs[p].pid, &l, &detached))
+			continue;
+		o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "pid", r->procs[p].pid);
+		cJSON_AddItemToObject(o, "calls", json_u64(l.calls));
+		cJSON_AddBoolToObject(o, "detached", detached);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency *l)
+{
+	const struct results_row *w = results__row(r->results, i);
 	bool durations = w->mode != FUNC_MODE_ENTRY_ONLY;
 	cJSON *o = cJSON_CreateObject();
+	struct results_overhead ov;
 
+	results__overhead(r->results, i, &ov);
+	/* of one CPU, the costliest process's at the last check */
+	cJSON_AddNumberToObject(o, "overhead", ov.overhead);
+	cJSON_AddNumberToObject(o, "detached", (double)ov.ndetached);
+	cJSON_AddItemToObject(o, "processes", json_processes(r, i));
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
 	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
-	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? l->min_ns : 0));
-	cJSON_AddItemToObject(o, "p50_ns", json_u64(durations ? latency__percentile(l, 0.50) : 0));
-	cJSON_AddItemToObject(o, "p95_ns", json_u64(durations ? latency__percentile(l, 0.95) : 0));
-	cJSON_AddItemToObject(o, "p99_ns", json_u64(durations ? latency__percentile(l, 0.99) : 0));
-	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? l->max_ns : 0));
+	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? shown(r, l->min_ns) : 0));
+	cJSON_AddItemToObject(o, "p50_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.50)) : 0));
+	cJSON_AddItemToObject(o, "p95_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.95)) : 0));
+	cJSON_AddItemToObject(o, "p99_ns",
+			      json_u64(durations ? shown(r, latency__percentile(l, 0.99)) : 0));
+	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? shown(r, l->max_ns) : 0));
+	/* as measured, whatever --raw says: nothing is hidden */
+	cJSON_AddItemToObject(o, "raw_p50_ns",
+			      json_u64(durations ? latency__percentile(l, 0.50) : 0));
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
 	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
+	cJSON_AddItemToObject(o, "slow_dropped", json_u64(l->slow_dropped));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));
 	cJSON_AddItemToObject(o, "reason",
 			      w->reason && !durations ? cJSON_CreateString(w->reason)
@@ -216,18 +295,24 @@ static cJSON *json_row(const struct results_row *w, const struct latency *l)
 	return o;
 }
 
-static void print_json(struct trace_run *r, uint64_t lost)
+static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
 	struct latency *now = collect(r);
 	char *text;
 
 	for (size_t i = 0; now && i < results__nrows(r->results); i++)
-		cJSON_AddItemToArray(funcs, json_row(results__row(r->results, i), &now[i]));
+		cJSON_AddItemToArray(funcs, json_row(r, i, &now[i]));
 	free(now);
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
-	cJSON_AddItemToObject(root, "lost_events", json_u64(lost));
+	cJSON_AddItemToObject(root, "lost_events", json_u64(c->lost_events));
+	cJSON_AddItemToObject(root, "slow_limited", json_u64(c->slow_limited));
+	cJSON_AddItemToObject(root, "probe_bias_ns", json_u64(r->cal.bias_ns));
+	cJSON_AddItemToObject(root, "probe_bias_lo_ns", json_u64(r->cal.bias_lo_ns));
+	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
+	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
+	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
 	if (text)
@@ -433,7 +518,33 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 			return -EINVAL;
 		}
 		return 0;
+	case 's': {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || *end || !*arg || arg[0] == '-' || v > UINT32_MAX) {
+			fprintf(stderr,
+				"retwatch: invalid --slow-calls-per-second '%s': give a number "
+				"(0: no limit)\n",
+				arg);
+			return -EINVAL;
+		}
+		a->slow_per_sec = (uint32_t)v;
+		return 0;
+	}
 	case 'j': a->json = true; return 0;
+	case 'r': a->raw = true; return 0;
+	case 'o':
+		if (calibrate__parse_overhead(arg, &a->max_overhead)) {
+			fprintf(stderr,
+				"retwatch: invalid --max-overhead '%s': give a share of one CPU "
+				"such as 2%%, 0.5%% or 0 (no limit)\n",
+				arg);
+			return -EINVAL;
+		}
+		return 0;
 	case 'a':
 		if (tracer_attach_mode__parse(arg, &a->attach_mode)) {
 			fprintf(stderr,
@@ -455,14 +566,17 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "threshold", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
+		{ "slow-calls-per-second", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "raw", no_argument, NULL, 'r' },
+		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:ja:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:t:i:s:jro:a:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -493,9 +607,34 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	return 0;
 }
 
+/* How much of a measured duration is the probes' own: taken out unless --raw. */
+static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
+{
+	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
+	struct rw_error err = {};
+
+	if (calibrate__run(r->t, &r->cal, &err)) {
+		fprintf(stderr,
+			"retwatch: warning: cannot calibrate the probes' bias and cost (durations "
+			"are shown as measured, --max-overhead is off): %s\n",
+			err.msg);
+		return;
+	}
+	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
+	fprintf(stderr,
+		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; durations "
+		"shown %s\n",
+		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
+		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
+		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),
+		latency__format_ns(r->cal.call_cost_ns, cost, sizeof(cost)),
+		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
+}
+
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
-	struct tracer_opts topts = { .attach_mode = args->attach_mode };
+	struct tracer_opts topts = { .attach_mode = args->attach_mode,
+				     .slow_calls_per_sec = args->slow_per_sec };
 	struct rw_error err = {};
 
 	r->json = args->json;
@@ -505,6 +644,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return -1;
 	}
+	calibrate_probes(r, args);
 	r->sym = symbolizer__new(r->cache);
 	r->results = results__new(r->t);
 	if (!r->results) {
@@ -522,12 +662,38 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	return 0;
 }
 
+/* How a function over its budget or back within it is told. */
+static void on_guard(const struct results_guard *g, void *ctx)
+{
+	const struct trace_args *args = ctx;
+
+	if (g->error)
+		fprintf(stderr,
+			"retwatch: %s in process %d costs %.2f%% of a CPU (%.0f calls/s), over "
+			"--max-overhead %.2f%%, but cannot be detached: %s\n",
+			g->function, g->pid, g->overhead * 100, g->rate, args->max_overhead * 100,
+			g->error);
+	else if (g->detached)
+		fprintf(stderr,
+			"retwatch: %s detached from process %d: %.0f calls/s cost %.2f%% of a CPU, "
+			"over --max-overhead %.2f%% for two intervals; its counts stop here, the "
+			"other functions are still measured (--max-overhead %.0f%% or 0 would keep "
+			"it)\n",
+			g->function, g->pid, g->rate, g->overhead * 100, args->max_overhead * 100,
+			g->overhead * 200 > 1 ? g->overhead * 200 : 1);
+	else
+		fprintf(stderr, "retwatch: %s attached again to process %d\n", g->function, g->pid);
+}
+
 /* Until the duration ends, a signal, or every process exited. */
 static void trace_loop(struct trace_run *r, const struct trace_args *args)
 {
 	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
 	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
 	uint64_t next_libs = start + LIBS_EVERY_NS;
+	/* the guard looks every --interval, else every second */
+	uint64_t guard_ns = args->interval ? interval_ns : NS_PER_S;
+	uint64_t next_guard = start + guard_ns;
 
 	while (!exiting && r->nlive) {
 		uint64_t now;
@@ -548,6 +714,12 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 					update_libs(r, &r->procs[p], false);
 			next_libs = now + LIBS_EVERY_NS;
 		}
+		if (now >= next_guard) {
+			if (args->max_overhead > 0)
+				results__guard(r->results, now, r->cal.call_cost_ns,
+					       args->max_overhead, on_guard, (void *)args);
+			next_guard = now + guard_ns;
+		}
 		if (now >= next_report) {
 			if (!r->json)
 				print_table(r, false);
@@ -560,12 +732,14 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_counters c;
 
-	/* slow calls still in the ring buffer, then the processes that just exited */
-	tracer__poll(r->t, 0);
+	/* slow calls still in the ring buffer (a bounded number of rounds: the
+	 * tracees still run), then the processes that just exited */
+	for (int round = 0; round < 16 && tracer__poll(r->t, 0) >= TRACER_POLL_MAX_EVENTS; round++)
+		;
 	check_exits(r);
 	tracer__counters(r->t, &c);
 	if (r->json) {
-		print_json(r, c.lost_events);
+		print_json(r, &c);
 	} else {
 		print_table(r, true);
 		if (r->slow_calls || args->threshold_ns)
@@ -574,6 +748,9 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 		if (c.lost_events)
 			printf("%" PRIu64 " slow-call events lost (ring buffer full)\n",
 			       c.lost_events);
+		if (c.slow_limited)
+			printf("%" PRIu64 " slow calls not printed: over --slow-calls-per-second\n",
+			       c.slow_limited);
 	}
 	if (getenv("RETWATCH_DEBUG"))
 		for (size_t s = 0; s < c.nall; s++)
@@ -584,7 +761,8 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 int cmd_trace(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct trace_args args = {};
+	struct trace_args args = { .slow_per_sec = TRACER_SLOW_CALLS_PER_SEC,
+				   .max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD };
 	struct trace_run r = {};
 	int ret = parse_args(argc, argv, &args);
 

@@ -175,6 +175,15 @@ class ControlPlane:
             raise ValueError(f"no kubeconfig for user {user!r}")
         return path
 
+    def add_token_user(self, user, token):
+        """Writes a kubeconfig for user, who authenticates with token (for
+        example a pod-bound service-account token); kubeconfig(user) names it."""
+        with open(self._path(f"kubeconfig-{user}"), "w") as f:
+            f.write(_kubeconfig_yaml(self.url, user,
+                                     {"certificate-authority-data": _b64(self.ca_file)},
+                                     {"token": token}))
+        return self.kubeconfig(user)
+
     def kubectl(self, *args, user="admin", input=None, check=True, timeout=60):
         """Run kubectl as user; return the CompletedProcess (text, output captured)."""
         argv = [os.path.join(self.bindir, "kubectl"), "--kubeconfig", self.kubeconfig(user), *args]

@@ -629,3 +629,141 @@ def test_many_reporting_nodes_stretch_the_interval(cluster, make_pod):
         wait_for("node-a's report at the stretched interval",
                  lambda: (cluster.node_entry(ns, "wide", "node-a") or {})
                  .get("reportInterval") == "4.000s", timeout=12)
+
+
+def pod_token(cluster, node):
+    """A token of the agent's ServiceAccount bound to a pod on node, as the
+    kubelet mounts one into the DaemonSet's pod: it names the node."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"agent-{node}", "namespace": "retwatch"},
+           "spec": {"nodeName": node, "serviceAccountName": "retwatch-agent",
+                    "containers": [{"name": "agent", "image": "retwatch-agent"}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    token = cluster.kubectl("create", "token", "retwatch-agent", "-n", "retwatch",
+                            "--bound-object-kind", "Pod", "--bound-object-name",
+                            f"agent-{node}").stdout.strip()
+    review = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}})).stdout)
+    assert review["status"]["user"]["extra"]["authentication.kubernetes.io/node-name"] == [node]
+    return token
+
+
+def test_an_agent_writes_only_its_own_nodes_reports(cluster, make_pod):
+    """The chart's admission policy: the node a pod's token names is the only
+    node whose reports it may create, change or delete."""
+    ns = cluster.namespace()
+    for node in ("vap-a", "vap-b"):
+        cluster.cp.add_token_user(f"pod-{node}", pod_token(cluster, node))
+    make_pod(ns, "web-a", {"app": "web"}, "vap-a")
+    make_pod(ns, "web-b", {"app": "web"}, "vap-b")
+    # vap-b's agent runs with vap-a's token: a compromised node posing as another
+    with cluster.agent("vap-a", user="pod-vap-a") as a, \
+            cluster.agent("vap-b", user="pod-vap-a") as b:
+        cluster.apply_probe(ns, "own", spec())
+        wait_for("vap-a's calls", lambda: has_calls(cluster, ns, "own", "vap-a"), timeout=8)
+        try:
+            refused = wait_for("vap-b's write refused",
+                               lambda: b.find(msg_has="may write only its own node"), timeout=8)[0]
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nvap-b's agent log:\n{b.tail()}") from None
+        assert "vap-a" in refused["msg"] and "vap-b" in refused["msg"], refused
+        assert cluster.node_entry(ns, "own", "vap-b") is None
+        assert b.get("/healthz") == (200, "ok\n")
+        assert a.find(msg_has="may write only its own node") == []
+
+    # another node's existing report can be neither changed nor deleted
+    mine = cluster.reports(ns, "own")
+    assert [r["node"] for r in mine] == ["vap-a"]
+    forged = json.loads(json.dumps(mine[0]))
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        forged["metadata"].pop(k, None)
+    forged["metadata"]["name"] = "own.vap-c.forged"
+    forged["metadata"]["labels"]["retwatch.io/node"] = "vap-c"
+    forged["node"] = "vap-c"
+    cluster.kubectl("create", "-f", "-", input=json.dumps(forged))
+    for user in ("pod-vap-a", "pod-vap-b"):
+        res = cluster.kubectl("delete", "fpreport", "own.vap-c.forged", "-n", ns, user=user,
+                              check=False)
+        assert res.returncode != 0 and "may change or delete only its own node" in res.stderr, \
+            res.stderr
+        res = cluster.kubectl("label", "fpreport", "own.vap-c.forged", "-n", ns, "x=y",
+                              user=user, check=False)
+        assert res.returncode != 0 and "its own node" in res.stderr, res.stderr
+    # and vap-a's token still deletes vap-a's own report
+    cluster.kubectl("delete", "fpreport", mine[0]["metadata"]["name"], "-n", ns, user="pod-vap-a")
+
+
+def stats(agent):
+    """The agent's counters, from the log line SIGUSR1 makes it write."""
+    before = len(agent.find(event="stats"))
+    os.kill(agent.proc.pid, signal.SIGUSR1)
+    return wait_for("the stats line", lambda: agent.find(event="stats", count=before + 1),
+                    timeout=5)[-1]
+
+
+def test_lists_come_in_pages_and_a_change_copies_one_probe(cluster):
+    """FunctionProbes are listed a page at a time, and a change to one probe
+    that is not a spec change (an annotation, a status write) copies that
+    probe into the agent's view, not every probe it knows."""
+    ns = cluster.namespace()
+    items = [{"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+              "metadata": {"name": f"p{i}", "namespace": ns},
+              "spec": spec(selector={"matchLabels": {"app": "none"}}, reportInterval="60s")}
+             for i in range(40)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": items}))
+    every = len(cluster.kubectl("get", "fprobe", "-A", "-o", "name").stdout.split())
+    with cluster.agent("node-pages", extra=("--list-page-size", "5")) as agent:
+        listed = agent.find(msg_has="functionprobes: listed")[0]["msg"]
+        assert f"listed {every} objects" in listed and \
+            listed.endswith(f"in {(every + 4) // 5} pages"), listed
+        # the summary writer's first status write to each probe is done
+        wait_for("every probe's first summary", lambda: all(
+            p.get("status", {}).get("conditions") for p in json.loads(cluster.kubectl(
+                "get", "fprobe", "-n", ns, "-o", "json").stdout)["items"]), timeout=40)
+        time.sleep(2)
+        before = stats(agent)["cache_copies"]
+        for k in range(10):
+            cluster.kubectl("annotate", "fprobe", "p0", "-n", ns, f"step={k}", "--overwrite")
+        wait_for("the last annotation in the agent's view",
+                 lambda: stats(agent)["cache_copies"] >= before + 1, timeout=5)
+        time.sleep(2)
+        copies = stats(agent)["cache_copies"] - before
+        # each annotation copies p0 once (or less, when two come between
+        # turns); copying the whole cache would be every probe (40 or more)
+        assert 1 <= copies <= 15, (copies, every)
+
+
+def test_a_process_that_execs_the_service_is_probed(cluster, make_pod):
+    """An entrypoint script that ends by exec'ing the service, as many images
+    do: the process the agent first sees runs a shell, the same process then
+    runs the service."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "exec-1", {"app": "web"}, "node-a",
+                   containers={"app": ["/bin/sh", "-c", "sleep 3; exec /app/podapp"]})
+    pid = pod.containers["app"].pid
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "ex", spec())
+        attached_log(agent, pid, timeout=15)
+        entry = wait_for("calls of the service", lambda: has_calls(cluster, ns, "ex", "node-a"),
+                         timeout=10)
+        assert [p for item in entry["pods"] for p in item["processes"]] == [pid]
+
+
+def test_a_probe_selects_only_its_own_namespaces_pods(cluster, make_pod):
+    """Two namespaces whose pods carry the same labels: a probe in one never
+    reaches the other's."""
+    mine, theirs = cluster.namespace(), cluster.namespace()
+    pod = make_pod(mine, "web-1", {"app": "web"}, "node-a")
+    other = make_pod(theirs, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(mine, "own", spec())
+        attached_log(agent, pod.containers["app"].pid, timeout=5)
+        entry = wait_for("calls", lambda: has_calls(cluster, mine, "own", "node-a"), timeout=6)
+        assert [p for item in entry["pods"] for p in item["processes"]] == \
+            [pod.containers["app"].pid]
+        assert agent.find(msg_has=f"attached to process {other.containers['app'].pid}:") == []
+        assert cluster.reports(theirs) == []

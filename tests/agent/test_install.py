@@ -80,7 +80,12 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert sorted(objects) == [
         ("ClusterRole", "retwatch-agent"), ("ClusterRoleBinding", "retwatch-agent"),
         ("DaemonSet", "retwatch-agent"), ("Role", "retwatch-agent-lease"),
-        ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent")]
+        ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
+        ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+    policy = objects["ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]
+    assert "system:serviceaccount:retwatch:retwatch-agent" in \
+        policy["matchConditions"][0]["expression"]
     pod, c = agent_container(objects)
     assert pod["hostPID"] is True
     assert pod["serviceAccountName"] == "retwatch-agent"
@@ -91,7 +96,9 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
         "RollingUpdate"
     assert c["image"] == "retwatch-agent:0.1.0"
     assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
-                         "--report-writes-per-second=50", "--metrics-address=:9431", "--metrics-max-series=5000"]
+                         "--report-writes-per-second=50", "--slow-calls-per-second=100",
+                         "--max-functions-per-namespace=2048", "--metrics-address=:9431",
+                         "--metrics-max-series=5000"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
     assert c["ports"] == [{"name": "metrics", "containerPort": 9431, "protocol": "TCP"}]
@@ -113,12 +120,16 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
 def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "metrics.enabled=false,logLevel=debug,maxProbesPerNode=0",
                      "--set", "reportWritesPerSecond=0",
+                     "--set", "slowCallsPerSecond=0,maxFunctionsPerNamespace=64",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
-                     "--set", "podAnnotations.team=perf")
+                     "--set", "podAnnotations.team=perf",
+                     "--set", "reportAdmissionPolicy=false")
+    assert not any(kind.startswith("ValidatingAdmission") for kind, _ in objects)
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
-                         "--report-writes-per-second=0", "--metrics-address=none", "--extra"]
+                         "--report-writes-per-second=0", "--slow-calls-per-second=0",
+                         "--max-functions-per-namespace=64", "--metrics-address=none", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
     assert "ports" not in c and "livenessProbe" not in c and "readinessProbe" not in c
@@ -140,7 +151,13 @@ def test_values_change_the_daemonset(helm):
 
     objects = render(helm, "--set", "serviceAccount.create=false,serviceAccount.name=mine",
                      "--set", "rbac.create=false")
-    assert sorted(objects) == [("DaemonSet", "retwatch-agent")]
+    assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
+                               ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
+                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+    # the admission policy follows the ServiceAccount the agent runs as
+    assert "system:serviceaccount:retwatch:mine" in objects[
+        "ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]["matchConditions"][0][
+        "expression"]
     assert agent_container(objects)[0]["serviceAccountName"] == "mine"
 
 
@@ -150,6 +167,8 @@ def test_values_change_the_daemonset(helm):
     (["--set", "metrics.port=70000"], "at '/metrics/port': maximum"),
     (["--set", "metrics.port=0"], "at '/metrics/port': minimum"),
     (["--set", "maxProbesPerNode=-1"], "at '/maxProbesPerNode': minimum"),
+    (["--set", "slowCallsPerSecond=-1"], "at '/slowCallsPerSecond': minimum"),
+    (["--set", "maxFunctionsPerNamespace=-1"], "at '/maxFunctionsPerNamespace': minimum"),
     (["--set", "metrics.maxSeries=-5"], "at '/metrics/maxSeries': minimum"),
     (["--set-string", "perfEventUprobes=yes"], "at '/perfEventUprobes': got string, want boolean"),
     (["--set-string", "maxProbesPerNode=ten"], "at '/maxProbesPerNode': got string, want integer"),
@@ -309,7 +328,7 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     objects = objects_of(helm, "second", ns, kubeconfig)
     assert sorted(kind for kind, _, _ in objects) == [
         "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
-        "ServiceAccount"]
+        "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert all(name.startswith("second-retwatch-agent") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
     sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
@@ -344,7 +363,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 6
+        assert len(objects) == 8
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)

@@ -98,6 +98,17 @@ def test_metrics_match_the_status_and_pass_promtool(cluster, make_pod, tmp_path)
         assert value(text, "retwatch_metrics_series") == len(FUNCS)
         assert value(text, "retwatch_metrics_series_dropped") == 0
 
+        # the only agent holds the Lease and writes the summary from the report
+        wait_for("the summary", lambda: cluster.status(ns, "m").get("summary", {}).get("calls"),
+                 timeout=30)
+        text = agent.get("/metrics")[1]
+        assert value(text, "retwatch_lease_holder") == 1
+        assert value(text, "retwatch_summaries_written_total") >= 1
+        assert value(text, "retwatch_summaries_total") >= value(text, "retwatch_summaries_written_total")
+        assert value(text, "retwatch_reports_read_total") >= 1
+        assert value(text, "retwatch_report_pages_listed_total") >= 1
+        assert value(text, "retwatch_summaries_failed_total") == 0
+
         lint = subprocess.run(["promtool", "check", "metrics"], input=text,
                               capture_output=True, text=True)
         assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -21,8 +21,8 @@
  *       never) and "tick_dropped" (what that tick returned).
  *
  * The JSON report: {"counters": {"unmeasured": {NAME: N}, "purged": N,
- * "swept": N, "lost_events": N, "all": {NAME: N}}, "ticks": (sum of tracer__tick's
- * returns before the report), "inflight": N, "functions": {NAME: {"calls":
+ * "swept": N, "lost_events": N, "slow_limited": N, "all": {NAME: N}}, "ticks":
+ * (sum of tracer__tick's returns before the report), "inflight": N, "functions": {NAME: {"calls":
  * N, "orphans": N}}, ...}
  */
 #include <errno.h>
@@ -66,8 +66,9 @@ static int print_report(struct tracer *t, struct tracer_target *tt, int64_t tick
 	}
 	printf("{\"counters\":{");
 	print_counts("unmeasured", c.unmeasured, c.nunmeasured);
-	printf(",\"purged\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"lost_events\":%" PRIu64 ",",
-	       c.purged, c.swept, c.lost_events);
+	printf(",\"purged\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"lost_events\":%" PRIu64
+	       ",\"slow_limited\":%" PRIu64 ",",
+	       c.purged, c.swept, c.lost_events, c.slow_limited);
 	print_counts("all", c.all, c.nall);
 	printf("},\"ticks\":%" PRId64 ",\"inflight\":%" PRId64 ",\"functions\":{", ticks,
 	       tracer__inflight(t));

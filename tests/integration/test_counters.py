@@ -34,7 +34,7 @@ GOID_160 = [t for t in tracing.tracees() if t.kind == "go" and t.variant == "def
 ALL = {
     "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
-    "morestack_read_failed", "frames_insert_failed",
+    "morestack_read_failed", "frames_insert_failed", "slow_limited",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {
@@ -170,6 +170,7 @@ def check_consistent(rep):
         assert n == c["all"][name], f"unmeasured {name} {n} != {c['all'][name]}\n{rep}"
     assert c["purged"] == c["all"]["orphans_purged"] + c["all"]["goid_changed"], rep
     assert c["lost_events"] == c["all"]["ringbuf_full"], rep
+    assert c["slow_limited"] == c["all"]["slow_limited"], rep
 
 
 def test_counters_of_a_recursion_across_stack_growth(driver):

@@ -461,7 +461,7 @@ def check_schema(doc):
 
     errors = []
     for key, ok in (("functions", lambda x: isinstance(x, list)), ("slow_calls", is_int),
-                    ("lost_events", is_int)):
+                    ("lost_events", is_int), ("slow_limited", is_int)):
         if key not in doc or not ok(doc[key]):
             errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
     for f in doc.get("functions", []):
@@ -476,6 +476,7 @@ def check_schema(doc):
             "max_ns": is_int,
             "orphans": is_int,
             "lost": is_int,
+            "slow_dropped": is_int,
             "reason": lambda x: x is None or isinstance(x, str),
         }
         for key, ok in checks.items():

@@ -187,6 +187,28 @@ TEST(binary_globs_limit_and_suggestions)
 	return ok;
 }
 
+/* A name shared by several functions (C++ overloads) is bounded by the limit as a glob is. */
+TEST(binary_exact_name_limit)
+{
+	const char *path = test__fixture("cpp/shop"), *pat[] = { "shop::Cart::total" };
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct binary *b;
+	bool ok;
+
+	b = binary__open(NULL, path, &err);
+	if (!CHECK(b, "failed to open %s: %s", path, err.msg))
+		return false;
+	ok = ASSERT_EQ(binary__match(b, pat, 1, 1, &m, &err), -E2BIG) &&
+	     ASSERT_STRCONTAINS(err.msg, "name 'shop::Cart::total' matches 2 functions, more than "
+					 "the limit of 1");
+	binary_match__clear(&m);
+	ok = ok && ASSERT_OK(binary__match(b, pat, 1, 2, &m, &err)) && ASSERT_EQ(m.nfuncs, 2);
+	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
 static bool open_fails(const char *path, const char *want)
 {
 	struct rw_error err = {};

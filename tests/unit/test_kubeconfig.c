@@ -7,9 +7,11 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kube.h"
 #include "kubeconfig.h"
 #include "test.h"
 
@@ -538,5 +540,26 @@ TEST(kubeconfig_in_cluster)
 	     ASSERT_FALSE(c.server);
 	test__rm_tree(sa);
 	kube_creds__free(NULL);
+	return ok;
+}
+
+/* What an error response says in the log: a Status's message, else the body's start. */
+TEST(kube_error_text)
+{
+	char buf[64], big[1000];
+	bool ok = true;
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	ok = ok && ASSERT_STREQ(kube__error_text("{\"kind\":\"Status\",\"message\":\"node "
+						 "\\\"b\\\" is not yours\"}",
+						 buf, sizeof(buf)),
+				"node \"b\" is not yours");
+	ok = ok && ASSERT_STREQ(kube__error_text("<html>bad gateway</html>", buf, sizeof(buf)),
+				"<html>bad gateway</html>");
+	ok = ok &&
+	     ASSERT_STREQ(kube__error_text("{\"message\":7}", buf, sizeof(buf)), "{\"message\":7}");
+	ok = ok && ASSERT_STREQ(kube__error_text(NULL, buf, sizeof(buf)), "");
+	ok = ok && ASSERT_EQ(strlen(kube__error_text(big, buf, sizeof(buf))), sizeof(buf) - 1);
 	return ok;
 }

@@ -24,6 +24,7 @@ TEST(status_latency_round_trip)
 		latency__record(l, ns);
 	l->orphans = 3;
 	l->lost = 2;
+	l->slow_dropped = 5;
 	if (!ASSERT_OK(status_latency__to_json(l, obj)) ||
 	    !ASSERT_OK(status_latency__from_json(obj, back)))
 		goto out;
@@ -313,6 +314,35 @@ TEST(status_summary_merges_reports)
 	return ok;
 }
 
+/* A report without returnSites (valid for the schema, which does not
+ * require it) leaves it out of the summary: never null, which the API
+ * server refuses, so one odd report cannot stop every summary. */
+TEST(status_summary_without_return_sites)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(1000, 100, 10);
+	struct summary *s = summary__new(4);
+	cJSON *entry = node_json("n1", 4, true, NULL, "main.fast", l), *doc = NULL;
+	const cJSON *f;
+	char *text = NULL;
+	bool ok;
+
+	cJSON_DeleteItemFromObject(cJSON_GetArrayItem(kobj_get(entry, "functions"), 0),
+				   "returnSites");
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", entry)) &&
+	     ASSERT_TRUE(doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S));
+	f = fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.fast");
+	ok = ok && ASSERT_TRUE(f) && ASSERT_FALSE(kobj_get(f, "returnSites")) &&
+	     ASSERT_EQ(kobj_int(f, "calls", -1), 100) && ASSERT_TRUE(text = cJSON_Print(doc)) &&
+	     ASSERT_FALSE(strstr(text, "null"));
+	free(text);
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
+	return ok;
+}
+
 /* Per function: the slowest pods by p99 with their node, and one row per
  * revision merged exactly over its pods on every node. */
 TEST(status_summary_slowest_pods_and_revisions)
@@ -501,5 +531,43 @@ TEST(status_names_and_body)
 	free(rpath);
 	free(path);
 	free(manager);
+	return ok;
+}
+
+/* The summary takes out the smallest bias its nodes calibrated, and the
+ * Attached condition names a function the overhead guard detached. */
+TEST(status_summary_bias_and_detached)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(24000, 100, 0);
+	struct summary *s = summary__new(1);
+	cJSON *a = node_json("n1", 1, true, NULL, "main.f", l);
+	cJSON *b = node_json("n2", 1, true, NULL, "main.f", l), *doc;
+	const cJSON *sum, *f, *attached;
+	bool ok;
+
+	cJSON_AddNumberToObject(a, "probeBiasNs", 5000);
+	cJSON_AddNumberToObject(b, "probeBiasNs", 4000);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "detached"),
+			     cJSON_CreateString("main.g detached from 1 process"));
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", a)) &&
+	     add_report(s, report_json("n2", b));
+	doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S);
+	sum = kobj_get(doc, "summary");
+	f = fn_named(kobj_get(sum, "functions"), "main.f");
+	attached = condition(doc, "Attached");
+	ok = ok && ASSERT_STREQ(kobj_str(sum, "probeBias"), "4.000us") &&
+	     ASSERT_STREQ(kobj_str(sum, "p50"), "20.00us") &&
+	     ASSERT_STREQ(kobj_str(f, "p99"), "20.00us") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(f, "raw"), "p99"), "24.00us") &&
+	     ASSERT_EQ(kobj_int(f, "minNs", -1), 24000) &&
+	     ASSERT_STREQ(kobj_str(attached, "status"), "True") &&
+	     ASSERT_STREQ(kobj_str(attached, "reason"), "OverheadLimited") &&
+	     CHECK(strstr(kobj_str(attached, "message"), "main.g detached from 1 process"), "%s",
+		   kobj_str(attached, "message"));
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
 	return ok;
 }

@@ -1,0 +1,167 @@
+"""The agent is shared by every namespace of its node: one probe's slow-call
+flood or greed must cost its owner, never the node's other probes."""
+
+import os
+import re
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from agentproc import wait_for
+from test_agent import FUNCS, fns, has_calls, rfc3339, spec
+
+# podapp calling lookupUser as fast as it can: no sleeps, one worker
+HOT_ARGS = ("/app/podapp", "-workers", "1", "-latency", "0", "-lookup", "0", "-gap", "0")
+
+
+class Watch:
+    """Asks the agent for /healthz and /metrics (rendered by its main loop)
+    every 0.2 s in a thread; keeps each answer's status and how long it took."""
+
+    def __init__(self, agent):
+        self.agent, self.answers, self._stop = agent, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _get(self, path):
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(self.agent.metrics_url(path), timeout=15) as r:
+                code = r.status
+                r.read()
+        except urllib.error.HTTPError as e:
+            code = e.code
+        except OSError as e:
+            code = str(e)
+        self.answers.append((path, code, time.monotonic() - start))
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._get("/healthz")
+            self._get("/metrics")
+            self._stop.wait(0.2)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+        return self.answers
+
+
+def metric(text, name, **labels):
+    """The sum of the samples of name whose labels include labels."""
+    total, found = 0, False
+    for m in re.finditer(rf"^{re.escape(name)}(?:{{([^}}]*)}})? (\d+)$", text, re.M):
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total, found = total + int(m.group(2)), True
+    assert found, f"no sample of {name} with {labels}"
+    return total
+
+
+def settled_report(cluster, ns, name, after):
+    """node-a's report of probe name once it was written after the wall-clock
+    time after and stays the same for 4 s (a node writes only what changed:
+    the calls stopped and every slow call was read)."""
+    wait_for(f"a report of {name} after the calls stopped",
+             lambda: (e := cluster.node_entry(ns, name, "node-a"))
+             and rfc3339(e["lastUpdate"]) > after + 0.5, timeout=10)
+    last = None
+    for _ in range(5):
+        e = cluster.node_entry(ns, name, "node-a")
+        if last and e["lastUpdate"] == last["lastUpdate"]:
+            return e
+        last = e
+        time.sleep(4)
+    raise AssertionError(f"the reports of {name} kept changing after the calls stopped: {last}")
+
+
+def test_slow_call_flood_is_rate_limited_and_counted(cluster, make_pod):
+    """slowThreshold 1ns on a function called as fast as podapp can: the
+    kernel sends at most --slow-calls-per-second a second per CPU, the agent
+    logs at most that many a second for the probe, and every slow call is
+    accounted for (logged + not logged + dropped in the kernel = calls);
+    /healthz and /metrics keep answering and another probe keeps reporting."""
+    ns, per_sec = cluster.namespace(), 20
+    hot = make_pod(ns, "hot-1", {"app": "hot"}, "node-a", containers={"app": HOT_ARGS})
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a", extra=("--slow-calls-per-second", str(per_sec))) as agent:
+        cluster.apply_probe(ns, "calm", spec())
+        wait_for("calls of the calm probe", lambda: has_calls(cluster, ns, "calm", "node-a"),
+                 timeout=8)
+        watch = Watch(agent)
+        applied = time.monotonic()
+        cluster.apply_probe(ns, "flood", spec(selector={"matchLabels": {"app": "hot"}},
+                                              functions=["main.lookupUser"],
+                                              slowThreshold="1ns"))
+        wait_for("dropped slow calls in the flood's report",
+                 lambda: (e := has_calls(cluster, ns, "flood", "node-a", ["main.lookupUser"],
+                                         more_than=1000))
+                 and fns(e)["main.lookupUser"].get("slowDropped", 0) > 0, timeout=10)
+        before = has_calls(cluster, ns, "calm", "node-a")["lastUpdate"]
+        wait_for("a later report of the calm probe",
+                 lambda: (e := has_calls(cluster, ns, "calm", "node-a"))
+                 and e["lastUpdate"] != before, timeout=8)
+        time.sleep(2)
+        answers = watch.stop()
+        # stop the calls, then compare what was counted, logged and dropped
+        paused = time.time()
+        os.kill(hot.containers["app"].pid, signal.SIGUSR2)
+        took = time.monotonic() - applied
+        entry = settled_report(cluster, ns, "flood", paused)
+        logged = len(agent.find(event="slow_call", probe="flood", count=0))
+        page = agent.get("/metrics")[1]
+        unlogged = metric(page, "retwatch_slow_calls_unlogged_total", namespace=ns,
+                          probe="flood")
+
+        f = fns(entry)["main.lookupUser"]
+        print(f"flood: {f['calls']} calls in {took:.1f} s, {f['slowDropped']} slow calls dropped "
+              f"in the kernel, {logged} logged, {unlogged} not logged; slowest /metrics "
+              f"answer {max(t for p, _, t in answers if p == '/metrics'):.2f} s")
+        assert f["calls"] > 1000 and f["slowDropped"] > 0, f
+        assert logged + unlogged + f["slowDropped"] == f["calls"], (logged, unlogged, f)
+        assert entry.get("slowCallsUnlogged", 0) == unlogged, entry
+        # the kernel's budget, per_sec a window on each CPU, and the probe's log budget
+        assert logged + unlogged <= per_sec * os.cpu_count() * (int(took) + 2)
+        assert 0 < logged <= per_sec * (int(took) + 2), logged
+        assert metric(page, "retwatch_function_slow_calls_dropped_total", namespace=ns,
+                      probe="flood", function="main.lookupUser") == f["slowDropped"]
+        assert metric(page, "retwatch_slow_calls_limited_total") > 0
+        # the main loop kept turning: every answer came, none was a 503
+        assert answers and all(code == 200 for _, code, _ in answers), \
+            [a for a in answers if a[1] != 200]
+        assert agent.proc.poll() is None
+
+
+def test_namespace_share_refuses_the_greedy_probe_only(cluster, make_pod):
+    """--max-functions-per-namespace 6: a probe of namespace A whose pattern
+    matches podapp's 18 main.* functions is refused with an error naming the
+    limit, its flag and chart value; A's small probe and namespace B's probe
+    attach and count."""
+    a, b = cluster.namespace(), cluster.namespace()
+    make_pod(a, "web-1", {"app": "web"}, "node-a")
+    make_pod(b, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a", extra=("--max-functions-per-namespace", "6")) as agent:
+        cluster.apply_probe(a, "greedy", spec(functions=["main.*"]))
+        entry = wait_for("the greedy probe's error",
+                         lambda: (e := cluster.node_entry(a, "greedy", "node-a"))
+                         and e["errors"] and e, timeout=8)
+        assert entry["attached"] is False and not entry.get("functions"), entry
+        (err,) = entry["errors"]
+        for part in (f"pod web-1, container app, process ", f"namespace {a} may trace 6 ",
+                     "--max-functions-per-namespace", "maxFunctionsPerNamespace",
+                     "the patterns match 18 functions in /app/podapp, more than 6"):
+            assert part in err, (part, err)
+        cluster.apply_probe(a, "small", spec())
+        cluster.apply_probe(b, "other", spec())
+        for ns, name in ((a, "small"), (b, "other")):
+            e = wait_for(f"calls of {ns}/{name}", lambda: has_calls(cluster, ns, name, "node-a"),
+                         timeout=8)
+            assert e["attached"] is True and e["errors"] == [], e
+            assert set(fns(e)) == set(FUNCS)
+        # the greedy probe still waits, with the same error
+        assert cluster.node_entry(a, "greedy", "node-a")["errors"] == [err]
+        page = agent.get("/metrics")[1]
+        assert metric(page, "retwatch_namespace_share_refusals_total") >= 1
+        assert agent.proc.poll() is None

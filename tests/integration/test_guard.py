@@ -1,0 +1,121 @@
+"""The overhead guard of `retwatch trace --max-overhead`: a function whose
+probes cost a process more than the budget (calls per second times the
+calibrated cost of one traced call, as a share of one CPU) for two checks in
+a row is detached from that process; the other functions go on being
+measured and the process never stops.
+
+[REF] the Go tracee's hot scenario: for 6 s one goroutine calls main.hotAdd
+in a tight loop (millions of calls a second untraced, tens of thousands
+traced: far over 2% of a CPU) while main.sleepFor(10ms) is called about 100
+times a second (well under it); the tracee counts both.
+"""
+
+import signal
+import subprocess
+
+import pytest
+
+import harness
+import tracing
+from tracing import go_tracee
+
+NATIVE = go_tracee("native", "default")
+HOT, SLOW = "main.hotAdd", "main.sleepFor"
+INTERVAL = 1.0
+DETACHED = f"retwatch: {HOT} detached from process "
+
+
+def hot_run(options):
+    return tracing.once(("guard", options),
+                        lambda: tracing.run_ok([(NATIVE, "hot")], (HOT, SLOW), options=options))
+
+
+def guarded():
+    return hot_run(("--interval", str(INTERVAL), "--max-overhead", "2%"))
+
+
+def test_hot_function_detached_within_two_intervals():
+    r = guarded()
+    lines = [(at, line) for at, line in r.stderr_lines if line.startswith(DETACHED)]
+    assert len(lines) == 1, r.describe()
+    at, line = lines[0]
+    # the guard looks every interval from the start; two looks over the budget
+    assert at - r.attached_at <= 2 * INTERVAL + 0.5, (at - r.attached_at, r.describe())
+    # the message says what was seen and what to change
+    for words in ("calls/s", "of a CPU", "--max-overhead 2.00%", "two intervals"):
+        assert words in line, line
+    hot = r.function(HOT)
+    assert hot["detached"] == 1, hot
+    assert 0 < hot["calls"] < r.report["calls"][HOT], (hot, r.report)
+    # the breakpoints left the process, not only the counting: traced, the
+    # loop ran at most as fast as in the two seconds retwatch counted; after
+    # the detach it ran untrapped, far faster, for the remaining four
+    assert r.report["calls"][HOT] > 20 * hot["calls"], (hot, r.report)
+
+
+def test_slow_function_keeps_counting():
+    r = guarded()
+    slow = r.function(SLOW)
+    assert slow["detached"] == 0, slow
+    assert slow["calls"] == r.report["calls"][SLOW], (slow, r.report)
+    assert slow["orphans"] == 0 and slow["lost"] == 0, slow
+    # and still measured after the detach: calls kept coming for about 4 s
+    assert r.report["calls"][SLOW] > 300, r.report
+
+
+def test_without_guard_every_call_is_counted():
+    r = hot_run(("--interval", str(INTERVAL), "--max-overhead", "0"))
+    assert not any(line.startswith(DETACHED) for _, line in r.stderr_lines), r.describe()
+    hot = r.function(HOT)
+    assert hot["detached"] == 0 and hot["calls"] == r.report["calls"][HOT], (hot, r.report)
+
+
+@pytest.mark.parametrize("value", ["-1", "101%", "two", "2%%", ""])
+def test_bad_max_overhead_is_named(value):
+    argv = (harness.RETWATCH, "trace", "--pid", "1", "--max-overhead", value, "f")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    run = harness.Run(argv, proc.returncode, proc.stdout, proc.stderr)
+    run.assert_refused()
+    assert run.returncode == 2, run.describe()
+    assert f"invalid --max-overhead '{value}'" in run.stderr and "2%" in run.stderr, run.describe()
+
+
+@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
+def test_detached_from_one_process_of_a_shared_file(monkeypatch, attach):
+    """Two processes of one file: the function's probes were attached once
+    for both; detached from the hot one, they move to the other alone, which
+    goes on being measured call for call while the hot one no longer traps.
+    Both tracees linger after their JSON line, so that retwatch's last
+    document still lists them."""
+    monkeypatch.setenv("TRACEE_LINGER", "1")
+
+    def release(result, tracees):
+        for t in tracees:
+            t.release()
+        for i, t in enumerate(tracees):
+            line = t.out.wait_for(lambda l: l.startswith("{"), tracing.TRACEE_TIMEOUT)
+            assert line, t.describe()
+            result.reports[i] = t.report()
+        result.proc.send_signal(signal.SIGINT)
+        result.proc.wait(tracing.EXIT_TIMEOUT)
+        for t in tracees:
+            t.proc.stdin.close()
+            t.finish()
+
+    r = tracing.run([(NATIVE, "hot"), (NATIVE, "warm")], (HOT, SLOW),
+                    options=("--interval", str(INTERVAL), "--attach", attach), release=release)
+    assert r.retwatch.returncode == 0, r.describe()
+    hot_pid, warm_pid = (t.pid for t in r.tracees)
+    hot_report, warm_report = r.reports
+    lines = [line for _, line in r.stderr_lines if line.startswith(DETACHED)]
+    assert lines == [line for line in lines if f"process {hot_pid}:" in line] and len(lines) == 1, \
+        r.describe()
+    procs = {p["pid"]: p for p in r.function(HOT)["processes"]}
+    assert procs[hot_pid]["detached"] is True and procs[warm_pid]["detached"] is False, procs
+    # the warm process: every call measured, before and after the detach
+    assert procs[warm_pid]["calls"] == warm_report["calls"][HOT], (procs, warm_report)
+    # the hot one: its breakpoints left it
+    assert hot_report["calls"][HOT] > 20 * procs[hot_pid]["calls"], (procs, hot_report)
+    slow = {p["pid"]: p for p in r.function(SLOW)["processes"]}
+    assert slow[hot_pid]["calls"] == hot_report["calls"][SLOW], (slow, hot_report)
+    assert slow[warm_pid]["calls"] == warm_report["calls"][SLOW], (slow, warm_report)

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/* The overhead budget's syntax, spec.maxOverhead, and the probes' bias taken out of a report. */
+#include <errno.h>
+
+#include <cjson/cJSON.h>
+
+#include "calibrate.h"
+#include "kobj.h"
+#include "probe.h"
+#include "status.h"
+#include "test.h"
+
+TEST(calibrate_parse_overhead)
+{
+	static const struct {
+		const char *s;
+		double want; /* < 0: refused */
+	} cases[] = {
+		{ "2%", 0.02 }, { "0.5%", 0.005 }, { "0", 0 },	   { "0%", 0 },	  { "0.02", 0.02 },
+		{ "100%", 1 },	{ "1", 1 },	   { "101%", -1 }, { "-1%", -1 }, { "two", -1 },
+		{ "2%%", -1 },	{ "", -1 },	   { "2 %", -1 },  { "nan", -1 }, { "inf", -1 },
+		{ "+2%", -1 },	{ "1.5", -1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		double v = -1;
+		int e = calibrate__parse_overhead(cases[i].s, &v);
+
+		if (cases[i].want < 0) {
+			if (!CHECK(e == -EINVAL, "'%s' taken as %g", cases[i].s, v))
+				return false;
+		} else if (!CHECK(!e && v > cases[i].want - 1e-12 && v < cases[i].want + 1e-12,
+				  "'%s': %d, %g", cases[i].s, e, v)) {
+			return false;
+		}
+	}
+	return ASSERT_EQ(calibrate__less(10, 4), 6) && ASSERT_EQ(calibrate__less(3, 4), 0);
+}
+
+static int parse_spec(const char *extra, struct probe_spec *s, struct rw_error *err)
+{
+	char json[512];
+	cJSON *doc;
+	int e;
+
+	snprintf(json, sizeof(json), "{\"selector\":{},\"functions\":[\"a\"]%s}", extra);
+	doc = cJSON_Parse(json);
+	e = probe_spec__parse(doc, s, err);
+	cJSON_Delete(doc);
+	return e;
+}
+
+TEST(probe_spec_max_overhead)
+{
+	struct rw_error err = { "" };
+	struct probe_spec s;
+	bool ok;
+
+	if (!ASSERT_OK(parse_spec("", &s, &err)))
+		return false;
+	ok = ASSERT_TRUE(s.max_overhead == CALIBRATE_DEFAULT_MAX_OVERHEAD);
+	probe_spec__free(&s);
+	if (!ok || !ASSERT_OK(parse_spec(",\"maxOverhead\":\"10%\"", &s, &err)))
+		return false;
+	ok = ASSERT_TRUE(s.max_overhead > 0.0999 && s.max_overhead < 0.1001);
+	probe_spec__free(&s);
+	if (!ok || !ASSERT_OK(parse_spec(",\"maxOverhead\":\"0\"", &s, &err)))
+		return false;
+	ok = ASSERT_TRUE(s.max_overhead == 0);
+	probe_spec__free(&s);
+	return ok && ASSERT_EQ(parse_spec(",\"maxOverhead\":\"lots\"", &s, &err), -EINVAL) &&
+	       CHECK(strstr(err.msg, "spec.maxOverhead") && strstr(err.msg, "2%"), "%s", err.msg) &&
+	       ASSERT_EQ(parse_spec(",\"maxOverhead\":true", &s, &err), -EINVAL);
+}
+
+/* p50, p95, p99 and max less the bias, never below zero; the measured ones under raw. */
+TEST(status_bias_taken_out)
+{
+	struct calibration cal = { .bias_ns = 4000, .call_cost_ns = 9000 };
+	struct latency l = { 0 }, back;
+	cJSON *entry = cJSON_CreateObject(), *fns = cJSON_AddArrayToObject(entry, "functions");
+	cJSON *fn = cJSON_CreateObject(), *pods, *pod = cJSON_CreateObject();
+	bool ok = false;
+
+	for (int i = 0; i < 100; i++)
+		latency__record(&l, 24000); /* a 20 us function with 4 us of bias */
+	latency__record(&l, 3000);	    /* shorter than the bias: shown as 0 */
+	cJSON_AddItemToArray(fns, fn);
+	cJSON_AddStringToObject(fn, "name", "f");
+	status_latency__to_json(&l, fn);
+	pods = cJSON_AddArrayToObject(fn, "pods");
+	cJSON_AddItemToArray(pods, pod);
+	status_latency__to_json(&l, pod);
+	status__add_bias(entry, &cal);
+	if (!ASSERT_STREQ(kobj_str(entry, "probeBias"), "4.000us") ||
+	    !ASSERT_EQ(kobj_int(entry, "probeBiasNs", -1), 4000) ||
+	    !ASSERT_EQ(kobj_int(entry, "callCostNs", -1), 9000) ||
+	    !ASSERT_STREQ(kobj_str(fn, "p50"), "20.00us") ||
+	    !ASSERT_STREQ(kobj_str(fn, "max"), "20.00us") ||
+	    !ASSERT_STREQ(kobj_str(kobj_get(fn, "raw"), "p50"), "24.00us") ||
+	    !ASSERT_STREQ(kobj_str(kobj_get(fn, "raw"), "max"), "24.00us") ||
+	    !ASSERT_STREQ(kobj_str(pod, "p99"), "20.00us") ||
+	    !ASSERT_STREQ(kobj_str(kobj_get(pod, "raw"), "p99"), "24.00us") ||
+	    /* the exact figures stay as measured: the summary merges them */
+	    !ASSERT_EQ(kobj_int(fn, "minNs", -1), 3000) ||
+	    !ASSERT_OK(status_latency__from_json(fn, &back)) || !ASSERT_EQ(back.sum_ns, l.sum_ns))
+		goto out;
+	/* a function's shortest call, less the bias, is 0 at most */
+	{
+		struct latency tiny = { 0 };
+		cJSON *e2 = cJSON_CreateObject(), *f2 = cJSON_CreateObject();
+
+		latency__record(&tiny, 3000);
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(e2, "functions"), f2);
+		status_latency__to_json(&tiny, f2);
+		status__add_bias(e2, &cal);
+		ok = ASSERT_STREQ(kobj_str(f2, "p50"), "0ns") &&
+		     ASSERT_STREQ(kobj_str(kobj_get(f2, "raw"), "p50"), "3.000us");
+		cJSON_Delete(e2);
+	}
+out:
+	cJSON_Delete(entry);
+	return ok;
+}
