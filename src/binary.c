@@ -114,6 +114,38 @@ bool glob_has_wildcards(const char *p)
 	return false;
 }
 
+/*
+ * "LIB:FUNC": the first colon that is not half of "::" (C++ and Rust paths),
+ * before anything of a C++ signature or a Go generic name; LIB holds ".so"
+ * or a wildcard, so Go's "type:.eq.T" stays a function name.
+ */
+bool binary_pattern__library(const char *pattern, char *lib, size_t liblen, const char **ret_func)
+{
+	size_t i;
+
+	for (i = 0; pattern[i] && !strchr("(<[{ ", pattern[i]); i++) {
+		if (pattern[i] == '\\' && pattern[i + 1]) {
+			i++;
+			continue;
+		}
+		if (pattern[i] != ':')
+			continue;
+		if (pattern[i + 1] == ':') {
+			i++;
+			continue;
+		}
+		break;
+	}
+	if (pattern[i] != ':' || i == 0 || !pattern[i + 1] || i >= liblen)
+		return false;
+	memcpy(lib, pattern, i);
+	lib[i] = '\0';
+	if (!strstr(lib, ".so") && !glob_has_wildcards(lib))
+		return false;
+	*ret_func = pattern + i + 1;
+	return true;
+}
+
 /* `*` and `?` with backtracking to the last star only: linear in practice,
  * O(len(p) * len(s)) at worst, never exponential. */
 bool glob_match(const char *p, const char *s)

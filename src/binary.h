@@ -117,6 +117,16 @@ int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
 const char *func_source__str(enum func_source s);
 const char *func_mode__str(enum func_mode m);
 
+/*
+ * Whether pattern names a shared library: "LIB:FUNC", where LIB is a file
+ * name or a glob over file names holding ".so" or a wildcard
+ * ("libssl.so.3:SSL_write", "libssl*:SSL_*", "*:malloc"; with a '/' it is
+ * matched against the whole path), and the colon is not half of a C++ or
+ * Rust "::". Copies LIB into lib (of liblen bytes; false when it does not
+ * fit) and points *ret_func at FUNC.
+ */
+bool binary_pattern__library(const char *pattern, char *lib, size_t liblen, const char **ret_func);
+
 /* Exposed for tests. */
 bool glob_match(const char *pattern, const char *name);
 bool glob_has_wildcards(const char *pattern);

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binary.h"
 #include "calibrate.h"
 #include "latency.h"
 #include "probe.h"
+#include "shlib.h"
 
 #define MAX_NAME 1024
 #define MAX_PATH 4096
@@ -194,6 +196,25 @@ static int parse_durations(const cJSON *spec, struct probe_spec *s, struct rw_er
 	return 0;
 }
 
+/* A LIB:FUNC pattern's library part fits what the agent matches libraries with. */
+static int check_libraries(const struct probe_spec *s, struct rw_error *err)
+{
+	char lib[MAX_NAME + 1];
+	const char *func;
+
+	for (size_t i = 0; i < s->nfunctions; i++) {
+		if (!binary_pattern__library(s->functions[i], lib, sizeof(lib), &func) ||
+		    strlen(lib) < SHLIB_MAX_NAME)
+			continue;
+		return rw_error_set(err, EINVAL,
+				    "spec.functions[%zu]: the library part (before ':') is longer "
+				    "than %d bytes: name the library by its file name or a glob, "
+				    "such as libssl*:SSL_write",
+				    i, SHLIB_MAX_NAME - 1);
+	}
+	return 0;
+}
+
 /* spec.maxOverhead: "2%", "0.5%", "0", or a fraction of one CPU as a number. */
 static int parse_max_overhead(const cJSON *v, struct probe_spec *s, struct rw_error *err)
 {
@@ -233,6 +254,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 	if (!e)
 		e = strings(field(spec, "functions"), "spec.functions", 1, PROBE_MAX_FUNCTIONS,
 			    MAX_NAME, &ret->functions, &ret->nfunctions, err);
+	if (!e)
+		e = check_libraries(ret, err);
 	if (!e && exe) {
 		if (!string_ok(exe, MAX_PATH) || exe->valuestring[0] != '/')
 			e = rw_error_set(err, EINVAL,

@@ -924,13 +924,29 @@ static int procs__set(struct tracer *t, uint32_t tgid, bool on)
 	return 0;
 }
 
+/*
+ * The kernel takes a new histogram from a per-CPU cache it refills in the
+ * background: creating many at once (100 functions of a library) can find
+ * it empty for a moment (ENOMEM). 0, or -1 with errno set.
+ */
+static int hist_insert(int fd, const struct rw_hist_key *hk, const void *zero)
+{
+	for (int tries = 0;; tries++) {
+		if (!bpf_map_update_elem(fd, hk, zero, BPF_NOEXIST))
+			return 0;
+		if (errno != ENOMEM || tries == 200)
+			return -1;
+		usleep(1000);
+	}
+}
+
 /* The kernel's histogram of function i of tt's process. */
 static int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw_error *err)
 {
 	struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
 
 	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
-	if (!bpf_map_update_elem(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf, BPF_NOEXIST))
+	if (!hist_insert(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
 		return 0;
 	if (errno != EEXIST)
 		return rw_error_set(err, errno, "failed to create a histogram: %s",
@@ -1521,6 +1537,11 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
 							       .n = stats[s] };
 	return 0;
+}
+
+struct binary_cache *tracer__cache(const struct tracer *t)
+{
+	return t->cache;
 }
 
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret)

@@ -68,6 +68,8 @@ typedef void (*tracer_event_fn)(const struct tracer_event *ev, void *ctx);
 struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err);
 /* Detaches and unloads everything; NULL is fine. */
 void tracer__free(struct tracer *t);
+/* The binary cache the tracer analyses files through (its own when opts had none). */
+struct binary_cache *tracer__cache(const struct tracer *t);
 /* Reads "auto", "uprobe_multi" or "perf_event"; -EINVAL for anything else. */
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret);
 /* "uprobe_multi" or "perf_event". */

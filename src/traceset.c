@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "overlay.h"
+#include "shlib.h"
 #include "traceset.h"
 
 /* A failed attach is tried again after this long (the kernel may have been short of memory). */
@@ -21,7 +22,9 @@ struct trace {
 	dev_t dev;
 	ino_t ino;
 	struct tracer_target *target;
-	char *warning; /* patterns that matched nothing in this binary */
+	char *warning;		  /* patterns that matched nothing in this binary */
+	struct shlib_procs *libs; /* its library targets (LIB:FUNC patterns) */
+	char *lib_warning;	  /* library patterns that match nothing yet */
 	bool seen;
 	struct trace *next;
 };
@@ -70,6 +73,8 @@ static void trace_free(struct trace *t)
 	free((char *)t->pub.cid);
 	free((char *)t->pub.exe);
 	free(t->warning);
+	free(t->lib_warning);
+	shlib_procs__free(t->libs);
 	free(t);
 }
 
@@ -89,6 +94,8 @@ static void trace_retire(struct traceset *ts, struct trace *t, const char *why)
 	bool exited = !nodeprocs__alive(ts->env->procs, &np);
 
 	results__retire(ts->results, t->target, exited);
+	for (size_t i = 0; i < shlib_procs__ntargets(t->libs); i++)
+		results__retire(ts->results, shlib_procs__target(t->libs, i), exited);
 	symbolizer__forget(ts->env->sym, t->pub.pid);
 	log_emit(
 		event(ts, t, log_event(LOG_INFO, "detached from process %d: %s", t->pub.pid, why)));
@@ -355,23 +362,35 @@ static int real_exe(pid_t pid)
 	return overlay__open_real(pid, exe, root);
 }
 
-static char *unmatched_warning(struct tracer_target *tt, const char *exe)
+static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, const char *exe)
 {
 	char *out = NULL, *prev;
 
 	for (size_t i = 0; i < tracer_target__nunmatched(tt); i++) {
 		const struct binary_unmatched *u = tracer_target__unmatched(tt, i);
-		char hint[256] = "";
+		char hint[256] = "", lib[SHLIB_MAX_NAME], root[64];
 		size_t len = 0;
 
-		for (size_t s = 0; s < u->nsuggestions && len < sizeof(hint); s++)
+		for (size_t s = 0; u->nsuggestions && s < u->nsuggestions && len < sizeof(hint);
+		     s++)
 			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", s ? ", " : "",
 					u->suggestions[s]);
 		prev = out;
-		if (asprintf(&out, "%s%sno function matches '%s' in %s%s%s%s", prev ? prev : "",
-			     prev ? "; " : "", u->pattern, exe, len ? " (did you mean: " : "", hint,
-			     len ? ")" : "") < 0)
+		host_root(tracer_target__pid(tt), root, sizeof(root));
+		/* a name of a library the process has mapped: say which */
+		if (shlib__find(tracer_target__pid(tt), tracer__cache(ts->env->tracer), root,
+				u->pattern, lib, sizeof(lib))) {
+			if (asprintf(&out,
+				     "%s%sno function matches '%s' in %s; %s is in %s: write "
+				     "'%s:%s'",
+				     prev ? prev : "", prev ? "; " : "", u->pattern, exe,
+				     u->pattern, lib, lib, u->pattern) < 0)
+				out = NULL;
+		} else if (asprintf(&out, "%s%sno function matches '%s' in %s%s%s%s",
+				    prev ? prev : "", prev ? "; " : "", u->pattern, exe,
+				    len ? " (did you mean: " : "", hint, len ? ")" : "") < 0) {
 			out = NULL;
+		}
 		free(prev);
 	}
 	return out;
@@ -444,7 +463,7 @@ static void traced_new(struct traceset *ts, const struct placement_proc *pp,
 		tracer__remove(ts->env->tracer, tt);
 		return;
 	}
-	t->warning = unmatched_warning(tt, pp->exe);
+	t->warning = unmatched_warning(ts, tt, pp->exe);
 	if (t->warning) {
 		log_warn("probe %s/%s: pod %s: %s", ts->ns, ts->name, pp->pod, t->warning);
 		errlist__add(errs, "pod %s, container %s: %s", pp->pod, pp->container, t->warning);
@@ -460,6 +479,85 @@ static void traced_new(struct traceset *ts, const struct placement_proc *pp,
 	log_emit(ev);
 }
 
+struct lib_ctx {
+	struct traceset *ts;
+	struct trace *t;
+};
+
+/* A library target joins the probe's results, in the process's pod group. */
+static int take_lib(struct tracer_target *tt, const char *lib, void *ctx)
+{
+	struct lib_ctx *c = ctx;
+	cJSON *ev;
+	int e = results__add(c->ts->results, tt, c->t->pub.pod, c->t->pub.container);
+
+	if (e)
+		return e;
+	ev = log_event(LOG_INFO, "attached to library %s of process %d: %zu functions", lib,
+		       c->t->pub.pid, tracer_target__nfuncs(tt));
+	event(c->ts, c->t, ev);
+	cJSON_AddStringToObject(ev, "library", lib);
+	log_emit(ev);
+	return 0;
+}
+
+/* Attaches the probe's library patterns to the libraries t's process mapped since the last
+ * turn (dlopen), and lists what matches nothing yet. */
+static void update_libs(struct traceset *ts, struct trace *t, struct errlist *errs)
+{
+	struct lib_ctx c = { ts, t };
+	struct rw_error err = { "" };
+	char *unmatched = NULL, root[64];
+
+	if (!shlib_procs__wanted(t->libs))
+		return;
+	host_root(t->pub.pid, root, sizeof(root));
+	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer), root,
+				take_lib, &c, &unmatched, &err) < 0) {
+		/* the process is exiting: the next turn retires it */
+		free(unmatched);
+		return;
+	}
+	if (unmatched && (!t->lib_warning || strcmp(unmatched, t->lib_warning)))
+		log_warn("probe %s/%s: pod %s: %s", ts->ns, ts->name, t->pub.pod, unmatched);
+	free(t->lib_warning);
+	t->lib_warning = unmatched;
+	if (t->lib_warning)
+		errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
+			     t->lib_warning);
+}
+
+/* Names the executable lacks that a library of the process has: say which. */
+static void library_hints(struct traceset *ts, pid_t pid, const char **pats, size_t n,
+			  struct rw_error *err)
+{
+	char lib[SHLIB_MAX_NAME], root[64];
+	size_t len = strlen(err->msg);
+
+	host_root(pid, root, sizeof(root));
+	for (size_t i = 0; i < n && len < sizeof(err->msg); i++) {
+		if (!shlib__find(pid, tracer__cache(ts->env->tracer), root, pats[i], lib,
+				 sizeof(lib)))
+			continue;
+		len += snprintf(err->msg + len, sizeof(err->msg) - len,
+				"; %s is in %s: write '%s:%s'", pats[i], lib, lib, pats[i]);
+	}
+}
+
+/* The spec's patterns without a library part: the executable's. */
+static const char **exe_patterns(const struct probe_spec *spec, size_t *ret_n)
+{
+	const char **out = calloc(spec->nfunctions + 1, sizeof(*out));
+	char lib[SHLIB_MAX_NAME];
+	const char *func;
+
+	*ret_n = 0;
+	for (size_t i = 0; out && i < spec->nfunctions; i++)
+		if (!binary_pattern__library(spec->functions[i], lib, sizeof(lib), &func))
+			out[(*ret_n)++] = spec->functions[i];
+	return out;
+}
+
 void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		    const struct probe_spec *spec, struct errlist *errs)
 {
@@ -467,8 +565,11 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	struct rw_error err = { "" };
 	struct tracer_target *tt;
 	char key[128], path[96];
+	const char **pats;
 	struct failure *f;
+	size_t npats;
 	bool refused;
+	int e;
 	int real;
 
 	if (t) {
@@ -476,6 +577,7 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		if (t->warning)
 			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
 				     t->warning);
+		update_libs(ts, t, errs);
 		return;
 	}
 	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
@@ -494,10 +596,17 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		snprintf(path, sizeof(path), "%s", pp->path);
 	else
 		snprintf(path, sizeof(path), "/proc/%d/exe", pp->proc.pid);
-	tt = tracer__add_bounded(ts->env->tracer, pp->proc.pid, path,
-				 (const char *const *)spec->functions, spec->nfunctions,
-				 spec->threshold_ns, ns_room(ts), &err);
-	refused = !tt && errno == EDQUOT;
+	pats = exe_patterns(spec, &npats);
+	tt = pats ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
+					spec->threshold_ns, ns_room(ts), &err)
+		  : NULL;
+	e = errno;
+	refused = !tt && e == EDQUOT;
+	if (!pats)
+		rw_error_set(&err, ENOMEM, "out of memory");
+	else if (!tt && e == ENOENT)
+		library_hints(ts, pp->proc.pid, pats, npats, &err);
+	free(pats);
 	if (real >= 0)
 		close(real);
 	if (!tt) {
@@ -509,4 +618,10 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		return;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);
+	t = trace_find(ts, pp);
+	if (!t)
+		return;
+	t->libs = shlib_procs__new(pp->proc.pid, (const char *const *)spec->functions,
+				   spec->nfunctions, spec->threshold_ns);
+	update_libs(ts, t, errs);
 }

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -137,6 +138,32 @@ static void report_unmatched(const struct binary *b, const struct binary_match *
 	}
 }
 
+/*
+ * "LIB:FUNC" patterns (as trace takes them) name this file or another: keep
+ * FUNC of those naming this file's name (or path), refuse the others.
+ */
+static int library_parts(const char *path, char **patterns, size_t n)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+
+	for (size_t i = 0; i < n; i++) {
+		char lib[256];
+		const char *func;
+
+		if (!binary_pattern__library(patterns[i], lib, sizeof(lib), &func))
+			continue;
+		if (!glob_match(lib, strchr(lib, '/') ? path : base)) {
+			fprintf(stderr,
+				"retwatch: '%s' names library '%s', not %s: inspect that library's "
+				"file, or leave out '%s:'\n",
+				patterns[i], lib, base, lib);
+			return -EINVAL;
+		}
+		patterns[i] = (char *)func;
+	}
+	return 0;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -152,7 +179,8 @@ int cmd_inspect(int argc, char **argv)
 	size_t limit = BINARY_DEFAULT_LIMIT;
 	int c, ret = 1;
 
-	while ((c = getopt_long(argc, argv, "+jl:h", opts, NULL)) != -1) {
+	/* options anywhere: `inspect BIN --json PAT` too (no function name starts with '-') */
+	while ((c = getopt_long(argc, argv, "jl:h", opts, NULL)) != -1) {
 		char *end;
 
 		switch (c) {
@@ -182,6 +210,8 @@ int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return 1;
 	}
+	if (library_parts(argv[optind], argv + optind + 1, argc - optind - 1))
+		goto cleanup;
 	if (binary__match(b, (const char *const *)argv + optind + 1, argc - optind - 1, limit, &m,
 			  &err)) {
 		fprintf(stderr, "retwatch: %s\n", err.msg);

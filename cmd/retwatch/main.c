@@ -20,7 +20,8 @@ void cmd_usage(FILE *f)
 		"\n"
 		"inspect  list each matching function's address, file offset, size and\n"
 		"         return sites; PATTERN is a name or a glob with * and ?\n"
-		"         (e.g. 'main.ProcessPayment', 'main.(*Cart).*', 'parse_*')\n"
+		"         (e.g. 'main.ProcessPayment', 'main.(*Cart).*', 'parse_*'); on a\n"
+		"         shared library, LIB:PATTERN as trace takes it (libc.so.6:malloc)\n"
 		"  --json     print one JSON object\n"
 		"  --limit N  refuse a glob that matches more than N functions (default %d)\n",
 		BINARY_DEFAULT_LIMIT);

@@ -20,10 +20,13 @@
 #include "cmd.h"
 #include "latency.h"
 #include "results.h"
+#include "shlib.h"
 #include "symbolize.h"
 #include "tracer.h"
 
 #define MAX_PIDS 64
+/* how often the traced processes' mappings are read again for new libraries */
+#define LIBS_EVERY_NS NS_PER_S
 
 static volatile sig_atomic_t exiting;
 
@@ -37,6 +40,7 @@ struct proc {
 	pid_t pid;
 	int pidfd;
 	struct tracer_target *target; /* NULL once it exited */
+	struct shlib_procs *libs;     /* its library targets */
 };
 
 struct trace_run {
@@ -65,6 +69,8 @@ struct trace_args {
 	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
 	size_t npatterns;
+	const char **exe_patterns; /* those without a library part */
+	size_t nexe_patterns;
 };
 
 static void trace_usage(FILE *f)
@@ -77,7 +83,9 @@ static void trace_usage(FILE *f)
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
-		"ends, SIGINT or SIGTERM, or every process has exited.\n"
+		"ends, SIGINT or SIGTERM, or every process has exited. LIB:PATTERN names\n"
+		"functions of the shared libraries the processes have mapped, LIB a file\n"
+		"name or a glob (libssl.so.3:SSL_write, 'libssl*:SSL_*', '*:malloc').\n"
 		"  --pid PID             a process to trace (up to %d)\n"
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
@@ -134,6 +142,10 @@ static struct latency *collect(struct trace_run *r)
 	return now;
 }
 
+/* The FUNCTION column: as wide as the longest name, within bounds. */
+#define NAME_MIN_WIDTH 40
+#define NAME_MAX_WIDTH 80
+
 /* A duration as shown: less the calibrated bias of the probes, never below zero. */
 static uint64_t shown(const struct trace_run *r, uint64_t ns)
 {
@@ -141,25 +153,30 @@ static uint64_t shown(const struct trace_run *r, uint64_t ns)
 }
 
 static void print_row(const struct trace_run *r, const struct results_row *w,
-		      const struct latency *l)
+		      const struct latency *l, int width)
 {
 	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
+	bool timed = !(w->reason && w->mode == FUNC_MODE_ENTRY_ONLY);
 
-	if (w->reason && w->mode == FUNC_MODE_ENTRY_ONLY) {
-		printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-		       "-", "-", "-", "-", l->orphans);
-		return;
-	}
-	printf("%-40s %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", w->name, l->calls,
-	       latency__format_ns(shown(r, latency__percentile(l, 0.50)), p50, sizeof(p50)),
-	       latency__format_ns(shown(r, latency__percentile(l, 0.95)), p95, sizeof(p95)),
-	       latency__format_ns(shown(r, latency__percentile(l, 0.99)), p99, sizeof(p99)),
-	       latency__format_ns(shown(r, l->max_ns), max, sizeof(max)), l->orphans);
+	/* a name wider than the column gets a line of its own: the figures stay aligned */
+	if ((int)strlen(w->name) > width)
+		printf("%s\n%-*s", w->name, width, "");
+	else
+		printf("%-*s", width, w->name);
+	printf(" %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", l->calls,
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.50)), p50, sizeof(p50))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.95)), p95, sizeof(p95))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.99)), p99, sizeof(p99))
+		     : "-",
+	       timed ? latency__format_ns(shown(r, l->max_ns), max, sizeof(max)) : "-", l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
 {
 	struct latency *now = collect(r);
+	int width = NAME_MIN_WIDTH;
 	time_t t = time(NULL);
 	struct tm tm;
 
@@ -168,10 +185,16 @@ static void print_table(struct trace_run *r, bool final)
 	localtime_r(&t, &tm);
 	printf("\n%s at %02d:%02d:%02d\n", final ? "Final" : "Interval", tm.tm_hour, tm.tm_min,
 	       tm.tm_sec);
-	printf("%-40s %10s %10s %10s %10s %10s %8s\n", "FUNCTION", "CALLS", "P50", "P95", "P99",
-	       "MAX", "ORPHANS");
+	for (size_t i = 0; i < results__nrows(r->results); i++) {
+		int len = (int)strlen(results__row(r->results, i)->name);
+
+		if (len > width && len <= NAME_MAX_WIDTH)
+			width = len;
+	}
+	printf("%-*s %10s %10s %10s %10s %10s %8s\n", width, "FUNCTION", "CALLS", "P50", "P95",
+	       "P99", "MAX", "ORPHANS");
 	for (size_t i = 0; i < results__nrows(r->results); i++)
-		print_row(r, results__row(r->results, i), &now[i]);
+		print_row(r, results__row(r->results, i), &now[i], width);
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		const struct results_row *w = results__row(r->results, i);
 
@@ -302,6 +325,10 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 static void proc_exited(struct trace_run *r, struct proc *pr)
 {
 	results__retire(r->results, pr->target, true);
+	for (size_t i = 0; i < shlib_procs__ntargets(pr->libs); i++)
+		results__retire(r->results, shlib_procs__target(pr->libs, i), true);
+	shlib_procs__free(pr->libs);
+	pr->libs = NULL;
 	symbolizer__forget(r->sym, pr->pid);
 	pr->target = NULL;
 	close(pr->pidfd);
@@ -334,6 +361,74 @@ static int parse_seconds(const char *opt, const char *s, double *ret)
 	return 0;
 }
 
+static int take_target(struct tracer_target *tt, const char *lib, void *ctx)
+{
+	(void)lib;
+	return results__add(ctx, tt, NULL, NULL);
+}
+
+/*
+ * A name the executable lacks: say so, and which mapped library has it.
+ * 0 when every pattern matches (or the executable cannot be read: tracer__add
+ * will say why).
+ */
+static int check_exe(struct trace_run *r, pid_t pid, const char *exe, const struct trace_args *args)
+{
+	struct binary_match m = { 0 };
+	struct binary *b = binary__open(r->cache, exe, NULL);
+	char lib[SHLIB_MAX_NAME];
+	int ret = 0;
+
+	if (!b || binary__match(b, args->exe_patterns, args->nexe_patterns, BINARY_DEFAULT_LIMIT,
+				&m, NULL))
+		goto out;
+	for (size_t i = 0; i < m.nunmatched && !ret; i++) {
+		const char *pat = m.unmatched[i].pattern;
+
+		if (!shlib__find(pid, r->cache, NULL, pat, lib, sizeof(lib)))
+			continue;
+		fprintf(stderr,
+			"retwatch: process %d: no function matches '%s' in %s; %s is in %s: "
+			"write '%s:%s'\n",
+			pid, pat, exe, pat, lib, lib, pat);
+		ret = -ENOENT;
+	}
+out:
+	binary_match__clear(&m);
+	binary__put(b);
+	return ret;
+}
+
+/* Libraries the process mapped since the last look (dlopen): attach to them. */
+static int update_libs(struct trace_run *r, struct proc *pr, bool first)
+{
+	struct rw_error err = {};
+	char *unmatched = NULL;
+	int n;
+
+	if (!shlib_procs__wanted(pr->libs))
+		return 0;
+	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, take_target, r->results, &unmatched,
+				&err);
+	if (n < 0) {
+		if (first)
+			fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, err.msg);
+		free(unmatched);
+		return first ? n : 0;
+	}
+	/* at the start, every pattern must match; later, new libraries just join */
+	if (first && unmatched) {
+		fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, unmatched);
+		free(unmatched);
+		return -ENOENT;
+	}
+	if (!first && n > 0)
+		fprintf(stderr, "retwatch: process %d: attached to %d newly loaded librar%s\n",
+			pr->pid, n, n == 1 ? "y" : "ies");
+	free(unmatched);
+	return 0;
+}
+
 static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args)
 {
 	struct proc *pr = &r->procs[r->nprocs];
@@ -351,10 +446,23 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	pr->target = tracer__add(r->t, pid, exe, (const char *const *)args->patterns,
-				 args->npatterns, args->threshold_ns, &err);
+	pr->libs = shlib_procs__new(pid, (const char *const *)args->patterns, args->npatterns,
+				    args->threshold_ns);
+	if (!pr->libs) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		close(pr->pidfd);
+		return -1;
+	}
+	if (check_exe(r, pid, exe, args)) {
+		shlib_procs__free(pr->libs);
+		close(pr->pidfd);
+		return -1;
+	}
+	pr->target = tracer__add(r->t, pid, exe, args->exe_patterns, args->nexe_patterns,
+				 args->threshold_ns, &err);
 	if (!pr->target) {
 		fprintf(stderr, "retwatch: process %d: %s\n", pid, err.msg);
+		shlib_procs__free(pr->libs);
 		close(pr->pidfd);
 		return -1;
 	}
@@ -366,7 +474,7 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	r->nlive++;
-	return 0;
+	return update_libs(r, pr, true) ? -1 : 0;
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -484,6 +592,18 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	}
 	a->patterns = argv + optind;
 	a->npatterns = argc - optind;
+	a->exe_patterns = calloc(a->npatterns, sizeof(*a->exe_patterns));
+	if (!a->exe_patterns) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return 2;
+	}
+	for (size_t i = 0; i < a->npatterns; i++) {
+		char lib[SHLIB_MAX_NAME];
+		const char *func;
+
+		if (!binary_pattern__library(a->patterns[i], lib, sizeof(lib), &func))
+			a->exe_patterns[a->nexe_patterns++] = a->patterns[i];
+	}
 	return 0;
 }
 
@@ -570,6 +690,7 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 {
 	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
 	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
+	uint64_t next_libs = start + LIBS_EVERY_NS;
 	/* the guard looks every --interval, else every second */
 	uint64_t guard_ns = args->interval ? interval_ns : NS_PER_S;
 	uint64_t next_guard = start + guard_ns;
@@ -587,6 +708,12 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 		if (args->duration && now - start >= (uint64_t)(args->duration * 1e9))
 			break;
 		tracer__tick(r->t);
+		if (now >= next_libs) {
+			for (size_t p = 0; p < r->nprocs; p++)
+				if (r->procs[p].target)
+					update_libs(r, &r->procs[p], false);
+			next_libs = now + LIBS_EVERY_NS;
+		}
 		if (now >= next_guard) {
 			if (args->max_overhead > 0)
 				results__guard(r->results, now, r->cal.call_cost_ns,
@@ -651,9 +778,12 @@ int cmd_trace(int argc, char **argv)
 		ret = 0;
 	}
 	results__free(r.results);
-	for (size_t p = 0; p < r.nprocs; p++)
+	for (size_t p = 0; p < r.nprocs; p++) {
 		if (r.procs[p].pidfd >= 0)
 			close(r.procs[p].pidfd);
+		shlib_procs__free(r.procs[p].libs);
+	}
+	free(args.exe_patterns);
 	tracer__free(r.t);
 	symbolizer__free(r.sym);
 	binary_cache__free(r.cache);

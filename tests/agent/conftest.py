@@ -165,10 +165,13 @@ def cluster(workdir):
 
 @pytest.fixture(scope="session")
 def image(workdir):
-    """The rootfs every test container runs: busybox and the podapp service."""
+    """The rootfs every test container runs: busybox, the podapp service, and
+    shpod with its libraries."""
     app = pods.build_podapp(os.path.join(workdir, "bin"))
     root = os.path.join(workdir, "image")
     pods.make_rootfs(root, app)
+    # a C program whose functions live in shared libraries (and its C runtime)
+    pods.add_shpod(root, pods.build_shpod(os.path.join(workdir, "bin", "shpod")))
     return root
 
 

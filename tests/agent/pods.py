@@ -116,6 +116,48 @@ def _symlink(target, path):
     os.symlink(target, path)
 
 
+SHLIB_SRC = os.path.join(REPO, "tests", "fixtures", "c", "shlib")
+SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so")
+
+
+def build_shpod(outdir):
+    """Build tests/fixtures/c/shlib's shpod (a C program linked against
+    libshfix.so, which dlopens libshplug.so) with gcc into outdir; return
+    outdir. Outputs newer than their sources are kept."""
+    os.makedirs(outdir, exist_ok=True)
+    steps = (
+        ("libshfix.so", ["libshfix.c"], ["-shared", "-fPIC", "-Wl,-Ttext-segment=0x40000"]),
+        ("libshplug.so", ["libshplug.c"], ["-shared", "-fPIC"]),
+        ("shpod", ["shpod.c"], [f"-L{outdir}", "-lshfix", "-ldl", "-Wl,-rpath,$ORIGIN"]),
+    )
+    for out, srcs, flags in steps:
+        target = os.path.join(outdir, out)
+        paths = [os.path.join(SHLIB_SRC, f) for f in srcs]
+        if os.path.exists(target) and os.path.getmtime(target) > max(map(os.path.getmtime, paths)):
+            continue
+        tmp = f"{target}.tmp{os.getpid()}"
+        src_first = [*paths, *flags] if out == "shpod" else [*flags, *paths]
+        subprocess.run(["gcc", "-O2", "-g", "-o", tmp, *src_first], check=True)
+        os.replace(tmp, target)
+    return outdir
+
+
+def add_shpod(root, bindir):
+    """Install shpod and its two libraries in the image's /app, and the C
+    runtime its loader needs (what ldd lists) at the same paths."""
+    for f in SHPOD_FILES:
+        _install(os.path.join(bindir, f), os.path.join(root, "app", f))
+    out = subprocess.run(["ldd", os.path.join(bindir, "shpod")], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        path = next((w for w in line.split() if w.startswith("/")), None)
+        if not path or os.path.dirname(path) == bindir:
+            continue
+        dst = os.path.join(root, path.lstrip("/"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        _install(os.path.realpath(path), dst)
+
+
 def image_digest(root):
     """A sha256 digest standing for the image: that of its podapp binary."""
     with open(os.path.join(root, "app", "podapp"), "rb") as f:

@@ -1,12 +1,38 @@
 // SPDX-License-Identifier: MIT
 /*
  * /proc/PID/maps text, which a process can shape (paths are its own to
- * choose): parsing, and lookups at every boundary it produced.
+ * choose): parsing, lookups at every boundary it produced, and the list of
+ * mapped files that library patterns are matched against.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "procmaps.h"
+#include "shlib.h"
+
+/* One entry per file, each named by the last component of an absolute path. */
+static void check_libs(const uint8_t *data, size_t size)
+{
+	struct shlib_list l;
+
+	if (shlib_list__parse((const char *)data, size, &l, NULL))
+		return;
+	for (size_t i = 0; i < l.n; i++) {
+		const struct shlib *a = &l.libs[i];
+
+		if (a->path[0] != '/' || !a->name[0] || strchr(a->name, '/') ||
+		    strcmp(a->path + strlen(a->path) - strlen(a->name), a->name))
+			__builtin_trap();
+		for (size_t k = 0; k < i; k++)
+			if (l.libs[k].map->inode == a->map->inode &&
+			    l.libs[k].map->dev_major == a->map->dev_major &&
+			    l.libs[k].map->dev_minor == a->map->dev_minor)
+				__builtin_trap();
+		shlib__matches(a, "lib*.so*");
+		shlib__matches(a, "/usr/*");
+	}
+	shlib_list__clear(&l);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -38,5 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	procmaps__find(m, 0);
 	procmaps__find(m, UINT64_MAX);
 	procmaps__free(m);
+	check_libs(data, size);
 	return 0;
 }

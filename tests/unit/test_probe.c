@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The FunctionProbe spec as the agent reads it, selectors, and latency in a status. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "probe.h"
 #include "test.h"
@@ -142,4 +144,25 @@ TEST(probe_selector)
 	ok = ASSERT_TRUE(selects(&s, "{}")) && ASSERT_TRUE(selects(&s, "null"));
 	probe_spec__free(&s);
 	return ok;
+}
+
+TEST(probe_spec_library_patterns)
+{
+	char json[1024], lib[400];
+	struct rw_error err = { "" };
+	struct probe_spec s;
+	bool ok;
+
+	if (!ASSERT_OK(parse("{\"selector\":{},\"functions\":[\"libssl*:SSL_write\","
+			     "\"libc.so.6:malloc\",\"shop::Cart::total\"]}",
+			     &s, &err)))
+		return false;
+	ok = ASSERT_EQ(s.nfunctions, 3) && ASSERT_STREQ(s.functions[0], "libssl*:SSL_write");
+	probe_spec__free(&s);
+	memset(lib, 'a', 300);
+	lib[300] = '\0';
+	snprintf(json, sizeof(json), "{\"selector\":{},\"functions\":[\"main.x\",\"%s.so:f\"]}",
+		 lib);
+	return ok && ASSERT_EQ(parse(json, &s, &err), -EINVAL) &&
+	       ASSERT_STRCONTAINS(err.msg, "spec.functions[1]: the library part");
 }

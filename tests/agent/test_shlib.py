@@ -1,0 +1,81 @@
+"""A FunctionProbe naming functions of shared libraries (LIB:FUNC) in a pod:
+shpod (tests/fixtures/c/shlib/shpod.c) calls libshfix.so's shfix_sleep a
+known number of times, then dlopens libshplug.so and calls its
+shplug_sleep; the agent, with only the DaemonSet's capabilities, opens the
+libraries through the container (its image layer) and picks up the
+dlopen'ed one in its rescans. [REF] the counts are shpod's own loops."""
+
+import os
+
+from agentproc import wait_for
+from test_agent import fns, spec
+
+FUNCS = ["libshfix.so:shfix_sleep", "libshplug*:shplug_sleep"]
+
+
+def logged(agent, what, fn, timeout=10):
+    """wait_for, failing with the agent's log."""
+    try:
+        return wait_for(what, fn, timeout)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
+
+
+def step(c, go, done, timeout=20):
+    """Creates the file go in the container's /tmp and waits for shpod's done."""
+    tmp = os.path.join(c.rootfs, "tmp")
+    with open(os.path.join(tmp, go), "w") as f:
+        f.write("go\n")
+    wait_for(f"shpod to write {done}", lambda: os.path.exists(os.path.join(tmp, done)), timeout)
+
+
+def calls(cluster, ns, name, node, want):
+    def check():
+        e = cluster.node_entry(ns, name, node)
+        got = {f: fns(e).get(f, {}).get("calls") for f in want} if e else None
+        return e if got == want else None
+    return wait_for(f"the report to hold {want}", check, timeout=10)
+
+
+def test_library_functions_in_a_pod_with_dlopen(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "native-1", {"app": "web"}, "node-a", containers={"app": ["/app/shpod"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "libs", spec(functions=FUNCS))
+        logged(agent, "the attach to libshfix.so",
+               lambda: agent.find(msg_has=f"attached to library libshfix.so of process {c.pid}:"))
+        # libshplug.so is not loaded yet: the report says so
+        e = wait_for("the error about libshplug", lambda: (
+            (e := cluster.node_entry(ns, "libs", "node-a")) and
+            any("libshplug*" in err for err in e.get("errors", [])) and e), timeout=10)
+        assert e["attached"] is True, e
+        step(c, "go1", "done1")
+        calls(cluster, ns, "libs", "node-a", {"shfix_sleep": 40})
+        step(c, "go2", "loaded")
+        logged(agent, "the attach to the dlopen'ed libshplug.so",
+               lambda: agent.find(msg_has=f"attached to library libshplug.so of process {c.pid}:"))
+        step(c, "go3", "done3")
+        e = calls(cluster, ns, "libs", "node-a", {"shfix_sleep": 45, "shplug_sleep": 15})
+        for name in ("shfix_sleep", "shplug_sleep"):
+            f = fns(e)[name]
+            assert f["mode"] == "entry+ret" and f["orphans"] == 0, f
+            assert f["minNs"] >= 1_000_000, f
+        wait_for("no error once every library is mapped",
+                 lambda: cluster.node_entry(ns, "libs", "node-a")["errors"] == [], timeout=10)
+        # the layer's files, not the host's: the log names the libraries the container maps
+        ev = agent.find(msg_has="attached to library libshfix.so")[0]
+        assert ev["pod"] == "native-1" and ev["container"] == "app", ev
+
+
+def test_name_of_a_library_function_gets_a_hint(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "native-2", {"app": "web"}, "node-a", containers={"app": ["/app/shpod"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "hint", spec(functions=["shfix_sleep"]))
+        e = logged(agent, "the hint", lambda: (
+            (e := cluster.node_entry(ns, "hint", "node-a")) and e.get("errors") and e))
+        text = " ".join(e["errors"])
+        assert "shfix_sleep is in libshfix.so: write 'libshfix.so:shfix_sleep'" in text, e
+        assert str(c.pid) in text or "native-2" in text, e
