@@ -395,9 +395,11 @@ static void name_file(struct rw_error *err, const char *fdpath, const char *name
 	snprintf(err->msg, sizeof(err->msg), "%s", out);
 }
 
-/* Attaches the patterns naming lib to it. 1 when a target was added. */
+/* Attaches the patterns naming lib to it, within *room functions (less what
+ * it takes). 1 when a target was added. */
 static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-		      const char *host_root, const struct shlib *lib, shlib_target_fn fn, void *ctx)
+		      const char *host_root, const struct shlib *lib, shlib_target_fn fn, void *ctx,
+		      size_t *room)
 {
 	const char **funcs = calloc(sp->npats + 1, sizeof(*funcs));
 	struct tracer_target **more, *tt;
@@ -423,13 +425,20 @@ static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_ca
 		goto out;
 	}
 	sp->targets = more;
-	tt = tracer__add(t, sp->pid, path, funcs, n, sp->threshold_ns, &e);
+	tt = tracer__add_bounded(t, sp->pid, path, funcs, n, sp->threshold_ns, *room, &e);
 	if (!tt) {
+		bool over = errno == EDQUOT;
+
 		name_file(&e, path, lib->path);
-		if (asprintf(&msg, "%s: %s", lib->name, e.msg) >= 0)
+		if (asprintf(&msg, "%s: %s%s", lib->name, e.msg,
+			     over ? ": not traced, over the namespace's share of functions "
+				    "(--max-functions-per-namespace, the chart's "
+				    "maxFunctionsPerNamespace)"
+				  : "") >= 0)
 			append(&sp->errors, msg), free(msg);
 		goto out;
 	}
+	*room -= *room == SIZE_MAX ? 0 : tracer_target__nfuncs(tt);
 	if (fn && fn(tt, lib->name, ctx)) {
 		tracer__remove(t, tt);
 		ret = -ENOMEM;
@@ -473,8 +482,8 @@ static char *unmatched_text(const struct shlib_procs *sp)
 }
 
 int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-			const char *host_root, shlib_target_fn fn, void *ctx, char **ret_unmatched,
-			struct rw_error *err)
+			const char *host_root, size_t room, shlib_target_fn fn, void *ctx,
+			char **ret_unmatched, struct rw_error *err)
 {
 	struct shlib_list l;
 	int e, added = 0;
@@ -504,7 +513,7 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 		}
 		if (seen_add(sp, l.libs[i].map))
 			continue;
-		e = attach_lib(sp, t, cache, host_root, &l.libs[i], fn, ctx);
+		e = attach_lib(sp, t, cache, host_root, &l.libs[i], fn, ctx, &room);
 		if (e < 0) {
 			rw_error_set(err, -e, "out of memory");
 			shlib_list__clear(&l);

@@ -86,12 +86,15 @@ bool shlib_procs__wanted(const struct shlib_procs *sp);
  * Attaches the library patterns to the libraries pid mapped since the last
  * call (the first call: all of them), each new target going to fn. Patterns
  * that match nothing so far, and libraries that could not be opened, are
- * described in *ret_unmatched (malloc'd; NULL when none). Returns how many
- * targets it added, or -errno with err set (the process is gone, ENOMEM).
+ * described in *ret_unmatched (malloc'd; NULL when none). The new targets
+ * take at most room functions in all (SIZE_MAX: no limit); a library whose
+ * functions would pass it is described there too, and not tried again.
+ * Returns how many targets it added, or -errno with err set (the process
+ * is gone, ENOMEM).
  */
 int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-			const char *host_root, shlib_target_fn fn, void *ctx, char **ret_unmatched,
-			struct rw_error *err);
+			const char *host_root, size_t room, shlib_target_fn fn, void *ctx,
+			char **ret_unmatched, struct rw_error *err);
 
 /* The targets added so far (none for NULL). */
 size_t shlib_procs__ntargets(const struct shlib_procs *sp);

@@ -189,8 +189,11 @@ size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns)
 	for (const struct traceset *ts = env->all; ts; ts = ts->next_in_env) {
 		if (strcmp(ts->ns, ns))
 			continue;
-		for (const struct trace *t = ts->traces; t; t = t->next)
+		for (const struct trace *t = ts->traces; t; t = t->next) {
 			n += tracer_target__nfuncs(t->target);
+			for (size_t i = 0; i < shlib_procs__ntargets(t->libs); i++)
+				n += tracer_target__nfuncs(shlib_procs__target(t->libs, i));
+		}
 	}
 	return n;
 }
@@ -513,7 +516,7 @@ static void update_libs(struct traceset *ts, struct trace *t, struct errlist *er
 		return;
 	host_root(t->pub.pid, root, sizeof(root));
 	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer), root,
-				take_lib, &c, &unmatched, &err) < 0) {
+				ns_room(ts), take_lib, &c, &unmatched, &err) < 0) {
 		/* the process is exiting: the next turn retires it */
 		free(unmatched);
 		return;

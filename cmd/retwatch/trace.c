@@ -408,8 +408,8 @@ static int update_libs(struct trace_run *r, struct proc *pr, bool first)
 
 	if (!shlib_procs__wanted(pr->libs))
 		return 0;
-	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, take_target, r->results, &unmatched,
-				&err);
+	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, SIZE_MAX, take_target, r->results,
+				&unmatched, &err);
 	if (n < 0) {
 		if (first)
 			fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, err.msg);

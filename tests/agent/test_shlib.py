@@ -3,7 +3,7 @@ shpod (tests/fixtures/c/shlib/shpod.c) calls libshfix.so's shfix_sleep a
 known number of times, then dlopens libshplug.so and calls its
 shplug_sleep; the agent, with only the DaemonSet's capabilities, opens the
 libraries through the container (its image layer) and picks up the
-dlopen'ed one in its rescans. [REF] the counts are shpod's own loops."""
+dlopen'ed one in its rescans. The counts are shpod's own loops."""
 
 import os
 
@@ -79,3 +79,20 @@ def test_name_of_a_library_function_gets_a_hint(cluster, make_pod):
         text = " ".join(e["errors"])
         assert "shfix_sleep is in libshfix.so: write 'libshfix.so:shfix_sleep'" in text, e
         assert str(c.pid) in text or "native-2" in text, e
+
+
+def test_library_functions_count_against_the_namespace_share(cluster, make_pod):
+    """--max-functions-per-namespace counts a library's functions as the
+    executable's: a probe whose library patterns match more is refused,
+    with the limit named, and nothing of it is traced."""
+    ns = cluster.namespace()
+    make_pod(ns, "native-3", {"app": "web"}, "node-a", containers={"app": ["/app/shpod"]})
+    with cluster.agent("node-a", extra=("--max-functions-per-namespace", "2")) as agent:
+        cluster.apply_probe(ns, "greedy", spec(functions=["libshfix.so:shfix_*"]))
+        e = logged(agent, "the share's refusal", lambda: (
+            (e := cluster.node_entry(ns, "greedy", "node-a")) and
+            any("namespace's share" in err for err in e.get("errors", [])) and e))
+        text = " ".join(e["errors"])
+        assert "more than 2" in text and "--max-functions-per-namespace" in text, e
+        assert not any(f.get("calls") for f in e.get("functions", [])), e
+        assert agent.find(msg_has="attached to library libshfix.so") == []
