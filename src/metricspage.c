@@ -81,6 +81,31 @@ static void render_unlogged(FILE *f, const struct fprobe *probes)
 	}
 }
 
+/* A gauge per probe and function of the overhead guard's figures: the
+ * overhead, or the processes the function is detached from. */
+static void overhead_family(FILE *f, const struct fprobe *probes, const char *name,
+			    const char *help, bool detached)
+{
+	prom_family(f, name, "gauge", help);
+	for (const struct fprobe *p = probes; p; p = p->next) {
+		for (size_t k = 0; k < results__nrows(p->results); k++) {
+			const char *kv[] = { "namespace", p->ns,
+					     "probe",	  p->name,
+					     "function",  results__row(p->results, k)->name };
+			struct results_overhead ov;
+			char fl[4096];
+
+			results__overhead(p->results, k, &ov);
+			if (prom_labels(fl, sizeof(fl), kv, 3))
+				continue;
+			if (detached)
+				prom_sample(f, name, fl, ov.ndetached);
+			else
+				prom_sample_real(f, name, fl, ov.overhead);
+		}
+	}
+}
+
 /* The probes' calibrated bias and cost, and the overhead guard per function. */
 static void render_guard(FILE *f, const struct metrics_page *mp, const struct fprobe *probes)
 {
@@ -93,39 +118,14 @@ static void render_guard(FILE *f, const struct metrics_page *mp, const struct fp
 		    "calibrated at start: the overhead guard's unit.");
 	prom_sample_seconds(f, "retwatch_probe_call_cost_seconds", NULL,
 			    mp->cal ? mp->cal->call_cost_ns : 0);
-	prom_family(f, "retwatch_function_overhead", "gauge",
-		    "Share of one CPU the probes of each function cost its costliest traced "
-		    "process (calls per second x the cost of a traced call), last interval.");
-	for (const struct fprobe *p = probes; p; p = p->next) {
-		for (size_t k = 0; k < results__nrows(p->results); k++) {
-			const char *kv[] = { "namespace", p->ns,
-					     "probe",	  p->name,
-					     "function",  results__row(p->results, k)->name };
-			struct results_overhead ov;
-			char fl[4096];
-
-			results__overhead(p->results, k, &ov);
-			if (!prom_labels(fl, sizeof(fl), kv, 3))
-				prom_sample_real(f, "retwatch_function_overhead", fl, ov.overhead);
-		}
-	}
-	prom_family(f, "retwatch_function_detached_processes", "gauge",
-		    "Processes a function is detached from: its probes cost more than "
-		    "spec.maxOverhead for two intervals in a row.");
-	for (const struct fprobe *p = probes; p; p = p->next) {
-		for (size_t k = 0; k < results__nrows(p->results); k++) {
-			const char *kv[] = { "namespace", p->ns,
-					     "probe",	  p->name,
-					     "function",  results__row(p->results, k)->name };
-			struct results_overhead ov;
-			char fl[4096];
-
-			results__overhead(p->results, k, &ov);
-			if (!prom_labels(fl, sizeof(fl), kv, 3))
-				prom_sample(f, "retwatch_function_detached_processes", fl,
-					    ov.ndetached);
-		}
-	}
+	overhead_family(f, probes, "retwatch_function_overhead",
+			"Share of one CPU the probes of each function cost its costliest traced "
+			"process (calls per second x the cost of a traced call), last interval.",
+			false);
+	overhead_family(f, probes, "retwatch_function_detached_processes",
+			"Processes a function is detached from: its probes cost more than "
+			"spec.maxOverhead for two intervals in a row.",
+			true);
 }
 
 static void render_errors(FILE *f, const struct agent_counters *c)
