@@ -84,8 +84,11 @@ def inspect(image=IMAGE):
 
 def size_bytes(image=IMAGE):
     """The image's size as containers storage reports it (uncompressed)."""
-    res = _cmd(BUILDAH + ["images", "--format", "{{.Size}}", image])
-    m = re.fullmatch(r"([\d.]+)\s*([kMG]?B)", res.stdout.strip())
+    # One row per name of the image: the cluster tests tag the same build
+    # (same layers, same ID) under a second name, and both rows are listed.
+    res = _cmd(BUILDAH + ["images", "--format", "{{.ID}} {{.Size}}", image])
+    rows = set(res.stdout.strip().splitlines())
+    m = re.fullmatch(r"\S+\s+([\d.]+)\s*([kMG]?B)", rows.pop()) if len(rows) == 1 else None
     if not m:
         raise ImageError(f"cannot read the size of {image}: {res.stdout.strip()!r}")
     return float(m.group(1)) * {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}[m.group(2)]
