@@ -260,6 +260,7 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	ret->attach_failures = a->env.attach_failures;
 	ret->nlimited = a->nlimited;
 	ret->ns_refused = a->env.ns_refused;
+	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;
@@ -356,8 +357,10 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->env.sym = symbolizer__new(a->cache);
 	a->env.procs = nodeprocs__new("/proc");
 	a->env.max_ns_funcs = o->max_ns_funcs;
+	a->env.analyzer = analyzer__new(a->notify_fd, o->analysis_timeout_ns);
 	a->manager = status__node_manager(o->node);
-	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->manager)
+	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->env.analyzer ||
+	    !a->manager)
 		goto nomem;
 	topts.cache = a->cache;
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
@@ -459,6 +462,9 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddNumberToObject(ev, "probes", (double)c.nprobes);
 	cJSON_AddNumberToObject(ev, "traced_processes", (double)c.ntraces);
 	cJSON_AddBoolToObject(ev, "summary_writer", c.leader);
+	cJSON_AddNumberToObject(ev, "analyses", (double)c.analyzer.analyses);
+	cJSON_AddNumberToObject(ev, "analysis_timeouts", (double)c.analyzer.timeouts);
+	cJSON_AddNumberToObject(ev, "analyses_abandoned_running", (double)c.analyzer.abandoned);
 	log_emit(ev);
 }
 
@@ -478,6 +484,7 @@ void agent__free(struct agent *a)
 		fprobe__free(p, "the agent is stopping");
 	}
 	publisher__stop(a->pub);
+	analyzer__free(a->env.analyzer);
 	tracer__free(a->tracer);
 	symbolizer__free(a->env.sym);
 	nodeprocs__free(a->env.procs);

@@ -30,6 +30,8 @@ struct agent_opts {
 	uint32_t slow_calls_per_sec;
 	/* (process, function) pairs a namespace's probes trace at once; 0: no limit */
 	size_t max_ns_funcs;
+	/* the time limit of one binary's analysis (analyzer.h) */
+	uint64_t analysis_timeout_ns;
 };
 
 struct agent;

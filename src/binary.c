@@ -1445,6 +1445,41 @@ void binary_cache__free(struct binary_cache *c)
 	free(c);
 }
 
+bool binary_cache__has(const struct binary_cache *c, int fd)
+{
+	struct stat st;
+
+	if (!c || fstat(fd, &st))
+		return false;
+	for (const struct binary *b = c->head; b; b = b->next)
+		if (same_file(b, &st))
+			return true;
+	return false;
+}
+
+void binary_cache__adopt(struct binary_cache *c, struct binary *b)
+{
+	struct stat st = { .st_dev = b->dev,
+			   .st_ino = b->ino,
+			   .st_size = b->size,
+			   .st_mtim = b->mtime,
+			   .st_ctim = b->ctime };
+
+	for (const struct binary *o = c->head; o; o = o->next) {
+		if (same_file(o, &st)) {
+			binary__put(b); /* analysed twice: the first stays */
+			return;
+		}
+	}
+	b->cache = c;
+	b->next = c->head;
+	c->head = b;
+	c->count++;
+	b->last_use = ++c->clock;
+	b->refs--; /* the cache holds it now, unused */
+	cache_evict(c);
+}
+
 void binary_cache__stats(const struct binary_cache *c, size_t *ret_hits, size_t *ret_misses)
 {
 	*ret_hits = c->hits;

@@ -69,6 +69,14 @@ struct binary_cache;
 struct binary_cache *binary_cache__new(size_t max_entries);
 /* Frees the cache; binaries still held stay valid until put. */
 void binary_cache__free(struct binary_cache *cache);
+/* Whether the cache holds an analysis of the file fd refers to. */
+bool binary_cache__has(const struct binary_cache *cache, int fd);
+/*
+ * Takes b, opened without a cache (on another thread, see analyzer.h), with
+ * the caller's reference into cache; dropped when the cache holds the same
+ * file already.
+ */
+void binary_cache__adopt(struct binary_cache *cache, struct binary *b);
 void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, size_t *ret_misses);
 
 /*

@@ -194,6 +194,12 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      "Attaches refused: the process's functions would pass its namespace's "
 	      "--max-functions-per-namespace.",
 	      c->ns_refused);
+	gauge(f, "retwatch_analyses_total", "counter",
+	      "Executables read off the main loop (symbols, tables, the functions probed).",
+	      c->analyzer.analyses);
+	gauge(f, "retwatch_analysis_timeouts_total", "counter",
+	      "Executables whose reading took longer than --analysis-timeout: not traced.",
+	      c->analyzer.timeouts);
 	gauge(f, "retwatch_api_requests_total", "counter", "Requests to the Kubernetes API server.",
 	      c->api_requests);
 	gauge(f, "retwatch_status_patches_total", "counter", "FunctionProbe status patches sent.",

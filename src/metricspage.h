@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyzer.h"
 #include "calibrate.h"
 #include "fprobe.h"
 #include "informer.h"
@@ -28,6 +29,7 @@ struct agent_counters {
 	uint64_t api_requests, attach_failures;
 	size_t nprobes, nlimited, ntraces;
 	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
+	struct analyzer_counters analyzer;
 	bool leader;
 };
 

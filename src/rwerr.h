@@ -14,5 +14,7 @@ struct rw_error {
  * (errnum is a positive errno value) so callers can `return rw_error_set(...)`. */
 int rw_error_set(struct rw_error *err, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Replaces each from in err's message by to (a path we opened by the one the user gave). */
+void rw_error_replace(struct rw_error *err, const char *from, const char *to);
 
 #endif

@@ -168,8 +168,9 @@ static void exe_path(pid_t pid, char *buf, size_t len)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
-/* Whether pattern matches a function of the file open as fd. */
-static bool has_match(struct binary_cache *cache, int fd, const char *pattern)
+/* Whether pattern matches a function of the file open as fd (read already, with an analyzer). */
+static bool has_match(struct binary_cache *cache, struct analyzer *an, int fd, const char *pattern,
+		      bool *ret_pending)
 {
 	struct binary_match m = { 0 };
 	char path[64];
@@ -178,6 +179,14 @@ static bool has_match(struct binary_cache *cache, int fd, const char *pattern)
 	int e;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	switch (an ? analyzer__check(an, cache, path, &pattern, 1, NULL) : ANALYSIS_READY) {
+	case ANALYSIS_PENDING:
+		if (ret_pending)
+			*ret_pending = true;
+		return false;
+	case ANALYSIS_FAILED: return false;
+	case ANALYSIS_READY: break;
+	}
 	b = binary__open(cache, path, NULL);
 	if (!b)
 		return false;
@@ -188,8 +197,8 @@ static bool has_match(struct binary_cache *cache, int fd, const char *pattern)
 	return found;
 }
 
-bool shlib__find(pid_t pid, struct binary_cache *cache, const char *host_root, const char *pattern,
-		 char *buf, size_t len)
+bool shlib__find(pid_t pid, struct binary_cache *cache, struct analyzer *an, const char *host_root,
+		 const char *pattern, char *buf, size_t len, bool *ret_pending)
 {
 	struct shlib_list l;
 	char exe[4096];
@@ -206,7 +215,7 @@ bool shlib__find(pid_t pid, struct binary_cache *cache, const char *host_root, c
 		fd = shlib__open(pid, &l.libs[i], host_root, NULL);
 		if (fd < 0)
 			continue;
-		found = has_match(cache, fd, pattern);
+		found = has_match(cache, an, fd, pattern, ret_pending);
 		close(fd);
 		if (found)
 			snprintf(buf, len, "%s", l.libs[i].name);
@@ -395,11 +404,43 @@ static void name_file(struct rw_error *err, const char *fdpath, const char *name
 	snprintf(err->msg, sizeof(err->msg), "%s", out);
 }
 
+/*
+ * Whether the analyzer has read lib (open as path) for the patterns naming
+ * it: LIB_READ; LIB_PENDING to come back; LIB_FAILED with the error listed.
+ */
+enum { LIB_READ, LIB_PENDING, LIB_FAILED };
+
+static int lib_read(struct shlib_procs *sp, struct analyzer *an, struct binary_cache *cache,
+		    const char *path, const struct shlib *lib)
+{
+	const char **funcs = calloc(sp->npats + 1, sizeof(*funcs));
+	struct rw_error e = { "" };
+	size_t n = 0;
+	char *msg;
+	int state;
+
+	if (!funcs)
+		return LIB_READ; /* the tracer reads it */
+	for (size_t i = 0; i < sp->npats; i++)
+		if (shlib__matches(lib, sp->pats[i].lib))
+			funcs[n++] = sp->pats[i].func;
+	state = analyzer__check(an, cache, path, funcs, n, &e);
+	free(funcs);
+	if (state == ANALYSIS_PENDING)
+		return LIB_PENDING;
+	if (state == ANALYSIS_READY)
+		return LIB_READ;
+	name_file(&e, path, lib->path);
+	if (asprintf(&msg, "%s: %s", lib->name, e.msg) >= 0)
+		append(&sp->errors, msg), free(msg);
+	return LIB_FAILED;
+}
+
 /* Attaches the patterns naming lib to it, within *room functions (less what
- * it takes). 1 when a target was added. */
+ * it takes). 1 when a target was added, 2 when lib is still being read. */
 static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-		      const char *host_root, const struct shlib *lib, shlib_target_fn fn, void *ctx,
-		      size_t *room)
+		      struct analyzer *an, const char *host_root, const struct shlib *lib,
+		      shlib_target_fn fn, void *ctx, size_t *room)
 {
 	const char **funcs = calloc(sp->npats + 1, sizeof(*funcs));
 	struct tracer_target **more, *tt;
@@ -416,6 +457,10 @@ static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_ca
 		goto out;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	switch (an ? lib_read(sp, an, cache, path, lib) : LIB_READ) {
+	case LIB_PENDING: ret = 2; goto out;
+	case LIB_FAILED: goto out;
+	}
 	n = match_lib(sp, cache, path, lib, funcs);
 	if (!n)
 		goto out;
@@ -482,8 +527,8 @@ static char *unmatched_text(const struct shlib_procs *sp)
 }
 
 int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-			const char *host_root, size_t room, shlib_target_fn fn, void *ctx,
-			char **ret_unmatched, struct rw_error *err)
+			struct analyzer *an, const char *host_root, size_t room, shlib_target_fn fn,
+			void *ctx, char **ret_unmatched, struct rw_error *err)
 {
 	struct shlib_list l;
 	int e, added = 0;
@@ -513,11 +558,15 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 		}
 		if (seen_add(sp, l.libs[i].map))
 			continue;
-		e = attach_lib(sp, t, cache, host_root, &l.libs[i], fn, ctx, &room);
+		e = attach_lib(sp, t, cache, an, host_root, &l.libs[i], fn, ctx, &room);
 		if (e < 0) {
 			rw_error_set(err, -e, "out of memory");
 			shlib_list__clear(&l);
 			return e;
+		}
+		if (e == 2) {
+			sp->nseen--; /* being read: looked at again next time */
+			continue;
 		}
 		added += e;
 	}

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "analyzer.h"
 #include "binary.h"
 #include "procmaps.h"
 #include "rwerr.h"
@@ -62,10 +63,13 @@ int shlib__open(pid_t pid, const struct shlib *lib, const char *host_root, struc
 /*
  * A library of pid where pattern (a function name or glob, no library part)
  * matches a function: its file name into buf. For the hint of a name the
- * executable does not have. False when none (or on any error).
+ * executable does not have. False when none (or on any error). With an
+ * analyzer, only libraries read already are looked in; the others are
+ * queued for reading, so that a later call finds them, and *ret_pending
+ * (may be NULL) is set.
  */
-bool shlib__find(pid_t pid, struct binary_cache *cache, const char *host_root, const char *pattern,
-		 char *buf, size_t len);
+bool shlib__find(pid_t pid, struct binary_cache *cache, struct analyzer *an, const char *host_root,
+		 const char *pattern, char *buf, size_t len, bool *ret_pending);
 
 /* A new library target: the callback takes it over (0), or refuses it (-errno: removed). */
 typedef int (*shlib_target_fn)(struct tracer_target *tt, const char *lib, void *ctx);
@@ -89,12 +93,14 @@ bool shlib_procs__wanted(const struct shlib_procs *sp);
  * described in *ret_unmatched (malloc'd; NULL when none). The new targets
  * take at most room functions in all (SIZE_MAX: no limit); a library whose
  * functions would pass it is described there too, and not tried again.
+ * With an analyzer (NULL: files are read here), a library is read off the
+ * caller's thread and attached by a later call once read.
  * Returns how many targets it added, or -errno with err set (the process
  * is gone, ENOMEM).
  */
 int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
-			const char *host_root, size_t room, shlib_target_fn fn, void *ctx,
-			char **ret_unmatched, struct rw_error *err);
+			struct analyzer *an, const char *host_root, size_t room, shlib_target_fn fn,
+			void *ctx, char **ret_unmatched, struct rw_error *err);
 
 /* The targets added so far (none for NULL). */
 size_t shlib_procs__ntargets(const struct shlib_procs *sp);

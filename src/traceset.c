@@ -15,6 +15,8 @@
 
 /* A failed attach is tried again after this long (the kernel may have been short of memory). */
 #define RETRY_NS (30 * NS_PER_S)
+/* ... or after this long, when the hint it lacks waits for a library's reading. */
+#define HINT_RETRY_NS (NS_PER_S / 2)
 
 struct trace {
 	struct traced pub;
@@ -23,6 +25,7 @@ struct trace {
 	ino_t ino;
 	struct tracer_target *target;
 	char *warning;		  /* patterns that matched nothing in this binary */
+	bool hints_pending;	  /* libraries the warning's hints need are being read */
 	struct shlib_procs *libs; /* its library targets (LIB:FUNC patterns) */
 	char *lib_warning;	  /* library patterns that match nothing yet */
 	bool seen;
@@ -365,7 +368,8 @@ static int real_exe(pid_t pid)
 	return overlay__open_real(pid, exe, root);
 }
 
-static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, const char *exe)
+static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, const char *exe,
+			       bool *ret_pending)
 {
 	char *out = NULL, *prev;
 
@@ -381,8 +385,9 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 		prev = out;
 		host_root(tracer_target__pid(tt), root, sizeof(root));
 		/* a name of a library the process has mapped: say which */
-		if (shlib__find(tracer_target__pid(tt), tracer__cache(ts->env->tracer), root,
-				u->pattern, lib, sizeof(lib))) {
+		if (shlib__find(tracer_target__pid(tt), tracer__cache(ts->env->tracer),
+				ts->env->analyzer, root, u->pattern, lib, sizeof(lib),
+				ret_pending)) {
 			if (asprintf(&out,
 				     "%s%sno function matches '%s' in %s; %s is in %s: write "
 				     "'%s:%s'",
@@ -397,23 +402,6 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 		free(prev);
 	}
 	return out;
-}
-
-/* Replaces each from in msg (of size len) by to. */
-static void replace_path(char *msg, size_t len, const char *from, const char *to)
-{
-	char out[sizeof(((struct rw_error *)0)->msg)], *at, *src = msg;
-	size_t o = 0, nfrom = strlen(from);
-
-	while ((at = strstr(src, from)) && o < sizeof(out)) {
-		o += snprintf(out + o, sizeof(out) - o, "%.*s%s", (int)(at - src), src, to);
-		src = at + nfrom;
-	}
-	if (src == msg)
-		return;
-	if (o < sizeof(out))
-		snprintf(out + o, sizeof(out) - o, "%s", src);
-	snprintf(msg, len, "%s", out);
 }
 
 static void attach_failed(struct traceset *ts, const struct placement_proc *pp, struct failure *f,
@@ -466,7 +454,7 @@ static void traced_new(struct traceset *ts, const struct placement_proc *pp,
 		tracer__remove(ts->env->tracer, tt);
 		return;
 	}
-	t->warning = unmatched_warning(ts, tt, pp->exe);
+	t->warning = unmatched_warning(ts, tt, pp->exe, &t->hints_pending);
 	if (t->warning) {
 		log_warn("probe %s/%s: pod %s: %s", ts->ns, ts->name, pp->pod, t->warning);
 		errlist__add(errs, "pod %s, container %s: %s", pp->pod, pp->container, t->warning);
@@ -515,8 +503,9 @@ static void update_libs(struct traceset *ts, struct trace *t, struct errlist *er
 	if (!shlib_procs__wanted(t->libs))
 		return;
 	host_root(t->pub.pid, root, sizeof(root));
-	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer), root,
-				ns_room(ts), take_lib, &c, &unmatched, &err) < 0) {
+	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer),
+				ts->env->analyzer, root, ns_room(ts), take_lib, &c, &unmatched,
+				&err) < 0) {
 		/* the process is exiting: the next turn retires it */
 		free(unmatched);
 		return;
@@ -530,21 +519,37 @@ static void update_libs(struct traceset *ts, struct trace *t, struct errlist *er
 			     t->lib_warning);
 }
 
-/* Names the executable lacks that a library of the process has: say which. */
-static void library_hints(struct traceset *ts, pid_t pid, const char **pats, size_t n,
+/* Names the executable lacks that a library of the process has: say which.
+ * Whether some library is still being read (the hint may come later). */
+static bool library_hints(struct traceset *ts, pid_t pid, const char **pats, size_t n,
 			  struct rw_error *err)
 {
+	bool pending = false;
 	char lib[SHLIB_MAX_NAME], root[64];
 	size_t len = strlen(err->msg);
 
 	host_root(pid, root, sizeof(root));
 	for (size_t i = 0; i < n && len < sizeof(err->msg); i++) {
-		if (!shlib__find(pid, tracer__cache(ts->env->tracer), root, pats[i], lib,
-				 sizeof(lib)))
+		if (!shlib__find(pid, tracer__cache(ts->env->tracer), ts->env->analyzer, root,
+				 pats[i], lib, sizeof(lib), &pending))
 			continue;
 		len += snprintf(err->msg + len, sizeof(err->msg) - len,
 				"; %s is in %s: write '%s:%s'", pats[i], lib, lib, pats[i]);
 	}
+	return pending;
+}
+
+/* The unmatched patterns' warning once the libraries its hints need are read. */
+static void warning_again(struct traceset *ts, struct trace *t)
+{
+	char *w;
+
+	t->hints_pending = false;
+	w = unmatched_warning(ts, t->target, t->pub.exe, &t->hints_pending);
+	if (w && (!t->warning || strcmp(w, t->warning)))
+		log_warn("probe %s/%s: pod %s: %s", ts->ns, ts->name, t->pub.pod, w);
+	free(t->warning);
+	t->warning = w;
 }
 
 /* The spec's patterns without a library part: the executable's. */
@@ -571,12 +576,14 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	const char **pats;
 	struct failure *f;
 	size_t npats;
-	bool refused;
+	bool refused, hints_pending = false;
 	int e;
 	int real;
 
 	if (t) {
 		t->seen = true;
+		if (t->hints_pending)
+			warning_again(ts, t);
 		if (t->warning)
 			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
 				     t->warning);
@@ -600,6 +607,25 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	else
 		snprintf(path, sizeof(path), "/proc/%d/exe", pp->proc.pid);
 	pats = exe_patterns(spec, &npats);
+	switch (pats && ts->env->analyzer
+			? analyzer__check(ts->env->analyzer, tracer__cache(ts->env->tracer), path,
+					  pats, npats, &err)
+			: ANALYSIS_READY) {
+	case ANALYSIS_PENDING:
+		/* the loop is woken when the analysis ends */
+		free(pats);
+		if (real >= 0)
+			close(real);
+		return;
+	case ANALYSIS_FAILED:
+		free(pats);
+		if (real >= 0)
+			close(real);
+		rw_error_replace(&err, path, pp->exe);
+		attach_failed(ts, pp, f, key, &err, errs);
+		return;
+	case ANALYSIS_READY: break;
+	}
 	tt = pats ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
 					spec->threshold_ns, ns_room(ts), &err)
 		  : NULL;
@@ -608,7 +634,7 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	if (!pats)
 		rw_error_set(&err, ENOMEM, "out of memory");
 	else if (!tt && e == ENOENT)
-		library_hints(ts, pp->proc.pid, pats, npats, &err);
+		hints_pending = library_hints(ts, pp->proc.pid, pats, npats, &err);
 	free(pats);
 	if (real >= 0)
 		close(real);
@@ -616,8 +642,11 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		if (refused)
 			ns_refused(ts, &err);
 		/* the tracer names the file by the path it opened, not the container's */
-		replace_path(err.msg, sizeof(err.msg), path, pp->exe);
+		rw_error_replace(&err, path, pp->exe);
 		attach_failed(ts, pp, f, key, &err, errs);
+		/* the hint's libraries are being read: try again soon, for it */
+		if (hints_pending && (f = failure_find(ts, key)))
+			f->retry_ns = clock__mono_ns() + HINT_RETRY_NS;
 		return;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);

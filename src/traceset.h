@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "analyzer.h"
 #include "calibrate.h"
 #include "errlist.h"
 #include "nodeprocs.h"
@@ -29,6 +30,8 @@ struct traceset_env {
 	struct tracer *tracer;
 	struct nodeprocs *procs;
 	struct symbolizer *sym;
+	/* reads executables off the main loop; NULL: the tracer reads them */
+	struct analyzer *analyzer;
 	uint64_t attach_failures; /* over every probe */
 	/*
 	 * The fair share of the node's BPF resources: the (process, function)

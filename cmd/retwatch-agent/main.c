@@ -12,8 +12,10 @@
 #include <string.h>
 
 #include "agent.h"
+#include "analyzer.h"
 #include "kube.h"
 #include "kubeconfig.h"
+#include "latency.h"
 #include "log.h"
 #include "metrics.h"
 #include "overlay.h"
@@ -49,7 +51,7 @@ static void usage(FILE *f)
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
 		"                      [--slow-calls-per-second N]\n"
 		"                      [--max-functions-per-namespace N] [--layer-root DIR...]\n"
-		"                      [--list-page-size N]\n"
+		"                      [--list-page-size N] [--analysis-timeout DURATION]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -95,6 +97,11 @@ static void usage(FILE *f)
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
 		"  --list-page-size N     list FunctionProbes and pods N objects per request\n"
 		"                         (default 500)\n"
+		"  --analysis-timeout DURATION\n"
+		"                         reading one executable or library (its symbols,\n"
+		"                         tables and the functions probed) may take this\n"
+		"                         long, off the main loop; past it the process is not\n"
+		"                         traced, with an error (default 5s)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -209,6 +216,14 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'T':
+		if (latency__parse_duration(optarg, &cli->ao.analysis_timeout_ns) ||
+		    !cli->ao.analysis_timeout_ns) {
+			fprintf(stderr, "retwatch-agent: --analysis-timeout must be a duration "
+					"above 0, such as 5s or 500ms\n");
+			return 2;
+		}
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -234,6 +249,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "max-functions-per-namespace", required_argument, NULL, 'F' },
 		{ "layer-root", required_argument, NULL, 'R' },
 		{ "list-page-size", required_argument, NULL, 'G' },
+		{ "analysis-timeout", required_argument, NULL, 'T' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -252,6 +268,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.list_page = 500,
 			.slow_calls_per_sec = TRACER_SLOW_CALLS_PER_SEC,
 			.max_ns_funcs = DEFAULT_MAX_NS_FUNCS,
+			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 	};

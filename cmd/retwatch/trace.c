@@ -385,7 +385,7 @@ static int check_exe(struct trace_run *r, pid_t pid, const char *exe, const stru
 	for (size_t i = 0; i < m.nunmatched && !ret; i++) {
 		const char *pat = m.unmatched[i].pattern;
 
-		if (!shlib__find(pid, r->cache, NULL, pat, lib, sizeof(lib)))
+		if (!shlib__find(pid, r->cache, NULL, NULL, pat, lib, sizeof(lib), NULL))
 			continue;
 		fprintf(stderr,
 			"retwatch: process %d: no function matches '%s' in %s; %s is in %s: "
@@ -408,8 +408,8 @@ static int update_libs(struct trace_run *r, struct proc *pr, bool first)
 
 	if (!shlib_procs__wanted(pr->libs))
 		return 0;
-	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, SIZE_MAX, take_target, r->results,
-				&unmatched, &err);
+	n = shlib_procs__update(pr->libs, r->t, r->cache, NULL, NULL, SIZE_MAX, take_target,
+				r->results, &unmatched, &err);
 	if (n < 0) {
 		if (first)
 			fprintf(stderr, "retwatch: process %d: %s\n", pr->pid, err.msg);

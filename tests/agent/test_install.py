@@ -97,7 +97,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert c["image"] == "retwatch-agent:0.1.0"
     assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
                          "--report-writes-per-second=50", "--slow-calls-per-second=100",
-                         "--max-functions-per-namespace=2048", "--metrics-address=:9431",
+                         "--max-functions-per-namespace=2048", "--analysis-timeout=5s",
+                         "--metrics-address=:9431",
                          "--metrics-max-series=5000"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
@@ -121,6 +122,7 @@ def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "metrics.enabled=false,logLevel=debug,maxProbesPerNode=0",
                      "--set", "reportWritesPerSecond=0",
                      "--set", "slowCallsPerSecond=0,maxFunctionsPerNamespace=64",
+                     "--set", "analysisTimeout=750ms",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
                      "--set", "podAnnotations.team=perf",
@@ -129,7 +131,8 @@ def test_values_change_the_daemonset(helm):
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
                          "--report-writes-per-second=0", "--slow-calls-per-second=0",
-                         "--max-functions-per-namespace=64", "--metrics-address=none", "--extra"]
+                         "--max-functions-per-namespace=64", "--analysis-timeout=750ms",
+                         "--metrics-address=none", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
     assert "ports" not in c and "livenessProbe" not in c and "readinessProbe" not in c
@@ -169,6 +172,7 @@ def test_values_change_the_daemonset(helm):
     (["--set", "maxProbesPerNode=-1"], "at '/maxProbesPerNode': minimum"),
     (["--set", "slowCallsPerSecond=-1"], "at '/slowCallsPerSecond': minimum"),
     (["--set", "maxFunctionsPerNamespace=-1"], "at '/maxFunctionsPerNamespace': minimum"),
+    (["--set-string", "analysisTimeout=5"], "at '/analysisTimeout': '5' does not match pattern"),
     (["--set", "metrics.maxSeries=-5"], "at '/metrics/maxSeries': minimum"),
     (["--set-string", "perfEventUprobes=yes"], "at '/perfEventUprobes': got string, want boolean"),
     (["--set-string", "maxProbesPerNode=ten"], "at '/maxProbesPerNode': got string, want integer"),

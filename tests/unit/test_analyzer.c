@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyzer.h"
+#include "test.h"
+
+/* Asks until the answer is not PENDING, waiting on the notification between. */
+static enum analysis_state settle(struct analyzer *a, struct binary_cache *c, int efd,
+				  const char *path, const char *const *pats, size_t n,
+				  struct rw_error *err)
+{
+	enum analysis_state s = ANALYSIS_PENDING;
+	struct pollfd p = { .fd = efd, .events = POLLIN };
+	uint64_t v;
+
+	for (int i = 0; i < 200 && s == ANALYSIS_PENDING; i++) {
+		s = analyzer__check(a, c, path, pats, n, err);
+		if (s == ANALYSIS_PENDING && poll(&p, 1, 50) > 0 && read(efd, &v, sizeof(v)) < 0)
+			break;
+	}
+	return s;
+}
+
+TEST(analyzer_reads_off_the_caller_and_fills_the_cache)
+{
+	const char *path = test__fixture("go/native/demo"), *pats[] = { "main.main" };
+	struct binary_cache *c = binary_cache__new(4);
+	struct rw_error err = { "" };
+	struct analyzer *a = NULL;
+	struct analyzer_counters n;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = false;
+
+	if (!path)
+		return true;
+	a = analyzer__new(efd, 0);
+	if (!ASSERT_TRUE(a && c && efd >= 0))
+		goto cleanup;
+	/* the first answer never waits for the reading */
+	if (!ASSERT_EQ(analyzer__check(a, c, path, pats, 1, &err), ANALYSIS_PENDING))
+		goto cleanup;
+	if (!ASSERT_EQ(settle(a, c, efd, path, pats, 1, &err), ANALYSIS_READY))
+		goto cleanup;
+	/* the tracer's binary__open now finds it */
+	int fd = open(path, O_RDONLY);
+	bool has = binary_cache__has(c, fd);
+
+	close(fd);
+	if (!ASSERT_TRUE(has))
+		goto cleanup;
+	if (!ASSERT_EQ(analyzer__check(a, c, path, pats, 1, &err), ANALYSIS_READY))
+		goto cleanup;
+	analyzer__counters(a, &n);
+	ok = ASSERT_EQ(n.analyses, 1) && ASSERT_EQ(n.timeouts, 0);
+cleanup:
+	analyzer__free(a);
+	binary_cache__free(c);
+	if (efd >= 0)
+		close(efd);
+	return ok;
+}
+
+TEST(analyzer_refuses_what_is_not_a_regular_file)
+{
+	char dir[] = "/tmp/rw-analyzer-XXXXXX", fifo[64];
+	const char *pats[] = { "main" };
+	struct binary_cache *c = binary_cache__new(4);
+	struct analyzer *a = analyzer__new(-1, 0);
+	struct rw_error err = { "" };
+	bool ok = false;
+
+	if (!ASSERT_TRUE(a && c && mkdtemp(dir)))
+		goto cleanup;
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	if (!ASSERT_OK(mkfifo(fifo, 0600)))
+		goto cleanup;
+	/* a FIFO with no writer: an open that blocked would hang here */
+	ok = ASSERT_EQ(analyzer__check(a, c, fifo, pats, 1, &err), ANALYSIS_FAILED) &&
+	     CHECK(strstr(err.msg, "is not a regular file"), "%s", err.msg) &&
+	     ASSERT_EQ(analyzer__check(a, c, dir, pats, 1, &err), ANALYSIS_FAILED);
+cleanup:
+	test__rm_tree(dir);
+	analyzer__free(a);
+	binary_cache__free(c);
+	return ok;
+}
+
+TEST(analyzer_past_the_limit_is_an_error_remembered)
+{
+	const char *path = test__fixture("go/native/demo"), *pats[] = { "main.main" };
+	struct binary_cache *c = binary_cache__new(4);
+	struct rw_error err = { "" };
+	struct analyzer *a = NULL;
+	struct analyzer_counters n;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = false;
+
+	if (!path)
+		return true;
+	a = analyzer__new(efd, 1); /* 1 ns: every reading takes longer */
+	if (!ASSERT_TRUE(a && c && efd >= 0))
+		goto cleanup;
+	if (!ASSERT_EQ(settle(a, c, efd, path, pats, 1, &err), ANALYSIS_FAILED))
+		goto cleanup;
+	if (!CHECK(strstr(err.msg, "took more than 1e-09 s") &&
+			   strstr(err.msg, "--analysis-timeout") && strstr(err.msg, path),
+		   "%s", err.msg))
+		goto cleanup;
+	/* the answer stays, without another reading, and nothing joined the cache */
+	memset(&err, 0, sizeof(err));
+	if (!ASSERT_EQ(analyzer__check(a, c, path, pats, 1, &err), ANALYSIS_FAILED) ||
+	    !CHECK(strstr(err.msg, "--analysis-timeout"), "%s", err.msg))
+		goto cleanup;
+	int fd = open(path, O_RDONLY);
+	bool has = binary_cache__has(c, fd);
+
+	close(fd);
+	analyzer__counters(a, &n);
+	ok = ASSERT_FALSE(has) && ASSERT_EQ(n.analyses, 1) && ASSERT_EQ(n.timeouts, 1);
+cleanup:
+	analyzer__free(a);
+	binary_cache__free(c);
+	if (efd >= 0)
+		close(efd);
+	return ok;
+}
