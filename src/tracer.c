@@ -97,6 +97,8 @@ struct tracer {
 	uint32_t next_fn_id;
 	uint32_t *free_ids;
 	size_t nfree_ids;
+	uint32_t *quarantine; /* released, their links maybe still closing */
+	size_t nquarantine;
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
@@ -373,19 +375,49 @@ void tracer__free(struct tracer *t)
 		t->files = f->next;
 		file__free(f);
 	}
+	/* nothing of ours stays attached once we return */
+	uprobe_links__wait_closed();
 	ring_buffer__free(t->rb);
 	trace__destroy(t->skel);
 	if (t->own_cache)
 		binary_cache__free(t->cache);
 	free(t->free_ids);
+	free(t->quarantine);
 	free(t->percpu_buf);
 	free(t);
 }
 
 /* ---- function slots ---- */
 
+/*
+ * Ids freed while their links may still be closing (uprobe_links__close):
+ * a probe of the old function would count for the id's next function. They
+ * are taken again once the reaper is done.
+ */
+static void slot_ids__take_back(struct tracer *t, bool wait)
+{
+	uint32_t *ids;
+
+	if (!t->nquarantine)
+		return;
+	if (wait)
+		uprobe_links__wait_closed();
+	else if (uprobe_links__closing())
+		return;
+	ids = realloc(t->free_ids, (t->nfree_ids + t->nquarantine) * sizeof(*ids));
+	if (!ids)
+		return;
+	t->free_ids = ids;
+	memcpy(t->free_ids + t->nfree_ids, t->quarantine, t->nquarantine * sizeof(*ids));
+	t->nfree_ids += t->nquarantine;
+	t->nquarantine = 0;
+}
+
 static int slot_id__alloc(struct tracer *t, uint32_t *ret_id)
 {
+	slot_ids__take_back(t, false);
+	if (!t->nfree_ids && t->next_fn_id >= RW_MAX_FUNCS)
+		slot_ids__take_back(t, true);
 	if (t->nfree_ids) {
 		*ret_id = t->free_ids[--t->nfree_ids];
 		return 0;
@@ -398,12 +430,12 @@ static int slot_id__alloc(struct tracer *t, uint32_t *ret_id)
 
 static void slot_id__release(struct tracer *t, uint32_t id)
 {
-	uint32_t *ids = realloc(t->free_ids, (t->nfree_ids + 1) * sizeof(*ids));
+	uint32_t *ids = realloc(t->quarantine, (t->nquarantine + 1) * sizeof(*ids));
 
 	if (!ids)
 		return; /* the id leaks; it stays inactive */
-	t->free_ids = ids;
-	t->free_ids[t->nfree_ids++] = id;
+	t->quarantine = ids;
+	t->quarantine[t->nquarantine++] = id;
 }
 
 static int slot__write(struct tracer *t, const struct slot *s)

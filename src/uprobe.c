@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -75,15 +76,106 @@ void uprobe_links__init(struct uprobe_links *l)
 	*l = (struct uprobe_links){ .multi_fd = -1 };
 }
 
+/* Links closing at once: their grace periods overlap (hundreds: about 1 s). */
+#define REAPER_THREADS 16
+
+/* The descriptors to close, and the threads that close them. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work, idle;
+	int *fds; /* queued */
+	size_t n, cap;
+	size_t busy; /* being closed */
+	size_t nthreads;
+} reaper = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	     .work = PTHREAD_COND_INITIALIZER,
+	     .idle = PTHREAD_COND_INITIALIZER };
+
+static void *reap(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&reaper.lock);
+	for (;;) {
+		int fd;
+
+		while (!reaper.n)
+			pthread_cond_wait(&reaper.work, &reaper.lock);
+		fd = reaper.fds[--reaper.n];
+		reaper.busy++;
+		pthread_mutex_unlock(&reaper.lock);
+		close(fd);
+		pthread_mutex_lock(&reaper.lock);
+		if (--reaper.busy == 0 && !reaper.n)
+			pthread_cond_broadcast(&reaper.idle);
+	}
+	return NULL;
+}
+
+/* Hands fd to the reaper; closes it here when no thread can take it. */
+static void reap_fd(int fd)
+{
+	bool queued = false;
+	pthread_attr_t attr;
+	pthread_t tid;
+
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&reaper.lock);
+	if (reaper.n == reaper.cap) {
+		size_t cap = reaper.cap ? 2 * reaper.cap : 64;
+		int *more = realloc(reaper.fds, cap * sizeof(*more));
+
+		if (more) {
+			reaper.fds = more;
+			reaper.cap = cap;
+		}
+	}
+	if (reaper.n < reaper.cap) {
+		reaper.fds[reaper.n++] = fd;
+		queued = true;
+	}
+	if (queued && reaper.nthreads < REAPER_THREADS &&
+	    reaper.nthreads < reaper.n + reaper.busy && !pthread_attr_init(&attr)) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (!pthread_create(&tid, &attr, reap, NULL))
+			reaper.nthreads++;
+		pthread_attr_destroy(&attr);
+	}
+	if (queued && !reaper.nthreads) {
+		reaper.n--; /* no thread: close it here */
+		queued = false;
+	}
+	if (queued)
+		pthread_cond_signal(&reaper.work);
+	pthread_mutex_unlock(&reaper.lock);
+	if (!queued)
+		close(fd);
+}
+
+bool uprobe_links__closing(void)
+{
+	bool closing;
+
+	pthread_mutex_lock(&reaper.lock);
+	closing = reaper.n || reaper.busy;
+	pthread_mutex_unlock(&reaper.lock);
+	return closing;
+}
+
+void uprobe_links__wait_closed(void)
+{
+	pthread_mutex_lock(&reaper.lock);
+	while (reaper.n || reaper.busy)
+		pthread_cond_wait(&reaper.idle, &reaper.lock);
+	pthread_mutex_unlock(&reaper.lock);
+}
+
 void uprobe_links__close(struct uprobe_links *l)
 {
-	if (l->multi_fd >= 0)
-		close(l->multi_fd);
+	reap_fd(l->multi_fd);
 	for (size_t i = 0; i < l->n && l->link_fds; i++) {
-		if (l->link_fds[i] >= 0)
-			close(l->link_fds[i]);
-		if (l->perf_fds[i] >= 0)
-			close(l->perf_fds[i]);
+		reap_fd(l->link_fds[i]);
+		reap_fd(l->perf_fds[i]);
 	}
 	free(l->link_fds);
 	free(l->perf_fds);

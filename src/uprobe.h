@@ -25,8 +25,17 @@ struct uprobe_links {
 };
 
 void uprobe_links__init(struct uprobe_links *l);
-/* Detaches; an initialized, empty or closed set is fine. */
+/*
+ * Detaches; an initialized, empty or closed set is fine. The links close on
+ * the reaper's threads, after the call returns: closing one waits for the
+ * kernel's grace period (about 90 ms here), and hundreds closed one after
+ * another took tens of seconds; many at once, their waits overlap.
+ */
 void uprobe_links__close(struct uprobe_links *l);
+/* Whether links handed to the reaper are still open. */
+bool uprobe_links__closing(void);
+/* Waits until every link handed to the reaper is closed. */
+void uprobe_links__wait_closed(void);
 
 /*
  * Attaches prog_fd (loaded for uprobe_multi when multi) at each offset of
