@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target for a bounded time over a corpus seeded with real
-# binaries. usage: run.sh SECONDS FUZZER...
+# binaries, as many at once as there are CPUs (each target is one process on
+# one CPU: its time is its own either way). usage: run.sh SECONDS FUZZER...
 set -euo pipefail
 seconds=$1
 shift
 fixtures=${RETWATCH_FIXTURES:-build/fixtures}
-status=0
-for fuzzer in "$@"; do
+jobs=$(nproc)
+
+# One target: its corpus, its regression inputs, its run. Prints one line,
+# or the failure with the end of its log; exits non-zero on a failure.
+run_one() {
+	local fuzzer=$1 name corpus log runs
 	name=$(basename "$fuzzer")
 	corpus=build/fuzz/corpus/$name
 	mkdir -p "$corpus"
@@ -25,8 +30,7 @@ for fuzzer in "$@"; do
 		if ! "$fuzzer" tests/fuzz/regressions/"$name"/* >"$log" 2>&1; then
 			echo "fuzz: $name FAILED on a regression input, see $log:"
 			tail -40 "$log"
-			status=1
-			continue
+			return 1
 		fi
 	fi
 	if "$fuzzer" -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=2048 \
@@ -36,7 +40,25 @@ for fuzzer in "$@"; do
 	else
 		echo "fuzz: $name FAILED, see $log:"
 		tail -40 "$log"
+		return 1
+	fi
+}
+
+mkdir -p build/fuzz
+pids=()
+for fuzzer in "$@"; do
+	while (($(jobs -rp | wc -l) >= jobs)); do
+		wait -n || true
+	done
+	name=$(basename "$fuzzer")
+	run_one "$fuzzer" >"build/fuzz/$name.out" 2>&1 &
+	pids+=("$!:$name")
+done
+status=0
+for p in "${pids[@]}"; do
+	if ! wait "${p%%:*}"; then
 		status=1
 	fi
+	cat "build/fuzz/${p#*:}.out"
 done
 exit $status
