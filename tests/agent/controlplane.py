@@ -154,6 +154,14 @@ class ControlPlane:
         self._stop_process(self._apiserver)
         self._start_apiserver()
 
+    def stop_apiserver(self):
+        """Stop kube-apiserver (etcd runs on); start_apiserver() brings it back."""
+        self._stop_process(self._apiserver)
+
+    def start_apiserver(self):
+        """Start kube-apiserver again, with the same port and flags."""
+        self._start_apiserver()
+
     def stop(self):
         """Stop kube-apiserver, then etcd. Safe to call more than once."""
         self._stop_process(self._apiserver)
