@@ -179,7 +179,8 @@ static bool has_match(struct binary_cache *cache, struct analyzer *an, int fd, c
 	int e;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	switch (an ? analyzer__check(an, cache, path, &pattern, 1, NULL) : ANALYSIS_READY) {
+	/* read once for every pattern's hint: the file alone is asked for */
+	switch (an ? analyzer__check(an, cache, path, NULL, 0, NULL) : ANALYSIS_READY) {
 	case ANALYSIS_PENDING:
 		if (ret_pending)
 			*ret_pending = true;
