@@ -274,6 +274,50 @@ def test_crashed_container_is_probed_again(node):
     wait_for(f"calls of {name}'s new process (PID {new_pid})", counting, timeout=15)
 
 
+def revision(pod):
+    """A pod's revision as the agent names it: its owner ReplicaSet."""
+    (owner,) = pod["metadata"]["ownerReferences"]
+    assert owner["kind"] == "ReplicaSet", owner
+    return owner["name"]
+
+
+def test_rollout_restart_shows_both_revisions_then_the_new_one(node):
+    """kubectl rollout restart: while a new ReplicaSet's pod runs beside
+    the old one's (one surge pod, held 6 s before the next step), the
+    summary has a row for each revision with calls; when the rollout is
+    done, the report's pods are the new revision's, each counting."""
+    ns = "shop"
+    old = {revision(p) for p in running_pods(node, ns, "app=web", 2)}
+    assert len(old) == 1
+    (old_rev,) = old
+    node.kubectl("patch", "deployment", "web", "-n", ns, "--type=merge", "-p", json.dumps({
+        "spec": {"minReadySeconds": 6, "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+            "maxSurge": 1, "maxUnavailable": 0}}}}))
+    node.kubectl("rollout", "restart", "deployment/web", "-n", ns)
+
+    def both():
+        s = node.kubectl_json("get", "fprobe", "lat", "-n", ns)["status"].get("summary", {})
+        f = fns(s).get("main.handleRequest", {})
+        revs = {r["revision"]: r for r in f.get("revisions", [])}
+        return len(revs) == 2 and old_rev in revs and all(
+            r["calls"] > 0 for r in revs.values()) and revs
+    revs = wait_for("a summary with the old and the new revision", both, timeout=30)
+    (new_rev,) = set(revs) - {old_rev}
+    node.kubectl("rollout", "status", "deployment/web", "-n", ns, "--timeout=90s", timeout=120)
+    pods = running_pods(node, ns, "app=web", 2)
+    names = {p["metadata"]["name"] for p in pods}
+    assert {revision(p) for p in pods} == {new_rev}
+
+    def only_new():
+        r = report_of(node, ns, "lat")
+        here = {p["name"] for p in r["status"]["pods"]}
+        return here == names and all(
+            all(n > 0 for n in pod_calls(r, name).values()) for name in names) and r
+    report = wait_for("the new revision's pods alone in the report, counting", only_new,
+                      timeout=20)
+    assert {p["revision"] for p in report["status"]["pods"]} == {new_rev}, report["status"]
+
+
 def old_pod(node):
     return node.kubectl_json("get", "pods", "-n", "shop", "-l", "app=web")["items"][0][
         "metadata"]["name"]
