@@ -31,6 +31,8 @@ struct fn_entry {
 	size_t nextra;
 	struct func_info *info; /* analysis, made on first match */
 	struct disasm_result dis;
+	int64_t *tail_returns; /* info->tail_returns */
+	bool tails_followed;
 };
 
 struct binary {
@@ -703,7 +705,10 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->returns = f->dis.returns;
 	fi->nreturns = f->dis.nreturns;
 	fi->tail_calls = f->dis.tail_calls;
+	fi->tail_targets = f->dis.tail_targets;
 	fi->ntail_calls = f->dis.ntail_calls;
+	fi->nindirect_jumps = f->dis.nindirect_jumps;
+	fi->exits_known = !f->dis.undecodable && !f->dis.over_budget;
 	if (f->dis.reason[0])
 		fi->reason = f->dis.reason;
 	else
@@ -717,6 +722,106 @@ out:
 static int analyzed(struct binary *b, struct fn_entry *f)
 {
 	return f->info ? 0 : analyze(b, f);
+}
+
+/* ---- tail calls ---- */
+
+static int cmp_offset(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct tail_walk {
+	const struct func_info *funcs[BINARY_TAIL_MAX_FUNCS];
+	unsigned int depth[BINARY_TAIL_MAX_FUNCS];
+	size_t nfuncs;
+	int64_t *returns;
+	size_t nreturns;
+	size_t untimed, indirect;
+};
+
+static bool tail_walk__seen(const struct tail_walk *w, const struct func_info *g)
+{
+	for (size_t i = 0; i < w->nfuncs; i++)
+		if (w->funcs[i] == g)
+			return true;
+	return false;
+}
+
+/*
+ * Follows the tail call of w->funcs[from] to target: a function whose RETs
+ * end the call, or one more jump that cannot be followed. false on -ENOMEM.
+ */
+static bool tail_walk__follow(struct binary *b, struct tail_walk *w, size_t from, uint64_t target)
+{
+	const struct func_info *f = w->funcs[0], *g;
+
+	g = target ? binary__func_at(b, target) : NULL;
+	if (!g || g->address != target || g->go || !g->exits_known) {
+		w->untimed++; /* through memory, no function's entry, or exits unknown */
+		return true;
+	}
+	if (tail_walk__seen(w, g))
+		return true;
+	if (w->depth[from] + 1 > BINARY_TAIL_MAX_DEPTH || w->nfuncs == BINARY_TAIL_MAX_FUNCS ||
+	    w->nreturns + g->nreturns > BINARY_TAIL_MAX_RETURNS) {
+		w->untimed++;
+		return true;
+	}
+	if (g->nreturns) {
+		void *p = realloc(w->returns, (w->nreturns + g->nreturns) * sizeof(*w->returns));
+
+		if (!p)
+			return false;
+		w->returns = p;
+	}
+	/* file offsets, not addresses: the two functions may lie in different segments */
+	for (size_t k = 0; k < g->nreturns; k++)
+		w->returns[w->nreturns++] = (int64_t)(g->file_offset - f->file_offset) +
+					    g->returns[k];
+	w->depth[w->nfuncs] = w->depth[from] + 1;
+	w->funcs[w->nfuncs++] = g;
+	return true;
+}
+
+/*
+ * Fills f's tail_returns and counts (struct func_info): a breadth-first walk
+ * from f over direct jumps to other functions' entries, in native code only
+ * (Go's jumps out of a function are ABI wrappers' and the runtime's).
+ */
+static int follow_tails(struct binary *b, struct fn_entry *f)
+{
+	struct func_info *fi = f->info;
+	struct tail_walk w = { .funcs = { fi }, .nfuncs = 1 };
+
+	if (f->tails_followed || fi->go || !fi->exits_known)
+		return 0;
+	for (size_t i = 0; i < w.nfuncs; i++) {
+		const struct func_info *x = w.funcs[i];
+
+		w.indirect += x->nindirect_jumps;
+		for (size_t k = 0; k < x->ntail_calls; k++) {
+			size_t untimed = w.untimed;
+
+			if (!tail_walk__follow(b, &w, i, x->tail_targets[k])) {
+				free(w.returns);
+				return -ENOMEM;
+			}
+			if (i == 0 && w.untimed == untimed)
+				fi->ntail_followed++;
+		}
+	}
+	if (w.nreturns)
+		qsort(w.returns, w.nreturns, sizeof(*w.returns), cmp_offset);
+	f->tail_returns = w.returns;
+	fi->tail_returns = w.returns;
+	fi->ntail_returns = w.nreturns;
+	fi->ntail_untimed = w.untimed;
+	fi->nindirect_jumps = w.indirect;
+	f->tails_followed = true;
+	return 0;
 }
 
 #define MAX_WRAPPER_SIZE 256
@@ -793,6 +898,8 @@ static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *
 	if (f->match_gen == b->match_gen)
 		return 0; /* listed by an earlier pattern */
 	ret = analyzed(b, f);
+	if (!ret)
+		ret = follow_tails(b, f);
 	if (ret)
 		return ret;
 	f->match_gen = b->match_gen;
@@ -1298,6 +1405,7 @@ static void binary_free(struct binary *b)
 		return;
 	for (size_t i = 0; i < b->nfns; i++) {
 		free(b->fns[i].info);
+		free(b->fns[i].tail_returns);
 		disasm_result__clear(&b->fns[i].dis);
 	}
 	free(b->fns);

@@ -131,6 +131,16 @@ TEST(binary_c_functions)
 	     ASSERT_EQ(tail->ntail_calls, 1) && ASSERT_TRUE(tail->nreturns >= 1) &&
 	     ASSERT_EQ(tail->source, FUNC_SOURCE_SYMTAB) &&
 	     ASSERT_EQ(tail->file_offset, tail->address); /* PIE: first segment at 0 */
+	/* the tail call is followed: other()'s RETs end tail()'s calls */
+	const struct func_info *other = binary__func_at(b, tail->tail_targets[0]);
+
+	ok = ok && ASSERT_TRUE(other) && ASSERT_STREQ(other->name, "other") &&
+	     ASSERT_EQ(tail->ntail_followed, 1) && ASSERT_EQ(tail->ntail_untimed, 0) &&
+	     ASSERT_EQ(tail->ntail_returns, other->nreturns);
+	for (size_t k = 0; ok && other && k < other->nreturns; k++)
+		ok = ASSERT_EQ(tail->tail_returns[k],
+			       (int64_t)(other->file_offset - tail->file_offset) +
+				       other->returns[k]);
 	/* checked(): a hot range and a .cold range, from DWARF */
 	ok = ok && ASSERT_EQ(checked->nranges, 2) &&
 	     ASSERT_EQ(checked->mode, FUNC_MODE_ENTRY_RET) &&
