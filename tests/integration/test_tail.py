@@ -1,0 +1,120 @@
+"""Tail calls timed (issue 15, item 4), on tests/fixtures/c/tailfix.c.
+
+A C function that leaves by `jmp other` returns through other's RET, at the
+stack pointer it was entered with: retwatch probes the RETs of the functions
+a traced function tail-calls (transitively, within a bound) and ends the call
+there. Jumps it cannot follow (through memory or a register) make the call a
+tail exit: no duration, not an orphan.
+
+[REF] Counts come from the program: every call it makes, and which of them
+leave by a tail call. nap() sleeps nap_ns, so a call ending at nap's RET
+lasts at least that, and at most what its caller measured around it (the
+same clock as the kernel's). The RET sites come from GNU objdump
+(reference.py). Needs root and bpftool; about 2 s per run.
+"""
+
+import os
+
+import pytest
+
+import harness
+import reference
+import tracing
+
+SLACK_NS = 20_000  # clock reads, when comparing with the program's own durations
+
+
+def tailfix(stripped=False):
+    path = harness.fixture("c/tail-stripped/tailfix" if stripped else "c/tail/tailfix")
+    assert os.path.exists(path), f"{path} is missing (rebuild the fixtures)"
+    return tracing.Tracee(path=path, kind="c", toolchain="gcc", variant="tail", stripped=stripped)
+
+
+def trace(patterns, options=()):
+    r = tracing.run_ok([(tailfix(), "tail")], patterns, options=("--raw", *options))
+    tracing.assert_document(r)
+    return r
+
+
+def assert_timed_by_tail(r, name):
+    """Every call counted, the tail-called ones ended at nap's RET: each lasts
+    at least nap_ns, and no longer than the program measured."""
+    rep, f = r.report, r.function(name)
+    assert f["calls"] == rep["calls"][name], f"{name}: {f}\n{r.describe()}"
+    assert f["tail_closed"] == rep["tail_calls"][name], f"{name}: {f}\n{r.describe()}"
+    assert f["orphans"] == 0 and f["tail_exits"] == 0 and f["lost"] == 0, f
+    assert f["max_ns"] >= rep["nap_ns"], f"{name}: a tail call not timed to nap's RET: {f}"
+    assert f["max_ns"] <= rep["max_ns"][name] + SLACK_NS, f"{name}: {f} vs {rep}"
+    if rep["tail_calls"][name] == rep["calls"][name]:
+        assert f["min_ns"] >= rep["nap_ns"], f"{name}: {f}"
+
+
+def assert_tail_exits(r, name):
+    """Left through a jump retwatch cannot follow: tail exits, never orphans."""
+    rep, f = r.report, r.function(name)
+    assert f["calls"] == 0 and f["orphans"] == 0, f"{name}: {f}\n{r.describe()}"
+    assert f["tail_exits"] == rep["tail_calls"][name] == rep["calls"][name], f"{name}: {f}"
+
+
+@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
+def test_tail_calls_timed(attach):
+    r = trace(("direct", "chain", "mixed", "indirect", "pointer", "outer"), ("--attach", attach))
+    for name in ("direct", "chain", "mixed"):
+        assert_timed_by_tail(r, name)
+    for name in ("indirect", "pointer"):
+        assert_tail_exits(r, name)
+    # nap called normally from outer (and from main) closes nothing of another function
+    outer = r.function("outer")
+    assert outer["calls"] == r.report["calls"]["outer"] and outer["tail_closed"] == 0, outer
+    assert outer["min_ns"] >= r.report["nap_ns"] and outer["orphans"] == 0, outer
+
+
+def test_tail_target_traced_too():
+    """A traced function the call jumps to (relay, nap) is timed on its own,
+    and the caller's call ends with it at the same RET."""
+    r = trace(("direct", "chain", "relay", "nap", "pointer"))
+    # relay runs only as chain's tail call, inside chain's timing
+    for key in ("calls", "tail_calls", "max_ns"):
+        r.report[key]["relay"] = r.report[key]["chain"]
+    for name in ("direct", "chain", "relay"):
+        assert_timed_by_tail(r, name)
+    assert_tail_exits(r, "pointer")
+    rep = r.report
+    # every path into nap: tail calls of direct, relay (via chain), mixed,
+    # indirect, pointer; calls from outer and main
+    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer"))
+    want += rep["calls"]["outer"] + rep["calls"]["nap"]
+    nap = r.function("nap")
+    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+
+
+def test_tail_text_output():
+    r = tracing.run_ok([(tailfix(), "tail")], ("direct", "indirect"), json_out=False)
+    out = r.retwatch.stdout
+    calls = r.report["calls"]
+    assert f"direct: {calls['direct']} of the calls ended at a RET of a function they tail-called" \
+        in out, out
+    assert f"indirect: {calls['indirect']} calls left by a tail call that cannot be followed" \
+        in out, out
+
+
+def test_inspect_tail_returns():
+    """The RETs probed for a tail-calling function are its targets' RETs
+    (objdump's), as offsets in the file from the function's own."""
+    path = tailfix().path
+    funcs = harness.functions_by_name(
+        harness.inspect_json(path, ["direct", "chain", "indirect", "pointer", "outer"]))
+
+    def rets(name):
+        ref = reference.c_function(path, name)
+        return [reference.file_offset(path, ref.address) + off for off in ref.returns]
+
+    for name, targets in (("direct", ["nap"]), ("chain", ["relay", "nap"])):
+        f = funcs[name]
+        want = sorted(o - f["file_offset"] for t in targets for o in rets(t))
+        assert f["tail_returns"] == want, f
+        assert f["tail_calls_followed"] == len(f["tail_calls"]) == 1, f
+        assert f["tail_untimed"] == 0 and f["indirect_jumps"] == 0, f
+    assert funcs["indirect"]["tail_untimed"] == 1 and funcs["indirect"]["tail_returns"] == []
+    assert funcs["pointer"]["indirect_jumps"] == 1 and funcs["pointer"]["tail_returns"] == []
+    assert funcs["outer"]["tail_returns"] == [] and funcs["outer"]["tail_untimed"] == 0
