@@ -647,12 +647,85 @@ static int build_index(struct binary *b, struct rw_error *err)
 
 /* ---- analysis ---- */
 
-static int analyze(struct binary *b, struct fn_entry *f)
+/*
+ * Sweeps fi's ranges into f->dis. 0; 1 when they cannot be read (fi->reason
+ * says why); or -ENOMEM.
+ */
+static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
 	struct code_range cr[DWARF_MAX_RANGES];
-	struct func_info *fi;
 	size_t n = 0;
 	int ret = 0;
+
+	for (size_t i = 0; i < fi->nranges; i++) {
+		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
+		uint8_t *buf;
+
+		if (!len || len > MAX_FUNC_SIZE || !elfbin__is_code(b->eb, lo, len)) {
+			fi->reason = len ? "the function's range is not inside an executable segment"
+					 : "the symbol has no size";
+			ret = 1;
+			goto out;
+		}
+		buf = malloc(len);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		cr[n++] = (struct code_range){ lo, buf, len };
+		if (elfbin__read(b->eb, lo, buf, len)) {
+			fi->reason = "the function's bytes could not be read from the file";
+			ret = 1;
+			goto out;
+		}
+	}
+	ret = disasm__scan(cr, n, f->addr, &f->dis);
+out:
+	for (size_t i = 0; i < n; i++)
+		free((void *)cr[i].bytes);
+	return ret;
+}
+
+static bool addr_known(struct binary *b, uint64_t addr);
+static bool range_known(struct binary *b, uint64_t lo, uint64_t hi);
+
+static bool in_func_ranges(const struct func_info *fi, uint64_t addr)
+{
+	for (size_t i = 0; i < fi->nranges; i++)
+		if (addr >= fi->ranges[i].lo && addr < fi->ranges[i].hi)
+			return true;
+	return false;
+}
+
+/*
+ * A stripped binary has lost the ".cold" symbols that name the parts a
+ * compiler moved out of a function (gcc's unlikely paths), so jumps into
+ * them look like tail calls. Every x86-64 ELF carries unwind tables: a jump
+ * target that is no known function's entry nor inside one, not a PLT stub,
+ * and starts an FDE whose range overlaps no known function is code of this
+ * function's own. Adds such ranges to fi; returns how many.
+ */
+static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_info *fi)
+{
+	size_t added = 0;
+
+	for (size_t k = 0; k < f->dis.ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
+		uint64_t t = f->dis.tail_targets[k], lo, hi;
+
+		if (!t || in_func_ranges(fi, t) || addr_known(b, t) || elfbin__in_plt(b->eb, t) ||
+		    elfbin__fde_at(b->eb, t, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
+		    !elfbin__is_code(b->eb, lo, hi - lo) || range_known(b, lo, hi))
+			continue;
+		fi->ranges[fi->nranges++] = (struct addr_range){ lo, hi };
+		added++;
+	}
+	return added;
+}
+
+static int analyze(struct binary *b, struct fn_entry *f)
+{
+	struct func_info *fi;
+	int ret;
 
 	fi = calloc(1, sizeof(*fi));
 	if (!fi)
@@ -674,29 +747,15 @@ static int analyze(struct binary *b, struct fn_entry *f)
 		fi->reason = "the entry address is not in a loaded segment of the file";
 		return 0;
 	}
-	for (size_t i = 0; i < fi->nranges; i++) {
-		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
-		uint8_t *buf;
-
-		if (!len || len > MAX_FUNC_SIZE || !elfbin__is_code(b->eb, lo, len)) {
-			fi->reason = len ? "the function's range is not inside an executable segment"
-					 : "the symbol has no size";
-			goto out;
-		}
-		buf = malloc(len);
-		if (!buf) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		cr[n++] = (struct code_range){ lo, buf, len };
-		if (elfbin__read(b->eb, lo, buf, len)) {
-			fi->reason = "the function's bytes could not be read from the file";
-			goto out;
-		}
+	ret = sweep(b, f, fi);
+	/* Go keeps its code in one range: no cold parts to look for */
+	while (!ret && !fi->go && !f->dis.undecodable && !f->dis.over_budget &&
+	       add_cold_parts(b, f, fi)) {
+		disasm_result__clear(&f->dis);
+		ret = sweep(b, f, fi);
 	}
-	ret = disasm__scan(cr, n, f->addr, &f->dis);
 	if (ret)
-		goto out;
+		return ret < 0 ? ret : 0;
 	/* pclntab ends a function where the next begins: drop the int3 padding */
 	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis.undecodable && f->dis.code_end > f->addr) {
 		fi->size = f->dis.code_end - f->addr;
@@ -713,10 +772,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 		fi->reason = f->dis.reason;
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
-out:
-	for (size_t i = 0; i < n; i++)
-		free((void *)cr[i].bytes);
-	return ret;
+	return 0;
 }
 
 static int analyzed(struct binary *b, struct fn_entry *f)
@@ -1385,6 +1441,44 @@ const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
 	}
 	errno = ENOENT;
 	return NULL;
+}
+
+/* First index of by_addr whose range starts after addr. */
+static size_t ranges_after(const struct binary *b, uint64_t addr)
+{
+	size_t lo = 0, hi = b->nby_addr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->by_addr[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether a known function's range (of the symbol tables, DWARF or pclntab) holds addr. */
+static bool addr_known(struct binary *b, uint64_t addr)
+{
+	if (!b->by_addr && build_addr_index(b))
+		return true; /* out of memory: claim nothing */
+	for (size_t i = ranges_after(b, addr); i-- > 0 && b->by_addr[i].max_hi > addr;)
+		if (addr < b->by_addr[i].hi)
+			return true;
+	return false;
+}
+
+/* Whether [lo, hi) overlaps a known function's range. */
+static bool range_known(struct binary *b, uint64_t lo, uint64_t hi)
+{
+	size_t i;
+
+	if (addr_known(b, lo))
+		return true;
+	i = ranges_after(b, lo);
+	return i < b->nby_addr && b->by_addr[i].lo < hi;
 }
 
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len)

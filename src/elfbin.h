@@ -53,6 +53,15 @@ bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len);
 /* Reads len bytes at a virtual address into buf. 0 or -errno. */
 int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len);
 
+/*
+ * The range [lo, hi) of the unwind table entry (an FDE of .eh_frame) that
+ * starts exactly at addr. 0, -ENOENT (no table, or no FDE starts there), or
+ * -ENOMEM. The first call reads the whole table.
+ */
+int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi);
+/* Whether addr lies in a .plt, .plt.sec or .plt.got section (PLT stubs). */
+bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr);
+
 /* A NUL-terminated string of string table section ndx, or NULL. */
 const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off);
 

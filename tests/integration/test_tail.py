@@ -1,10 +1,13 @@
-"""Tail calls timed (issue 15, item 4), on tests/fixtures/c/tailfix.c.
+"""Tail calls timed (issue 15, item 4) and cold parts of stripped binaries
+(item 5), on tests/fixtures/c/tailfix.c and its stripped twin.
 
 A C function that leaves by `jmp other` returns through other's RET, at the
 stack pointer it was entered with: retwatch probes the RETs of the functions
 a traced function tail-calls (transitively, within a bound) and ends the call
 there. Jumps it cannot follow (through memory or a register) make the call a
-tail exit: no duration, not an orphan.
+tail exit: no duration, not an orphan. In a stripped binary, a function's cold
+part (gcc's .cold, its symbol gone) is found from the unwind tables and its
+RETs probed as the function's own.
 
 [REF] Counts come from the program: every call it makes, and which of them
 leave by a tail call. nap() sleeps nap_ns, so a call ending at nap's RET
@@ -30,8 +33,8 @@ def tailfix(stripped=False):
     return tracing.Tracee(path=path, kind="c", toolchain="gcc", variant="tail", stripped=stripped)
 
 
-def trace(patterns, options=()):
-    r = tracing.run_ok([(tailfix(), "tail")], patterns, options=("--raw", *options))
+def trace(patterns, options=(), stripped=False, scenario="tail"):
+    r = tracing.run_ok([(tailfix(stripped), scenario)], patterns, options=("--raw", *options))
     tracing.assert_document(r)
     return r
 
@@ -56,9 +59,11 @@ def assert_tail_exits(r, name):
     assert f["tail_exits"] == rep["tail_calls"][name] == rep["calls"][name], f"{name}: {f}"
 
 
-@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
-def test_tail_calls_timed(attach):
-    r = trace(("direct", "chain", "mixed", "indirect", "pointer", "outer"), ("--attach", attach))
+@pytest.mark.parametrize("attach,stripped", [("uprobe_multi", False), ("perf_event", False),
+                                             ("uprobe_multi", True)])
+def test_tail_calls_timed(attach, stripped):
+    r = trace(("direct", "chain", "mixed", "indirect", "pointer", "outer"), ("--attach", attach),
+              stripped=stripped)
     for name in ("direct", "chain", "mixed"):
         assert_timed_by_tail(r, name)
     for name in ("indirect", "pointer"):
@@ -118,3 +123,25 @@ def test_inspect_tail_returns():
     assert funcs["indirect"]["tail_untimed"] == 1 and funcs["indirect"]["tail_returns"] == []
     assert funcs["pointer"]["indirect_jumps"] == 1 and funcs["pointer"]["tail_returns"] == []
     assert funcs["outer"]["tail_returns"] == [] and funcs["outer"]["tail_untimed"] == 0
+
+
+def test_inspect_cold_part_of_stripped():
+    """Stripped, hot.cold has no symbol: its unwind table entry gives the same
+    range nm gives the unstripped twin, its RET is hot's, and the jump into
+    it is no tail call."""
+    ref = reference.c_function(tailfix().path, "hot")
+    assert len(ref.ranges) == 2 and ref.tail_calls == (), ref
+    f = harness.functions_by_name(harness.inspect_json(tailfix(stripped=True).path, ["hot"]))["hot"]
+    assert [(r["address"], r["size"]) for r in f["ranges"]] == [tuple(r) for r in ref.ranges], f
+    assert f["returns"] == list(ref.returns) and any(off < 0 for off in f["returns"]), f
+    assert f["tail_calls"] == [] and f["mode"] == "entry+ret", f
+
+
+def test_cold_part_of_stripped_timed():
+    """Every 4th call of hot sleeps in its cold part and returns from there:
+    all calls timed, none left as a tail exit or an orphan."""
+    r = trace(("hot",), stripped=True, scenario="cold")
+    rep, f = r.report, r.function("hot")
+    assert f["calls"] == rep["calls"]["hot"], f"{f}\n{r.describe()}"
+    assert f["orphans"] == 0 and f["tail_exits"] == 0 and f["tail_closed"] == 0, f
+    assert rep["nap_ns"] <= f["max_ns"] <= rep["max_ns"]["hot"] + SLACK_NS, f

@@ -71,7 +71,7 @@ static const char *build_c(const char *variant, const char *post)
 	snprintf(path, sizeof(paths[0]), "%s/%s", dir, variant);
 	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -o %s %s/c.c%s%s", path, dir, post ? " && " : "",
 		 post ? post : "");
-	if (strstr(cmd, "{}")) {
+	while (strstr(cmd, "{}")) {
 		char tmp[1024];
 		char *p = strstr(cmd, "{}");
 
@@ -170,6 +170,38 @@ TEST(binary_dwarf_only)
 	     ASSERT_EQ(f->source, FUNC_SOURCE_DWARF) && ASSERT_EQ(f->nranges, 2) &&
 	     ASSERT_EQ(f->mode, FUNC_MODE_ENTRY_RET);
 	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
+TEST(binary_stripped_cold_part)
+{
+	/* stripped, functions exported (.dynsym): "checked.cold" has no symbol
+	 * left, its FDE in .eh_frame finds it */
+	struct binary *plain = open_c("plain", NULL);
+	struct binary *b = open_c("stripped-rdynamic",
+				  "gcc -O2 -g -rdynamic -o {} $(dirname {})/c.c && strip {}");
+	struct binary_match m1 = {}, m2 = {};
+	const struct func_info *want, *f;
+	bool ok = false;
+
+	if (!plain || !b)
+		goto cleanup;
+	want = find1(plain, "checked", &m1);
+	f = find1(b, "checked", &m2);
+	ok = ASSERT_TRUE(binary__stripped(b)) && ASSERT_TRUE(want) && ASSERT_TRUE(f) &&
+	     ASSERT_EQ(want->nranges, 2) && ASSERT_EQ(f->source, FUNC_SOURCE_SYMTAB);
+	if (!ok)
+		goto cleanup;
+	ok = ASSERT_EQ(f->nranges, 2) && ASSERT_EQ(f->ranges[1].lo, want->ranges[1].lo) &&
+	     ASSERT_EQ(f->ranges[1].hi, want->ranges[1].hi) &&
+	     /* the jumps into it are the function's own, not tail calls */
+	     ASSERT_EQ(f->ntail_calls, want->ntail_calls) && ASSERT_EQ(f->mode, want->mode) &&
+	     ASSERT_EQ(f->nreturns, want->nreturns);
+cleanup:
+	binary_match__clear(&m1);
+	binary_match__clear(&m2);
+	binary__put(plain);
 	binary__put(b);
 	return ok;
 }
