@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <dwarf.h>
 #include <elf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -28,6 +29,8 @@ struct elfbin {
 	struct fde_range *fdes; /* .eh_frame's FDEs by address, read on first use */
 	size_t nfdes;
 	bool fdes_read;
+	Dwarf_CFI *cfi; /* the same table for libdw's rules, made on first use */
+	bool cfi_tried;
 };
 
 struct fde_range {
@@ -355,6 +358,8 @@ void elfbin__free(struct elfbin *eb)
 	if (!eb)
 		return;
 	free(eb->fdes);
+	if (eb->cfi)
+		dwarf_cfi_end(eb->cfi);
 	if (eb->elf)
 		elf_end(eb->elf);
 	if (eb->fd >= 0)
@@ -642,6 +647,34 @@ int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t 
 	*ret_lo = eb->fdes[lo].lo;
 	*ret_hi = eb->fdes[lo].hi;
 	return 0;
+}
+
+/* x86-64 DWARF register numbers: the stack pointer, and those a callee must preserve. */
+#define DWARF_REG_RSP 7
+static const int callee_saved[] = { 3 /* rbx */, 6 /* rbp */, 12, 13, 14, 15 /* r12-r15 */ };
+
+int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr)
+{
+	Dwarf_Op mem[3], *ops;
+	Dwarf_Frame *frame = NULL;
+	size_t nops;
+	int ret = 1;
+
+	if (!eb->cfi_tried) {
+		eb->cfi_tried = true;
+		eb->cfi = dwarf_getcfi_elf(eb->elf);
+	}
+	if (!eb->cfi || dwarf_cfi_addrframe(eb->cfi, addr, &frame) != 0)
+		return -ENOENT;
+	/* CFA = RSP + 8: the return address is all the stack holds */
+	if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
+	    ops[0].number != DWARF_REG_RSP || ops[0].number2 != 8)
+		ret = 0;
+	for (size_t i = 0; ret && i < sizeof(callee_saved) / sizeof(callee_saved[0]); i++)
+		if (dwarf_frame_register(frame, callee_saved[i], mem, &ops, &nops) != 0 || nops)
+			ret = 0; /* saved on the stack: a frame is set up */
+	free(frame);
+	return ret;
 }
 
 bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr)

@@ -59,6 +59,13 @@ int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len);
  * -ENOMEM. The first call reads the whole table.
  */
 int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi);
+/*
+ * Whether the unwind table says addr runs in a function's entry state: the
+ * CFA is RSP + 8 and no callee-saved register is stored. 1 or 0; -ENOENT
+ * when no table covers addr. Code a compiler moved out of a function (a
+ * .cold part) that runs inside the function's frame is not in it.
+ */
+int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr);
 /* Whether addr lies in a .plt, .plt.sec or .plt.got section (PLT stubs). */
 bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr);
 
