@@ -58,6 +58,10 @@ struct binary {
 	size_t ncanon;	       /* entries that are their address's own */
 	struct name_key *keys; /* every name a pattern matches, sorted */
 	size_t nkeys;
+	/* functions without a symbol (a stripped binary's static ones) that
+	 * tail calls reach, found from their FDEs; each allocated on its own */
+	struct fn_entry **anon;
+	size_t nanon;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
 };
@@ -831,6 +835,42 @@ static bool tail_walk__seen(const struct tail_walk *w, const struct func_info *g
 	return false;
 }
 
+#define ANON_NAME "(no symbol)"
+
+/*
+ * The function at addr that has no symbol, from the unwind tables: an FDE
+ * starts there in a function's entry state (add_cold_parts), inside no
+ * known function. Analysed once; NULL when there is none.
+ */
+static const struct func_info *anon_func_at(struct binary *b, uint64_t addr)
+{
+	struct fn_entry *f, **p;
+	uint64_t lo, hi;
+
+	for (size_t i = 0; i < b->nanon; i++)
+		if (b->anon[i]->addr == addr)
+			return b->anon[i]->info;
+	if (addr_known(b, addr) || elfbin__in_plt(b->eb, addr) ||
+	    elfbin__fde_at(b->eb, addr, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
+	    range_known(b, lo, hi) || elfbin__entry_state_at(b->eb, addr) != 1)
+		return NULL;
+	p = realloc(b->anon, (b->nanon + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	b->anon = p;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->name = ANON_NAME;
+	f->addr = lo;
+	f->size = hi - lo;
+	f->source = FUNC_SOURCE_SYMTAB;
+	b->anon[b->nanon++] = f;
+	if (analyze(b, f))
+		return NULL;
+	return f->info;
+}
+
 /*
  * Follows the tail call of w->funcs[from] to target: a function whose RETs
  * end the call, or one more jump that cannot be followed. false on -ENOMEM.
@@ -840,6 +880,8 @@ static bool tail_walk__follow(struct binary *b, struct tail_walk *w, size_t from
 	const struct func_info *f = w->funcs[0], *g;
 
 	g = target ? binary__func_at(b, target) : NULL;
+	if (!g && target)
+		g = anon_func_at(b, target);
 	if (!g || g->address != target || g->go || !g->exits_known) {
 		w->untimed++; /* through memory, no function's entry, or exits unknown */
 		return true;
@@ -1527,6 +1569,12 @@ static void binary_free(struct binary *b)
 		free(b->fns[i].tail_returns);
 		disasm_result__clear(&b->fns[i].dis);
 	}
+	for (size_t i = 0; i < b->nanon; i++) {
+		free(b->anon[i]->info);
+		disasm_result__clear(&b->anon[i]->dis);
+		free(b->anon[i]);
+	}
+	free(b->anon);
 	free(b->fns);
 	free(b->by_addr);
 	free(b->keys);
