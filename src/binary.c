@@ -701,33 +701,18 @@ static bool in_func_ranges(const struct func_info *fi, uint64_t addr)
 	return false;
 }
 
-/* Whether the jump at addr is conditional (Jcc), after any prefixes. */
-static bool jump_is_conditional(const struct binary *b, uint64_t addr)
-{
-	uint8_t insn[8];
-	size_t i = 0;
-
-	if (elfbin__read(b->eb, addr, insn, sizeof(insn)))
-		return false;
-	/* branch hints (2e, 3e), bnd (f2), operand size (66) */
-	while (i < 4 && (insn[i] == 0x2e || insn[i] == 0x3e || insn[i] == 0xf2 || insn[i] == 0x66))
-		i++;
-	return (insn[i] >= 0x70 && insn[i] <= 0x7f) ||
-	       (insn[i] == 0x0f && insn[i + 1] >= 0x80 && insn[i + 1] <= 0x8f);
-}
-
 /*
  * A stripped binary has lost the ".cold" symbols that name the parts a
  * compiler moved out of a function (gcc's unlikely paths), so jumps into
  * them look like tail calls. Every x86-64 ELF carries unwind tables. A jump
  * target is code of this function's own when it is no known function's
  * entry nor inside one, not a PLT stub, starts an FDE whose range overlaps
- * no known function, and is no function's entry either: its unwind rules
- * say it runs inside a frame (a function starts with CFA = RSP + 8 and
- * nothing saved), or, where the jumping code had no frame to set up, it is
- * reached by a conditional jump (gcc branches to unlikely code, and
- * tail-calls another function, static ones of a stripped binary included,
- * with an unconditional JMP). Adds such ranges to fi; returns how many.
+ * no known function, and its unwind rules say it runs inside a frame: every
+ * function starts with CFA = RSP + 8 and nothing saved. A target in that
+ * entry state is taken for a function without a symbol (anon_func_at), also
+ * when it is the cold part of a function that had no frame to set up: its
+ * RETs then end the call as a tail call's would. Adds the ranges to fi;
+ * returns how many.
  */
 static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
@@ -735,15 +720,11 @@ static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_i
 
 	for (size_t k = 0; k < f->dis.ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
 		uint64_t t = f->dis.tail_targets[k], lo, hi;
-		int entry_state;
 
 		if (!t || in_func_ranges(fi, t) || addr_known(b, t) || elfbin__in_plt(b->eb, t) ||
 		    elfbin__fde_at(b->eb, t, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
-		    !elfbin__is_code(b->eb, lo, hi - lo) || range_known(b, lo, hi))
-			continue;
-		entry_state = elfbin__entry_state_at(b->eb, t);
-		if (entry_state < 0 ||
-		    (entry_state && !jump_is_conditional(b, f->addr + f->dis.tail_calls[k])))
+		    !elfbin__is_code(b->eb, lo, hi - lo) || range_known(b, lo, hi) ||
+		    elfbin__entry_state_at(b->eb, t) != 0)
 			continue;
 		fi->ranges[fi->nranges++] = (struct addr_range){ lo, hi };
 		added++;
