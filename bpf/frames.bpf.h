@@ -187,15 +187,38 @@ static __always_inline struct rw_frame *frames__top(struct rw_frames *fr,
 	return top;
 }
 
-/* A dead frame: an orphan of its function, counted once under why. */
-static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why)
+/*
+ * Whether a dead frame's call left by a tail call rather than by a panic or
+ * longjmp: its function may leave by a jump that cannot be followed, or a
+ * new call begins at its very depth (same_depth) and it may leave by any
+ * jump to another function (a traced function it tail-called).
+ */
+static __always_inline bool frame__tail_exit(const struct rw_frame *f, bool same_depth)
+{
+	const struct rw_func *fn = bpf_map_lookup_elem(&funcs, &f->fn_id);
+
+	if (!fn)
+		return false;
+	return (fn->flags & RW_FUNC_TAIL_UNTIMED) ||
+	       (same_depth && (fn->flags & RW_FUNC_TAIL_CALLS));
+}
+
+/*
+ * A dead frame: an orphan of its function, counted once under why; or a
+ * tail exit (frame__tail_exit). Only dead frames pay for the distinction.
+ */
+static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why,
+					  bool same_depth)
 {
 	struct rw_hist_key hk = { .fn_id = f->fn_id, .tgid = tgid };
 	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+	bool tail = frame__tail_exit(f, same_depth);
 
-	if (h)
+	if (h && tail)
+		h->tail_exits++;
+	else if (h)
 		h->orphans++;
-	stat_inc(why);
+	stat_inc(tail ? RW_STAT_TAIL_EXITS : why);
 }
 
 struct purge_ctx {
@@ -213,7 +236,7 @@ static long purge_one(__u64 i, void *data)
 
 	if (!top || top->depth <= p->depth)
 		return 1;
-	frame__orphan(top, p->key->tgid, RW_STAT_ORPHANS_PURGED);
+	frame__orphan(top, p->key->tgid, RW_STAT_ORPHANS_PURGED, false);
 	fr->n--;
 	return 0;
 }
@@ -237,21 +260,40 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, const str
 		top = frame_at(fr, fr->n - 1);
 		if (top->depth <= depth)
 			break;
-		frame__orphan(top, key->tgid, RW_STAT_ORPHANS_PURGED);
+		frame__orphan(top, key->tgid, RW_STAT_ORPHANS_PURGED, false);
 		fr->n--;
 	}
 }
 
 /*
+ * Whether a native frame's call may have jumped to the entry at its depth:
+ * its function leaves by tail calls, all of them followed (when some are
+ * not, a frame left that way would be taken for a caller and given a
+ * duration it does not have).
+ */
+static __always_inline bool frame__tail_caller(const struct rw_frame *f, const struct call_ctx *c,
+					       __u32 fn_id)
+{
+	const struct rw_func *fn;
+
+	if (c->go || f->fn_id == fn_id)
+		return false;
+	fn = bpf_map_lookup_elem(&funcs, &f->fn_id);
+	return fn && (fn->flags & RW_FUNC_TAIL_CALLS) && !(fn->flags & RW_FUNC_TAIL_UNTIMED);
+}
+
+/*
  * An entry at the depth of the deepest recorded frame: the same call started
- * over after runtime.morestack (true: nothing to push), or a new call that
- * proves the recorded one dead.
+ * over after runtime.morestack (true: nothing to push); a function the
+ * recorded call tail-called (*ret_flags gets RW_FRAME_TAIL_OVER: both end
+ * at the same RET); or a new call that proves the recorded one dead.
  */
 static __always_inline bool frames__restarted(struct rw_frames *fr, const struct call_ctx *c,
-					      __u32 fn_id, __u64 ip)
+					      __u32 fn_id, __u64 ip, __u32 *ret_flags)
 {
 	struct rw_frame *top = frames__top(fr, &c->key);
 
+	*ret_flags = 0;
 	if (!top || top->depth != c->depth)
 		return false;
 	if (top->fn_id == fn_id && (top->flags & RW_FRAME_RESTARTING)) {
@@ -260,7 +302,11 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 		stat_inc(RW_STAT_RESTARTS);
 		return true;
 	}
-	frame__orphan(top, c->key.tgid, RW_STAT_ORPHANS_PURGED);
+	if (frame__tail_caller(top, c, fn_id)) {
+		*ret_flags = RW_FRAME_TAIL_OVER;
+		return false;
+	}
+	frame__orphan(top, c->key.tgid, RW_STAT_ORPHANS_PURGED, true);
 	fr->n--;
 	return false;
 }
@@ -277,7 +323,7 @@ static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
 
 /* Records a call entered now at ip; no room: counted as lost, not recorded. */
 static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
-					 __u32 fn_id, __u64 ip)
+					 __u32 fn_id, __u64 ip, __u32 flags)
 {
 	struct rw_frame *top;
 	__u32 n = fr->n;
@@ -306,7 +352,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 	top->start_ns = bpf_ktime_get_ns();
 	top->entry_ip = ip;
 	top->fn_id = fn_id;
-	top->flags = 0;
+	top->flags = flags;
 	fr->n = n + 1;
 	fr->last_ns = top->start_ns;
 }

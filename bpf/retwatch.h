@@ -49,6 +49,12 @@ _Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_F
 #define RW_COOKIE_FN_MASK 0xffffffffULL
 /* This entry probe sits on runtime.morestack, not on a traced function. */
 #define RW_COOKIE_MORESTACK (1ULL << 32)
+/*
+ * This RET probe sits in a function the cookie's function jumps to at its
+ * own stack depth (a tail call, directly or through a chain of them): the
+ * RET ends the traced call when SP is the traced call's entry SP.
+ */
+#define RW_COOKIE_TAIL (1ULL << 33)
 
 /* struct rw_func.flags */
 #define RW_FUNC_ACTIVE (1U << 0)
@@ -56,6 +62,14 @@ _Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_F
 #define RW_FUNC_GO (1U << 1)
 /* No RET probe: count calls at the entry only. */
 #define RW_FUNC_ENTRY_ONLY (1U << 2)
+/* Native code that may leave by a jump to another function (a tail call). */
+#define RW_FUNC_TAIL_CALLS (1U << 3)
+/*
+ * Some of those jumps cannot be followed (an indirect jump, a target past
+ * the analysis' bound): a call never seen returning is a tail exit, not an
+ * orphan.
+ */
+#define RW_FUNC_TAIL_UNTIMED (1U << 4)
 
 /* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
 #define RW_G_STACK_LO 0
@@ -97,6 +111,12 @@ _Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
 
 /* runtime.morestack was entered from this frame's prologue: its next entry is a restart. */
 #define RW_FRAME_RESTARTING (1U << 0)
+/*
+ * Entered at the depth of the frame under it, whose function leaves only by
+ * RETs and by tail calls that are followed: that call jumped here, and ends
+ * with this one.
+ */
+#define RW_FRAME_TAIL_OVER (1U << 1)
 
 /* Frames nest: frames[0] is the shallowest, frames[n - 1] the deepest. */
 struct rw_frames {
@@ -152,6 +172,10 @@ struct rw_hist {
 	__u64 lost;
 	/* slow calls not sent: over rw_func.max_events, or the ring buffer was full */
 	__u64 slow_dropped;
+	/* calls (in calls too) that ended at a RET of a function they tail-called */
+	__u64 tail_closed;
+	/* calls left by a tail call that cannot be timed (no duration, not in calls) */
+	__u64 tail_exits;
 	__u64 buckets[RW_HIST_BUCKETS];
 	/* not counts: the slow-call rate limiter's state (struct latency stops above) */
 	struct rw_rate {
@@ -159,7 +183,7 @@ struct rw_hist {
 		__u64 sent;	 /* events sent in it */
 	} rate;
 };
-_Static_assert(sizeof(struct rw_hist) == 56 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 72 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
@@ -202,6 +226,10 @@ enum rw_stat {
 	 * or a deep chunk was gone (swept) while its frames were in flight */
 	RW_STAT_FRAMES_INSERT_FAILED,
 	RW_STAT_SLOW_LIMITED, /* slow-call events not sent: over their function's rate */
+	RW_STAT_TAIL_CLOSED,  /* calls ended at a RET of a function they tail-called */
+	/* in-flight calls dropped as left by a tail call that cannot be timed
+	 * (they are tail exits of their function, not orphans) */
+	RW_STAT_TAIL_EXITS,
 	RW_STAT__MAX,
 };
 

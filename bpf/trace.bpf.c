@@ -114,6 +114,7 @@ int rw_entry(struct pt_regs *regs)
 	const struct rw_func *fn;
 	struct rw_frames *fr;
 	struct call_ctx c;
+	__u32 flags;
 
 	if (!traced(pid_tgid))
 		return 0;
@@ -133,9 +134,9 @@ int rw_entry(struct pt_regs *regs)
 	if (!fr)
 		return 0;
 	frames__purge_deeper(fr, &c.key, c.depth);
-	if (frames__restarted(fr, &c, fn_id, regs->ip))
+	if (frames__restarted(fr, &c, fn_id, regs->ip, &flags))
 		return 0;
-	frames__push(fr, &c, fn_id, regs->ip);
+	frames__push(fr, &c, fn_id, regs->ip, flags);
 	return 0;
 }
 
@@ -199,17 +200,81 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	bpf_ringbuf_submit(e, 0);
 }
 
+/*
+ * The deepest frame, when this RET ends it: a frame of fn_id at the RET's
+ * depth. Frames deeper than the RET were left by a panic or longjmp.
+ */
+static __always_inline struct rw_frame *frames__ret_top(struct rw_frames *fr,
+							const struct call_ctx *c, __u32 fn_id)
+{
+	struct rw_frame *top;
+
+	frames__purge_deeper(fr, &c->key, c->depth);
+	top = frames__top(fr, &c->key);
+	if (!top || top->depth != c->depth || top->fn_id != fn_id)
+		return NULL;
+	return top;
+}
+
+/*
+ * A RET probe of a function that fn_id's function tail-calls: it ends the
+ * traced call only at the depth the call was entered at (the tail jump left
+ * SP there). A call of the same function from anywhere else returns at
+ * another depth and is neither counted nor disturbs a frame.
+ */
+static __always_inline struct rw_frame *frames__tail_top(struct rw_frames *fr,
+							 const struct call_ctx *c, __u32 fn_id)
+{
+	struct rw_frame *top = frames__top(fr, &c->key);
+
+	if (!top || top->depth < c->depth)
+		return NULL;
+	return frames__ret_top(fr, c, fn_id);
+}
+
+/*
+ * Ends the call of top, the deepest frame, a call of fn, now: its duration
+ * into its function's histogram (tail: at a RET of a function it
+ * tail-called), and a slow-call event if due. Returns the frame's flags.
+ */
+static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames *fr,
+					  struct rw_frame *top, const struct rw_func *fn,
+					  const struct call_ctx *c, __u64 pid_tgid, __u64 now,
+					  bool tail)
+{
+	__u32 fn_id = top->fn_id, flags = top->flags;
+	__u64 start = top->start_ns, dur = now - start;
+	struct rw_hist *h;
+
+	fr->n--;
+	fr->last_ns = now;
+	h = hist__lookup(fn_id, c->key.tgid);
+	if (!h)
+		return flags;
+	hist__record(h, dur);
+	if (tail) {
+		h->tail_closed++;
+		stat_inc(RW_STAT_TAIL_CLOSED);
+	}
+	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now))
+		slow_call__send(regs, c, fn, pid_tgid, fn_id, start, dur, h);
+	return flags;
+}
+
+/* Callers stacked under a closed frame at its depth tail-called it: their calls end too. */
+#define RW_MAX_TAIL_OVER 4
+
 SEC("uprobe")
 int rw_ret(struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns(), pid_tgid = bpf_get_current_pid_tgid();
-	__u32 fn_id = bpf_get_attach_cookie(regs) & RW_COOKIE_FN_MASK;
+	__u64 cookie = bpf_get_attach_cookie(regs);
+	__u32 fn_id = cookie & RW_COOKIE_FN_MASK, flags;
+	bool tail = cookie & RW_COOKIE_TAIL;
 	const struct rw_func *fn;
 	struct rw_frames *fr;
 	struct rw_frame *top;
 	struct call_ctx c;
-	struct rw_hist *h;
-	__u64 start, dur;
 
 	if (!traced(pid_tgid))
 		return 0;
@@ -219,29 +284,30 @@ int rw_ret(struct pt_regs *regs)
 	call_ctx__init(&c, regs, fn, pid_tgid);
 	fr = bpf_map_lookup_elem(&frames, &c.key);
 	if (!fr) {
-		stat_inc(RW_STAT_UNMATCHED_RET);
+		if (!tail)
+			stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
 	if (!frames__depth(fr, &c))
 		return 0;
-	/* Frames deeper than this RET's were left by a panic or longjmp. */
-	frames__purge_deeper(fr, &c.key, c.depth);
-	top = frames__top(fr, &c.key);
-	if (!top || top->depth != c.depth || top->fn_id != fn_id) {
+	top = tail ? frames__tail_top(fr, &c, fn_id) : frames__ret_top(fr, &c, fn_id);
+	if (!top) {
+		if (tail)
+			return 0;
 		if (fr->lost_depth == c.depth)
 			fr->lost_depth = 0; /* the lost call returned */
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	start = top->start_ns;
-	fr->n--;
-	fr->last_ns = now;
-	dur = now - start;
-	h = hist__lookup(fn_id, c.key.tgid);
-	if (!h)
-		return 0;
-	hist__record(h, dur);
-	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now))
-		slow_call__send(regs, &c, fn, pid_tgid, fn_id, start, dur, h);
+	flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, tail);
+	for (int i = 0; i < RW_MAX_TAIL_OVER && (flags & RW_FRAME_TAIL_OVER); i++) {
+		top = frames__top(fr, &c.key);
+		if (!top || top->depth != c.depth)
+			break;
+		fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
+		if (!fn)
+			break;
+		flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, true);
+	}
 	return 0;
 }

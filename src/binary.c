@@ -31,6 +31,8 @@ struct fn_entry {
 	size_t nextra;
 	struct func_info *info; /* analysis, made on first match */
 	struct disasm_result dis;
+	int64_t *tail_returns; /* info->tail_returns */
+	bool tails_followed;
 };
 
 struct binary {
@@ -56,6 +58,10 @@ struct binary {
 	size_t ncanon;	       /* entries that are their address's own */
 	struct name_key *keys; /* every name a pattern matches, sorted */
 	size_t nkeys;
+	/* functions without a symbol (a stripped binary's static ones) that
+	 * tail calls reach, found from their FDEs; each allocated on its own */
+	struct fn_entry **anon;
+	size_t nanon;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
 };
@@ -645,12 +651,91 @@ static int build_index(struct binary *b, struct rw_error *err)
 
 /* ---- analysis ---- */
 
-static int analyze(struct binary *b, struct fn_entry *f)
+/*
+ * Sweeps fi's ranges into f->dis. 0; 1 when they cannot be read (fi->reason
+ * says why); or -ENOMEM.
+ */
+static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
 	struct code_range cr[DWARF_MAX_RANGES];
-	struct func_info *fi;
 	size_t n = 0;
 	int ret = 0;
+
+	for (size_t i = 0; i < fi->nranges; i++) {
+		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
+		uint8_t *buf;
+
+		if (!len || len > MAX_FUNC_SIZE || !elfbin__is_code(b->eb, lo, len)) {
+			fi->reason = len ? "the function's range is not inside an executable segment"
+					 : "the symbol has no size";
+			ret = 1;
+			goto out;
+		}
+		buf = malloc(len);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		cr[n++] = (struct code_range){ lo, buf, len };
+		if (elfbin__read(b->eb, lo, buf, len)) {
+			fi->reason = "the function's bytes could not be read from the file";
+			ret = 1;
+			goto out;
+		}
+	}
+	ret = disasm__scan(cr, n, f->addr, &f->dis);
+out:
+	for (size_t i = 0; i < n; i++)
+		free((void *)cr[i].bytes);
+	return ret;
+}
+
+static bool addr_known(struct binary *b, uint64_t addr);
+static bool range_known(struct binary *b, uint64_t lo, uint64_t hi);
+
+static bool in_func_ranges(const struct func_info *fi, uint64_t addr)
+{
+	for (size_t i = 0; i < fi->nranges; i++)
+		if (addr >= fi->ranges[i].lo && addr < fi->ranges[i].hi)
+			return true;
+	return false;
+}
+
+/*
+ * A stripped binary has lost the ".cold" symbols that name the parts a
+ * compiler moved out of a function (gcc's unlikely paths), so jumps into
+ * them look like tail calls. Every x86-64 ELF carries unwind tables. A jump
+ * target is code of this function's own when it is no known function's
+ * entry nor inside one, not a PLT stub, starts an FDE whose range overlaps
+ * no known function, and its unwind rules say it runs inside a frame: every
+ * function starts with CFA = RSP + 8 and nothing saved. A target in that
+ * entry state is taken for a function without a symbol (anon_func_at), also
+ * when it is the cold part of a function that had no frame to set up: its
+ * RETs then end the call as a tail call's would. Adds the ranges to fi;
+ * returns how many.
+ */
+static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_info *fi)
+{
+	size_t added = 0;
+
+	for (size_t k = 0; k < f->dis.ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
+		uint64_t t = f->dis.tail_targets[k], lo, hi;
+
+		if (!t || in_func_ranges(fi, t) || addr_known(b, t) || elfbin__in_plt(b->eb, t) ||
+		    elfbin__fde_at(b->eb, t, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
+		    !elfbin__is_code(b->eb, lo, hi - lo) || range_known(b, lo, hi) ||
+		    elfbin__entry_state_at(b->eb, t) != 0)
+			continue;
+		fi->ranges[fi->nranges++] = (struct addr_range){ lo, hi };
+		added++;
+	}
+	return added;
+}
+
+static int analyze(struct binary *b, struct fn_entry *f)
+{
+	struct func_info *fi;
+	int ret;
 
 	fi = calloc(1, sizeof(*fi));
 	if (!fi)
@@ -672,29 +757,15 @@ static int analyze(struct binary *b, struct fn_entry *f)
 		fi->reason = "the entry address is not in a loaded segment of the file";
 		return 0;
 	}
-	for (size_t i = 0; i < fi->nranges; i++) {
-		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
-		uint8_t *buf;
-
-		if (!len || len > MAX_FUNC_SIZE || !elfbin__is_code(b->eb, lo, len)) {
-			fi->reason = len ? "the function's range is not inside an executable segment"
-					 : "the symbol has no size";
-			goto out;
-		}
-		buf = malloc(len);
-		if (!buf) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		cr[n++] = (struct code_range){ lo, buf, len };
-		if (elfbin__read(b->eb, lo, buf, len)) {
-			fi->reason = "the function's bytes could not be read from the file";
-			goto out;
-		}
+	ret = sweep(b, f, fi);
+	/* Go keeps its code in one range: no cold parts to look for */
+	while (!ret && !fi->go && !f->dis.undecodable && !f->dis.over_budget &&
+	       add_cold_parts(b, f, fi)) {
+		disasm_result__clear(&f->dis);
+		ret = sweep(b, f, fi);
 	}
-	ret = disasm__scan(cr, n, f->addr, &f->dis);
 	if (ret)
-		goto out;
+		return ret < 0 ? ret : 0;
 	/* pclntab ends a function where the next begins: drop the int3 padding */
 	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis.undecodable && f->dis.code_end > f->addr) {
 		fi->size = f->dis.code_end - f->addr;
@@ -703,20 +774,158 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->returns = f->dis.returns;
 	fi->nreturns = f->dis.nreturns;
 	fi->tail_calls = f->dis.tail_calls;
+	fi->tail_targets = f->dis.tail_targets;
 	fi->ntail_calls = f->dis.ntail_calls;
+	fi->nindirect_jumps = f->dis.nindirect_jumps;
+	fi->exits_known = !f->dis.undecodable && !f->dis.over_budget;
 	if (f->dis.reason[0])
 		fi->reason = f->dis.reason;
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
-out:
-	for (size_t i = 0; i < n; i++)
-		free((void *)cr[i].bytes);
-	return ret;
+	return 0;
 }
 
 static int analyzed(struct binary *b, struct fn_entry *f)
 {
 	return f->info ? 0 : analyze(b, f);
+}
+
+/* ---- tail calls ---- */
+
+static int cmp_offset(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct tail_walk {
+	const struct func_info *funcs[BINARY_TAIL_MAX_FUNCS];
+	unsigned int depth[BINARY_TAIL_MAX_FUNCS];
+	size_t nfuncs;
+	int64_t *returns;
+	size_t nreturns;
+	size_t untimed, indirect;
+};
+
+static bool tail_walk__seen(const struct tail_walk *w, const struct func_info *g)
+{
+	for (size_t i = 0; i < w->nfuncs; i++)
+		if (w->funcs[i] == g)
+			return true;
+	return false;
+}
+
+#define ANON_NAME "(no symbol)"
+
+/*
+ * The function at addr that has no symbol, from the unwind tables: an FDE
+ * starts there in a function's entry state (add_cold_parts), inside no
+ * known function. Analysed once; NULL when there is none.
+ */
+static const struct func_info *anon_func_at(struct binary *b, uint64_t addr)
+{
+	struct fn_entry *f, **p;
+	uint64_t lo, hi;
+
+	for (size_t i = 0; i < b->nanon; i++)
+		if (b->anon[i]->addr == addr)
+			return b->anon[i]->info;
+	if (addr_known(b, addr) || elfbin__in_plt(b->eb, addr) ||
+	    elfbin__fde_at(b->eb, addr, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
+	    range_known(b, lo, hi) || elfbin__entry_state_at(b->eb, addr) != 1)
+		return NULL;
+	p = realloc(b->anon, (b->nanon + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	b->anon = p;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->name = ANON_NAME;
+	f->addr = lo;
+	f->size = hi - lo;
+	f->source = FUNC_SOURCE_SYMTAB;
+	b->anon[b->nanon++] = f;
+	if (analyze(b, f))
+		return NULL;
+	return f->info;
+}
+
+/*
+ * Follows the tail call of w->funcs[from] to target: a function whose RETs
+ * end the call, or one more jump that cannot be followed. false on -ENOMEM.
+ */
+static bool tail_walk__follow(struct binary *b, struct tail_walk *w, size_t from, uint64_t target)
+{
+	const struct func_info *f = w->funcs[0], *g;
+
+	g = target ? binary__func_at(b, target) : NULL;
+	if (!g && target)
+		g = anon_func_at(b, target);
+	if (!g || g->address != target || g->go || !g->exits_known) {
+		w->untimed++; /* through memory, no function's entry, or exits unknown */
+		return true;
+	}
+	if (tail_walk__seen(w, g))
+		return true;
+	if (w->depth[from] + 1 > BINARY_TAIL_MAX_DEPTH || w->nfuncs == BINARY_TAIL_MAX_FUNCS ||
+	    w->nreturns + g->nreturns > BINARY_TAIL_MAX_RETURNS) {
+		w->untimed++;
+		return true;
+	}
+	if (g->nreturns) {
+		void *p = realloc(w->returns, (w->nreturns + g->nreturns) * sizeof(*w->returns));
+
+		if (!p)
+			return false;
+		w->returns = p;
+	}
+	/* file offsets, not addresses: the two functions may lie in different segments */
+	for (size_t k = 0; k < g->nreturns; k++)
+		w->returns[w->nreturns++] = (int64_t)(g->file_offset - f->file_offset) +
+					    g->returns[k];
+	w->depth[w->nfuncs] = w->depth[from] + 1;
+	w->funcs[w->nfuncs++] = g;
+	return true;
+}
+
+/*
+ * Fills f's tail_returns and counts (struct func_info): a breadth-first walk
+ * from f over direct jumps to other functions' entries, in native code only
+ * (Go's jumps out of a function are ABI wrappers' and the runtime's).
+ */
+static int follow_tails(struct binary *b, struct fn_entry *f)
+{
+	struct func_info *fi = f->info;
+	struct tail_walk w = { .funcs = { fi }, .nfuncs = 1 };
+
+	if (f->tails_followed || fi->go || !fi->exits_known)
+		return 0;
+	for (size_t i = 0; i < w.nfuncs; i++) {
+		const struct func_info *x = w.funcs[i];
+
+		w.indirect += x->nindirect_jumps;
+		for (size_t k = 0; k < x->ntail_calls; k++) {
+			size_t untimed = w.untimed;
+
+			if (!tail_walk__follow(b, &w, i, x->tail_targets[k])) {
+				free(w.returns);
+				return -ENOMEM;
+			}
+			if (i == 0 && w.untimed == untimed)
+				fi->ntail_followed++;
+		}
+	}
+	if (w.nreturns)
+		qsort(w.returns, w.nreturns, sizeof(*w.returns), cmp_offset);
+	f->tail_returns = w.returns;
+	fi->tail_returns = w.returns;
+	fi->ntail_returns = w.nreturns;
+	fi->ntail_untimed = w.untimed;
+	fi->nindirect_jumps = w.indirect;
+	f->tails_followed = true;
+	return 0;
 }
 
 #define MAX_WRAPPER_SIZE 256
@@ -793,6 +1002,8 @@ static int add_match(struct binary *b, struct binary_match *m, struct fn_entry *
 	if (f->match_gen == b->match_gen)
 		return 0; /* listed by an earlier pattern */
 	ret = analyzed(b, f);
+	if (!ret)
+		ret = follow_tails(b, f);
 	if (ret)
 		return ret;
 	f->match_gen = b->match_gen;
@@ -1280,6 +1491,44 @@ const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
 	return NULL;
 }
 
+/* First index of by_addr whose range starts after addr. */
+static size_t ranges_after(const struct binary *b, uint64_t addr)
+{
+	size_t lo = 0, hi = b->nby_addr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->by_addr[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether a known function's range (of the symbol tables, DWARF or pclntab) holds addr. */
+static bool addr_known(struct binary *b, uint64_t addr)
+{
+	if (!b->by_addr && build_addr_index(b))
+		return true; /* out of memory: claim nothing */
+	for (size_t i = ranges_after(b, addr); i-- > 0 && b->by_addr[i].max_hi > addr;)
+		if (addr < b->by_addr[i].hi)
+			return true;
+	return false;
+}
+
+/* Whether [lo, hi) overlaps a known function's range. */
+static bool range_known(struct binary *b, uint64_t lo, uint64_t hi)
+{
+	size_t i;
+
+	if (addr_known(b, lo))
+		return true;
+	i = ranges_after(b, lo);
+	return i < b->nby_addr && b->by_addr[i].lo < hi;
+}
+
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len)
 {
 	return elfbin__read(b->eb, addr, buf, len);
@@ -1298,8 +1547,15 @@ static void binary_free(struct binary *b)
 		return;
 	for (size_t i = 0; i < b->nfns; i++) {
 		free(b->fns[i].info);
+		free(b->fns[i].tail_returns);
 		disasm_result__clear(&b->fns[i].dis);
 	}
+	for (size_t i = 0; i < b->nanon; i++) {
+		free(b->anon[i]->info);
+		disasm_result__clear(&b->anon[i]->dis);
+		free(b->anon[i]);
+	}
+	free(b->anon);
 	free(b->fns);
 	free(b->by_addr);
 	free(b->keys);

@@ -46,8 +46,37 @@ struct func_info {
 	const int64_t *returns; /* offsets from address, ascending */
 	size_t nreturns;
 	const int64_t *tail_calls;
+	const uint64_t *tail_targets; /* where each goes; 0: not known (through memory) */
 	size_t ntail_calls;
+	/*
+	 * Native code (not Go), for functions binary__match lists: the tail
+	 * calls followed to the functions they jump to, transitively (within
+	 * BINARY_TAIL_MAX_DEPTH jumps, BINARY_TAIL_MAX_FUNCS functions and
+	 * BINARY_TAIL_MAX_RETURNS return sites): the RETs of those functions,
+	 * as offsets from file_offset, ascending. A RET among them ends a call
+	 * when it runs at the call's entry stack pointer.
+	 */
+	const int64_t *tail_returns;
+	size_t ntail_returns;
+	size_t ntail_followed; /* tail_calls whose target is followed */
+	/*
+	 * Jumps, here or in a function reached by tail calls, that cannot be
+	 * followed: through memory (a GOT slot, a PLT stub), to an address
+	 * that is no function's entry, or past the bounds. Calls that leave
+	 * through them are tail exits, without a duration.
+	 */
+	size_t ntail_untimed;
+	/* jumps through a register or a computed address there: a switch
+	 * table, or a tail call through a function pointer (not decidable);
+	 * calls never seen returning are tail exits too */
+	size_t nindirect_jumps;
+	bool exits_known; /* the sweep of every range completed */
 };
+
+/* Bounds of following tail calls (func_info.tail_returns). */
+#define BINARY_TAIL_MAX_DEPTH 4
+#define BINARY_TAIL_MAX_FUNCS 32
+#define BINARY_TAIL_MAX_RETURNS 256
 
 struct binary_unmatched {
 	const char *pattern;

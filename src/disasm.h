@@ -35,7 +35,17 @@ struct disasm_result {
 	int64_t *returns; /* return instructions, as offsets from the entry */
 	size_t nreturns;
 	int64_t *tail_calls; /* jumps that leave the function's ranges */
+	/* where each of tail_calls goes (a virtual address); 0: not known
+	 * (a jump through memory, such as a GOT slot) */
+	uint64_t *tail_targets;
 	size_t ntail_calls;
+	/*
+	 * Unconditional jumps through a register or a computed address (not
+	 * RIP-relative): a switch table inside the
+	 * function, or a tail call through a function pointer (which one is
+	 * not decidable from the instruction).
+	 */
+	size_t nindirect_jumps;
 	size_t ninsns;
 	bool undecodable;
 	bool over_budget;  /* past DISASM_MAX_RETURNS or DISASM_MAX_BYTES: entry-only */

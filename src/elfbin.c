@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <dwarf.h>
 #include <elf.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -24,6 +26,15 @@ struct elfbin {
 	size_t nsyms;
 	bool has_symtab;
 	char *build_id;
+	struct fde_range *fdes; /* .eh_frame's FDEs by address, read on first use */
+	size_t nfdes;
+	bool fdes_read;
+	Dwarf_CFI *cfi; /* the same table for libdw's rules, made on first use */
+	bool cfi_tried;
+};
+
+struct fde_range {
+	uint64_t lo, hi;
 };
 
 const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off)
@@ -346,6 +357,9 @@ void elfbin__free(struct elfbin *eb)
 {
 	if (!eb)
 		return;
+	free(eb->fdes);
+	if (eb->cfi)
+		dwarf_cfi_end(eb->cfi);
 	if (eb->elf)
 		elf_end(eb->elf);
 	if (eb->fd >= 0)
@@ -444,4 +458,241 @@ int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len)
 		done += n;
 	}
 	return 0;
+}
+
+/* DW_EH_PE_* pointer encodings of .eh_frame (the LSB's exception frames). */
+#define EH_PE_OMIT 0xff
+#define EH_PE_FORMAT 0x0f
+#define EH_PE_PCREL 0x10
+#define EH_PE_APPLY 0x70
+
+/* Size of an encoded value of format enc, or 0 for one we do not read. */
+static size_t eh_pe_size(uint8_t enc)
+{
+	switch (enc & EH_PE_FORMAT) {
+	case 0x00: return 8; /* absptr (64-bit) */
+	case 0x02:
+	case 0x0a: return 2;
+	case 0x03:
+	case 0x0b: return 4;
+	case 0x04:
+	case 0x0c: return 8;
+	default: return 0; /* LEB128: not used for FDE addresses by any toolchain */
+	}
+}
+
+/* Reads an encoded value at p (bounds checked by the caller); signed formats are sign-extended. */
+static uint64_t eh_pe_read(const uint8_t *p, uint8_t enc)
+{
+	uint16_t u16;
+	uint32_t u32;
+	uint64_t u64;
+
+	switch (enc & EH_PE_FORMAT) {
+	case 0x02: memcpy(&u16, p, 2); return u16;
+	case 0x0a: memcpy(&u16, p, 2); return (uint64_t)(int64_t)(int16_t)u16;
+	case 0x03: memcpy(&u32, p, 4); return u32;
+	case 0x0b: memcpy(&u32, p, 4); return (uint64_t)(int64_t)(int32_t)u32;
+	default: memcpy(&u64, p, 8); return u64;
+	}
+}
+
+/*
+ * The FDE pointer encoding a CIE's augmentation names ('R' in a "z..."
+ * string), DW_EH_PE_absptr without one; EH_PE_OMIT when the string holds
+ * something that cannot be skipped.
+ */
+static uint8_t cie_fde_encoding(const Dwarf_CIE *cie)
+{
+	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
+	const char *a = cie->augmentation;
+
+	if (!a || a[0] != 'z')
+		return 0;
+	for (a++; *a; a++) {
+		size_t n;
+
+		switch (*a) {
+		case 'R': return p < end ? *p : EH_PE_OMIT;
+		case 'L': p++; break;
+		case 'P':
+			if (p >= end || !(n = eh_pe_size(*p)))
+				return EH_PE_OMIT;
+			p += 1 + n;
+			break;
+		case 'S':
+		case 'B': break;
+		default: return EH_PE_OMIT;
+		}
+	}
+	return 0;
+}
+
+static int fde_cmp(const void *a, const void *b)
+{
+	const struct fde_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The [lo, hi) of one FDE, from its CIE's encoding; false when it cannot be read. */
+static bool fde_range(const Elf_Data *d, uint64_t sec_addr, const Dwarf_FDE *fde, uint8_t enc,
+		      struct fde_range *ret)
+{
+	size_t n = eh_pe_size(enc);
+	uint64_t lo, len;
+
+	if (enc == EH_PE_OMIT || !n || fde->end < fde->start ||
+	    (size_t)(fde->end - fde->start) < 2 * n)
+		return false;
+	lo = eh_pe_read(fde->start, enc);
+	len = eh_pe_read(fde->start + n, enc & EH_PE_FORMAT);
+	if ((enc & EH_PE_APPLY) == EH_PE_PCREL)
+		lo += sec_addr + (uint64_t)(fde->start - (const uint8_t *)d->d_buf);
+	else if (enc & EH_PE_APPLY)
+		return false; /* datarel, textrel, funcrel: not emitted for .eh_frame FDEs */
+	if (!len || lo + len < lo)
+		return false;
+	*ret = (struct fde_range){ lo, lo + len };
+	return true;
+}
+
+/* Every FDE of .eh_frame, sorted; none when the section is missing or unreadable. */
+static int read_fdes(struct elfbin *eb)
+{
+	const unsigned char *ident = (const unsigned char *)elf_getident(eb->elf, NULL);
+	Dwarf_Off off = 0, next, cie_off = (Dwarf_Off)-1;
+	Elf_Scn *scn = NULL;
+	Elf_Data *d = NULL;
+	uint64_t sec_addr = 0;
+	size_t shstrndx, cap = 0;
+	uint8_t enc = EH_PE_OMIT;
+	GElf_Shdr sh;
+
+	if (!ident || elf_getshdrstrndx(eb->elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(eb->elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, ".eh_frame")) {
+			d = elf_getdata(scn, NULL);
+			sec_addr = sh.sh_addr;
+			break;
+		}
+	}
+	if (!d || !d->d_buf)
+		return 0;
+	/* each entry is at least 4 bytes long and next > off: the loop ends */
+	for (Dwarf_CFI_Entry e; dwarf_next_cfi(ident, d, true, off, &next, &e) == 0 && next > off;
+	     off = next) {
+		struct fde_range r;
+
+		if (dwarf_cfi_cie_p(&e))
+			continue;
+		if (e.fde.CIE_pointer != cie_off) {
+			Dwarf_CFI_Entry cie;
+			Dwarf_Off unused;
+
+			cie_off = e.fde.CIE_pointer;
+			enc = dwarf_next_cfi(ident, d, true, cie_off, &unused, &cie) == 0 &&
+					      dwarf_cfi_cie_p(&cie)
+				      ? cie_fde_encoding(&cie.cie)
+				      : EH_PE_OMIT;
+		}
+		if (!fde_range(d, sec_addr, &e.fde, enc, &r))
+			continue;
+		if (eb->nfdes == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			void *p = realloc(eb->fdes, ncap * sizeof(*eb->fdes));
+
+			if (!p)
+				return -ENOMEM;
+			eb->fdes = p;
+			cap = ncap;
+		}
+		eb->fdes[eb->nfdes++] = r;
+	}
+	if (eb->nfdes)
+		qsort(eb->fdes, eb->nfdes, sizeof(*eb->fdes), fde_cmp);
+	return 0;
+}
+
+int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi)
+{
+	size_t lo = 0, hi;
+
+	if (!eb->fdes_read) {
+		eb->fdes_read = true;
+		if (read_fdes(eb)) {
+			free(eb->fdes);
+			eb->fdes = NULL;
+			eb->nfdes = 0;
+			return -ENOMEM;
+		}
+	}
+	hi = eb->nfdes;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (eb->fdes[mid].lo < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == eb->nfdes || eb->fdes[lo].lo != addr)
+		return -ENOENT;
+	*ret_lo = eb->fdes[lo].lo;
+	*ret_hi = eb->fdes[lo].hi;
+	return 0;
+}
+
+/* x86-64 DWARF register numbers: the stack pointer, and those a callee must preserve. */
+#define DWARF_REG_RSP 7
+static const int callee_saved[] = { 3 /* rbx */, 6 /* rbp */, 12, 13, 14, 15 /* r12-r15 */ };
+
+int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr)
+{
+	Dwarf_Op mem[3], *ops;
+	Dwarf_Frame *frame = NULL;
+	size_t nops;
+	int ret = 1;
+
+	if (!eb->cfi_tried) {
+		eb->cfi_tried = true;
+		eb->cfi = dwarf_getcfi_elf(eb->elf);
+	}
+	if (!eb->cfi || dwarf_cfi_addrframe(eb->cfi, addr, &frame) != 0)
+		return -ENOENT;
+	/* CFA = RSP + 8: the return address is all the stack holds */
+	if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
+	    ops[0].number != DWARF_REG_RSP || ops[0].number2 != 8)
+		ret = 0;
+	for (size_t i = 0; ret && i < sizeof(callee_saved) / sizeof(callee_saved[0]); i++)
+		if (dwarf_frame_register(frame, callee_saved[i], mem, &ops, &nops) != 0 || nops)
+			ret = 0; /* saved on the stack: a frame is set up */
+	free(frame);
+	return ret;
+}
+
+bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	GElf_Shdr sh;
+
+	if (elf_getshdrstrndx(eb->elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(eb->elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || addr < sh.sh_addr ||
+		    addr - sh.sh_addr >= sh.sh_size)
+			continue;
+		name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
+		return name && !strncmp(name, ".plt", 4);
+	}
+	return false;
 }

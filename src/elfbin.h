@@ -53,6 +53,22 @@ bool elfbin__is_code(const struct elfbin *eb, uint64_t addr, uint64_t len);
 /* Reads len bytes at a virtual address into buf. 0 or -errno. */
 int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len);
 
+/*
+ * The range [lo, hi) of the unwind table entry (an FDE of .eh_frame) that
+ * starts exactly at addr. 0, -ENOENT (no table, or no FDE starts there), or
+ * -ENOMEM. The first call reads the whole table.
+ */
+int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi);
+/*
+ * Whether the unwind table says addr runs in a function's entry state: the
+ * CFA is RSP + 8 and no callee-saved register is stored. 1 or 0; -ENOENT
+ * when no table covers addr. Code a compiler moved out of a function (a
+ * .cold part) that runs inside the function's frame is not in it.
+ */
+int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr);
+/* Whether addr lies in a .plt, .plt.sec or .plt.got section (PLT stubs). */
+bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr);
+
 /* A NUL-terminated string of string table section ndx, or NULL. */
 const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off);
 

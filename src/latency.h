@@ -28,6 +28,12 @@ struct latency {
 	/* slow calls not sent to the ring buffer: over the function's rate
 	 * limit, or the buffer was full (rw_hist.slow_dropped) */
 	uint64_t slow_dropped;
+	/* calls (in calls too) whose duration ended at a RET of a function they
+	 * tail-called (rw_hist.tail_closed) */
+	uint64_t tail_closed;
+	/* calls left by a tail call that cannot be timed: no duration, neither
+	 * in calls nor in orphans (rw_hist.tail_exits) */
+	uint64_t tail_exits;
 	uint64_t buckets[RW_HIST_BUCKETS]; /* rw_hist_bucket() of each duration */
 };
 

@@ -78,7 +78,8 @@ struct tracer_target {
 	struct tracer_func *funcs;
 	struct slot **slots;
 	uint64_t *swept_orphans; /* purged by userspace, per function */
-	struct latency **base;	 /* a shared histogram's counts when added, per function */
+	uint64_t *swept_tail_exits;
+	struct latency **base; /* a shared histogram's counts when added, per function */
 	/* per function: what it counted before it was detached (NULL: never) */
 	struct latency **kept;
 	size_t nfuncs;
@@ -125,6 +126,8 @@ static const char *const stat_names[] = {
 	[RW_STAT_MORESTACK_READ_FAILED] = "morestack_read_failed",
 	[RW_STAT_FRAMES_INSERT_FAILED] = "frames_insert_failed",
 	[RW_STAT_SLOW_LIMITED] = "slow_limited",
+	[RW_STAT_TAIL_CLOSED] = "tail_closed",
+	[RW_STAT_TAIL_EXITS] = "tail_exits",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -148,13 +151,15 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
-_Static_assert(sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
-		       offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
-		       offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
-		       offsetof(struct latency, slow_dropped) ==
-			       offsetof(struct rw_hist, slow_dropped) &&
-		       offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
-	       "struct latency must mirror struct rw_hist up to its rate limiter's state");
+_Static_assert(
+	sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
+		offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
+		offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
+		offsetof(struct latency, slow_dropped) == offsetof(struct rw_hist, slow_dropped) &&
+		offsetof(struct latency, tail_closed) == offsetof(struct rw_hist, tail_closed) &&
+		offsetof(struct latency, tail_exits) == offsetof(struct rw_hist, tail_exits) &&
+		offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
+	"struct latency must mirror struct rw_hist up to its rate limiter's state");
 
 static size_t hist_value_size(void)
 {
@@ -354,6 +359,7 @@ static void target__free(struct tracer_target *tt)
 	free(tt->funcs);
 	free(tt->slots);
 	free(tt->swept_orphans);
+	free(tt->swept_tail_exits);
 	for (size_t i = 0; tt->base && i < tt->nfuncs; i++)
 		free(tt->base[i]);
 	free(tt->base);
@@ -609,6 +615,12 @@ static int check_probe_site(const struct attached_file *f, const struct func_inf
 	return 0;
 }
 
+/* The tail-called functions' RETs a slot probes: none for an entry-only function. */
+static size_t slot__ntail_returns(const struct slot *s)
+{
+	return s->meta.flags & RW_FUNC_ENTRY_ONLY ? 0 : s->info->ntail_returns;
+}
+
 static int batch__attach(struct tracer *t, struct attached_file *f, struct slot **slots, size_t n,
 			 struct batch *b, struct rw_error *err)
 {
@@ -617,7 +629,7 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 	int e = -ENOMEM;
 
 	for (size_t i = 0; i < n; i++)
-		nret += slots[i]->info->nreturns;
+		nret += slots[i]->info->nreturns + slot__ntail_returns(slots[i]);
 	eoff = calloc(n, sizeof(*eoff));
 	ecookie = calloc(n, sizeof(*ecookie));
 	roff = calloc(nret + 1, sizeof(*roff));
@@ -633,6 +645,14 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 		for (size_t k = 0;
 		     !e && !(slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY) && k < fi->nreturns; k++)
 			e = check_probe_site(f, fi, fi->returns[k], err);
+		for (size_t k = 0; !e && k < slot__ntail_returns(slots[i]); k++) {
+			uint64_t addr;
+
+			/* tail_returns are file offsets: the site's address may differ */
+			if (!binary__offset_to_addr(f->bin, fi->file_offset + fi->tail_returns[k],
+						    &addr))
+				e = check_probe_site(f, fi, (int64_t)(addr - fi->address), err);
+		}
 		if (e)
 			goto out;
 		eoff[ne] = fi->file_offset;
@@ -642,6 +662,11 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 		for (size_t k = 0; k < fi->nreturns && nr < nret; k++) {
 			roff[nr] = fi->file_offset + fi->returns[k];
 			rcookie[nr++] = slots[i]->fn_id;
+		}
+		/* the RETs of the functions it tail-calls: ended at its entry depth */
+		for (size_t k = 0; k < slot__ntail_returns(slots[i]) && nr < nret; k++) {
+			roff[nr] = fi->file_offset + fi->tail_returns[k];
+			rcookie[nr++] = slots[i]->fn_id | RW_COOKIE_TAIL;
 		}
 	}
 	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
@@ -689,6 +714,10 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	s->meta.max_events = t->slow_calls_per_sec;
 	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
 		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
+	if (!fi->go && fi->ntail_calls)
+		s->meta.flags |= RW_FUNC_TAIL_CALLS;
+	if (!fi->go && (fi->ntail_untimed || fi->nindirect_jumps))
+		s->meta.flags |= RW_FUNC_TAIL_UNTIMED;
 	if (func_uses_go_key(f->bin, fi)) {
 		minor = go_minor(f->bin);
 		s->meta.flags |= RW_FUNC_GO;
@@ -1061,9 +1090,11 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
 	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
 	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
+	tt->swept_tail_exits = calloc(tt->nfuncs + 1, sizeof(*tt->swept_tail_exits));
 	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
 	tt->kept = calloc(tt->nfuncs + 1, sizeof(*tt->kept));
-	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->base || !tt->kept) {
+	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->swept_tail_exits || !tt->base ||
+	    !tt->kept) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -1337,6 +1368,7 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 	if (tt->kept[i])
 		latency__merge(ret, tt->kept[i]);
 	ret->orphans += tt->swept_orphans[i];
+	ret->tail_exits += tt->swept_tail_exits[i];
 	return 0;
 }
 
@@ -1372,17 +1404,24 @@ int tracer__fd(const struct tracer *t)
 	return ring_buffer__epoll_fd(t->rb);
 }
 
-/* Counts a purged frame against the function it belongs to. */
+/*
+ * Counts a purged frame against the function it belongs to: an orphan, or a
+ * tail exit of a function that may leave by a jump that cannot be followed
+ * (as the kernel counts them).
+ */
 static void count_swept(struct tracer *t, uint32_t tgid, uint32_t fn_id)
 {
 	for (struct tracer_target *tt = t->targets; tt; tt = tt->next) {
 		if ((uint32_t)tt->pid != tgid)
 			continue;
 		for (size_t i = 0; i < tt->nfuncs; i++) {
-			if (tt->funcs[i].fn_id == fn_id) {
+			if (tt->funcs[i].fn_id != fn_id)
+				continue;
+			if (tt->slots[i] && (tt->slots[i]->meta.flags & RW_FUNC_TAIL_UNTIMED))
+				tt->swept_tail_exits[i]++;
+			else
 				tt->swept_orphans[i]++;
-				return;
-			}
+			return;
 		}
 	}
 }

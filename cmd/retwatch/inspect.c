@@ -49,6 +49,11 @@ static cJSON *json_func(const struct func_info *f)
 	cJSON_AddItemToObject(o, "reason", json_str_or_null(f->reason));
 	cJSON_AddItemToObject(o, "returns", json_offsets(f->returns, f->nreturns));
 	cJSON_AddItemToObject(o, "tail_calls", json_offsets(f->tail_calls, f->ntail_calls));
+	/* the RETs that end a call after a tail call, as offsets in the file from file_offset */
+	cJSON_AddItemToObject(o, "tail_returns", json_offsets(f->tail_returns, f->ntail_returns));
+	cJSON_AddItemToObject(o, "tail_calls_followed", json_int(f->ntail_followed));
+	cJSON_AddItemToObject(o, "tail_untimed", json_int(f->ntail_untimed));
+	cJSON_AddItemToObject(o, "indirect_jumps", json_int(f->nindirect_jumps));
 	for (size_t i = 0; i < f->nranges; i++) {
 		cJSON *r = cJSON_CreateObject();
 
@@ -114,6 +119,14 @@ static void print_text(const struct binary *b, const struct binary_match *m)
 		print_offsets("returns", f->returns, f->nreturns);
 		if (f->ntail_calls)
 			print_offsets("tail calls", f->tail_calls, f->ntail_calls);
+		if (f->ntail_returns)
+			printf("    tail timed  %zu of %zu tail calls: ended at %zu RETs of the "
+			       "functions they jump to\n",
+			       f->ntail_followed, f->ntail_calls, f->ntail_returns);
+		if (f->ntail_untimed || f->nindirect_jumps)
+			printf("    tail exits  %zu jumps cannot be followed, %zu go through a "
+			       "register: calls that leave by them are tail exits, not timed\n",
+			       f->ntail_untimed, f->nindirect_jumps);
 		for (size_t r = 1; r < f->nranges; r++)
 			printf("    also range  0x%" PRIx64 "-0x%" PRIx64 "\n", f->ranges[r].lo,
 			       f->ranges[r].hi);

@@ -211,6 +211,15 @@ static void print_table(struct trace_run *r, bool final)
 			       w->name, ov.ndetached, ov.ndetached == 1 ? "" : "es",
 			       ov.detached_pid, ov.detached_rate, ov.detached_overhead * 100,
 			       ov.max * 100);
+		if (now[i].tail_closed)
+			printf("\n%s: %" PRIu64 " of the calls ended at a RET of a function "
+			       "they tail-called\n",
+			       w->name, now[i].tail_closed);
+		if (now[i].tail_exits)
+			printf("\n%s: %" PRIu64 " calls left by a tail call that cannot be "
+			       "followed (an indirect jump, or past the analysis' bound): "
+			       "no duration, not in calls\n",
+			       w->name, now[i].tail_exits);
 		if (now[i].lost)
 			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
 			       " already in flight on their goroutine or thread\n",
@@ -286,6 +295,8 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	cJSON_AddItemToObject(o, "raw_p50_ns",
 			      json_u64(durations ? latency__percentile(l, 0.50) : 0));
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
+	cJSON_AddItemToObject(o, "tail_closed", json_u64(l->tail_closed));
+	cJSON_AddItemToObject(o, "tail_exits", json_u64(l->tail_exits));
 	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
 	cJSON_AddItemToObject(o, "slow_dropped", json_u64(l->slow_dropped));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));

@@ -34,7 +34,7 @@ GOID_160 = [t for t in tracing.tracees() if t.kind == "go" and t.variant == "def
 ALL = {
     "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
-    "morestack_read_failed", "frames_insert_failed", "slow_limited",
+    "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {

@@ -46,6 +46,10 @@ def schema_errors(doc):
             "reason": is_str_or_none,
             "returns": lambda x: isinstance(x, list) and all(map(is_int, x)),
             "tail_calls": lambda x: isinstance(x, list) and all(map(is_int, x)),
+            "tail_returns": lambda x: isinstance(x, list) and all(map(is_int, x)),
+            "tail_calls_followed": is_int,
+            "tail_untimed": is_int,
+            "indirect_jumps": is_int,
             "ranges": lambda x: isinstance(x, list) and x and all(
                 isinstance(r, dict) and set(r) == {"address", "size"}
                 and is_int(r["address"]) and is_int(r["size"]) for r in x),

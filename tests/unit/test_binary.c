@@ -71,7 +71,7 @@ static const char *build_c(const char *variant, const char *post)
 	snprintf(path, sizeof(paths[0]), "%s/%s", dir, variant);
 	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -o %s %s/c.c%s%s", path, dir, post ? " && " : "",
 		 post ? post : "");
-	if (strstr(cmd, "{}")) {
+	while (strstr(cmd, "{}")) {
 		char tmp[1024];
 		char *p = strstr(cmd, "{}");
 
@@ -131,6 +131,16 @@ TEST(binary_c_functions)
 	     ASSERT_EQ(tail->ntail_calls, 1) && ASSERT_TRUE(tail->nreturns >= 1) &&
 	     ASSERT_EQ(tail->source, FUNC_SOURCE_SYMTAB) &&
 	     ASSERT_EQ(tail->file_offset, tail->address); /* PIE: first segment at 0 */
+	/* the tail call is followed: other()'s RETs end tail()'s calls */
+	const struct func_info *other = binary__func_at(b, tail->tail_targets[0]);
+
+	ok = ok && ASSERT_TRUE(other) && ASSERT_STREQ(other->name, "other") &&
+	     ASSERT_EQ(tail->ntail_followed, 1) && ASSERT_EQ(tail->ntail_untimed, 0) &&
+	     ASSERT_EQ(tail->ntail_returns, other->nreturns);
+	for (size_t k = 0; ok && other && k < other->nreturns; k++)
+		ok = ASSERT_EQ(tail->tail_returns[k],
+			       (int64_t)(other->file_offset - tail->file_offset) +
+				       other->returns[k]);
 	/* checked(): a hot range and a .cold range, from DWARF */
 	ok = ok && ASSERT_EQ(checked->nranges, 2) &&
 	     ASSERT_EQ(checked->mode, FUNC_MODE_ENTRY_RET) &&
@@ -160,6 +170,38 @@ TEST(binary_dwarf_only)
 	     ASSERT_EQ(f->source, FUNC_SOURCE_DWARF) && ASSERT_EQ(f->nranges, 2) &&
 	     ASSERT_EQ(f->mode, FUNC_MODE_ENTRY_RET);
 	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
+TEST(binary_stripped_unnamed_tail_target)
+{
+	/* stripped, functions exported (.dynsym): "checked.cold" has no symbol
+	 * left, and starts (a push first) in a function's entry state, as an
+	 * unnamed static function would: the jump into it is a tail call,
+	 * followed through its FDE */
+	struct binary *plain = open_c("plain", NULL);
+	struct binary *b = open_c("stripped-rdynamic",
+				  "gcc -O2 -g -rdynamic -o {} $(dirname {})/c.c && strip {}");
+	struct binary_match m1 = {}, m2 = {};
+	const struct func_info *want, *f;
+	bool ok = false;
+
+	if (!plain || !b)
+		goto cleanup;
+	want = find1(plain, "checked", &m1);
+	f = find1(b, "checked", &m2);
+	ok = ASSERT_TRUE(binary__stripped(b)) && ASSERT_TRUE(want) && ASSERT_TRUE(f) &&
+	     ASSERT_EQ(want->nranges, 2) && ASSERT_EQ(f->source, FUNC_SOURCE_SYMTAB);
+	if (!ok)
+		goto cleanup;
+	ok = ASSERT_EQ(f->nranges, 1) && ASSERT_EQ(f->ntail_calls, 1) &&
+	     ASSERT_EQ(f->tail_targets[0], want->ranges[1].lo) && ASSERT_EQ(f->ntail_followed, 1) &&
+	     ASSERT_EQ(f->ntail_untimed, 0) && ASSERT_EQ(f->nreturns, want->nreturns);
+cleanup:
+	binary_match__clear(&m1);
+	binary_match__clear(&m2);
+	binary__put(plain);
 	binary__put(b);
 	return ok;
 }

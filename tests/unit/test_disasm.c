@@ -71,7 +71,7 @@ TEST(disasm_tail_calls)
 		0x90,				    /* nop */
 		0x0f, 0x85, 0xf0, 0x0f, 0x00, 0x00, /* jne 0x2000: conditional tail call @10 */
 		0xff, 0x25, 0x00, 0x10, 0x00, 0x00, /* jmp [rip+0x1000]: through the GOT @16 */
-		0xff, 0xe0,			    /* jmp rax: maybe a switch, not counted */
+		0xff, 0xe0,			    /* jmp rax: maybe a switch, not a tail call */
 		0xeb, 0x00,			    /* jmp +0, inside */
 		0xc3,				    /* ret @26 */
 	};
@@ -79,7 +79,34 @@ TEST(disasm_tail_calls)
 	bool ok = scan(code, sizeof(code), &res) && ASSERT_EQ(res.nreturns, 1) &&
 		  ASSERT_EQ(res.returns[0], 26) && ASSERT_EQ(res.ntail_calls, 3) &&
 		  ASSERT_EQ(res.tail_calls[0], 4) && ASSERT_EQ(res.tail_calls[1], 10) &&
-		  ASSERT_EQ(res.tail_calls[2], 16);
+		  ASSERT_EQ(res.tail_calls[2], 16) &&
+		  /* where each goes; through the GOT: not known */
+		  ASSERT_EQ(res.tail_targets[0], 0x2000) &&
+		  ASSERT_EQ(res.tail_targets[1], 0x2000) && ASSERT_EQ(res.tail_targets[2], 0) &&
+		  /* jmp rax: a switch table or a call through a pointer, told apart */
+		  ASSERT_EQ(res.nindirect_jumps, 1);
+
+	disasm_result__clear(&res);
+	return ok;
+}
+
+/* Tail calls found in a cold range before the entry come out sorted, targets alongside. */
+TEST(disasm_tail_targets_sorted)
+{
+	static const uint8_t hot[] = {
+		0xe9, 0xfb, 0x0f, 0x00, 0x00, /* @0x1000 jmp 0x2000 */
+		0xc3,			      /* ret */
+	};
+	static const uint8_t cold[] = {
+		0xe9, 0xfb, 0x1f, 0x00, 0x00,		  /* @0x800 jmp 0x2800 */
+		0xff, 0x24, 0xc5, 0x00, 0x30, 0x00, 0x00, /* jmp [rax*8+0x3000]: a table */
+	};
+	struct code_range r[] = { { 0x1000, hot, sizeof(hot) }, { 0x800, cold, sizeof(cold) } };
+	struct disasm_result res;
+	bool ok = ASSERT_OK(disasm__scan(r, 2, 0x1000, &res)) && ASSERT_EQ(res.ntail_calls, 2) &&
+		  ASSERT_EQ(res.tail_calls[0], -0x800) && ASSERT_EQ(res.tail_targets[0], 0x2800) &&
+		  ASSERT_EQ(res.tail_calls[1], 0) && ASSERT_EQ(res.tail_targets[1], 0x2000) &&
+		  ASSERT_EQ(res.nindirect_jumps, 1);
 
 	disasm_result__clear(&res);
 	return ok;

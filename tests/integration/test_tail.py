@@ -1,0 +1,257 @@
+"""Tail calls timed (issue 15, item 4) and cold parts of stripped binaries
+(item 5), on tests/fixtures/c/tailfix.c and its stripped twin.
+
+A C function that leaves by `jmp other` returns through other's RET, at the
+stack pointer it was entered with: retwatch probes the RETs of the functions
+a traced function tail-calls (transitively, within a bound) and ends the call
+there. Jumps it cannot follow (through memory or a register) make the call a
+tail exit: no duration, not an orphan. In a stripped binary, a function's cold
+part (gcc's .cold, its symbol gone) is found from the unwind tables and its
+RETs probed as the function's own.
+
+[REF] Counts come from the program: every call it makes, and which of them
+leave by a tail call. nap() sleeps nap_ns, so a call ending at nap's RET
+lasts at least that, and at most what its caller measured around it (the
+same clock as the kernel's). The RET sites come from GNU objdump
+(reference.py). Needs root and bpftool; about 2 s per run.
+
+Debian's nginx (unpacked from its package by scripts/deps.sh into the
+cache, run on loopback with a configuration the test writes):
+ngx_http_finalize_request and ngx_http_process_request leave through tail
+calls, and count one call per request.
+"""
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import harness
+import reference
+import tracing
+
+SLACK_NS = 20_000  # clock reads, when comparing with the program's own durations
+
+
+def tailfix(stripped=False):
+    path = harness.fixture("c/tail-stripped/tailfix" if stripped else "c/tail/tailfix")
+    assert os.path.exists(path), f"{path} is missing (rebuild the fixtures)"
+    return tracing.Tracee(path=path, kind="c", toolchain="gcc", variant="tail", stripped=stripped)
+
+
+def trace(patterns, options=(), stripped=False, scenario="tail"):
+    r = tracing.run_ok([(tailfix(stripped), scenario)], patterns, options=("--raw", *options))
+    tracing.assert_document(r)
+    return r
+
+
+def assert_timed_by_tail(r, name):
+    """Every call counted, the tail-called ones ended at nap's RET: each lasts
+    at least nap_ns, and no longer than the program measured."""
+    rep, f = r.report, r.function(name)
+    assert f["calls"] == rep["calls"][name], f"{name}: {f}\n{r.describe()}"
+    assert f["tail_closed"] == rep["tail_calls"][name], f"{name}: {f}\n{r.describe()}"
+    assert f["orphans"] == 0 and f["tail_exits"] == 0 and f["lost"] == 0, f
+    assert f["max_ns"] >= rep["nap_ns"], f"{name}: a tail call not timed to nap's RET: {f}"
+    assert f["max_ns"] <= rep["max_ns"][name] + SLACK_NS, f"{name}: {f} vs {rep}"
+    if rep["tail_calls"][name] == rep["calls"][name]:
+        assert f["min_ns"] >= rep["nap_ns"], f"{name}: {f}"
+
+
+def assert_tail_exits(r, name):
+    """Left through a jump retwatch cannot follow: tail exits, never orphans."""
+    rep, f = r.report, r.function(name)
+    assert f["calls"] == 0 and f["orphans"] == 0, f"{name}: {f}\n{r.describe()}"
+    assert f["tail_exits"] == rep["tail_calls"][name] == rep["calls"][name], f"{name}: {f}"
+
+
+@pytest.mark.parametrize("attach,stripped", [("uprobe_multi", False), ("perf_event", False),
+                                             ("uprobe_multi", True)])
+def test_tail_calls_timed(attach, stripped):
+    r = trace(("direct", "chain", "mixed", "indirect", "pointer", "outer", "via_static"),
+              ("--attach", attach), stripped=stripped)
+    # via_static tail-calls hidden, a static function: in the stripped twin it
+    # has no symbol, and is found from its unwind table entry
+    for name in ("direct", "chain", "mixed", "via_static"):
+        assert_timed_by_tail(r, name)
+    for name in ("indirect", "pointer"):
+        assert_tail_exits(r, name)
+    # nap called normally from outer (and from main) closes nothing of another function
+    outer = r.function("outer")
+    assert outer["calls"] == r.report["calls"]["outer"] and outer["tail_closed"] == 0, outer
+    assert outer["min_ns"] >= r.report["nap_ns"] and outer["orphans"] == 0, outer
+
+
+def test_tail_target_traced_too():
+    """A traced function the call jumps to (relay, nap) is timed on its own,
+    and the caller's call ends with it at the same RET."""
+    r = trace(("direct", "chain", "relay", "nap", "pointer"))
+    # relay runs only as chain's tail call, inside chain's timing
+    for key in ("calls", "tail_calls", "max_ns"):
+        r.report[key]["relay"] = r.report[key]["chain"]
+    for name in ("direct", "chain", "relay"):
+        assert_timed_by_tail(r, name)
+    assert_tail_exits(r, "pointer")
+    rep = r.report
+    # every path into nap: tail calls of direct, relay (via chain), mixed,
+    # indirect, pointer; calls from outer, hidden (via via_static) and main
+    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer"))
+    want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
+    nap = r.function("nap")
+    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+
+
+def test_tail_text_output():
+    r = tracing.run_ok([(tailfix(), "tail")], ("direct", "indirect"), json_out=False)
+    out = r.retwatch.stdout
+    calls = r.report["calls"]
+    assert f"direct: {calls['direct']} of the calls ended at a RET of a function they tail-called" \
+        in out, out
+    assert f"indirect: {calls['indirect']} calls left by a tail call that cannot be followed" \
+        in out, out
+
+
+def test_inspect_tail_returns():
+    """The RETs probed for a tail-calling function are its targets' RETs
+    (objdump's), as offsets in the file from the function's own."""
+    path = tailfix().path
+    funcs = harness.functions_by_name(harness.inspect_json(
+        path, ["direct", "chain", "indirect", "pointer", "outer", "via_static"]))
+
+    def rets(name):
+        ref = reference.c_function(path, name)
+        return [reference.file_offset(path, ref.address) + off for off in ref.returns]
+
+    for name, targets in (("direct", ["nap"]), ("chain", ["relay", "nap"]),
+                          ("via_static", ["hidden"])):
+        f = funcs[name]
+        want = sorted(o - f["file_offset"] for t in targets for o in rets(t))
+        assert f["tail_returns"] == want, f
+        assert f["tail_calls_followed"] == len(f["tail_calls"]) == 1, f
+        assert f["tail_untimed"] == 0 and f["indirect_jumps"] == 0, f
+    # stripped: hidden has no symbol, its RETs come from its unwind table entry
+    stripped = harness.functions_by_name(harness.inspect_json(tailfix(stripped=True).path,
+                                                              ["via_static"]))["via_static"]
+    assert stripped["tail_returns"] == funcs["via_static"]["tail_returns"] != [], stripped
+    assert funcs["indirect"]["tail_untimed"] == 1 and funcs["indirect"]["tail_returns"] == []
+    assert funcs["pointer"]["indirect_jumps"] == 1 and funcs["pointer"]["tail_returns"] == []
+    assert funcs["outer"]["tail_returns"] == [] and funcs["outer"]["tail_untimed"] == 0
+
+
+def test_inspect_cold_part_of_stripped():
+    """Stripped, hot.cold has no symbol: its unwind table entry (it runs in
+    hot's frame) gives the same range nm gives the unstripped twin, with the
+    same returns, and the jumps into it and back are no tail calls."""
+    ref = reference.c_function(tailfix().path, "hot")
+    assert len(ref.ranges) == 2 and ref.tail_calls == (), ref
+    f = harness.functions_by_name(harness.inspect_json(tailfix(stripped=True).path, ["hot"]))["hot"]
+    assert [(r["address"], r["size"]) for r in f["ranges"]] == [tuple(r) for r in ref.ranges], f
+    assert f["returns"] == list(ref.returns), f
+    assert f["tail_calls"] == [] and f["mode"] == "entry+ret", f
+
+
+def test_cold_part_of_stripped_timed():
+    """Every 4th call of hot sleeps in its cold part: all calls timed, as a
+    function of its own code (no tail call), none left as a tail exit or an
+    orphan."""
+    r = trace(("hot",), stripped=True, scenario="cold")
+    rep, f = r.report, r.function("hot")
+    assert f["mode"] == "entry+ret" and f["calls"] == rep["calls"]["hot"], f"{f}\n{r.describe()}"
+    assert f["orphans"] == 0 and f["tail_exits"] == 0 and f["tail_closed"] == 0, f
+    assert rep["nap_ns"] <= f["max_ns"] <= rep["max_ns"]["hot"] + SLACK_NS, f
+
+
+DEBS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")), "debs")
+NGINX_REQUESTS = 200
+
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
+    uwsgi_temp_path {dir}; scgi_temp_path {dir};
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "ok\\n"; }}
+        location /missing {{ return 404; }}
+    }}
+}}
+"""
+
+
+def nginx_binary():
+    path = os.path.join(DEBS, "nginx/usr/sbin/nginx")
+    if os.path.exists(path):
+        return path
+    unavailable = os.path.join(DEBS, "nginx.unavailable")
+    if os.path.exists(unavailable):
+        with open(unavailable) as f:
+            pytest.skip(f"Debian's nginx is not in the cache: {f.read().strip()}")
+    pytest.fail(f"{path} is missing: run scripts/deps.sh (make deps)", pytrace=False)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_nginx_tail_calling_handlers():
+    nginx = nginx_binary()
+    with tempfile.TemporaryDirectory() as d:
+        port = free_port()
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(dir=d, port=port))
+        srv = subprocess.Popen([nginx, "-p", d, "-c", conf, "-e", os.path.join(d, "error.log")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        rw = None
+        try:
+            for _ in range(50):
+                try:
+                    get(port, "/")
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            funcs = ("ngx_http_finalize_request", "ngx_http_process_request")
+            argv, rw, out, err = tracing.start_retwatch([srv.pid], funcs)
+            assert err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT), \
+                err.text
+            codes = [get(port, "/missing" if i % 5 == 0 else "/x") for i in range(NGINX_REQUESTS)]
+            assert codes.count(200) == NGINX_REQUESTS * 4 // 5 and codes.count(404) == NGINX_REQUESTS // 5
+            rw.send_signal(2)
+            rw.wait(tracing.EXIT_TIMEOUT)
+            out.join()
+            err.join()
+        finally:
+            if rw is not None and rw.poll() is None:
+                rw.kill()
+                rw.wait()
+            srv.kill()
+            srv.wait()
+        run = harness.Run(argv, rw.returncode, out.text, err.text)
+        run.assert_no_crash()
+        assert rw.returncode == 0, run.describe()
+        got = harness.functions_by_name(__import__("json").loads(out.text))
+        for name in funcs:
+            f = got[name]
+            # one request, one call of each, timed (the probes saw every one)
+            assert f["calls"] == NGINX_REQUESTS and f["orphans"] == 0, f"{name}: {f}\n{run.describe()}"
+            assert f["tail_closed"] > 0 and f["p50_ns"] > 0, f
