@@ -194,6 +194,7 @@ static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t
 			.addr = sym.st_value,
 			.size = sym.st_size,
 			.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
+			.ifunc = type == STT_GNU_IFUNC,
 		};
 	}
 	return 0;
@@ -276,9 +277,15 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 		size_t j = 0;
 
 		qsort(eb->syms, eb->nsyms, sizeof(*eb->syms), sym_cmp);
-		for (size_t i = 0; i < eb->nsyms; i++)
+		/* one name at one address: .symtab and .dynsym, or two versions
+		 * of a symbol (memcpy@GLIBC_2.2.5 and memcpy@@GLIBC_2.14 where
+		 * they share an entry) */
+		for (size_t i = 0; i < eb->nsyms; i++) {
 			if (!j || sym_cmp(&eb->syms[j - 1], &eb->syms[i]))
 				eb->syms[j++] = eb->syms[i];
+			else
+				eb->syms[j - 1].ifunc |= eb->syms[i].ifunc;
+		}
 		eb->nsyms = j;
 	}
 	return 0;

@@ -24,6 +24,9 @@ struct elfbin_sym {
 	uint64_t addr;
 	uint64_t size;
 	bool local;
+	/* STT_GNU_IFUNC: the code at addr is a resolver that picks the
+	 * implementation once, at load; calls never run it */
+	bool ifunc;
 };
 
 /* Opens path; NULL on error with errno set and a message in err. */
