@@ -24,6 +24,8 @@ struct elfbin {
 	size_t nsyms;
 	bool has_symtab;
 	char *build_id;
+	char *debuglink; /* .gnu_debuglink's file name, or NULL */
+	uint32_t debuglink_crc;
 };
 
 const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off)
@@ -241,6 +243,26 @@ static void read_build_id(struct elfbin *eb, Elf_Scn *scn)
 	}
 }
 
+/* .gnu_debuglink: a file name, NUL, padding to 4 bytes, the file's CRC-32. */
+static void read_debuglink(struct elfbin *eb, Elf_Scn *scn)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	const char *name;
+	size_t n, crc_off;
+
+	if (!data || !data->d_buf || data->d_size < 8 || eb->debuglink)
+		return;
+	name = data->d_buf;
+	n = strnlen(name, data->d_size);
+	crc_off = (n + 4) & ~(size_t)3;
+	/* a bare file name: a path would lead anywhere in the root */
+	if (!n || n > 255 || crc_off + 4 > data->d_size || memchr(name, '/', n) ||
+	    !strcmp(name, ".") || !strcmp(name, ".."))
+		return;
+	eb->debuglink = strndup(name, n);
+	memcpy(&eb->debuglink_crc, (const char *)data->d_buf + crc_off, 4);
+}
+
 static int load_sections(struct elfbin *eb, const char *path, struct rw_error *err)
 {
 	size_t shstrndx, cap = 0;
@@ -271,6 +293,11 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 				return rw_error_set(err, ENOMEM, "out of memory");
 		} else if (sh.sh_type == SHT_NOTE) {
 			read_build_id(eb, scn);
+		} else if (sh.sh_type == SHT_PROGBITS) {
+			const char *name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
+
+			if (name && !strcmp(name, ".gnu_debuglink"))
+				read_debuglink(eb, scn);
 		}
 	}
 	if (eb->nsyms) {
@@ -291,7 +318,7 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 	return 0;
 }
 
-struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
+static struct elfbin *open_fd(int fd, const char *path, bool debug, struct rw_error *err)
 {
 	struct elfbin *eb;
 	int ret;
@@ -323,7 +350,7 @@ struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
 				   elf_errmsg(-1));
 		goto fail;
 	}
-	ret = load_segments(eb, path, err);
+	ret = debug ? 0 : load_segments(eb, path, err);
 	if (!ret)
 		ret = load_sections(eb, path, err);
 	if (ret)
@@ -333,6 +360,16 @@ fail:
 	elfbin__free(eb);
 	errno = -ret;
 	return NULL;
+}
+
+struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
+{
+	return open_fd(fd, path, false, err);
+}
+
+struct elfbin *elfbin__open_debug_fd(int fd, const char *path, struct rw_error *err)
+{
+	return open_fd(fd, path, true, err);
 }
 
 struct elfbin *elfbin__open(const char *path, struct rw_error *err)
@@ -360,6 +397,7 @@ void elfbin__free(struct elfbin *eb)
 	free(eb->loads);
 	free(eb->syms);
 	free(eb->build_id);
+	free(eb->debuglink);
 	free(eb);
 }
 
@@ -376,6 +414,17 @@ bool elfbin__has_symtab(const struct elfbin *eb)
 const char *elfbin__build_id(const struct elfbin *eb)
 {
 	return eb->build_id;
+}
+
+const char *elfbin__debuglink(const struct elfbin *eb, uint32_t *ret_crc)
+{
+	*ret_crc = eb->debuglink_crc;
+	return eb->debuglink;
+}
+
+int elfbin__fd(const struct elfbin *eb)
+{
+	return eb->fd;
 }
 
 const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n)

@@ -1,19 +1,42 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "procmaps.h"
+#include <zlib.h>
+
 #include "clock.h"
+#include "demangle.h"
+#include "elfbin.h"
+#include "procmaps.h"
+#include "rootpath.h"
 #include "symbolize.h"
 
 #define PROC_BUCKETS 256
 /* Frames from code without frame pointers are often garbage: reread a
  * process's maps for an unknown address at most this often. */
 #define RELOAD_EVERY_NS 100000000ULL
+
+/* A debug file larger than this is not checked against a CRC (read whole). */
+#define DEBUG_CRC_MAX_BYTES (1ULL << 30)
+/* Where distributions put separate debug files, inside the process's root. */
+#define DEBUG_DIR "/usr/lib/debug"
+
+/* What unwinding and naming need of one mapped file besides its analysis. */
+struct map_file {
+	bool tried;
+	struct elfbin *eb;    /* the mapped file: its CFI */
+	Dwarf_CFI *eh;	      /* its .eh_frame (dwarf_cfi_end) */
+	Dwarf *dw;	      /* its DWARF, for .debug_frame */
+	struct elfbin *debug; /* its separate debug file, or NULL: names, .debug_frame */
+	Dwarf *debug_dw;
+	Dwarf_CFI *cfi[2]; /* what unwinding asks: .eh_frame, then a .debug_frame */
+};
 
 /* What is kept for one process. */
 struct sym_proc {
@@ -23,8 +46,9 @@ struct sym_proc {
 	struct procmaps *maps; /* NULL: could not be read (maps_err) */
 	int maps_err;
 	size_t nmaps;
-	struct binary **bins; /* per mapping, opened on first use */
-	int *bin_errs;	      /* per mapping: -errno of a failed open, not retried */
+	struct binary **bins;	/* per mapping, opened on first use */
+	int *bin_errs;		/* per mapping: -errno of a failed open, not retried */
+	struct map_file *files; /* per mapping, opened on first unwind or naming miss */
 };
 
 struct symbolizer {
@@ -42,10 +66,28 @@ struct symbolizer *symbolizer__new(struct binary_cache *cache)
 	return s;
 }
 
+static void map_file_clear(struct map_file *mf)
+{
+	if (mf->eh)
+		dwarf_cfi_end(mf->eh);
+	if (mf->dw)
+		dwarf_end(mf->dw);
+	if (mf->debug_dw)
+		dwarf_end(mf->debug_dw);
+	elfbin__free(mf->debug);
+	elfbin__free(mf->eb);
+	memset(mf, 0, sizeof(*mf));
+}
+
 static void proc_drop_maps(struct sym_proc *p)
 {
-	for (size_t i = 0; i < p->nmaps; i++)
+	for (size_t i = 0; i < p->nmaps; i++) {
 		binary__put(p->bins[i]);
+		if (p->files)
+			map_file_clear(&p->files[i]);
+	}
+	free(p->files);
+	p->files = NULL;
 	free(p->bins);
 	free(p->bin_errs);
 	procmaps__free(p->maps);
@@ -72,7 +114,8 @@ static void proc_load(struct sym_proc *p)
 	procmaps__maps(p->maps, &n);
 	p->bins = calloc(n ? n : 1, sizeof(*p->bins));
 	p->bin_errs = calloc(n ? n : 1, sizeof(*p->bin_errs));
-	if (!p->bins || !p->bin_errs) {
+	p->files = calloc(n ? n : 1, sizeof(*p->files));
+	if (!p->bins || !p->bin_errs || !p->files) {
 		proc_drop_maps(p);
 		p->maps_err = -ENOMEM;
 		return;
@@ -122,6 +165,168 @@ static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size
 	return p->bins[i];
 }
 
+/* ---- separate debug files ---- */
+
+static bool is_hex_id(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n < 4 || n % 2)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The CRC-32 .gnu_debuglink holds, of the whole file fd. */
+static bool crc_matches(int fd, uint32_t want)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0, NULL, 0);
+	uint64_t done = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), done)) > 0) {
+		crc = crc32(crc, buf, n);
+		done += n;
+		if (done > DEBUG_CRC_MAX_BYTES)
+			return false;
+	}
+	return n == 0 && (uint32_t)crc == want;
+}
+
+/*
+ * The debug file at path inside the process's root, when it is the mapped
+ * file's: the same GNU build id, or (a file without one) the CRC-32 its
+ * .gnu_debuglink names. NULL otherwise.
+ */
+static struct elfbin *debug_try(int root_fd, const char *path, const char *build_id, bool by_crc,
+				uint32_t crc)
+{
+	struct rw_error err;
+	struct elfbin *d;
+	const char *id;
+	int fd = rootpath__open_regular(root_fd, path, NULL);
+
+	if (fd < 0)
+		return NULL;
+	d = elfbin__open_debug_fd(fd, path, &err);
+	if (!d)
+		return NULL;
+	id = elfbin__build_id(d);
+	if (by_crc ? !crc_matches(elfbin__fd(d), crc) : !id || strcmp(id, build_id)) {
+		elfbin__free(d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * A separate debug file of map's file (eb), looked for inside the process's
+ * root as a debugger would: /usr/lib/debug/.build-id/xx/yyyy.debug, then
+ * the .gnu_debuglink name beside the file, in its .debug directory, and
+ * under /usr/lib/debug. Opened through the root (never a host path).
+ */
+static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const struct elfbin *eb)
+{
+	const char *id = elfbin__build_id(eb), *link, *slash;
+	struct elfbin *d = NULL;
+	char root[64], path[4096];
+	uint32_t crc;
+	int root_fd;
+
+	if (!is_hex_id(id))
+		id = NULL;
+	link = elfbin__debuglink(eb, &crc);
+	if (!id && !link)
+		return NULL;
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	root_fd = open(root, O_PATH | O_CLOEXEC | O_DIRECTORY);
+	if (root_fd < 0)
+		return NULL;
+	if (id) {
+		snprintf(path, sizeof(path), DEBUG_DIR "/.build-id/%.2s/%s.debug", id, id + 2);
+		d = debug_try(root_fd, path, id, false, 0);
+	}
+	slash = map->path[0] == '/' ? strrchr(map->path, '/') : NULL;
+	if (!d && link && slash) {
+		int dir = (int)(slash - map->path);
+		const char *forms[] = { "%.*s/%s", "%.*s/.debug/%s", DEBUG_DIR "%.*s/%s" };
+
+		for (size_t i = 0; !d && i < sizeof(forms) / sizeof(forms[0]); i++) {
+			int n = snprintf(path, sizeof(path), forms[i], dir, map->path, link);
+
+			/* a link naming the file itself is no debug file */
+			if (n > 0 && (size_t)n < sizeof(path) && strcmp(path, map->path))
+				d = debug_try(root_fd, path, id, !id, crc);
+		}
+	}
+	close(root_fd);
+	return d;
+}
+
+/* ---- mapped files ---- */
+
+/* Mapping i's file opened for unwinding and naming, or NULL (not retried). */
+static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct procmap *map)
+{
+	struct map_file *mf = &p->files[i];
+	struct rw_error err;
+	Dwarf_CFI *dbg = NULL;
+	char path[96];
+
+	if (mf->tried)
+		return mf->eb ? mf : NULL;
+	mf->tried = true;
+	if (!map->inode || procmap__file_path(map, p->pid, path, sizeof(path)))
+		return NULL;
+	mf->eb = elfbin__open(path, &err);
+	if (!mf->eb)
+		return NULL;
+	mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
+	mf->dw = dwarf_begin_elf(elfbin__elf(mf->eb), DWARF_C_READ, NULL);
+	if (mf->dw)
+		dbg = dwarf_getcfi(mf->dw);
+	mf->debug = debug_find(p->pid, map, mf->eb);
+	if (mf->debug && !dbg) {
+		mf->debug_dw = dwarf_begin_elf(elfbin__elf(mf->debug), DWARF_C_READ, NULL);
+		if (mf->debug_dw)
+			dbg = dwarf_getcfi(mf->debug_dw);
+	}
+	mf->cfi[0] = mf->eh ? mf->eh : dbg;
+	mf->cfi[1] = mf->eh ? dbg : NULL;
+	return mf;
+}
+
+/* The debug file's function symbol holding vaddr, or NULL. */
+static const struct elfbin_sym *debug_sym_at(const struct elfbin *d, uint64_t vaddr)
+{
+	size_t n, lo = 0, hi;
+	const struct elfbin_sym *syms = elfbin__syms(d, &n);
+
+	hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* syms[lo - 1] is the last at or below vaddr; aliases and nested
+	 * symbols sit just below it: look a few back for one that covers */
+	for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++) {
+		const struct elfbin_sym *sym = &syms[k - 1];
+
+		if (vaddr - sym->addr < sym->size)
+			return sym;
+	}
+	return NULL;
+}
+
+/* ---- naming ---- */
+
 /* The function holding lookup in map's file, or NULL with -errno. */
 static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p,
 					const struct procmap *map, uint64_t lookup,
@@ -132,6 +337,7 @@ static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p
 	uint64_t off;
 	size_t n;
 
+	*ret_vaddr = 0;
 	b = proc_binary(s, p, map - procmaps__maps(p->maps, &n), map, ret_err);
 	if (!b)
 		return NULL;
@@ -147,14 +353,59 @@ static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p
 	return f;
 }
 
+/* Writes "name+0xoff (path)", or name-0xoff where a .cold part lies before the entry. */
+static void print_named(char *buf, size_t len, const char *name, uint64_t entry, uint64_t vaddr,
+			const char *path, const char *deleted)
+{
+	if (vaddr >= entry)
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", name, vaddr - entry, path, deleted);
+	else
+		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", name, entry - vaddr, path, deleted);
+}
+
+/* Names lookup from map's separate debug file, into buf; false when it cannot. */
+static bool debug_name(struct sym_proc *p, const struct procmap *map, uint64_t lookup,
+		       uint64_t addr, char *buf, size_t len, const char *path, const char *deleted)
+{
+	char full[DEMANGLE_MAX_OUT + 1];
+	const struct elfbin_sym *sym;
+	struct map_file *mf;
+	uint64_t vaddr;
+	size_t n;
+
+	mf = proc_file(p, map - procmaps__maps(p->maps, &n), map);
+	if (!mf || !mf->debug ||
+	    elfbin__offset_to_addr(mf->eb, lookup - map->start + map->offset, &vaddr))
+		return false;
+	sym = debug_sym_at(mf->debug, vaddr);
+	if (!sym)
+		return false;
+	print_named(buf, len, demangle(sym->name, true, full, sizeof(full)) ? full : sym->name,
+		    sym->addr, vaddr + (addr - lookup), path, deleted);
+	return true;
+}
+
+/* The mapping holding lookup, reading the maps again when allowed (dlopen since). */
+static const struct procmap *proc_find(struct sym_proc *p, bool loaded, uint64_t lookup)
+{
+	const struct procmap *map = p->maps ? procmaps__find(p->maps, lookup) : NULL;
+
+	if (!map && !loaded && clock__mono_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
+		proc_load(p);
+		if (p->maps)
+			map = procmaps__find(p->maps, lookup);
+	}
+	return map;
+}
+
 int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_ip, char *buf,
 			size_t len)
 {
 	/* a return address may be the first byte of the next function */
-	uint64_t lookup = is_ip || !addr ? addr : addr - 1, vaddr, off;
+	uint64_t lookup = is_ip || !addr ? addr : addr - 1, vaddr;
 	const struct procmap *map = NULL;
 	const struct func_info *f;
-	const char *path, *deleted, *name;
+	const char *path, *deleted;
 	struct sym_proc *p;
 	bool loaded;
 	int ret;
@@ -164,14 +415,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 		snprintf(buf, len, "0x%" PRIx64 " (?)", addr);
 		return -ENOMEM;
 	}
-	if (p->maps)
-		map = procmaps__find(p->maps, lookup);
-	if (!map && !loaded && clock__mono_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
-		/* mapped since we read the maps (dlopen), or never */
-		proc_load(p);
-		if (p->maps)
-			map = procmaps__find(p->maps, lookup);
-	}
+	map = proc_find(p, loaded, lookup);
 	if (!map) {
 		snprintf(buf, len, "0x%" PRIx64 " (?)", addr);
 		return p->maps ? -ENOENT : p->maps_err;
@@ -183,22 +427,55 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 		return -ENOENT;
 	}
 	f = map_func(s, p, map, lookup, &vaddr, &ret);
-	if (!f) {
-		snprintf(buf, len, "0x%" PRIx64 " (%s%s)", addr, path, deleted);
-		return ret;
+	if (f) {
+		/* C++ and Rust functions by their demangled names: stacks are read by people */
+		print_named(buf, len, f->demangled ? f->demangled : f->name, f->address,
+			    vaddr + (addr - lookup), path, deleted);
+		return 0;
 	}
-	/* C++ and Rust functions by their demangled names: stacks are read by people */
-	name = f->demangled ? f->demangled : f->name;
-	/* the offset of addr itself, from the entry; a .cold part lies before it at times */
-	vaddr += addr - lookup;
-	if (vaddr >= f->address) {
-		off = vaddr - f->address;
-		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", name, off, path, deleted);
-	} else {
-		off = f->address - vaddr;
-		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", name, off, path, deleted);
-	}
+	if (debug_name(p, map, lookup, addr, buf, len, path, deleted))
+		return 0;
+	/* no name: where in which file, which a reader can look up offline */
+	snprintf(buf, len, "%s+0x%" PRIx64 "%s", path, addr - map->start + map->offset, deleted);
+	return ret;
+}
+
+/* ---- unwinding ---- */
+
+struct unwind_ctx {
+	struct sym_proc *p;
+	bool loaded;
+};
+
+static int find_cfi(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias)
+{
+	struct unwind_ctx *u = ctx;
+	const struct procmap *map = proc_find(u->p, u->loaded, pc);
+	struct map_file *mf;
+	uint64_t vaddr;
+	size_t n;
+
+	u->loaded = true; /* one reread per unwind at most */
+	if (!map || !map->inode)
+		return -ENOENT;
+	mf = proc_file(u->p, map - procmaps__maps(u->p->maps, &n), map);
+	if (!mf || elfbin__offset_to_addr(mf->eb, pc - map->start + map->offset, &vaddr))
+		return -ENOENT;
+	ret_cfi[0] = mf->cfi[0];
+	ret_cfi[1] = mf->cfi[1];
+	*ret_bias = pc - vaddr;
 	return 0;
+}
+
+size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_regs *regs,
+			  const void *stack, size_t len, uint64_t *ret_pcs, size_t max)
+{
+	struct unwind_ctx u = {};
+
+	u.p = proc_get(s, pid, &u.loaded);
+	if (!u.p)
+		return 0;
+	return unwind__stack(regs, stack, len, find_cfi, &u, ret_pcs, max);
 }
 
 static void proc_free(struct sym_proc *p)

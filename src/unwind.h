@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unwinding a copy of the top of a user stack with the unwind tables
+ * (.eh_frame, .debug_frame) through libdw's CFI interface: each step asks
+ * for the rules at the frame's PC and evaluates them over the copy. Code
+ * without tables is stepped by its frame pointer. The copy and the tables
+ * come from the traced process: every read is bounds-checked against the
+ * copy, the walk ends when SP stops growing, at a non-canonical address, or
+ * after UNWIND_MAX_FRAMES.
+ */
+#ifndef RETWATCH_UNWIND_H
+#define RETWATCH_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <elfutils/libdw.h>
+
+#define UNWIND_MAX_FRAMES 64
+
+/* Registers an unwind starts from (as struct rw_regs in bpf/retwatch.h). */
+struct unwind_regs {
+	uint64_t ip, sp, bp, bx, r12, r13, r14, r15;
+};
+
+/*
+ * Where the unwind tables for pc are: up to two CFI tables of the file
+ * mapped there (.eh_frame first, then .debug_frame) and the bias to
+ * subtract from a runtime address to get the file's own address. 0, or
+ * -errno when pc is in no file (the frame is then stepped by its frame
+ * pointer, or the walk ends).
+ */
+typedef int (*unwind_find_fn)(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias);
+
+/*
+ * Writes the frames of the stack into pcs: pcs[0] = regs->ip, then each
+ * caller's return address, innermost first; at most max. stack holds len
+ * bytes of the stack from regs->sp up. Returns how many were written (at
+ * least 1 when ip is canonical).
+ */
+size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len,
+		     unwind_find_fn find, void *ctx, uint64_t *pcs, size_t max);
+
+/* Whether addr can be a user address on x86-64 (below 2^47, not 0). */
+static inline int unwind__canonical(uint64_t addr)
+{
+	return addr && addr < (1ULL << 47);
+}
+
+#endif

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/* Unwinding a copy of this very process's stack, and stacks made up to mislead. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "symbolize.h"
+#include "test.h"
+#include "unwind.h"
+
+#define COPY 16384
+
+struct capture {
+	struct unwind_regs regs;
+	uint8_t stack[COPY];
+	size_t len;
+};
+
+/* Byte by byte, not instrumented: the copy reads other frames' redzones. */
+__attribute__((no_sanitize_address, noinline)) static void copy_stack(uint8_t *dst,
+								      const uint8_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((volatile uint8_t *)dst)[i] = src[i];
+}
+
+/* Bytes of this thread's stack from sp to its top, at most COPY. */
+static size_t stack_left(uint64_t sp)
+{
+	pthread_attr_t a;
+	size_t size, left = 0;
+	void *lo;
+
+	if (!pthread_getattr_np(pthread_self(), &a)) {
+		if (!pthread_attr_getstack(&a, &lo, &size))
+			left = (uintptr_t)lo + size - sp;
+		pthread_attr_destroy(&a);
+	}
+	return left < COPY ? left : COPY;
+}
+
+/* The registers at one instruction of unwind_test_c and the stack above them. */
+__attribute__((noinline)) void unwind_test_c(struct capture *c);
+__attribute__((noinline)) void unwind_test_c(struct capture *c)
+{
+	struct unwind_regs *r = &c->regs;
+
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
+			 "mov %%rax, 0(%[r])\n\t"
+			 "mov %%rsp, 8(%[r])\n\t"
+			 "mov %%rbp, 16(%[r])\n\t"
+			 "mov %%rbx, 24(%[r])\n\t"
+			 "mov %%r12, 32(%[r])\n\t"
+			 "mov %%r13, 40(%[r])\n\t"
+			 "mov %%r14, 48(%[r])\n\t"
+			 "mov %%r15, 56(%[r])\n\t"
+			 :
+			 : [r] "r"(r)
+			 : "rax", "memory");
+	c->len = stack_left(r->sp);
+	copy_stack(c->stack, (const uint8_t *)r->sp, c->len);
+}
+
+__attribute__((noinline)) void unwind_test_b(struct capture *c);
+__attribute__((noinline)) void unwind_test_b(struct capture *c)
+{
+	unwind_test_c(c);
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+}
+
+__attribute__((noinline)) void unwind_test_a(struct capture *c);
+__attribute__((noinline)) void unwind_test_a(struct capture *c)
+{
+	unwind_test_b(c);
+	__asm__ volatile("" ::: "memory");
+}
+
+TEST(unwind_own_stack)
+{
+	static const char *const want[] = { "unwind_test_c+", "unwind_test_b+", "unwind_test_a+",
+					    "test_unwind_own_stack+" };
+	struct capture *c = calloc(1, sizeof(*c));
+	struct symbolizer *s = symbolizer__new(NULL);
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	char frame[512];
+	size_t n = 0;
+	bool ok = false;
+
+	if (!ASSERT_TRUE(c) || !ASSERT_TRUE(s))
+		goto cleanup;
+	unwind_test_a(c);
+	n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, pcs, UNWIND_MAX_FRAMES);
+	if (!CHECK(n >= 4, "%zu frames", n))
+		goto cleanup;
+	for (size_t i = 0; i < 4; i++) {
+		symbolizer__resolve(s, getpid(), pcs[i], i == 0, frame, sizeof(frame));
+		if (!CHECK(!strncmp(frame, want[i], strlen(want[i])), "frame %zu: %s, not %s*", i,
+			   frame, want[i]))
+			goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!ASSERT_TRUE(unwind__canonical(pcs[i])))
+			goto cleanup;
+	ok = true;
+cleanup:
+	symbolizer__free(s);
+	free(c);
+	return ok;
+}
+
+static int no_cfi(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias)
+{
+	(void)ctx;
+	(void)pc;
+	(void)ret_cfi;
+	(void)ret_bias;
+	return -ENOENT;
+}
+
+TEST(unwind_hostile_frame_pointers)
+{
+	uint64_t stack[64] = {}, pcs[UNWIND_MAX_FRAMES];
+	struct unwind_regs r = { .ip = 0x401000, .sp = 0x7ff000000000 };
+	size_t n;
+
+	/* a frame pointer naming itself: the walk must stop, not loop */
+	r.bp = r.sp + 16;
+	stack[0] = 0x401100; /* frame 0's return address at SP */
+	stack[2] = r.bp;     /* [bp] = bp */
+	stack[3] = 0x401200;
+	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	if (!ASSERT_TRUE(n >= 2 && n <= 4))
+		return false;
+	/* a non-canonical return address ends the walk before it is written */
+	stack[0] = 0xfff0c7b4fff0c884ULL;
+	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	if (!ASSERT_EQ(n, 1))
+		return false;
+	/* a frame pointer pointing past the copy reads nothing */
+	stack[0] = 0x401100;
+	r.bp = r.sp + sizeof(stack) - 8;
+	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	if (!ASSERT_EQ(n, 2))
+		return false;
+	/* an instruction pointer no code can have: nothing */
+	r.ip = 1ULL << 63;
+	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	return ASSERT_EQ(n, 0);
+}
+
+TEST(unwind_random_stacks_are_bounded)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	struct symbolizer *s = symbolizer__new(NULL);
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	bool ok = false;
+
+	if (!ASSERT_TRUE(c) || !ASSERT_TRUE(s))
+		goto cleanup;
+	/* real registers and tables, a stack of noise: every walk ends, bounded */
+	unwind_test_a(c);
+	srand(15);
+	for (int round = 0; round < 200; round++) {
+		size_t n;
+
+		for (size_t i = 8; i < c->len; i++)
+			c->stack[i] = rand();
+		n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, pcs,
+				       UNWIND_MAX_FRAMES);
+		if (!ASSERT_TRUE(n >= 1 && n <= UNWIND_MAX_FRAMES))
+			goto cleanup;
+		for (size_t i = 0; i < n; i++)
+			if (!ASSERT_TRUE(unwind__canonical(pcs[i])))
+				goto cleanup;
+	}
+	ok = true;
+cleanup:
+	symbolizer__free(s);
+	free(c);
+	return ok;
+}
