@@ -161,6 +161,28 @@ struct rw_hist {
 };
 _Static_assert(sizeof(struct rw_hist) == 56 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
+/*
+ * Bytes of user stack, from SP up, sent with a native slow call: userspace
+ * unwinds them with the unwind tables (.eh_frame, .debug_frame), since C,
+ * C++ and Rust code is mostly built without frame pointers. Go keeps frame
+ * pointers and sends none. Only slow calls (rate-limited) pay for the copy.
+ */
+#define RW_STACK_COPY 16384
+
+/* The registers an unwinder starts from: the caller's callee-saved ones
+ * (restored by the time a RET runs), SP and the RET's own address. */
+struct rw_regs {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 bx;
+	__u64 r12;
+	__u64 r13;
+	__u64 r14;
+	__u64 r15;
+};
+_Static_assert(sizeof(struct rw_regs) == 64, "rw_regs layout");
+
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
 	__u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
@@ -172,8 +194,21 @@ struct rw_event {
 	__u32 fn_id;
 	__s32 stack_bytes; /* of stack[]; negative: -errno of bpf_get_stack */
 	__u64 stack[RW_STACK_DEPTH];
+	struct rw_regs regs; /* at the RET */
+	/* bytes of rw_event_copy.copy read from regs.sp up; 0: none (Go, an
+	 * unreadable stack); the record is a struct rw_event_copy when not 0 */
+	__u32 copy_bytes;
+	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 8, "rw_event layout");
+
+/* A native slow call's record: the event, then the top of its user stack. */
+struct rw_event_copy {
+	struct rw_event e;
+	__u8 copy[RW_STACK_COPY];
+};
+_Static_assert(sizeof(struct rw_event_copy) == sizeof(struct rw_event) + RW_STACK_COPY,
+	       "rw_event_copy layout");
 
 /*
  * What the programs count; each drop names its cause. Indexes of the stats

@@ -1,0 +1,127 @@
+"""Slow-call stacks of native code built without frame pointers.
+
+Target: tests/fixtures/c/deepstack.c, built here with gcc -O2
+-fomit-frame-pointer (gcc then keeps values in rbp, so a frame-pointer walk
+reads garbage): main -> outer -> middle -> inner -> slow_leaf (2 ms).
+retwatch must print each slow call's stack unwound with the unwind tables:
+those five functions innermost first, and never an address no user code can
+have. Variants: tables in .eh_frame and names in .symtab; or both only in a
+separate debug file that .gnu_debuglink names (stripped binary, tables
+built into .debug_frame alone).
+
+[REF] the call chain is the program's own; gcc's output is checked with
+readelf so that each variant has what it claims. Needs root.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import tracing
+
+SOURCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "c", "deepstack.c")
+CHAIN = ["slow_leaf", "inner", "middle", "outer", "main"]
+CALLS = 60
+FRAME_RE = re.compile(r"^    (\S.*)$")
+
+
+def sh(*argv):
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def sections(path):
+    out = subprocess.run(["readelf", "-SW", path], check=True, capture_output=True, text=True)
+    return set(re.findall(r"\]\s+(\.\S+)", out.stdout))
+
+
+def build(tmp_path, variant):
+    exe = str(tmp_path / f"deepstack-{variant}")
+    base = ["gcc", "-O2", "-fomit-frame-pointer", "-g", "-o", exe, SOURCE]
+    if variant == "eh_frame":
+        sh(*base)
+        assert ".symtab" in sections(exe)
+        return exe
+    # debuglink: unwind tables only in .debug_frame, which goes to the debug
+    # file with the symbols; slow_leaf stays in .dynsym to be traced by name
+    sh(*base, "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+       "-Wl,--export-dynamic-symbol=slow_leaf")
+    debug = exe + ".debug"
+    sh("objcopy", "--only-keep-debug", exe, debug)
+    sh("objcopy", "--strip-all", "--add-gnu-debuglink=" + debug, exe)
+    have = sections(exe)
+    assert ".symtab" not in have and ".debug_frame" not in have and ".gnu_debuglink" in have
+    assert ".debug_frame" in sections(debug)
+    return exe
+
+
+def slow_call_stacks(exe):
+    """Runs exe under `retwatch trace --threshold 1ms slow_leaf`: the stacks printed."""
+    target = subprocess.Popen([exe, str(CALLS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    proc = None
+    try:
+        ready = target.stdout.readline()
+        assert ready.startswith("ready "), ready
+        argv, proc, out, err = tracing.start_retwatch(
+            [target.pid], ["slow_leaf"], options=("--threshold", "1ms",
+                                                  "--slow-calls-per-second", "5"),
+            json_out=False)
+        line = err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT)
+        assert line, f"retwatch did not attach: {err.text}"
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        assert target.wait(30) == 0
+        assert tracing.wait_exit(proc, tracing.EXIT_TIMEOUT), "retwatch did not exit"
+        out.join()
+        err.join()
+        assert proc.returncode == 0, err.text
+        stacks, cur = [], None
+        for l in out.text.splitlines():
+            if l.startswith("slow call: "):
+                cur = []
+                stacks.append((l, cur))
+            elif cur is not None and FRAME_RE.match(l):
+                cur.append(FRAME_RE.match(l).group(1))
+            else:
+                cur = None
+        assert stacks, f"no slow call printed\n{out.text}\n{err.text}"
+        return stacks, out.text
+    finally:
+        for p in (proc, target):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def assert_canonical(text):
+    for h in re.findall(r"0x[0-9a-f]+", text):
+        assert int(h, 16) < 1 << 47, f"non-canonical address {h} printed\n{text}"
+
+
+@pytest.mark.parametrize("variant", ["eh_frame", "debuglink"])
+def test_stack_without_frame_pointers(tmp_path, variant):
+    exe = build(tmp_path, variant)
+    stacks, text = slow_call_stacks(exe)
+    assert_canonical(text)
+    for head, frames in stacks:
+        assert head.startswith("slow call: slow_leaf took"), head
+        names = [f.split("+")[0].split(" ")[0] for f in frames]
+        assert names[:len(CHAIN)] == CHAIN, f"{head}\n" + "\n".join(frames)
+        for f in frames[:len(CHAIN)]:
+            assert f.endswith(f"({exe})"), f
+
+
+def test_unnamed_frames_print_file_offsets(tmp_path):
+    """Without its debug file, the stripped variant's frames past slow_leaf
+    have no name nor table: the first prints as file+offset, and the walk
+    stops rather than print garbage."""
+    exe = build(tmp_path, "debuglink")
+    os.unlink(exe + ".debug")
+    stacks, text = slow_call_stacks(exe)
+    assert_canonical(text)
+    for head, frames in stacks:
+        assert frames[0].startswith("slow_leaf+0x"), frames
+        assert len(frames) >= 2 and re.fullmatch(re.escape(exe) + r"\+0x[0-9a-f]+", frames[1]), frames
+        assert not any("(?)" in f for f in frames), frames
