@@ -478,6 +478,18 @@ size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_r
 	return unwind__stack(regs, stack, len, find_cfi, &u, ret_pcs, max);
 }
 
+size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *ev,
+			       uint64_t *ret_pcs, size_t max)
+{
+	size_t n = ev->nstack < max ? ev->nstack : max;
+
+	if (ev->stack_copy_len)
+		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,
+					  ret_pcs, max);
+	memcpy(ret_pcs, ev->stack, n * sizeof(*ret_pcs));
+	return n;
+}
+
 static void proc_free(struct sym_proc *p)
 {
 	if (!p)

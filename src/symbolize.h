@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "binary.h"
+#include "tracer.h"
 #include "unwind.h"
 
 struct symbolizer;
@@ -66,6 +67,15 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
  */
 size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_regs *regs,
 			  const void *stack, size_t len, uint64_t *ret_pcs, size_t max);
+
+/*
+ * A slow call's frames into ret_pcs (max of them, UNWIND_MAX_FRAMES is
+ * enough), innermost first, for symbolizer__resolve: its stack copy unwound
+ * when it carries one (native code), else the frame-pointer walk it
+ * carries (Go). Returns how many.
+ */
+size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *ev,
+			       uint64_t *ret_pcs, size_t max);
 
 /* Drops what is kept for pid (call it when the process exits: pids are reused). */
 void symbolizer__forget(struct symbolizer *s, pid_t pid);

@@ -115,8 +115,7 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	char dur[LATENCY_FMT_LEN], frame[512];
 	struct results_call rc = { .function = "?" };
 	uint64_t pcs[UNWIND_MAX_FRAMES];
-	const uint64_t *stack = ev->stack;
-	size_t n = ev->nstack;
+	size_t n;
 
 	r->slow_calls++;
 	if (r->json)
@@ -127,14 +126,9 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	if (ev->goid)
 		printf(", goroutine %" PRIu64, ev->goid);
 	printf(")\n");
-	if (ev->stack_copy_len) {
-		/* native code: its unwind tables, not its (often absent) frame pointers */
-		n = symbolizer__unwind(r->sym, ev->pid, &ev->regs, ev->stack_copy,
-				       ev->stack_copy_len, pcs, UNWIND_MAX_FRAMES);
-		stack = pcs;
-	}
+	n = symbolizer__event_stack(r->sym, ev, pcs, UNWIND_MAX_FRAMES);
 	for (size_t i = 0; i < n; i++) {
-		symbolizer__resolve(r->sym, ev->pid, stack[i], i == 0, frame, sizeof(frame));
+		symbolizer__resolve(r->sym, ev->pid, pcs[i], i == 0, frame, sizeof(frame));
 		printf("    %s\n", frame);
 	}
 	fflush(stdout);
