@@ -29,13 +29,15 @@
 
 /* What unwinding and naming need of one mapped file besides its analysis. */
 struct map_file {
-	bool tried;
+	bool tried, debug_tried, dwarf_tried;
 	struct elfbin *eb;    /* the mapped file: its CFI */
 	Dwarf_CFI *eh;	      /* its .eh_frame (dwarf_cfi_end) */
-	Dwarf *dw;	      /* its DWARF, for .debug_frame */
 	struct elfbin *debug; /* its separate debug file, or NULL: names, .debug_frame */
-	Dwarf *debug_dw;
-	Dwarf_CFI *cfi[2]; /* what unwinding asks: .eh_frame, then a .debug_frame */
+	/* the DWARF .debug_frame comes from (the file's, else the debug
+	 * file's), opened on demand: dwarf_begin_elf decompresses every
+	 * debug section, tens of milliseconds for a libc */
+	Dwarf *dw;
+	Dwarf_CFI *debug_frame;
 };
 
 /* What is kept for one process. */
@@ -72,8 +74,6 @@ static void map_file_clear(struct map_file *mf)
 		dwarf_cfi_end(mf->eh);
 	if (mf->dw)
 		dwarf_end(mf->dw);
-	if (mf->debug_dw)
-		dwarf_end(mf->debug_dw);
 	elfbin__free(mf->debug);
 	elfbin__free(mf->eb);
 	memset(mf, 0, sizeof(*mf));
@@ -273,7 +273,6 @@ static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct pro
 {
 	struct map_file *mf = &p->files[i];
 	struct rw_error err;
-	Dwarf_CFI *dbg = NULL;
 	char path[96];
 
 	if (mf->tried)
@@ -285,18 +284,37 @@ static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct pro
 	if (!mf->eb)
 		return NULL;
 	mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
-	mf->dw = dwarf_begin_elf(elfbin__elf(mf->eb), DWARF_C_READ, NULL);
-	if (mf->dw)
-		dbg = dwarf_getcfi(mf->dw);
-	mf->debug = debug_find(p->pid, map, mf->eb);
-	if (mf->debug && !dbg) {
-		mf->debug_dw = dwarf_begin_elf(elfbin__elf(mf->debug), DWARF_C_READ, NULL);
-		if (mf->debug_dw)
-			dbg = dwarf_getcfi(mf->debug_dw);
-	}
-	mf->cfi[0] = mf->eh ? mf->eh : dbg;
-	mf->cfi[1] = mf->eh ? dbg : NULL;
 	return mf;
+}
+
+/* The file's separate debug file, looked for once. */
+static struct elfbin *map_file_debug(struct map_file *mf, pid_t pid, const struct procmap *map)
+{
+	if (!mf->debug_tried) {
+		mf->debug_tried = true;
+		mf->debug = debug_find(pid, map, mf->eb);
+	}
+	return mf->debug;
+}
+
+/* .debug_frame of the file, else of its debug file; opened once, on demand. */
+static Dwarf_CFI *map_file_debug_frame(struct map_file *mf, pid_t pid, const struct procmap *map)
+{
+	struct elfbin *d;
+
+	if (mf->dwarf_tried)
+		return mf->debug_frame;
+	mf->dwarf_tried = true;
+	mf->dw = dwarf_begin_elf(elfbin__elf(mf->eb), DWARF_C_READ, NULL);
+	mf->debug_frame = mf->dw ? dwarf_getcfi(mf->dw) : NULL;
+	d = mf->debug_frame ? NULL : map_file_debug(mf, pid, map);
+	if (d) {
+		if (mf->dw)
+			dwarf_end(mf->dw);
+		mf->dw = dwarf_begin_elf(elfbin__elf(d), DWARF_C_READ, NULL);
+		mf->debug_frame = mf->dw ? dwarf_getcfi(mf->dw) : NULL;
+	}
+	return mf->debug_frame;
 }
 
 /* The debug file's function symbol holding vaddr, or NULL. */
@@ -374,7 +392,7 @@ static bool debug_name(struct sym_proc *p, const struct procmap *map, uint64_t l
 	size_t n;
 
 	mf = proc_file(p, map - procmaps__maps(p->maps, &n), map);
-	if (!mf || !mf->debug ||
+	if (!mf || !map_file_debug(mf, p->pid, map) ||
 	    elfbin__offset_to_addr(mf->eb, lookup - map->start + map->offset, &vaddr))
 		return false;
 	sym = debug_sym_at(mf->debug, vaddr);
@@ -447,7 +465,7 @@ struct unwind_ctx {
 	bool loaded;
 };
 
-static int find_cfi(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias)
+static Dwarf_CFI *find_cfi(void *ctx, uint64_t pc, enum unwind_table which, uint64_t *ret_bias)
 {
 	struct unwind_ctx *u = ctx;
 	const struct procmap *map = proc_find(u->p, u->loaded, pc);
@@ -457,25 +475,24 @@ static int find_cfi(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret
 
 	u->loaded = true; /* one reread per unwind at most */
 	if (!map || !map->inode)
-		return -ENOENT;
+		return NULL;
 	mf = proc_file(u->p, map - procmaps__maps(u->p->maps, &n), map);
 	if (!mf || elfbin__offset_to_addr(mf->eb, pc - map->start + map->offset, &vaddr))
-		return -ENOENT;
-	ret_cfi[0] = mf->cfi[0];
-	ret_cfi[1] = mf->cfi[1];
+		return NULL;
 	*ret_bias = pc - vaddr;
-	return 0;
+	return which == UNWIND_EH_FRAME ? mf->eh : map_file_debug_frame(mf, u->p->pid, map);
 }
 
 size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_regs *regs,
-			  const void *stack, size_t len, uint64_t *ret_pcs, size_t max)
+			  const void *stack, size_t len, uint64_t base, uint64_t *ret_pcs,
+			  size_t max)
 {
 	struct unwind_ctx u = {};
 
 	u.p = proc_get(s, pid, &u.loaded);
 	if (!u.p)
 		return 0;
-	return unwind__stack(regs, stack, len, find_cfi, &u, ret_pcs, max);
+	return unwind__stack(regs, stack, len, base, find_cfi, &u, ret_pcs, max);
 }
 
 size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *ev,
@@ -485,7 +502,7 @@ size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *
 
 	if (ev->stack_copy_len)
 		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,
-					  ret_pcs, max);
+					  ev->stack_copy_addr, ret_pcs, max);
 	memcpy(ret_pcs, ev->stack, n * sizeof(*ret_pcs));
 	return n;
 }

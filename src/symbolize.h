@@ -57,7 +57,8 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 			size_t len);
 
 /*
- * Unwinds a copy of the top of pid's user stack (len bytes from regs->sp up)
+ * Unwinds a copy of the top of pid's user stack (len bytes at address base,
+ * which holds regs->sp)
  * with the unwind tables of the files mapped there (.eh_frame, .debug_frame,
  * a separate debug file's .debug_frame), by frame pointer where a file has
  * none, into ret_pcs: regs->ip, then each return address, innermost first,
@@ -66,7 +67,8 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
  * Returns how many were written.
  */
 size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_regs *regs,
-			  const void *stack, size_t len, uint64_t *ret_pcs, size_t max);
+			  const void *stack, size_t len, uint64_t base, uint64_t *ret_pcs,
+			  size_t max);
 
 /*
  * A slow call's frames into ret_pcs (max of them, UNWIND_MAX_FRAMES is

@@ -207,20 +207,25 @@ static bool step_reg(const struct walk *w, const struct state *st, Dwarf_Frame *
 	return true;
 }
 
-/* One step by the CFI rules at lookup (a file address). */
-static bool step_cfi(const struct walk *w, const struct state *st, Dwarf_CFI *cfi[2],
+/* One step by the CFI rules at lookup (a runtime address): .eh_frame's, else .debug_frame's. */
+static bool step_cfi(const struct walk *w, const struct state *st, unwind_cfi_fn find, void *ctx,
 		     uint64_t lookup, struct state *next)
 {
 	static const unsigned int saved[] = { REG_BX, REG_BP, 12, 13, 14, 15, REG_RA };
+	static const enum unwind_table tables[] = { UNWIND_EH_FRAME, UNWIND_DEBUG_FRAME };
 	Dwarf_Frame *frame = NULL;
 	Dwarf_Op *ops;
 	size_t nops;
 	uint64_t cfa;
 	bool value, ok = false;
 
-	for (int k = 0; k < 2 && !frame; k++)
-		if (cfi[k] && dwarf_cfi_addrframe(cfi[k], lookup, &frame))
+	for (size_t k = 0; k < 2 && !frame; k++) {
+		uint64_t bias = 0;
+		Dwarf_CFI *cfi = find(ctx, lookup, tables[k], &bias);
+
+		if (cfi && dwarf_cfi_addrframe(cfi, lookup - bias, &frame))
 			frame = NULL;
+	}
 	if (!frame)
 		return false;
 	/* x86-64's return address column is 16: another is not a frame we know */
@@ -254,10 +259,10 @@ static bool step_fp(const struct walk *w, const struct state *st, struct state *
 	return true;
 }
 
-size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len,
-		     unwind_find_fn find, void *ctx, uint64_t *pcs, size_t max)
+size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len, uint64_t base,
+		     unwind_cfi_fn find, void *ctx, uint64_t *pcs, size_t max)
 {
-	const struct walk w = { stack, len, regs->sp };
+	const struct walk w = { stack, len, base };
 	struct state st = {}, next;
 	size_t n = 0;
 
@@ -272,14 +277,12 @@ size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t l
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
 	while (n < max && known(&st, REG_RA) && unwind__canonical(st.reg[REG_RA])) {
-		uint64_t pc = st.reg[REG_RA], bias = 0;
-		Dwarf_CFI *cfi[2] = {};
-		bool stepped = false;
+		uint64_t pc = st.reg[REG_RA];
+		bool stepped;
 
 		pcs[n++] = pc;
 		/* a return address is just past its CALL: the CALL's rules apply */
-		if (!find(ctx, n == 1 ? pc : pc - 1, cfi, &bias))
-			stepped = step_cfi(&w, &st, cfi, (n == 1 ? pc : pc - 1) - bias, &next);
+		stepped = step_cfi(&w, &st, find, ctx, n == 1 ? pc : pc - 1, &next);
 		if (!stepped && n == 1) {
 			/* frame 0 is a RET: its return address is at SP */
 			uint64_t ra;

@@ -23,23 +23,31 @@ struct unwind_regs {
 	uint64_t ip, sp, bp, bx, r12, r13, r14, r15;
 };
 
+/* Which unwind table unwind_cfi_fn is asked for, in the order they are tried. */
+enum unwind_table {
+	UNWIND_EH_FRAME,    /* .eh_frame: in every x86-64 ELF file, loaded with it */
+	UNWIND_DEBUG_FRAME, /* .debug_frame: of the file, or of its separate debug file */
+};
+
 /*
- * Where the unwind tables for pc are: up to two CFI tables of the file
- * mapped there (.eh_frame first, then .debug_frame) and the bias to
- * subtract from a runtime address to get the file's own address. 0, or
- * -errno when pc is in no file (the frame is then stepped by its frame
- * pointer, or the walk ends).
+ * The CFI table of one kind for the file mapped at pc, or NULL (none, or pc
+ * is in no file), and the bias to subtract from a runtime address to get
+ * that file's own address. A frame with neither table is stepped by its
+ * frame pointer. .debug_frame is asked for only where .eh_frame has no rule
+ * for pc, so its (costly) DWARF can be opened on demand.
  */
-typedef int (*unwind_find_fn)(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias);
+typedef Dwarf_CFI *(*unwind_cfi_fn)(void *ctx, uint64_t pc, enum unwind_table which,
+				    uint64_t *ret_bias);
 
 /*
  * Writes the frames of the stack into pcs: pcs[0] = regs->ip, then each
  * caller's return address, innermost first; at most max. stack holds len
- * bytes of the stack from regs->sp up. Returns how many were written (at
- * least 1 when ip is canonical).
+ * bytes of the process's memory at address base (which should hold
+ * regs->sp). Returns how many were written (at least 1 when ip is
+ * canonical).
  */
-size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len,
-		     unwind_find_fn find, void *ctx, uint64_t *pcs, size_t max);
+size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len, uint64_t base,
+		     unwind_cfi_fn find, void *ctx, uint64_t *pcs, size_t max);
 
 /* Whether addr can be a user address on x86-64 (below 2^47, not 0). */
 static inline int unwind__canonical(uint64_t addr)

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* Unwinding a copy of this very process's stack, and stacks made up to mislead. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +90,8 @@ TEST(unwind_own_stack)
 	if (!ASSERT_TRUE(c) || !ASSERT_TRUE(s))
 		goto cleanup;
 	unwind_test_a(c);
-	n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, pcs, UNWIND_MAX_FRAMES);
+	n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, c->regs.sp, pcs,
+			       UNWIND_MAX_FRAMES);
 	if (!CHECK(n >= 4, "%zu frames", n))
 		goto cleanup;
 	for (size_t i = 0; i < 4; i++) {
@@ -110,13 +110,13 @@ cleanup:
 	return ok;
 }
 
-static int no_cfi(void *ctx, uint64_t pc, Dwarf_CFI *ret_cfi[2], uint64_t *ret_bias)
+static Dwarf_CFI *no_cfi(void *ctx, uint64_t pc, enum unwind_table which, uint64_t *ret_bias)
 {
 	(void)ctx;
 	(void)pc;
-	(void)ret_cfi;
+	(void)which;
 	(void)ret_bias;
-	return -ENOENT;
+	return NULL;
 }
 
 TEST(unwind_hostile_frame_pointers)
@@ -130,23 +130,23 @@ TEST(unwind_hostile_frame_pointers)
 	stack[0] = 0x401100; /* frame 0's return address at SP */
 	stack[2] = r.bp;     /* [bp] = bp */
 	stack[3] = 0x401200;
-	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	if (!ASSERT_TRUE(n >= 2 && n <= 4))
 		return false;
 	/* a non-canonical return address ends the walk before it is written */
 	stack[0] = 0xfff0c7b4fff0c884ULL;
-	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	if (!ASSERT_EQ(n, 1))
 		return false;
 	/* a frame pointer pointing past the copy reads nothing */
 	stack[0] = 0x401100;
 	r.bp = r.sp + sizeof(stack) - 8;
-	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	if (!ASSERT_EQ(n, 2))
 		return false;
 	/* an instruction pointer no code can have: nothing */
 	r.ip = 1ULL << 63;
-	n = unwind__stack(&r, stack, sizeof(stack), no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
+	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	return ASSERT_EQ(n, 0);
 }
 
@@ -167,7 +167,7 @@ TEST(unwind_random_stacks_are_bounded)
 
 		for (size_t i = 8; i < c->len; i++)
 			c->stack[i] = rand();
-		n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, pcs,
+		n = symbolizer__unwind(s, getpid(), &c->regs, c->stack, c->len, c->regs.sp, pcs,
 				       UNWIND_MAX_FRAMES);
 		if (!ASSERT_TRUE(n >= 1 && n <= UNWIND_MAX_FRAMES))
 			goto cleanup;
