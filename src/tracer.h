@@ -63,13 +63,15 @@ struct tracer_event {
 	size_t nstack;
 	/*
 	 * Native calls: the registers at the RET and stack_copy_len bytes of
-	 * the user stack from regs.sp up, for symbolizer__unwind (stack above is
+	 * the user stack at stack_copy_addr (the page holding regs.sp), for
+	 * symbolizer__unwind (stack above is
 	 * then a frame-pointer walk, garbage through code built without frame
 	 * pointers). stack_copy_len 0: none (Go: stack is its frame pointers).
 	 */
 	struct unwind_regs regs;
 	const uint8_t *stack_copy;
 	size_t stack_copy_len;
+	uint64_t stack_copy_addr;
 };
 
 typedef void (*tracer_event_fn)(const struct tracer_event *ev, void *ctx);

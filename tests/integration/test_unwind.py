@@ -71,7 +71,7 @@ def slow_call_stacks(exe):
         line = err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT)
         assert line, f"retwatch did not attach: {err.text}"
         target.stdin.write("go\n")
-        target.stdin.flush()
+        target.stdin.close()
         assert target.wait(30) == 0
         assert tracing.wait_exit(proc, tracing.EXIT_TIMEOUT), "retwatch did not exit"
         out.join()
