@@ -283,7 +283,9 @@ static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct pro
 	mf->eb = elfbin__open(path, &err);
 	if (!mf->eb)
 		return NULL;
-	mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
+	/* a table naming absurd registers makes libdw allocate gigabytes a step */
+	if (unwind__section_ok(elfbin__elf(mf->eb), ".eh_frame", true))
+		mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
 	return mf;
 }
 
@@ -306,13 +308,15 @@ static Dwarf_CFI *map_file_debug_frame(struct map_file *mf, pid_t pid, const str
 		return mf->debug_frame;
 	mf->dwarf_tried = true;
 	mf->dw = dwarf_begin_elf(elfbin__elf(mf->eb), DWARF_C_READ, NULL);
-	mf->debug_frame = mf->dw ? dwarf_getcfi(mf->dw) : NULL;
+	if (mf->dw && unwind__section_ok(elfbin__elf(mf->eb), ".debug_frame", false))
+		mf->debug_frame = dwarf_getcfi(mf->dw);
 	d = mf->debug_frame ? NULL : map_file_debug(mf, pid, map);
 	if (d) {
 		if (mf->dw)
 			dwarf_end(mf->dw);
 		mf->dw = dwarf_begin_elf(elfbin__elf(d), DWARF_C_READ, NULL);
-		mf->debug_frame = mf->dw ? dwarf_getcfi(mf->dw) : NULL;
+		if (mf->dw && unwind__section_ok(elfbin__elf(d), ".debug_frame", false))
+			mf->debug_frame = dwarf_getcfi(mf->dw);
 	}
 	return mf->debug_frame;
 }

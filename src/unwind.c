@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gelf.h>
+
+#include "elfbin.h"
 #include "unwind.h"
 
 /* DWARF register numbers of x86-64 (System V psABI); 16 is the return address. */
@@ -257,6 +260,222 @@ static bool step_fp(const struct walk *w, const struct state *st, struct state *
 	set(next, REG_RA, ra);
 	set(next, REG_SP, bp + 16);
 	return true;
+}
+
+/* ---- checking a table before libdw executes it ---- */
+
+struct cursor {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+static uint64_t uleb(struct cursor *c)
+{
+	uint64_t v = 0;
+
+	for (unsigned int shift = 0; c->p < c->end; shift += 7) {
+		uint8_t b = *c->p++;
+
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+	}
+	c->bad = true;
+	return 0;
+}
+
+static void skip(struct cursor *c, uint64_t n)
+{
+	if (n > (uint64_t)(c->end - c->p))
+		c->bad = true;
+	else
+		c->p += n;
+}
+
+/* A register operand: one libdw would make room for. */
+static void reg(struct cursor *c)
+{
+	if (uleb(c) > UNWIND_MAX_REGNO)
+		c->bad = true;
+}
+
+/* Bytes of a pointer in encoding enc (DW_EH_PE_*); 0 for LEB128 or unknown. */
+static unsigned int ptr_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case DW_EH_PE_absptr:
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8: return 8;
+	case DW_EH_PE_udata2:
+	case DW_EH_PE_sdata2: return 2;
+	case DW_EH_PE_udata4:
+	case DW_EH_PE_sdata4: return 4;
+	default: return 0;
+	}
+}
+
+/* Whether CFA instructions [p, end) name only registers up to UNWIND_MAX_REGNO. */
+static bool insns_ok(const uint8_t *p, const uint8_t *end, uint8_t enc)
+{
+	struct cursor c = { p, end, false };
+
+	while (c.p < c.end && !c.bad) {
+		uint8_t op = *c.p++;
+
+		switch (op & 0xc0) {
+		case DW_CFA_advance_loc: continue;
+		case DW_CFA_offset: uleb(&c); continue;
+		case DW_CFA_restore: continue;
+		}
+		switch (op) {
+		case DW_CFA_nop:
+		case DW_CFA_remember_state:
+		case DW_CFA_restore_state:
+		case DW_CFA_GNU_window_save: break;
+		case DW_CFA_set_loc:
+			if (!ptr_size(enc))
+				return false;
+			skip(&c, ptr_size(enc));
+			break;
+		case DW_CFA_advance_loc1: skip(&c, 1); break;
+		case DW_CFA_advance_loc2: skip(&c, 2); break;
+		case DW_CFA_advance_loc4: skip(&c, 4); break;
+		case DW_CFA_restore_extended:
+		case DW_CFA_undefined:
+		case DW_CFA_same_value:
+		case DW_CFA_def_cfa_register: reg(&c); break;
+		case DW_CFA_offset_extended:
+		case DW_CFA_offset_extended_sf:
+		case DW_CFA_def_cfa:
+		case DW_CFA_def_cfa_sf:
+		case DW_CFA_val_offset:
+		case DW_CFA_val_offset_sf:
+		case DW_CFA_GNU_negative_offset_extended:
+			reg(&c);
+			uleb(&c); /* an SLEB128 is skipped alike */
+			break;
+		case DW_CFA_register:
+			reg(&c);
+			reg(&c);
+			break;
+		case DW_CFA_def_cfa_offset:
+		case DW_CFA_def_cfa_offset_sf:
+		case DW_CFA_GNU_args_size: uleb(&c); break;
+		case DW_CFA_def_cfa_expression: skip(&c, uleb(&c)); break;
+		case DW_CFA_expression:
+		case DW_CFA_val_expression:
+			reg(&c);
+			skip(&c, uleb(&c));
+			break;
+		default: return false;
+		}
+	}
+	return !c.bad;
+}
+
+/* The FDE pointer encoding of a CIE ('R' of a "z" augmentation); false if not understood. */
+static bool cie_encoding(const Dwarf_CIE *cie, bool eh_frame, uint8_t *ret_enc, bool *ret_z)
+{
+	struct cursor c = { cie->augmentation_data,
+			    cie->augmentation_data + cie->augmentation_data_size, false };
+	const char *a = cie->augmentation;
+
+	*ret_enc = eh_frame ? DW_EH_PE_absptr : DW_EH_PE_udata8;
+	*ret_z = a[0] == 'z';
+	if (!a[0])
+		return true;
+	if (!*ret_z || !cie->augmentation_data)
+		return false;
+	for (a++; *a && !c.bad; a++) {
+		uint8_t enc;
+
+		switch (*a) {
+		case 'R':
+		case 'L':
+			if (c.p >= c.end)
+				return false;
+			enc = *c.p++;
+			if (*a == 'R')
+				*ret_enc = enc;
+			break;
+		case 'P':
+			if (c.p >= c.end)
+				return false;
+			enc = *c.p++;
+			if (!ptr_size(enc))
+				return false;
+			skip(&c, ptr_size(enc));
+			break;
+		case 'S':
+		case 'B': break;
+		default: return false;
+		}
+	}
+	return !c.bad && ptr_size(*ret_enc);
+}
+
+bool unwind__table_ok(Elf *elf, Elf_Data *data, bool eh_frame)
+{
+	unsigned char ident[EI_NIDENT];
+	const char *id = elf_getident(elf, NULL);
+	Dwarf_Off off = 0, next;
+	size_t entries = 0;
+
+	if (!id || !data || !data->d_buf)
+		return false;
+	memcpy(ident, id, EI_NIDENT);
+	for (;; off = next) {
+		Dwarf_CFI_Entry e, ce;
+		Dwarf_Off cnext;
+		struct cursor c;
+		uint8_t enc;
+		bool z;
+		int ret = dwarf_next_cfi(ident, data, eh_frame, off, &next, &e);
+
+		if (ret > 0)
+			return true;
+		if (ret < 0 || next <= off || ++entries > UNWIND_MAX_TABLE_ENTRIES)
+			return false;
+		if (dwarf_cfi_cie_p(&e)) {
+			if (e.cie.return_address_register > UNWIND_MAX_REGNO ||
+			    !cie_encoding(&e.cie, eh_frame, &enc, &z) ||
+			    !insns_ok(e.cie.initial_instructions, e.cie.initial_instructions_end,
+				      enc))
+				return false;
+			continue;
+		}
+		if (dwarf_next_cfi(ident, data, eh_frame, e.fde.CIE_pointer, &cnext, &ce) ||
+		    !dwarf_cfi_cie_p(&ce) || !cie_encoding(&ce.cie, eh_frame, &enc, &z))
+			return false;
+		c = (struct cursor){ e.fde.start, e.fde.end, false };
+		skip(&c, 2 * ptr_size(enc)); /* initial location, address range */
+		if (z)
+			skip(&c, uleb(&c));
+		if (c.bad || !insns_ok(c.p, c.end, enc))
+			return false;
+	}
+}
+
+bool unwind__section_ok(Elf *elf, const char *name, bool eh_frame)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			return false;
+		n = elf_safe_strptr(elf, shstrndx, sh.sh_name);
+		if (n && !strcmp(n, name))
+			return !(sh.sh_flags & SHF_COMPRESSED) &&
+			       unwind__table_ok(elf, elf_getdata(scn, NULL), eh_frame);
+	}
+	return false;
 }
 
 size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len, uint64_t base,

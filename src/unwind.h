@@ -11,8 +11,11 @@
 #ifndef RETWATCH_UNWIND_H
 #define RETWATCH_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <libelf.h>
 
 #include <elfutils/libdw.h>
 
@@ -48,6 +51,30 @@ typedef Dwarf_CFI *(*unwind_cfi_fn)(void *ctx, uint64_t pc, enum unwind_table wh
  */
 size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t len, uint64_t base,
 		     unwind_cfi_fn find, void *ctx, uint64_t *pcs, size_t max);
+
+/*
+ * libdw makes room for every register a table's rule names, up to 2^27 of
+ * them: a hostile table could make each step allocate and clear gigabytes.
+ * x86-64's DWARF registers end below 67; a table naming any register above
+ * this, or an instruction we do not know, is not used.
+ */
+#define UNWIND_MAX_REGNO 127
+/* Entries of one table checked at most (libc's .eh_frame has about 3,500). */
+#define UNWIND_MAX_TABLE_ENTRIES 4000000
+
+/*
+ * Whether a .eh_frame (eh_frame true) or .debug_frame section's data is one
+ * libdw may run: every entry parses, every register it names is at most
+ * UNWIND_MAX_REGNO, every instruction is known. Linear in the section.
+ */
+bool unwind__table_ok(Elf *elf, Elf_Data *data, bool eh_frame);
+/*
+ * unwind__table_ok over the section named name (".eh_frame",
+ * ".debug_frame"); false when there is none. A compressed section is
+ * refused: libdw decompresses the DWARF sections it opens (call this after
+ * dwarf_begin_elf), so one still compressed is not what it would run.
+ */
+bool unwind__section_ok(Elf *elf, const char *name, bool eh_frame);
 
 /* Whether addr can be a user address on x86-64 (below 2^47, not 0). */
 static inline int unwind__canonical(uint64_t addr)

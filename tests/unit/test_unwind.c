@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "elfbin.h"
 #include "symbolize.h"
 #include "test.h"
 #include "unwind.h"
@@ -179,5 +180,59 @@ TEST(unwind_random_stacks_are_bounded)
 cleanup:
 	symbolizer__free(s);
 	free(c);
+	return ok;
+}
+
+/* A .eh_frame of one CIE (zR, pcrel sdata4) with extra instructions, and a terminator. */
+static size_t make_cie(uint8_t *buf, const uint8_t *extra, size_t nextra)
+{
+	static const uint8_t head[] = { 0,    0,  0, 0,	   1,	 'z', 'R', 0,	 1,
+					0x78, 16, 1, 0x1b, 0x0c, 7,   8,   0x90, 1 };
+	size_t n = sizeof(head) + nextra;
+	uint32_t len;
+
+	memcpy(buf + 4, head, sizeof(head));
+	memcpy(buf + 4 + sizeof(head), extra, nextra);
+	while (n % 4)
+		buf[4 + n++] = 0; /* DW_CFA_nop */
+	len = n;
+	memcpy(buf, &len, 4);
+	memset(buf + 4 + n, 0, 4);
+	return 4 + n + 4;
+}
+
+TEST(unwind_tables_checked)
+{
+	/* DW_CFA_offset_extended r200000: libdw would make room for 200,001 registers */
+	static const uint8_t huge_reg[] = { 0x05, 0xc0, 0x9a, 0x0c, 1 };
+	/* DW_CFA_offset_extended r15: fine */
+	static const uint8_t r15[] = { 0x05, 15, 2 };
+	/* an opcode DWARF does not have */
+	static const uint8_t unknown[] = { 0x3a };
+	struct rw_error err;
+	struct elfbin *eb = elfbin__open("/proc/self/exe", &err);
+	uint8_t buf[64];
+	Elf_Data d = { .d_buf = buf };
+	bool ok = false;
+
+	if (!CHECK(eb, "%s", err.msg))
+		return false;
+	/* this very binary's tables, as gcc wrote them */
+	if (!ASSERT_TRUE(unwind__section_ok(elfbin__elf(eb), ".eh_frame", true)))
+		goto cleanup;
+	d.d_size = make_cie(buf, r15, sizeof(r15));
+	if (!ASSERT_TRUE(unwind__table_ok(elfbin__elf(eb), &d, true)))
+		goto cleanup;
+	d.d_size = make_cie(buf, huge_reg, sizeof(huge_reg));
+	if (!ASSERT_FALSE(unwind__table_ok(elfbin__elf(eb), &d, true)))
+		goto cleanup;
+	d.d_size = make_cie(buf, unknown, sizeof(unknown));
+	if (!ASSERT_FALSE(unwind__table_ok(elfbin__elf(eb), &d, true)))
+		goto cleanup;
+	/* cut short: the entry runs past the section */
+	d.d_size = make_cie(buf, r15, sizeof(r15)) - 10;
+	ok = ASSERT_FALSE(unwind__table_ok(elfbin__elf(eb), &d, true));
+cleanup:
+	elfbin__free(eb);
 	return ok;
 }
