@@ -72,3 +72,32 @@ if ! command -v go >/dev/null 2>&1; then
 	echo "deps: go is required (Go 1.21 or later on PATH) to build the test fixtures" >&2
 	exit 1
 fi
+
+# Real software the integration tests trace, unpacked from Debian's packages
+# into the cache, not installed (no service starts on the host). Where the
+# download is impossible (offline), NAME.unavailable says why and the tests
+# that need it skip with that reason.
+debs=${RETWATCH_CACHE:-$HOME/.cache/retwatch}/debs
+fetch_deb() { # NAME PACKAGE...: unpack the packages into $debs/NAME, once
+	local name=$1 dir=$debs/$1 tmp d
+	shift
+	[[ -e $dir/.done ]] && return 0
+	mkdir -p "$debs"
+	tmp=$(mktemp -d)
+	chmod 755 "$tmp" # apt-get download writes as _apt where it can
+	if (cd "$tmp" && { apt-get download -qq "$@" || { apt-get update -qq && apt-get download -qq "$@"; }; }) >/dev/null 2>&1; then
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		for d in "$tmp"/*.deb; do
+			dpkg-deb -x "$d" "$dir"
+		done
+		touch "$dir/.done"
+		rm -f "$debs/$name.unavailable"
+	else
+		echo "apt-get download $* failed" >"$debs/$name.unavailable"
+		echo "deps: could not download $* (the tests that trace it skip)" >&2
+	fi
+	rm -rf "$tmp"
+}
+# redis-server is redis-check-rdb run by that name; its libraries beside it
+fetch_deb redis redis-tools libjemalloc2 liblzf1

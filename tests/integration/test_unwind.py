@@ -9,13 +9,23 @@ have. Variants: tables in .eh_frame and names in .symtab; or both only in a
 separate debug file that .gnu_debuglink names (stripped binary, tables
 built into .debug_frame alone).
 
-[REF] the call chain is the program's own; gcc's output is checked with
+Real software: Debian's redis-server (-O2, no frame pointers; unpacked by
+scripts/deps.sh into the cache, run on loopback), whose DEBUG SLEEP makes
+debugCommand slow.
+
+[REF] the call chains are the programs' own (deepstack.c; redis 7.0's
+networking.c and server.c: readQueryFromClient -> processInputBuffer ->
+processCommand -> call -> debugCommand); gcc's output is checked with
 readelf so that each variant has what it claims. Needs root.
 """
 
 import os
 import re
+import signal
+import socket
 import subprocess
+import tempfile
+import time
 
 import pytest
 
@@ -125,3 +135,80 @@ def test_unnamed_frames_print_file_offsets(tmp_path):
         assert frames[0].startswith("slow_leaf+0x"), frames
         assert len(frames) >= 2 and re.fullmatch(re.escape(exe) + r"\+0x[0-9a-f]+", frames[1]), frames
         assert not any("(?)" in f for f in frames), frames
+
+
+DEBS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")), "debs")
+REDIS_CHAIN = ["debugCommand", "call", "processCommand", "processInputBuffer"]
+
+
+def redis_binary():
+    path = os.path.join(DEBS, "redis/usr/bin/redis-check-rdb")
+    if os.path.exists(path):
+        return path
+    unavailable = os.path.join(DEBS, "redis.unavailable")
+    if os.path.exists(unavailable):
+        with open(unavailable) as f:
+            pytest.skip(f"Debian's redis is not in the cache: {f.read().strip()}")
+    pytest.fail(f"{path} is missing: run scripts/deps.sh (make deps)", pytrace=False)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_command(port, *args):
+    """One command in RESP over loopback; the reply's first line."""
+    req = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(req.encode())
+        return c.makefile().readline().strip()
+
+
+def test_redis_slow_call_stack():
+    exe = redis_binary()
+    with tempfile.TemporaryDirectory() as d:
+        port = free_port()
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(DEBS, "redis/usr/lib/x86_64-linux-gnu"))
+        # redis-check-rdb is the server when run as redis-server
+        srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                "--save", "", "--appendonly", "no", "--dir", d,
+                                "--enable-debug-command", "local"],
+                               executable=exe, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        rw = None
+        try:
+            for _ in range(100):
+                try:
+                    if redis_command(port, "PING") == "+PONG":
+                        break
+                except OSError:
+                    time.sleep(0.05)
+            argv, rw, out, err = tracing.start_retwatch(
+                [srv.pid], ["debugCommand"], options=("--threshold", "5ms"), json_out=False)
+            assert err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT), \
+                err.text
+            for _ in range(3):
+                assert redis_command(port, "DEBUG", "SLEEP", "0.02") == "+OK"
+            assert out.wait_for(lambda l: l.startswith("slow call: "), 10), out.text
+            time.sleep(0.5)  # the other two
+            rw.send_signal(signal.SIGINT)
+            rw.wait(tracing.EXIT_TIMEOUT)
+            out.join()
+            err.join()
+        finally:
+            for p in (rw, srv):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+        assert rw.returncode == 0, err.text
+        assert_canonical(out.text)
+        blocks = re.findall(r"^slow call: debugCommand took .*\n((?:    .*\n)+)", out.text, re.M)
+        assert len(blocks) == 3, out.text
+        for b in blocks:
+            frames = [l.strip() for l in b.splitlines()]
+            names = [f.split("+")[0] for f in frames if f.endswith(")")]
+            # at least 4 named frames, innermost first, in the order redis calls them
+            assert [f.split("+")[0] for f in frames[:4]] == REDIS_CHAIN, b
+            assert len(names) >= 4 and not any("(?)" in f for f in frames), b
