@@ -23,13 +23,21 @@
 #define RELOAD_EVERY_NS 100000000ULL
 
 /* A debug file larger than this is not checked against a CRC (read whole). */
-#define DEBUG_CRC_MAX_BYTES (1ULL << 30)
+#define DEBUG_CRC_MAX_BYTES (64ULL << 20)
 /* Where distributions put separate debug files, inside the process's root. */
 #define DEBUG_DIR "/usr/lib/debug"
 
-/* What unwinding and naming need of one mapped file besides its analysis. */
+/*
+ * What unwinding and naming need of one mapped file besides its analysis,
+ * shared by the processes that map the same file (device and inode: while
+ * one maps it, the inode is not reused) and freed with the last of them.
+ */
 struct map_file {
-	bool tried, debug_tried, dwarf_tried;
+	struct map_file *next; /* in the symbolizer's list */
+	unsigned int dev_major, dev_minor;
+	uint64_t inode;
+	int refs;
+	bool debug_tried, dwarf_tried;
 	struct elfbin *eb;    /* the mapped file: its CFI */
 	Dwarf_CFI *eh;	      /* its .eh_frame (dwarf_cfi_end) */
 	struct elfbin *debug; /* its separate debug file, or NULL: names, .debug_frame */
@@ -48,15 +56,21 @@ struct sym_proc {
 	struct procmaps *maps; /* NULL: could not be read (maps_err) */
 	int maps_err;
 	size_t nmaps;
-	struct binary **bins;	/* per mapping, opened on first use */
-	int *bin_errs;		/* per mapping: -errno of a failed open, not retried */
-	struct map_file *files; /* per mapping, opened on first unwind or naming miss */
+	struct binary **bins; /* per mapping, opened on first use */
+	int *bin_errs;	      /* per mapping: -errno of a failed open, not retried */
+	/* per mapping, found or opened on first unwind or naming miss;
+	 * &no_file: its open failed (not retried) */
+	struct map_file **files;
+	struct symbolizer *s;
 };
 
 struct symbolizer {
 	struct binary_cache *cache;
 	struct sym_proc *procs[PROC_BUCKETS];
+	struct map_file *files; /* in use by some process */
 };
+
+static struct map_file no_file;
 
 struct symbolizer *symbolizer__new(struct binary_cache *cache)
 {
@@ -68,7 +82,7 @@ struct symbolizer *symbolizer__new(struct binary_cache *cache)
 	return s;
 }
 
-static void map_file_clear(struct map_file *mf)
+static void map_file_free(struct map_file *mf)
 {
 	if (mf->eh)
 		dwarf_cfi_end(mf->eh);
@@ -76,7 +90,21 @@ static void map_file_clear(struct map_file *mf)
 		dwarf_end(mf->dw);
 	elfbin__free(mf->debug);
 	elfbin__free(mf->eb);
-	memset(mf, 0, sizeof(*mf));
+	free(mf);
+}
+
+/* Drops a process's reference; the last one frees the file. */
+static void map_file_put(struct symbolizer *s, struct map_file *mf)
+{
+	if (!mf || mf == &no_file || --mf->refs)
+		return;
+	for (struct map_file **pp = &s->files; *pp; pp = &(*pp)->next) {
+		if (*pp == mf) {
+			*pp = mf->next;
+			break;
+		}
+	}
+	map_file_free(mf);
 }
 
 static void proc_drop_maps(struct sym_proc *p)
@@ -84,7 +112,7 @@ static void proc_drop_maps(struct sym_proc *p)
 	for (size_t i = 0; i < p->nmaps; i++) {
 		binary__put(p->bins[i]);
 		if (p->files)
-			map_file_clear(&p->files[i]);
+			map_file_put(p->s, p->files[i]);
 	}
 	free(p->files);
 	p->files = NULL;
@@ -137,6 +165,7 @@ static struct sym_proc *proc_get(struct symbolizer *s, pid_t pid, bool *ret_load
 	if (!p)
 		return NULL;
 	p->pid = pid;
+	p->s = s;
 	proc_load(p);
 	p->next = *head;
 	*head = p;
@@ -268,24 +297,55 @@ static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const str
 
 /* ---- mapped files ---- */
 
-/* Mapping i's file opened for unwinding and naming, or NULL (not retried). */
-static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct procmap *map)
+/* The file of map, opened through pid's map_files; NULL on failure. */
+static struct map_file *map_file_open(pid_t pid, const struct procmap *map)
 {
-	struct map_file *mf = &p->files[i];
+	struct map_file *mf;
 	struct rw_error err;
 	char path[96];
 
-	if (mf->tried)
-		return mf->eb ? mf : NULL;
-	mf->tried = true;
-	if (!map->inode || procmap__file_path(map, p->pid, path, sizeof(path)))
+	if (!map->inode || procmap__file_path(map, pid, path, sizeof(path)))
+		return NULL;
+	mf = calloc(1, sizeof(*mf));
+	if (!mf)
 		return NULL;
 	mf->eb = elfbin__open(path, &err);
-	if (!mf->eb)
+	if (!mf->eb) {
+		free(mf);
 		return NULL;
+	}
+	mf->dev_major = map->dev_major;
+	mf->dev_minor = map->dev_minor;
+	mf->inode = map->inode;
 	/* a table naming absurd registers makes libdw allocate gigabytes a step */
 	if (unwind__section_ok(elfbin__elf(mf->eb), ".eh_frame", true))
 		mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
+	return mf;
+}
+
+/* Mapping i's file for unwinding and naming: another process's, or opened; NULL (not retried). */
+static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct procmap *map)
+{
+	struct symbolizer *s = p->s;
+	struct map_file *mf;
+
+	if (p->files[i])
+		return p->files[i] == &no_file ? NULL : p->files[i];
+	for (mf = s->files; mf; mf = mf->next)
+		if (mf->inode == map->inode && mf->dev_major == map->dev_major &&
+		    mf->dev_minor == map->dev_minor)
+			break;
+	if (!mf) {
+		mf = map_file_open(p->pid, map);
+		if (!mf) {
+			p->files[i] = &no_file;
+			return NULL;
+		}
+		mf->next = s->files;
+		s->files = mf;
+	}
+	mf->refs++;
+	p->files[i] = mf;
 	return mf;
 }
 
