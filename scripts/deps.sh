@@ -20,6 +20,7 @@ pkgs=(
 	golang-1.19-go
 	g++
 	containerd containernetworking-plugins iproute2 openssl
+	libc6-dbg
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
