@@ -185,6 +185,30 @@ struct rw_hist {
 };
 _Static_assert(sizeof(struct rw_hist) == 72 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
+/*
+ * Bytes of user stack sent with a native slow call, in whole pages from the
+ * one holding SP (12 to 16 KiB above SP): userspace
+ * unwinds them with the unwind tables (.eh_frame, .debug_frame), since C,
+ * C++ and Rust code is mostly built without frame pointers. Go keeps frame
+ * pointers and sends none. Only slow calls (rate-limited) pay for the copy.
+ */
+#define RW_STACK_COPY 16384
+#define RW_PAGE_SIZE 4096
+
+/* The registers an unwinder starts from: the caller's callee-saved ones
+ * (restored by the time a RET runs), SP and the RET's own address. */
+struct rw_regs {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 bx;
+	__u64 r12;
+	__u64 r13;
+	__u64 r14;
+	__u64 r15;
+};
+_Static_assert(sizeof(struct rw_regs) == 64, "rw_regs layout");
+
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
 	__u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
@@ -196,8 +220,23 @@ struct rw_event {
 	__u32 fn_id;
 	__s32 stack_bytes; /* of stack[]; negative: -errno of bpf_get_stack */
 	__u64 stack[RW_STACK_DEPTH];
+	struct rw_regs regs; /* at the RET */
+	/* user address of rw_event_copy.copy[0]: the page holding regs.sp */
+	__u64 copy_addr;
+	/* bytes of rw_event_copy.copy read from copy_addr up; 0: none (Go, an
+	 * unreadable stack); the record is a struct rw_event_copy when not 0 */
+	__u32 copy_bytes;
+	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16, "rw_event layout");
+
+/* A native slow call's record: the event, then the top of its user stack. */
+struct rw_event_copy {
+	struct rw_event e;
+	__u8 copy[RW_STACK_COPY];
+};
+_Static_assert(sizeof(struct rw_event_copy) == sizeof(struct rw_event) + RW_STACK_COPY,
+	       "rw_event_copy layout");
 
 /*
  * What the programs count; each drop names its cause. Indexes of the stats

@@ -20,6 +20,7 @@ pkgs=(
 	golang-1.19-go
 	g++
 	containerd containernetworking-plugins iproute2 openssl
+	libc6-dbg
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
@@ -100,3 +101,5 @@ fetch_deb() { # NAME PACKAGE...: unpack the packages into $debs/NAME, once
 	rm -rf "$tmp"
 }
 fetch_deb nginx nginx
+# redis-server is redis-check-rdb run by that name; its libraries beside it
+fetch_deb redis redis-tools libjemalloc2 liblzf1

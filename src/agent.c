@@ -206,7 +206,9 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 			  const struct tracer_event *ev)
 {
 	char dur[LATENCY_FMT_LEN], frame[512];
+	uint64_t pcs[UNWIND_MAX_FRAMES];
 	cJSON *log, *stack;
+	size_t n;
 
 	latency__format_ns(ev->duration_ns, dur, sizeof(dur));
 	log = log_event(LOG_INFO, "slow call of %s: %s", rc->function, dur);
@@ -225,9 +227,9 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 	if (ev->goid)
 		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
 	stack = cJSON_AddArrayToObject(log, "stack");
-	for (size_t k = 0; k < ev->nstack; k++) {
-		symbolizer__resolve(a->env.sym, ev->pid, ev->stack[k], k == 0, frame,
-				    sizeof(frame));
+	n = symbolizer__event_stack(a->env.sym, ev, pcs, UNWIND_MAX_FRAMES);
+	for (size_t k = 0; k < n; k++) {
+		symbolizer__resolve(a->env.sym, ev->pid, pcs[k], k == 0, frame, sizeof(frame));
 		cJSON_AddItemToArray(stack, cJSON_CreateString(frame));
 	}
 	log_emit(log);

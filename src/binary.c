@@ -24,6 +24,7 @@ struct fn_entry {
 	const char *demangled;	/* C++ with parameters, Rust without hash; or NULL */
 	bool dropped;		/* a Go ABI wrapper whose body is another entry */
 	bool wrappers_checked;	/* its name's run went through drop_abi_wrappers */
+	bool ifunc;		/* an IFUNC's resolver (set on its address's canon) */
 	unsigned int match_gen; /* binary__match call that last listed it */
 	unsigned int count_gen; /* the glob that last counted it */
 	size_t canon;		/* the entry listed for its address (itself, or an alias's) */
@@ -309,8 +310,11 @@ static int index_symtab(struct binary *b)
 		/* size 0 (hand-written assembly): up to the next symbol */
 		if (!size && i + 1 < n && syms[i + 1].addr > syms[i].addr)
 			size = syms[i + 1].addr - syms[i].addr;
-		if (!add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB))
+		struct fn_entry *f = add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB);
+
+		if (!f)
 			return -ENOMEM;
+		f->ifunc = syms[i].ifunc;
 	}
 	sort_index(b);
 	return 0;
@@ -536,6 +540,9 @@ static int pick_canonical(struct binary *b)
 		}
 		b->fns[order[i]].canon = order[first];
 	}
+	/* an address with an IFUNC symbol holds a resolver, whatever its aliases say */
+	for (size_t i = 0; i < b->nfns; i++)
+		b->fns[b->fns[i].canon].ifunc |= b->fns[i].ifunc;
 	free(order);
 	return 0;
 }
@@ -1251,13 +1258,115 @@ static int add_keys(struct binary *b, struct binary_match *m, size_t first, size
 		struct fn_entry *f = &b->fns[b->keys[k].fn];
 
 		check_wrappers(b, b->keys[k].fn);
-		if (f->dropped)
+		if (f->dropped || b->fns[f->canon].ifunc)
 			continue;
 		ret = add_match(b, m, f, cap);
 		if (ret)
 			return rw_error_set(err, -ret, "out of memory");
 	}
 	return 0;
+}
+
+/* ---- IFUNCs ---- */
+
+#define IFUNC_MAX_IMPLS 8
+
+/* A symbol's name at exactly addr, or NULL (syms sorted by address). */
+static const char *sym_name_at(const struct binary *b, uint64_t addr)
+{
+	size_t n, lo = 0, hi;
+	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+
+	hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && syms[lo].addr == addr ? syms[lo].name : NULL;
+}
+
+/*
+ * The code an IFUNC's resolver can return: x86-64 resolvers load each
+ * candidate's address with a RIP-relative LEA (REX.W 8D /r, mod 00, rm 101)
+ * and return one. A byte scan is enough: it only names candidates in a
+ * message (no probe goes there), and a target must lie in executable code
+ * outside the resolver. Distinct targets in the order found, at most max.
+ */
+static size_t ifunc_impls(const struct binary *b, const struct fn_entry *f, uint64_t *out,
+			  size_t max)
+{
+	uint8_t buf[MAX_WRAPPER_SIZE * 2];
+	size_t len = f->size < sizeof(buf) ? f->size : sizeof(buf), n = 0;
+
+	if (len < 7 || elfbin__read(b->eb, f->addr, buf, len))
+		return 0;
+	for (size_t k = 0; k + 7 <= len && n < max; k++) {
+		uint64_t target;
+		int32_t rel;
+		bool seen = false;
+
+		if ((buf[k] & 0xfb) != 0x48 || buf[k + 1] != 0x8d || (buf[k + 2] & 0xc7) != 0x05)
+			continue;
+		memcpy(&rel, buf + k + 3, 4);
+		target = f->addr + k + 7 + (int64_t)rel;
+		if ((target >= f->addr && target < f->addr + f->size) ||
+		    !elfbin__is_code(b->eb, target, 1))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			seen |= out[i] == target;
+		if (!seen)
+			out[n++] = target;
+	}
+	return n;
+}
+
+/*
+ * A name whose symbol is an IFUNC is refused: the code there is the
+ * resolver, run once per process by the dynamic linker, while calls go
+ * straight to the implementation it chose. Say so and name what to trace.
+ */
+static int ifunc_refuse(const struct binary *b, const char *pat, const struct fn_entry *f,
+			struct rw_error *err)
+{
+	uint64_t impl[IFUNC_MAX_IMPLS];
+	size_t n = ifunc_impls(b, &b->fns[f->canon], impl, IFUNC_MAX_IMPLS), named = 0, unnamed = 0;
+	char names[320] = "", addrs[160] = "";
+
+	for (size_t i = 0; i < n; i++) {
+		const char *name = sym_name_at(b, impl[i]);
+		char *dst;
+		size_t cap, used;
+
+		/* memcpy@GLIBC_2.2.5 is a candidate of memcpy@@GLIBC_2.14: the
+		 * name is refused, so it is no name to trace */
+		if (name && (!strcmp(name, pat) || !strcmp(name, f->name)))
+			name = NULL;
+		dst = name ? names : addrs;
+		cap = name ? sizeof(names) : sizeof(addrs);
+		used = strlen(dst);
+		if (name)
+			snprintf(dst + used, cap - used, "%s%s", named++ ? ", " : "", name);
+		else
+			snprintf(dst + used, cap - used, "%s0x%" PRIx64, unnamed++ ? ", " : "",
+				 impl[i]);
+	}
+	if (named)
+		return rw_error_set(
+			err, EINVAL,
+			"'%s' is an IFUNC in %s: the code at its symbol is a resolver the dynamic linker runs once to pick an implementation for the CPU, and calls go to that implementation; trace the implementations instead: %s",
+			pat, b->path, names);
+	return rw_error_set(
+		err, EINVAL,
+		"'%s' is an IFUNC in %s: the code at its symbol is a resolver the dynamic linker runs once to pick an implementation for the CPU, and calls go to that implementation; %s%s%s",
+		pat, b->path,
+		unnamed ? "its implementations have no symbols in this file, at "
+			: "no implementation could be named",
+		addrs,
+		unnamed ? ": trace the functions that call it, or use a build with symbols" : "");
 }
 
 /* How many functions (one per address, wrappers left out) the keys
@@ -1271,7 +1380,7 @@ static size_t count_keys(struct binary *b, size_t first, size_t end)
 
 		check_wrappers(b, b->keys[k].fn);
 		c = &b->fns[f->canon];
-		if (f->dropped || c->count_gen == b->count_gen)
+		if (f->dropped || c->ifunc || c->count_gen == b->count_gen)
 			continue;
 		c->count_gen = b->count_gen;
 		n++;
@@ -1289,6 +1398,9 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	/* an exact name wins over reading it as a glob: main.(*Cart).Add */
 	if (i < b->nkeys && !strcmp(b->keys[i].name, pat)) {
 		end = key_run_end(b, i);
+		for (size_t k = i; k < end; k++)
+			if (b->fns[b->fns[b->keys[k].fn].canon].ifunc)
+				return ifunc_refuse(b, pat, &b->fns[b->keys[k].fn], err);
 		/* a name many functions share (static C functions, overloads) is bounded too */
 		b->count_gen++;
 		count = count_keys(b, i, end);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "elfbin.h"
+#include "unwind.h"
 
 #define NT_GO_BUILDID 4
 
@@ -26,6 +27,8 @@ struct elfbin {
 	size_t nsyms;
 	bool has_symtab;
 	char *build_id;
+	char *debuglink; /* .gnu_debuglink's file name, or NULL */
+	uint32_t debuglink_crc;
 	struct fde_range *fdes; /* .eh_frame's FDEs by address, read on first use */
 	size_t nfdes;
 	bool fdes_read;
@@ -205,6 +208,7 @@ static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t
 			.addr = sym.st_value,
 			.size = sym.st_size,
 			.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
+			.ifunc = type == STT_GNU_IFUNC,
 		};
 	}
 	return 0;
@@ -251,6 +255,26 @@ static void read_build_id(struct elfbin *eb, Elf_Scn *scn)
 	}
 }
 
+/* .gnu_debuglink: a file name, NUL, padding to 4 bytes, the file's CRC-32. */
+static void read_debuglink(struct elfbin *eb, Elf_Scn *scn)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	const char *name;
+	size_t n, crc_off;
+
+	if (!data || !data->d_buf || data->d_size < 8 || eb->debuglink)
+		return;
+	name = data->d_buf;
+	n = strnlen(name, data->d_size);
+	crc_off = (n + 4) & ~(size_t)3;
+	/* a bare file name: a path would lead anywhere in the root */
+	if (!n || n > 255 || crc_off + 4 > data->d_size || memchr(name, '/', n) ||
+	    !strcmp(name, ".") || !strcmp(name, ".."))
+		return;
+	eb->debuglink = strndup(name, n);
+	memcpy(&eb->debuglink_crc, (const char *)data->d_buf + crc_off, 4);
+}
+
 static int load_sections(struct elfbin *eb, const char *path, struct rw_error *err)
 {
 	size_t shstrndx, cap = 0;
@@ -281,21 +305,32 @@ static int load_sections(struct elfbin *eb, const char *path, struct rw_error *e
 				return rw_error_set(err, ENOMEM, "out of memory");
 		} else if (sh.sh_type == SHT_NOTE) {
 			read_build_id(eb, scn);
+		} else if (sh.sh_type == SHT_PROGBITS) {
+			const char *name = elf_safe_strptr(eb->elf, shstrndx, sh.sh_name);
+
+			if (name && !strcmp(name, ".gnu_debuglink"))
+				read_debuglink(eb, scn);
 		}
 	}
 	if (eb->nsyms) {
 		size_t j = 0;
 
 		qsort(eb->syms, eb->nsyms, sizeof(*eb->syms), sym_cmp);
-		for (size_t i = 0; i < eb->nsyms; i++)
+		/* one name at one address: .symtab and .dynsym, or two versions
+		 * of a symbol (memcpy@GLIBC_2.2.5 and memcpy@@GLIBC_2.14 where
+		 * they share an entry) */
+		for (size_t i = 0; i < eb->nsyms; i++) {
 			if (!j || sym_cmp(&eb->syms[j - 1], &eb->syms[i]))
 				eb->syms[j++] = eb->syms[i];
+			else
+				eb->syms[j - 1].ifunc |= eb->syms[i].ifunc;
+		}
 		eb->nsyms = j;
 	}
 	return 0;
 }
 
-struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
+static struct elfbin *open_fd(int fd, const char *path, bool debug, struct rw_error *err)
 {
 	struct elfbin *eb;
 	int ret;
@@ -327,7 +362,7 @@ struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
 				   elf_errmsg(-1));
 		goto fail;
 	}
-	ret = load_segments(eb, path, err);
+	ret = debug ? 0 : load_segments(eb, path, err);
 	if (!ret)
 		ret = load_sections(eb, path, err);
 	if (ret)
@@ -337,6 +372,16 @@ fail:
 	elfbin__free(eb);
 	errno = -ret;
 	return NULL;
+}
+
+struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err)
+{
+	return open_fd(fd, path, false, err);
+}
+
+struct elfbin *elfbin__open_debug_fd(int fd, const char *path, struct rw_error *err)
+{
+	return open_fd(fd, path, true, err);
 }
 
 struct elfbin *elfbin__open(const char *path, struct rw_error *err)
@@ -367,6 +412,7 @@ void elfbin__free(struct elfbin *eb)
 	free(eb->loads);
 	free(eb->syms);
 	free(eb->build_id);
+	free(eb->debuglink);
 	free(eb);
 }
 
@@ -383,6 +429,17 @@ bool elfbin__has_symtab(const struct elfbin *eb)
 const char *elfbin__build_id(const struct elfbin *eb)
 {
 	return eb->build_id;
+}
+
+const char *elfbin__debuglink(const struct elfbin *eb, uint32_t *ret_crc)
+{
+	*ret_crc = eb->debuglink_crc;
+	return eb->debuglink;
+}
+
+int elfbin__fd(const struct elfbin *eb)
+{
+	return eb->fd;
 }
 
 const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n)
@@ -662,7 +719,10 @@ int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr)
 
 	if (!eb->cfi_tried) {
 		eb->cfi_tried = true;
-		eb->cfi = dwarf_getcfi_elf(eb->elf);
+		/* a table naming huge registers makes libdw allocate for each:
+		 * checked first, as the unwinder does (unwind.h) */
+		if (unwind__section_ok(eb->elf, ".eh_frame", true))
+			eb->cfi = dwarf_getcfi_elf(eb->elf);
 	}
 	if (!eb->cfi || dwarf_cfi_addrframe(eb->cfi, addr, &frame) != 0)
 		return -ENOENT;

@@ -24,18 +24,33 @@ struct elfbin_sym {
 	uint64_t addr;
 	uint64_t size;
 	bool local;
+	/* STT_GNU_IFUNC: the code at addr is a resolver that picks the
+	 * implementation once, at load; calls never run it */
+	bool ifunc;
 };
 
 /* Opens path; NULL on error with errno set and a message in err. */
 struct elfbin *elfbin__open(const char *path, struct rw_error *err);
 /* The same over an already open descriptor (taken over: closed by __free). */
 struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err);
+/*
+ * A separate debug file (found by build id or .gnu_debuglink): its sections
+ * are read as elfbin__open_fd reads them, but its program headers are the
+ * stripped file's, whose segments it does not hold: they are not loaded
+ * (the address functions below fail on it).
+ */
+struct elfbin *elfbin__open_debug_fd(int fd, const char *path, struct rw_error *err);
 void elfbin__free(struct elfbin *eb);
 
 Elf *elfbin__elf(const struct elfbin *eb);
 bool elfbin__has_symtab(const struct elfbin *eb);
 /* GNU build id as hex, else Go's build id string, else NULL. */
 const char *elfbin__build_id(const struct elfbin *eb);
+
+/* .gnu_debuglink's file name (a bare name, no '/') and CRC-32, or NULL. */
+const char *elfbin__debuglink(const struct elfbin *eb, uint32_t *ret_crc);
+/* The descriptor the file is read through. */
+int elfbin__fd(const struct elfbin *eb);
 
 /* Function symbols of .symtab and .dynsym, deduplicated, sorted by address. */
 const struct elfbin_sym *elfbin__syms(const struct elfbin *eb, size_t *ret_n);

@@ -109,6 +109,9 @@ int status_latency__to_json(const struct latency *l, cJSON *obj)
 	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
 	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
 	    (l->lost && !cJSON_AddNumberToObject(obj, "lost", (double)l->lost)) ||
+	    (l->tail_closed &&
+	     !cJSON_AddNumberToObject(obj, "tailClosed", (double)l->tail_closed)) ||
+	    (l->tail_exits && !cJSON_AddNumberToObject(obj, "tailExits", (double)l->tail_exits)) ||
 	    (l->slow_dropped &&
 	     !cJSON_AddNumberToObject(obj, "slowDropped", (double)l->slow_dropped)) ||
 	    add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
@@ -155,6 +158,8 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 	if (!cJSON_IsObject(obj) || count(kobj_get(obj, "calls"), &ret->calls) ||
 	    count(kobj_get(obj, "orphans"), &ret->orphans) ||
 	    count(kobj_get(obj, "lost"), &ret->lost) ||
+	    count(kobj_get(obj, "tailClosed"), &ret->tail_closed) ||
+	    count(kobj_get(obj, "tailExits"), &ret->tail_exits) ||
 	    count(kobj_get(obj, "slowDropped"), &ret->slow_dropped) ||
 	    count(kobj_get(obj, "minNs"), &ret->min_ns) ||
 	    count(kobj_get(obj, "maxNs"), &ret->max_ns) ||

@@ -1,19 +1,52 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "procmaps.h"
+#include <zlib.h>
+
 #include "clock.h"
+#include "demangle.h"
+#include "elfbin.h"
+#include "procmaps.h"
+#include "rootpath.h"
 #include "symbolize.h"
 
 #define PROC_BUCKETS 256
 /* Frames from code without frame pointers are often garbage: reread a
  * process's maps for an unknown address at most this often. */
 #define RELOAD_EVERY_NS 100000000ULL
+
+/* A debug file larger than this is not checked against a CRC (read whole). */
+#define DEBUG_CRC_MAX_BYTES (64ULL << 20)
+/* Where distributions put separate debug files, inside the process's root. */
+#define DEBUG_DIR "/usr/lib/debug"
+
+/*
+ * What unwinding and naming need of one mapped file besides its analysis,
+ * shared by the processes that map the same file (device and inode: while
+ * one maps it, the inode is not reused) and freed with the last of them.
+ */
+struct map_file {
+	struct map_file *next; /* in the symbolizer's list */
+	unsigned int dev_major, dev_minor;
+	uint64_t inode;
+	int refs;
+	bool debug_tried, dwarf_tried;
+	struct elfbin *eb;    /* the mapped file: its CFI */
+	Dwarf_CFI *eh;	      /* its .eh_frame (dwarf_cfi_end) */
+	struct elfbin *debug; /* its separate debug file, or NULL: names, .debug_frame */
+	/* the DWARF .debug_frame comes from (the file's, else the debug
+	 * file's), opened on demand: dwarf_begin_elf decompresses every
+	 * debug section, tens of milliseconds for a libc */
+	Dwarf *dw;
+	Dwarf_CFI *debug_frame;
+};
 
 /* What is kept for one process. */
 struct sym_proc {
@@ -25,12 +58,19 @@ struct sym_proc {
 	size_t nmaps;
 	struct binary **bins; /* per mapping, opened on first use */
 	int *bin_errs;	      /* per mapping: -errno of a failed open, not retried */
+	/* per mapping, found or opened on first unwind or naming miss;
+	 * &no_file: its open failed (not retried) */
+	struct map_file **files;
+	struct symbolizer *s;
 };
 
 struct symbolizer {
 	struct binary_cache *cache;
 	struct sym_proc *procs[PROC_BUCKETS];
+	struct map_file *files; /* in use by some process */
 };
+
+static struct map_file no_file;
 
 struct symbolizer *symbolizer__new(struct binary_cache *cache)
 {
@@ -42,10 +82,40 @@ struct symbolizer *symbolizer__new(struct binary_cache *cache)
 	return s;
 }
 
+static void map_file_free(struct map_file *mf)
+{
+	if (mf->eh)
+		dwarf_cfi_end(mf->eh);
+	if (mf->dw)
+		dwarf_end(mf->dw);
+	elfbin__free(mf->debug);
+	elfbin__free(mf->eb);
+	free(mf);
+}
+
+/* Drops a process's reference; the last one frees the file. */
+static void map_file_put(struct symbolizer *s, struct map_file *mf)
+{
+	if (!mf || mf == &no_file || --mf->refs)
+		return;
+	for (struct map_file **pp = &s->files; *pp; pp = &(*pp)->next) {
+		if (*pp == mf) {
+			*pp = mf->next;
+			break;
+		}
+	}
+	map_file_free(mf);
+}
+
 static void proc_drop_maps(struct sym_proc *p)
 {
-	for (size_t i = 0; i < p->nmaps; i++)
+	for (size_t i = 0; i < p->nmaps; i++) {
 		binary__put(p->bins[i]);
+		if (p->files)
+			map_file_put(p->s, p->files[i]);
+	}
+	free(p->files);
+	p->files = NULL;
 	free(p->bins);
 	free(p->bin_errs);
 	procmaps__free(p->maps);
@@ -72,7 +142,8 @@ static void proc_load(struct sym_proc *p)
 	procmaps__maps(p->maps, &n);
 	p->bins = calloc(n ? n : 1, sizeof(*p->bins));
 	p->bin_errs = calloc(n ? n : 1, sizeof(*p->bin_errs));
-	if (!p->bins || !p->bin_errs) {
+	p->files = calloc(n ? n : 1, sizeof(*p->files));
+	if (!p->bins || !p->bin_errs || !p->files) {
 		proc_drop_maps(p);
 		p->maps_err = -ENOMEM;
 		return;
@@ -94,6 +165,7 @@ static struct sym_proc *proc_get(struct symbolizer *s, pid_t pid, bool *ret_load
 	if (!p)
 		return NULL;
 	p->pid = pid;
+	p->s = s;
 	proc_load(p);
 	p->next = *head;
 	*head = p;
@@ -122,6 +194,221 @@ static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size
 	return p->bins[i];
 }
 
+/* ---- separate debug files ---- */
+
+static bool is_hex_id(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n < 4 || n % 2)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The CRC-32 .gnu_debuglink holds, of the whole file fd. */
+static bool crc_matches(int fd, uint32_t want)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0, NULL, 0);
+	uint64_t done = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), done)) > 0) {
+		crc = crc32(crc, buf, n);
+		done += n;
+		if (done > DEBUG_CRC_MAX_BYTES)
+			return false;
+	}
+	return n == 0 && (uint32_t)crc == want;
+}
+
+/*
+ * The debug file at path inside the process's root, when it is the mapped
+ * file's: the same GNU build id, or (a file without one) the CRC-32 its
+ * .gnu_debuglink names. NULL otherwise.
+ */
+static struct elfbin *debug_try(int root_fd, const char *path, const char *build_id, bool by_crc,
+				uint32_t crc)
+{
+	struct rw_error err;
+	struct elfbin *d;
+	const char *id;
+	int fd = rootpath__open_regular(root_fd, path, NULL);
+
+	if (fd < 0)
+		return NULL;
+	d = elfbin__open_debug_fd(fd, path, &err);
+	if (!d)
+		return NULL;
+	id = elfbin__build_id(d);
+	if (by_crc ? !crc_matches(elfbin__fd(d), crc) : !id || strcmp(id, build_id)) {
+		elfbin__free(d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * A separate debug file of map's file (eb), looked for inside the process's
+ * root as a debugger would: /usr/lib/debug/.build-id/xx/yyyy.debug, then
+ * the .gnu_debuglink name beside the file, in its .debug directory, and
+ * under /usr/lib/debug. Opened through the root (never a host path).
+ */
+static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const struct elfbin *eb)
+{
+	const char *id = elfbin__build_id(eb), *link, *slash;
+	struct elfbin *d = NULL;
+	char root[64], path[4096];
+	uint32_t crc;
+	int root_fd;
+
+	if (!is_hex_id(id))
+		id = NULL;
+	link = elfbin__debuglink(eb, &crc);
+	if (!id && !link)
+		return NULL;
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	root_fd = open(root, O_PATH | O_CLOEXEC | O_DIRECTORY);
+	if (root_fd < 0)
+		return NULL;
+	if (id) {
+		snprintf(path, sizeof(path), DEBUG_DIR "/.build-id/%.2s/%s.debug", id, id + 2);
+		d = debug_try(root_fd, path, id, false, 0);
+	}
+	slash = map->path[0] == '/' ? strrchr(map->path, '/') : NULL;
+	if (!d && link && slash) {
+		int dir = (int)(slash - map->path);
+		const char *forms[] = { "%.*s/%s", "%.*s/.debug/%s", DEBUG_DIR "%.*s/%s" };
+
+		for (size_t i = 0; !d && i < sizeof(forms) / sizeof(forms[0]); i++) {
+			int n = snprintf(path, sizeof(path), forms[i], dir, map->path, link);
+
+			/* a link naming the file itself is no debug file */
+			if (n > 0 && (size_t)n < sizeof(path) && strcmp(path, map->path))
+				d = debug_try(root_fd, path, id, !id, crc);
+		}
+	}
+	close(root_fd);
+	return d;
+}
+
+/* ---- mapped files ---- */
+
+/* The file of map, opened through pid's map_files; NULL on failure. */
+static struct map_file *map_file_open(pid_t pid, const struct procmap *map)
+{
+	struct map_file *mf;
+	struct rw_error err;
+	char path[96];
+
+	if (!map->inode || procmap__file_path(map, pid, path, sizeof(path)))
+		return NULL;
+	mf = calloc(1, sizeof(*mf));
+	if (!mf)
+		return NULL;
+	mf->eb = elfbin__open(path, &err);
+	if (!mf->eb) {
+		free(mf);
+		return NULL;
+	}
+	mf->dev_major = map->dev_major;
+	mf->dev_minor = map->dev_minor;
+	mf->inode = map->inode;
+	/* a table naming absurd registers makes libdw allocate gigabytes a step */
+	if (unwind__section_ok(elfbin__elf(mf->eb), ".eh_frame", true))
+		mf->eh = dwarf_getcfi_elf(elfbin__elf(mf->eb));
+	return mf;
+}
+
+/* Mapping i's file for unwinding and naming: another process's, or opened; NULL (not retried). */
+static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct procmap *map)
+{
+	struct symbolizer *s = p->s;
+	struct map_file *mf;
+
+	if (p->files[i])
+		return p->files[i] == &no_file ? NULL : p->files[i];
+	for (mf = s->files; mf; mf = mf->next)
+		if (mf->inode == map->inode && mf->dev_major == map->dev_major &&
+		    mf->dev_minor == map->dev_minor)
+			break;
+	if (!mf) {
+		mf = map_file_open(p->pid, map);
+		if (!mf) {
+			p->files[i] = &no_file;
+			return NULL;
+		}
+		mf->next = s->files;
+		s->files = mf;
+	}
+	mf->refs++;
+	p->files[i] = mf;
+	return mf;
+}
+
+/* The file's separate debug file, looked for once. */
+static struct elfbin *map_file_debug(struct map_file *mf, pid_t pid, const struct procmap *map)
+{
+	if (!mf->debug_tried) {
+		mf->debug_tried = true;
+		mf->debug = debug_find(pid, map, mf->eb);
+	}
+	return mf->debug;
+}
+
+/* .debug_frame of the file, else of its debug file; opened once, on demand. */
+static Dwarf_CFI *map_file_debug_frame(struct map_file *mf, pid_t pid, const struct procmap *map)
+{
+	struct elfbin *d;
+
+	if (mf->dwarf_tried)
+		return mf->debug_frame;
+	mf->dwarf_tried = true;
+	mf->dw = dwarf_begin_elf(elfbin__elf(mf->eb), DWARF_C_READ, NULL);
+	if (mf->dw && unwind__section_ok(elfbin__elf(mf->eb), ".debug_frame", false))
+		mf->debug_frame = dwarf_getcfi(mf->dw);
+	d = mf->debug_frame ? NULL : map_file_debug(mf, pid, map);
+	if (d) {
+		if (mf->dw)
+			dwarf_end(mf->dw);
+		mf->dw = dwarf_begin_elf(elfbin__elf(d), DWARF_C_READ, NULL);
+		if (mf->dw && unwind__section_ok(elfbin__elf(d), ".debug_frame", false))
+			mf->debug_frame = dwarf_getcfi(mf->dw);
+	}
+	return mf->debug_frame;
+}
+
+/* The debug file's function symbol holding vaddr, or NULL. */
+static const struct elfbin_sym *debug_sym_at(const struct elfbin *d, uint64_t vaddr)
+{
+	size_t n, lo = 0, hi;
+	const struct elfbin_sym *syms = elfbin__syms(d, &n);
+
+	hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* syms[lo - 1] is the last at or below vaddr; aliases and nested
+	 * symbols sit just below it: look a few back for one that covers */
+	for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++) {
+		const struct elfbin_sym *sym = &syms[k - 1];
+
+		if (vaddr - sym->addr < sym->size)
+			return sym;
+	}
+	return NULL;
+}
+
+/* ---- naming ---- */
+
 /* The function holding lookup in map's file, or NULL with -errno. */
 static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p,
 					const struct procmap *map, uint64_t lookup,
@@ -132,6 +419,7 @@ static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p
 	uint64_t off;
 	size_t n;
 
+	*ret_vaddr = 0;
 	b = proc_binary(s, p, map - procmaps__maps(p->maps, &n), map, ret_err);
 	if (!b)
 		return NULL;
@@ -147,14 +435,59 @@ static const struct func_info *map_func(struct symbolizer *s, struct sym_proc *p
 	return f;
 }
 
+/* Writes "name+0xoff (path)", or name-0xoff where a .cold part lies before the entry. */
+static void print_named(char *buf, size_t len, const char *name, uint64_t entry, uint64_t vaddr,
+			const char *path, const char *deleted)
+{
+	if (vaddr >= entry)
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", name, vaddr - entry, path, deleted);
+	else
+		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", name, entry - vaddr, path, deleted);
+}
+
+/* Names lookup from map's separate debug file, into buf; false when it cannot. */
+static bool debug_name(struct sym_proc *p, const struct procmap *map, uint64_t lookup,
+		       uint64_t addr, char *buf, size_t len, const char *path, const char *deleted)
+{
+	char full[DEMANGLE_MAX_OUT + 1];
+	const struct elfbin_sym *sym;
+	struct map_file *mf;
+	uint64_t vaddr;
+	size_t n;
+
+	mf = proc_file(p, map - procmaps__maps(p->maps, &n), map);
+	if (!mf || !map_file_debug(mf, p->pid, map) ||
+	    elfbin__offset_to_addr(mf->eb, lookup - map->start + map->offset, &vaddr))
+		return false;
+	sym = debug_sym_at(mf->debug, vaddr);
+	if (!sym)
+		return false;
+	print_named(buf, len, demangle(sym->name, true, full, sizeof(full)) ? full : sym->name,
+		    sym->addr, vaddr + (addr - lookup), path, deleted);
+	return true;
+}
+
+/* The mapping holding lookup, reading the maps again when allowed (dlopen since). */
+static const struct procmap *proc_find(struct sym_proc *p, bool loaded, uint64_t lookup)
+{
+	const struct procmap *map = p->maps ? procmaps__find(p->maps, lookup) : NULL;
+
+	if (!map && !loaded && clock__mono_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
+		proc_load(p);
+		if (p->maps)
+			map = procmaps__find(p->maps, lookup);
+	}
+	return map;
+}
+
 int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_ip, char *buf,
 			size_t len)
 {
 	/* a return address may be the first byte of the next function */
-	uint64_t lookup = is_ip || !addr ? addr : addr - 1, vaddr, off;
+	uint64_t lookup = is_ip || !addr ? addr : addr - 1, vaddr;
 	const struct procmap *map = NULL;
 	const struct func_info *f;
-	const char *path, *deleted, *name;
+	const char *path, *deleted;
 	struct sym_proc *p;
 	bool loaded;
 	int ret;
@@ -164,14 +497,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 		snprintf(buf, len, "0x%" PRIx64 " (?)", addr);
 		return -ENOMEM;
 	}
-	if (p->maps)
-		map = procmaps__find(p->maps, lookup);
-	if (!map && !loaded && clock__mono_ns() - p->loaded_ns >= RELOAD_EVERY_NS) {
-		/* mapped since we read the maps (dlopen), or never */
-		proc_load(p);
-		if (p->maps)
-			map = procmaps__find(p->maps, lookup);
-	}
+	map = proc_find(p, loaded, lookup);
 	if (!map) {
 		snprintf(buf, len, "0x%" PRIx64 " (?)", addr);
 		return p->maps ? -ENOENT : p->maps_err;
@@ -183,22 +509,66 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 		return -ENOENT;
 	}
 	f = map_func(s, p, map, lookup, &vaddr, &ret);
-	if (!f) {
-		snprintf(buf, len, "0x%" PRIx64 " (%s%s)", addr, path, deleted);
-		return ret;
+	if (f) {
+		/* C++ and Rust functions by their demangled names: stacks are read by people */
+		print_named(buf, len, f->demangled ? f->demangled : f->name, f->address,
+			    vaddr + (addr - lookup), path, deleted);
+		return 0;
 	}
-	/* C++ and Rust functions by their demangled names: stacks are read by people */
-	name = f->demangled ? f->demangled : f->name;
-	/* the offset of addr itself, from the entry; a .cold part lies before it at times */
-	vaddr += addr - lookup;
-	if (vaddr >= f->address) {
-		off = vaddr - f->address;
-		snprintf(buf, len, "%s+0x%" PRIx64 " (%s%s)", name, off, path, deleted);
-	} else {
-		off = f->address - vaddr;
-		snprintf(buf, len, "%s-0x%" PRIx64 " (%s%s)", name, off, path, deleted);
-	}
-	return 0;
+	if (debug_name(p, map, lookup, addr, buf, len, path, deleted))
+		return 0;
+	/* no name: where in which file, which a reader can look up offline */
+	snprintf(buf, len, "%s+0x%" PRIx64 "%s", path, addr - map->start + map->offset, deleted);
+	return ret;
+}
+
+/* ---- unwinding ---- */
+
+struct unwind_ctx {
+	struct sym_proc *p;
+	bool loaded;
+};
+
+static Dwarf_CFI *find_cfi(void *ctx, uint64_t pc, enum unwind_table which, uint64_t *ret_bias)
+{
+	struct unwind_ctx *u = ctx;
+	const struct procmap *map = proc_find(u->p, u->loaded, pc);
+	struct map_file *mf;
+	uint64_t vaddr;
+	size_t n;
+
+	u->loaded = true; /* one reread per unwind at most */
+	if (!map || !map->inode)
+		return NULL;
+	mf = proc_file(u->p, map - procmaps__maps(u->p->maps, &n), map);
+	if (!mf || elfbin__offset_to_addr(mf->eb, pc - map->start + map->offset, &vaddr))
+		return NULL;
+	*ret_bias = pc - vaddr;
+	return which == UNWIND_EH_FRAME ? mf->eh : map_file_debug_frame(mf, u->p->pid, map);
+}
+
+size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_regs *regs,
+			  const void *stack, size_t len, uint64_t base, uint64_t *ret_pcs,
+			  size_t max)
+{
+	struct unwind_ctx u = {};
+
+	u.p = proc_get(s, pid, &u.loaded);
+	if (!u.p)
+		return 0;
+	return unwind__stack(regs, stack, len, base, find_cfi, &u, ret_pcs, max);
+}
+
+size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *ev,
+			       uint64_t *ret_pcs, size_t max)
+{
+	size_t n = ev->nstack < max ? ev->nstack : max;
+
+	if (ev->stack_copy_len)
+		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,
+					  ev->stack_copy_addr, ret_pcs, max);
+	memcpy(ret_pcs, ev->stack, n * sizeof(*ret_pcs));
+	return n;
 }
 
 static void proc_free(struct sym_proc *p)

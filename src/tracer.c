@@ -209,22 +209,22 @@ static int on_event(void *ctx, void *data, size_t len)
 	struct tracer *t = ctx;
 	const struct rw_event *e = data;
 	uint64_t stack[RW_STACK_DEPTH + 1];
-	size_t n = e->stack_bytes > 0 ? (size_t)e->stack_bytes / sizeof(__u64) : 0;
+	size_t n = 0, fp;
 	struct tracer_event ev;
 
 	if (len < sizeof(*e) || !t->event_fn)
 		return polled(t);
-	if (n > RW_STACK_DEPTH)
-		n = RW_STACK_DEPTH;
-	/* the RET's own address, then its caller, then the frame-pointer walk */
-	if (n)
-		stack[0] = e->stack[0];
-	if (n && e->ret_addr)
-		stack[1] = e->ret_addr;
-	for (size_t i = 1; i < n; i++)
-		stack[i + !!e->ret_addr] = e->stack[i];
-	if (n && e->ret_addr)
-		n++;
+	fp = e->stack_bytes > 0 ? (size_t)e->stack_bytes / sizeof(__u64) : 0;
+	if (fp > RW_STACK_DEPTH)
+		fp = RW_STACK_DEPTH;
+	/* the RET's own address, then its caller, then the frame-pointer walk,
+	 * up to the first address no user code can have (a walk through code
+	 * without frame pointers reads garbage) */
+	for (size_t i = 0; i < fp && unwind__canonical(e->stack[i]); i++) {
+		stack[n++] = e->stack[i];
+		if (i == 0 && e->ret_addr && unwind__canonical(e->ret_addr))
+			stack[n++] = e->ret_addr;
+	}
 	ev = (struct tracer_event){
 		.pid = e->pid,
 		.tid = e->tid,
@@ -234,7 +234,16 @@ static int on_event(void *ctx, void *data, size_t len)
 		.fn_id = e->fn_id,
 		.stack = stack,
 		.nstack = n,
+		.regs = { e->regs.ip, e->regs.sp, e->regs.bp, e->regs.bx, e->regs.r12, e->regs.r13,
+			  e->regs.r14, e->regs.r15 },
 	};
+	/* the record is a struct rw_event_copy when it says it carries a copy */
+	if (e->copy_bytes && e->copy_bytes <= RW_STACK_COPY &&
+	    len >= sizeof(struct rw_event_copy)) {
+		ev.stack_copy = ((const struct rw_event_copy *)data)->copy;
+		ev.stack_copy_len = e->copy_bytes;
+		ev.stack_copy_addr = e->copy_addr;
+	}
 	t->event_fn(&ev, t->event_ctx);
 	return polled(t);
 }

@@ -16,6 +16,7 @@
 #include "binary.h"
 #include "latency.h"
 #include "rwerr.h"
+#include "unwind.h"
 
 struct tracer;
 struct tracer_target;
@@ -60,6 +61,17 @@ struct tracer_event {
 	uint32_t fn_id;
 	const uint64_t *stack; /* user return addresses, innermost first */
 	size_t nstack;
+	/*
+	 * Native calls: the registers at the RET and stack_copy_len bytes of
+	 * the user stack at stack_copy_addr (the page holding regs.sp), for
+	 * symbolizer__unwind (stack above is
+	 * then a frame-pointer walk, garbage through code built without frame
+	 * pointers). stack_copy_len 0: none (Go: stack is its frame pointers).
+	 */
+	struct unwind_regs regs;
+	const uint8_t *stack_copy;
+	size_t stack_copy_len;
+	uint64_t stack_copy_addr;
 };
 
 typedef void (*tracer_event_fn)(const struct tracer_event *ev, void *ctx);

@@ -114,6 +114,8 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	struct trace_run *r = ctx;
 	char dur[LATENCY_FMT_LEN], frame[512];
 	struct results_call rc = { .function = "?" };
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	size_t n;
 
 	r->slow_calls++;
 	if (r->json)
@@ -124,8 +126,9 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	if (ev->goid)
 		printf(", goroutine %" PRIu64, ev->goid);
 	printf(")\n");
-	for (size_t i = 0; i < ev->nstack; i++) {
-		symbolizer__resolve(r->sym, ev->pid, ev->stack[i], i == 0, frame, sizeof(frame));
+	n = symbolizer__event_stack(r->sym, ev, pcs, UNWIND_MAX_FRAMES);
+	for (size_t i = 0; i < n; i++) {
+		symbolizer__resolve(r->sym, ev->pid, pcs[i], i == 0, frame, sizeof(frame));
 		printf("    %s\n", frame);
 	}
 	fflush(stdout);
