@@ -28,11 +28,14 @@ struct fn_entry {
 	unsigned int match_gen; /* binary__match call that last listed it */
 	unsigned int count_gen; /* the glob that last counted it */
 	size_t canon;		/* the entry listed for its address (itself, or an alias's) */
-	struct addr_range extra[DWARF_MAX_RANGES - 1]; /* .cold parts */
+	/* Both below are allocated when needed: a big Go binary lists 160,000
+	 * functions, of which a probe analyses a few and few have cold parts
+	 * (held in place, they made the index 6 times as large). */
+	struct addr_range *extra; /* .cold parts: DWARF_MAX_RANGES - 1 at most */
 	size_t nextra;
-	struct func_info *info; /* analysis, made on first match */
-	struct disasm_result dis;
-	int64_t *tail_returns; /* info->tail_returns */
+	struct func_info *info;	   /* analysis, made on first match */
+	struct disasm_result *dis; /* with it */
+	int64_t *tail_returns;	   /* info->tail_returns */
 	bool tails_followed;
 };
 
@@ -230,6 +233,17 @@ static struct fn_entry *add_fn(struct binary *b, const char *name, uint64_t addr
 	return f;
 }
 
+/* Adds a range to f's cold parts: 0; 1 when they are full; -ENOMEM. */
+static int extra_add(struct fn_entry *f, struct addr_range r)
+{
+	if (f->nextra == DWARF_MAX_RANGES - 1)
+		return 1;
+	if (!f->extra && !(f->extra = calloc(DWARF_MAX_RANGES - 1, sizeof(*f->extra))))
+		return -ENOMEM;
+	f->extra[f->nextra++] = r;
+	return 0;
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
@@ -344,10 +358,15 @@ static int attach_cold_symbols(struct binary *b)
 		for (j = lower_bound(b, base); j < b->nfns && !strcmp(b->fns[j].name, base); j++) {
 			struct fn_entry *f = &b->fns[j];
 
-			if (f->nextra == DWARF_MAX_RANGES - 1)
+			int e = extra_add(f, (struct addr_range){ syms[i].addr,
+								  syms[i].addr + syms[i].size });
+
+			if (e < 0) {
+				free(base);
+				return -ENOMEM;
+			}
+			if (e)
 				break; /* and so is the rest of the run */
-			f->extra[f->nextra++] = (struct addr_range){ syms[i].addr,
-								     syms[i].addr + syms[i].size };
 		}
 		free(base);
 	}
@@ -468,7 +487,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 			continue;
 		f->nextra = 0;
 		for (size_t r = 1; r < d->nranges; r++)
-			f->extra[f->nextra++] = d->ranges[r];
+			if (extra_add(f, d->ranges[r]) < 0)
+				return rw_error_set(err, ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct fn_entry *f;
@@ -486,7 +506,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 		if (!f)
 			return rw_error_set(err, ENOMEM, "out of memory");
 		for (size_t r = 1; r < df[i].nranges; r++)
-			f->extra[f->nextra++] = df[i].ranges[r];
+			if (extra_add(f, df[i].ranges[r]) < 0)
+				return rw_error_set(err, ENOMEM, "out of memory");
 	}
 	if (b->nfns != before)
 		sort_index(b);
@@ -690,7 +711,7 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 			goto out;
 		}
 	}
-	ret = disasm__scan(cr, n, f->addr, &f->dis);
+	ret = disasm__scan(cr, n, f->addr, f->dis);
 out:
 	for (size_t i = 0; i < n; i++)
 		free((void *)cr[i].bytes);
@@ -725,8 +746,8 @@ static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_i
 {
 	size_t added = 0;
 
-	for (size_t k = 0; k < f->dis.ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
-		uint64_t t = f->dis.tail_targets[k], lo, hi;
+	for (size_t k = 0; k < f->dis->ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
+		uint64_t t = f->dis->tail_targets[k], lo, hi;
 
 		if (!t || in_func_ranges(fi, t) || addr_known(b, t) || elfbin__in_plt(b->eb, t) ||
 		    elfbin__fde_at(b->eb, t, &lo, &hi) || hi - lo > MAX_FUNC_SIZE ||
@@ -745,8 +766,13 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	int ret;
 
 	fi = calloc(1, sizeof(*fi));
-	if (!fi)
+	f->dis = calloc(1, sizeof(*f->dis));
+	if (!fi || !f->dis) {
+		free(fi);
+		free(f->dis);
+		f->dis = NULL;
 		return -ENOMEM;
+	}
 	fi->name = f->name;
 	fi->demangled = f->demangled;
 	fi->address = f->addr;
@@ -766,27 +792,28 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	}
 	ret = sweep(b, f, fi);
 	/* Go keeps its code in one range: no cold parts to look for */
-	while (!ret && !fi->go && !f->dis.undecodable && !f->dis.over_budget &&
+	while (!ret && !fi->go && !f->dis->undecodable && !f->dis->over_budget &&
 	       add_cold_parts(b, f, fi)) {
-		disasm_result__clear(&f->dis);
+		disasm_result__clear(f->dis);
 		ret = sweep(b, f, fi);
 	}
 	if (ret)
 		return ret < 0 ? ret : 0;
 	/* pclntab ends a function where the next begins: drop the int3 padding */
-	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis.undecodable && f->dis.code_end > f->addr) {
-		fi->size = f->dis.code_end - f->addr;
-		fi->ranges[0].hi = f->dis.code_end;
+	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis->undecodable &&
+	    f->dis->code_end > f->addr) {
+		fi->size = f->dis->code_end - f->addr;
+		fi->ranges[0].hi = f->dis->code_end;
 	}
-	fi->returns = f->dis.returns;
-	fi->nreturns = f->dis.nreturns;
-	fi->tail_calls = f->dis.tail_calls;
-	fi->tail_targets = f->dis.tail_targets;
-	fi->ntail_calls = f->dis.ntail_calls;
-	fi->nindirect_jumps = f->dis.nindirect_jumps;
-	fi->exits_known = !f->dis.undecodable && !f->dis.over_budget;
-	if (f->dis.reason[0])
-		fi->reason = f->dis.reason;
+	fi->returns = f->dis->returns;
+	fi->nreturns = f->dis->nreturns;
+	fi->tail_calls = f->dis->tail_calls;
+	fi->tail_targets = f->dis->tail_targets;
+	fi->ntail_calls = f->dis->ntail_calls;
+	fi->nindirect_jumps = f->dis->nindirect_jumps;
+	fi->exits_known = !f->dis->undecodable && !f->dis->over_budget;
+	if (f->dis->reason[0])
+		fi->reason = f->dis->reason;
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
 	return 0;
@@ -1660,11 +1687,15 @@ static void binary_free(struct binary *b)
 	for (size_t i = 0; i < b->nfns; i++) {
 		free(b->fns[i].info);
 		free(b->fns[i].tail_returns);
-		disasm_result__clear(&b->fns[i].dis);
+		free(b->fns[i].extra);
+		disasm_result__clear(b->fns[i].dis);
+		free(b->fns[i].dis);
 	}
 	for (size_t i = 0; i < b->nanon; i++) {
 		free(b->anon[i]->info);
-		disasm_result__clear(&b->anon[i]->dis);
+		free(b->anon[i]->extra);
+		disasm_result__clear(b->anon[i]->dis);
+		free(b->anon[i]->dis);
 		free(b->anon[i]);
 	}
 	free(b->anon);
