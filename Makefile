@@ -34,13 +34,14 @@ LIB_OBJS := $(patsubst src/%.c,$(OUTPUT)/obj/%.o,$(LIB_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_LIB_OBJS := $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRCS))
 # make test fuzzes each target this long (two at a time on two CPUs): a smoke
 # run within the suite's time; longer runs: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 12
 
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
-.SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o)
+.SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
 .PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest clustertest cluster-demo cluster-down
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
@@ -101,11 +102,20 @@ itest: asan fixtures
 		python3 -m pytest -q -p no:cacheprovider tests/integration
 
 # Coverage-guided fuzzing of every parser of untrusted input, bounded in time.
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/*.h) $(BPF_SKELS)
+# The library is compiled once for every target (instrumented, without
+# libFuzzer's main), each target linked against it.
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -I$(BPF_OUT) -fno-sanitize-recover=all
+
+build/fuzz/obj/%.o: src/%.c $(wildcard src/*.h bpf/*.h) $(BPF_SKELS)
+	$(Q)mkdir -p build/fuzz/obj
+	$(call msg,CC,$@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 	$(Q)mkdir -p build/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -I$(BPF_OUT) -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all $< $(LIB_SRCS) $(LIBS) -o $@
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $< $(FUZZ_LIB_OBJS) \
+		$(LIBS) -o $@
 
 fuzz-build: $(FUZZ_BINS)
 
