@@ -411,8 +411,8 @@ static bool pcln_has_entry(const struct binary *b, uint64_t addr)
 	return b->pcln && lo < b->pcln->nfuncs && b->pcln->funcs[lo].entry == addr;
 }
 
-/* Whether .symtab or .dynsym has a function at addr (sorted by address). */
-static bool sym_at(const struct binary *b, uint64_t addr)
+/* The symbol (.symtab or .dynsym, sorted by address) at exactly addr, or NULL. */
+static const struct elfbin_sym *sym_exactly_at(const struct binary *b, uint64_t addr)
 {
 	size_t n, lo = 0, hi;
 	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
@@ -426,7 +426,13 @@ static bool sym_at(const struct binary *b, uint64_t addr)
 		else
 			hi = mid;
 	}
-	return lo < n && syms[lo].addr == addr;
+	return lo < n && syms[lo].addr == addr ? &syms[lo] : NULL;
+}
+
+/* Whether .symtab or .dynsym has a function at addr. */
+static bool sym_at(const struct binary *b, uint64_t addr)
+{
+	return sym_exactly_at(b, addr) != NULL;
 }
 
 static int index_pclntab(struct binary *b, struct rw_error *err)
@@ -1298,22 +1304,12 @@ static int add_keys(struct binary *b, struct binary_match *m, size_t first, size
 
 #define IFUNC_MAX_IMPLS 8
 
-/* A symbol's name at exactly addr, or NULL (syms sorted by address). */
+/* A symbol's name at exactly addr, or NULL. */
 static const char *sym_name_at(const struct binary *b, uint64_t addr)
 {
-	size_t n, lo = 0, hi;
-	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	const struct elfbin_sym *s = sym_exactly_at(b, addr);
 
-	hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (syms[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && syms[lo].addr == addr ? syms[lo].name : NULL;
+	return s ? s->name : NULL;
 }
 
 /*

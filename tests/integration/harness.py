@@ -10,8 +10,11 @@ import functools
 import json
 import os
 import re
+import socket
 import subprocess
 from dataclasses import dataclass
+
+import pytest
 
 import reference
 
@@ -172,6 +175,31 @@ def binaries(kind=None, program=None, predicate=lambda b: True):
 
 def malformed_files():
     return [os.path.join(FIXTURES, m["path"]) for m in manifest()["malformed"]]
+
+
+DEBS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")),
+                    "debs")
+
+
+def deb_binary(name, relpath):
+    """A program of Debian's package name, unpacked by scripts/deps.sh into
+    the cache. Skips the test only where deps.sh could not fetch it (it says
+    so in name.unavailable); fails when deps.sh was not run."""
+    path = os.path.join(DEBS, name, relpath)
+    if os.path.exists(path):
+        return path
+    unavailable = os.path.join(DEBS, f"{name}.unavailable")
+    if os.path.exists(unavailable):
+        with open(unavailable) as f:
+            pytest.skip(f"Debian's {name} is not in the cache: {f.read().strip()}")
+    pytest.fail(f"{path} is missing: run scripts/deps.sh (make deps)", pytrace=False)
+
+
+def free_port():
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def fixture(relpath):

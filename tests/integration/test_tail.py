@@ -22,7 +22,6 @@ calls, and count one call per request.
 """
 
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -166,7 +165,6 @@ def test_cold_part_of_stripped_timed():
     assert rep["nap_ns"] <= f["max_ns"] <= rep["max_ns"]["hot"] + SLACK_NS, f
 
 
-DEBS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")), "debs")
 NGINX_REQUESTS = 200
 
 NGINX_CONF = """daemon off;
@@ -189,20 +187,7 @@ http {{
 
 
 def nginx_binary():
-    path = os.path.join(DEBS, "nginx/usr/sbin/nginx")
-    if os.path.exists(path):
-        return path
-    unavailable = os.path.join(DEBS, "nginx.unavailable")
-    if os.path.exists(unavailable):
-        with open(unavailable) as f:
-            pytest.skip(f"Debian's nginx is not in the cache: {f.read().strip()}")
-    pytest.fail(f"{path} is missing: run scripts/deps.sh (make deps)", pytrace=False)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return harness.deb_binary("nginx", "usr/sbin/nginx")
 
 
 def get(port, path):
@@ -216,7 +201,7 @@ def get(port, path):
 def test_nginx_tail_calling_handlers():
     nginx = nginx_binary()
     with tempfile.TemporaryDirectory() as d:
-        port = free_port()
+        port = harness.free_port()
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_CONF.format(dir=d, port=port))

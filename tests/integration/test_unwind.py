@@ -29,6 +29,7 @@ import time
 
 import pytest
 
+import harness
 import tracing
 
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "c", "deepstack.c")
@@ -150,25 +151,11 @@ def test_unnamed_frames_print_file_offsets(tmp_path):
         assert not any("(?)" in f for f in frames), frames
 
 
-DEBS = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")), "debs")
 REDIS_CHAIN = ["debugCommand", "call", "processCommand", "processInputBuffer"]
 
 
 def redis_binary():
-    path = os.path.join(DEBS, "redis/usr/bin/redis-check-rdb")
-    if os.path.exists(path):
-        return path
-    unavailable = os.path.join(DEBS, "redis.unavailable")
-    if os.path.exists(unavailable):
-        with open(unavailable) as f:
-            pytest.skip(f"Debian's redis is not in the cache: {f.read().strip()}")
-    pytest.fail(f"{path} is missing: run scripts/deps.sh (make deps)", pytrace=False)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return harness.deb_binary("redis", "usr/bin/redis-check-rdb")
 
 
 def redis_command(port, *args):
@@ -182,8 +169,8 @@ def redis_command(port, *args):
 def test_redis_slow_call_stack():
     exe = redis_binary()
     with tempfile.TemporaryDirectory() as d:
-        port = free_port()
-        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(DEBS, "redis/usr/lib/x86_64-linux-gnu"))
+        port = harness.free_port()
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(harness.DEBS, "redis/usr/lib/x86_64-linux-gnu"))
         # redis-check-rdb is the server when run as redis-server
         srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                 "--save", "", "--appendonly", "no", "--dir", d,
