@@ -22,6 +22,23 @@ int empty_prog__load(bool multi)
 	return fd < 0 ? -errno : fd;
 }
 
+int clock_prog__load(bool multi)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_get_attach_cookie },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_get_current_pid_tgid },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_ktime_get_ns },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts,
+		    .expected_attach_type = multi ? UPROBE_MULTI_ATTACH_TYPE : 0);
+	int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, CLOCK_PROG_NAME, "GPL", insns,
+			       sizeof(insns) / sizeof(insns[0]), &opts);
+
+	return fd < 0 ? -errno : fd;
+}
+
 uint32_t prog__id(int prog_fd)
 {
 	struct bpf_prog_info info = { 0 };

@@ -18,6 +18,14 @@
 
 /* Loads `r0 = 0; exit` as a uprobe program, for uprobe_multi links when multi. Fd or -errno. */
 int empty_prog__load(bool multi);
+/*
+ * The least any program that times calls must do at a hit: read its cookie
+ * (which function), the current pid and tid (whose call) and the clock
+ * (when), and nothing else: `cookie(); pid_tgid(); ktime_get_ns(); r0 = 0`.
+ * What retwatch's programs cost above it is their own logic and state.
+ */
+#define CLOCK_PROG_NAME "rwbench_clock"
+int clock_prog__load(bool multi);
 /* The kernel's id of a loaded program; 0 if it cannot say. */
 uint32_t prog__id(int prog_fd);
 

@@ -7,8 +7,9 @@
  * for the RETs, one for morestack). Prints one line on stderr once attached,
  * then holds the probes until SIGINT or SIGTERM.
  *
- * usage: floor [--perf] PID PATTERN...
- *   --perf  one perf-event uprobe per offset instead of uprobe_multi links
+ * usage: floor [--perf] [--clock] PID PATTERN...
+ *   --perf   one perf-event uprobe per offset instead of uprobe_multi links
+ *   --clock  the clock program (emptyprog.h) instead of the empty one
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +66,7 @@ static void print_run_stats(int prog_fd)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: floor [--perf] PID PATTERN...\n");
+	fprintf(stderr, "usage: floor [--perf] [--clock] PID PATTERN...\n");
 	return 2;
 }
 
@@ -79,15 +80,19 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigset_t block, old;
 	char exe[64], path[64];
-	bool multi = true;
+	bool multi = true, clock = false;
 	int argi = 1, fd = -1, prog_fd = -1, status = 1, e;
 
 	uprobe_links__init(&entry);
 	uprobe_links__init(&ret);
 	uprobe_links__init(&morestack);
-	if (argi < argc && !strcmp(argv[argi], "--perf")) {
-		multi = false;
-		argi++;
+	for (; argi < argc && argv[argi][0] == '-'; argi++) {
+		if (!strcmp(argv[argi], "--perf"))
+			multi = false;
+		else if (!strcmp(argv[argi], "--clock"))
+			clock = true;
+		else
+			return usage();
 	}
 	if (argc - argi < 2 || atoi(argv[argi]) <= 0)
 		return usage();
@@ -125,10 +130,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "floor: out of memory\n");
 		goto cleanup;
 	}
-	prog_fd = empty_prog__load(multi);
+	prog_fd = clock ? clock_prog__load(multi) : empty_prog__load(multi);
 	if (prog_fd < 0) {
-		fprintf(stderr, "floor: failed to load the empty program: %s\n",
-			strerror(-prog_fd));
+		fprintf(stderr, "floor: failed to load the %s program: %s\n",
+			clock ? "clock" : "empty", strerror(-prog_fd));
 		goto cleanup;
 	}
 	if (multi && !uprobe_multi_supported(prog_fd)) {
@@ -147,8 +152,9 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	fprintf(stderr, "floor: attached %s at %zu entries, %zu returns%s of %zu functions (%s)\n",
-		EMPTY_PROG_NAME, entry.n, ret.n, morestack.n ? " and runtime.morestack" : "",
-		m.nfuncs, multi ? "uprobe_multi" : "perf_event");
+		clock ? CLOCK_PROG_NAME : EMPTY_PROG_NAME, entry.n, ret.n,
+		morestack.n ? " and runtime.morestack" : "", m.nfuncs,
+		multi ? "uprobe_multi" : "perf_event");
 	while (!exiting)
 		sigsuspend(&old);
 	print_run_stats(prog_fd);

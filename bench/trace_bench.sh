@@ -7,16 +7,18 @@
 #    (floor), and under `retwatch trace` (ours), ROUNDS rounds of each,
 #    interleaved. Prints median ns per call, the overheads and their ratio,
 #    and checks retwatch's JSON call count against the calls made.
-# 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one extra floor
-#    round and one extra retwatch round, so stats do not slow part 1):
-#    run_time_ns / run_cnt of rw_entry, rw_ret and the empty program.
+# 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for ROUNDS more
+#    rounds, so stats do not slow part 1): run_time_ns / run_cnt of rw_entry,
+#    rw_ret, the empty program and the clock program (cookie, pid and clock
+#    only: the least a program that times calls can cost), all four attached
+#    together on the same hits, so the ratios are paired round by round.
 # 3. Attach time at NFUNCS functions of the Go compiler with all their RETs:
 #    uprobe_multi against one perf-event uprobe per offset.
 # After each part, checks that no uprobe link or program of ours is left.
 #
 # Usage: bash bench/trace_bench.sh     (as root, after make)
 # Env:   CALLS        calls per round (default 200000)
-#        ROUNDS       rounds of each kind in part 1 (default 3)
+#        ROUNDS       rounds of each kind in part 1, and of part 2 (default 3)
 #        NFUNCS       functions in part 3 (default 1000)
 #        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
 #                     before a subset is timed and extrapolated (default 100)
@@ -52,13 +54,13 @@ fi
 work=$(mktemp -d)
 : >"$work/ours"
 stats_old=$(cat /proc/sys/kernel/bpf_stats_enabled)
-wl_pid='' floor_pid='' rw_pid='' attach_pid=''
+wl_pid='' floor_pid='' clock_pid='' rw_pid='' attach_pid=''
 
 # Ends what this script started (by PID only) and restores the stats sysctl.
 cleanup() {
 	local p
 	set +e
-	for p in "$rw_pid" "$floor_pid" "$attach_pid"; do
+	for p in "$rw_pid" "$floor_pid" "$clock_pid" "$attach_pid"; do
 		[[ -n $p ]] && kill -INT "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	[[ -n $wl_pid ]] && kill "$wl_pid" 2>/dev/null && wait "$wl_pid" 2>/dev/null
@@ -128,7 +130,9 @@ stop_floor() {
 
 start_ours() {
 	: >"$work/rw.err" # waitfor must not find the previous round's line
-	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json "${trace_opts[@]}" "$func" \
+	# --max-overhead 0: the guard would detach theFunc (every call traced, by design)
+	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json --max-overhead 0 \
+		"${trace_opts[@]}" "$func" \
 		>"$work/rw.json" 2>"$work/rw.err" &
 	rw_pid=$!
 	waitfor "$work/rw.err" '^retwatch: tracing' "$rw_pid"
@@ -303,38 +307,72 @@ fi
 
 # ---- part 2: BPF run time per hit ----------------------------------------
 
+# Three programs on the same hits of the same rounds, so that what the
+# machine's load does to one it does to the others (the ratios are paired):
+# the empty program; the clock program (emptyprog.h: cookie, pid and clock,
+# the least any program that times calls does); retwatch's.
+start_clock() {
+	: >"$work/clock.err"
+	"$out/floor" --clock "$wl_pid" "$func" 2>"$work/clock.err" &
+	clock_pid=$!
+	waitfor "$work/clock.err" '^floor: attached' "$clock_pid"
+	remember "$clock_pid"
+}
+
+stop_clock() {
+	kill -INT "$clock_pid"
+	wait "$clock_pid" || {
+		echo "trace_bench: floor --clock exited with status $?:" >&2
+		cat "$work/clock.err" >&2
+		return 1
+	}
+	clock_pid=''
+}
+
 if [[ $parts == *2* ]]; then
 	echo
-	echo "== 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for one more round of each; was $stats_old)"
+	echo "== 2. BPF run time per hit: the empty program, the clock program and retwatch's on" \
+		"the same hits, $rounds rounds (kernel.bpf_stats_enabled=1 meanwhile; was $stats_old)"
 	echo 1 >/proc/sys/kernel/bpf_stats_enabled
-	start_floor
-	round
-	floor_ns=$round_ns
-	prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
-	stop_floor
-	start_ours
-	round
-	ours_ns=$round_ns
-	prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
-	stop_ours
-	echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
-	echo "    (these rounds: floor $floor_ns ns/call, ours $ours_ns ns/call; retwatch calls $rw_calls of $calls)"
-	empty_line=$(awk '$1 == "rwbench_empty"' "$work/floor.stats")
-	empty_per_hit=$(awk '{ print $2 ? $3 / $2 : 0 }' <<<"${empty_line:-x 0 0}")
-	for name in rw_entry rw_ret rwbench_empty; do
-		line=$(cat "$work/ours.stats" "$work/floor.stats" | awk -v n="$name" '$1 == n')
-		if [[ -z $line ]]; then
-			echo "    $name: not found in bpftool's list"
-			continue
-		fi
-		read -r _ cnt ns <<<"$line"
-		awk -v n="$name" -v c="$cnt" -v t="$ns" -v calls="$calls" -v e="$empty_per_hit" 'BEGIN {
-			hits = (n == "rwbench_empty") ? "entry + RET hits" : (n == "rw_entry") ? "entries" : "RETs"
-			per = c ? t / c : 0
-			printf "    %-14s run_cnt %8d  run_time_ns %11d  %7.1f ns per hit  %5.2fx empty  (expected %s: %d)\n", \
-				n, c, t, per, (e > 0) ? per / e : 0, hits, (n == "rwbench_empty") ? 2 * calls : calls
-		}'
+	r_entry=() r_ret=() r_clock=() c_entry=() c_ret=()
+	for ((r = 1; r <= rounds; r++)); do
+		start_floor
+		start_clock
+		start_ours
+		round
+		prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
+		prog_stats "$clock_pid" rwbench_clock >"$work/clock.stats"
+		prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
+		stop_ours
+		stop_clock
+		stop_floor
+		echo "    round $r: $round_ns ns/call; retwatch calls $rw_calls of $calls"
+		cat "$work/floor.stats" "$work/clock.stats" "$work/ours.stats" | awk -v calls="$calls" '
+			{ cnt[$1] = $2; ns[$1] = $3 }
+			END {
+				split("rw_entry rw_ret rwbench_clock rwbench_empty", names, " ")
+				for (i = 1; i <= 4; i++)
+					per[names[i]] = cnt[names[i]] ? ns[names[i]] / cnt[names[i]] : 0
+				e = per["rwbench_empty"]
+				k = per["rwbench_clock"]
+				for (i = 1; i <= 4; i++) {
+					n = names[i]
+					hits = (n == "rw_entry") ? "entries" : (n == "rw_ret") ? "RETs" : "entry + RET hits"
+					printf "      %-14s run_cnt %8d  run_time_ns %11d  %7.1f ns per hit  %5.2fx empty  %5.2fx clock  (expected %s: %d)\n", \
+						n, cnt[n], ns[n], per[n], (e > 0) ? per[n] / e : 0, (k > 0) ? per[n] / k : 0, hits, \
+						(n ~ /^rw_/) ? calls : 2 * calls
+				}
+				printf "ratios %.3f %.3f %.3f %.3f %.3f\n", (e > 0) ? per["rw_entry"] / e : 0, (e > 0) ? per["rw_ret"] / e : 0, \
+					(e > 0) ? k / e : 0, (k > 0) ? per["rw_entry"] / k : 0, (k > 0) ? per["rw_ret"] / k : 0
+			}' >"$work/part2"
+		grep -v '^ratios ' "$work/part2"
+		read -r _ x1 x2 x3 x4 x5 < <(grep '^ratios ' "$work/part2")
+		r_entry+=("$x1") r_ret+=("$x2") r_clock+=("$x3") c_entry+=("$x4") c_ret+=("$x5")
 	done
+	echo "$stats_old" >/proc/sys/kernel/bpf_stats_enabled
+	echo "    median over $rounds rounds, against the empty program: rw_entry $(median "${r_entry[@]}")x," \
+		"rw_ret $(median "${r_ret[@]}")x, the clock program $(median "${r_clock[@]}")x"
+	echo "    against the clock program: rw_entry $(median "${c_entry[@]}")x, rw_ret $(median "${c_ret[@]}")x"
 	echo "    goal: rw_entry and rw_ret each at most 2.5x the empty program's ns per hit"
 	check_clean "part 2"
 fi
