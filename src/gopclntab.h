@@ -67,8 +67,10 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
  * Returns 0, -ENOENT (with a message) when the file is not ELF or not a Go
  * binary, or -EINVAL with a message in err for a corrupted table or a
  * truncated file, -EFBIG past a budget (checked before the table is read).
+ * fd, when not -1, is elf's file: the table is read from it, only the parts
+ * the functions' names and addresses need, and none of it is kept.
  */
-int gopclntab__load(Elf *elf, struct gopclntab **ret_tab, struct rw_error *err);
+int gopclntab__load(Elf *elf, int fd, struct gopclntab **ret_tab, struct rw_error *err);
 
 void gopclntab__free(struct gopclntab *tab);
 

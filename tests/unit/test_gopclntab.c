@@ -648,7 +648,9 @@ static bool same_tables(const struct gopclntab *a, const struct gopclntab *b)
 	return true;
 }
 
-static bool load_file(const char *path, struct gopclntab **t, char **version)
+/* through_file: the table read from the file's descriptor (only the parts
+ * the parse needs), else through libelf (all of it) */
+static bool load_file_as(const char *path, struct gopclntab **t, char **version, bool through_file)
 {
 	struct rw_error err = { 0 };
 	struct elf_file f;
@@ -656,11 +658,16 @@ static bool load_file(const char *path, struct gopclntab **t, char **version)
 
 	if (!CHECK(elf_file_open(&f, path), "cannot open %s", path))
 		return false;
-	ret = gopclntab__load(f.elf, t, &err);
+	ret = gopclntab__load(f.elf, through_file ? f.fd : -1, t, &err);
 	if (version)
 		*version = gobuildinfo__version(f.elf);
 	elf_file_close(&f);
 	return CHECK(ret == 0, "%s: %d %s", path, ret, err.msg);
+}
+
+static bool load_file(const char *path, struct gopclntab **t, char **version)
+{
+	return load_file_as(path, t, version, true);
 }
 
 /*
@@ -685,7 +692,7 @@ static bool load_without_sections(const char *path, struct gopclntab **t)
 	put64(img + 0x28, 0);	  /* e_shoff */
 	memset(img + 0x3c, 0, 4); /* e_shnum, e_shstrndx */
 	elf = elf_memory((char *)img, (size_t)st.st_size);
-	ret = elf ? gopclntab__load(elf, t, &err) : -1;
+	ret = elf ? gopclntab__load(elf, -1, t, &err) : -1;
 	ok = CHECK(ret == 0, "%s without sections: %d %s", path, ret, err.msg);
 cleanup:
 	elf_end(elf);
@@ -758,6 +765,15 @@ static bool check_toolchain(const char *toolchain)
 		free(version);
 		if (ok && !v->stripped)
 			ok = CHECK(check_against_symtab(path, tabs[i], v->cgo), "in %s", path);
+		if (ok) {
+			/* the parts read from the file give the table all of it gives */
+			struct gopclntab *whole = NULL;
+
+			ok = load_file_as(path, &whole, NULL, false) &&
+			     CHECK(same_tables(tabs[i], whole),
+				   "%s differs when read through libelf", path);
+			gopclntab__free(whole);
+		}
 		for (size_t j = 0; ok && v->unstripped && j < i; j++)
 			if (!strcmp(variants[j].name, v->unstripped))
 				ok = CHECK(same_tables(tabs[j], tabs[i]), "%s differs from %s",
@@ -828,7 +844,7 @@ TEST(gopclntab_load_corrupted)
 	put64(img + hdr + 8, 0x7fffffffffffULL); /* nfunc */
 	elf_version(EV_CURRENT);
 	elf = elf_memory((char *)img, (size_t)st.st_size);
-	ok = ASSERT_TRUE(elf) && ASSERT_EQ(gopclntab__load(elf, &t, &err), -EINVAL) &&
+	ok = ASSERT_TRUE(elf) && ASSERT_EQ(gopclntab__load(elf, -1, &t, &err), -EINVAL) &&
 	     ASSERT_TRUE(t == NULL) && ASSERT_STRCONTAINS(err.msg, "functions cannot fit");
 cleanup:
 	elf_end(elf);
@@ -849,17 +865,17 @@ TEST(gopclntab_load_not_go)
 	bool ok;
 
 	ok = ASSERT_TRUE(elf_file_open(&f, "/proc/self/exe")) &&
-	     ASSERT_EQ(gopclntab__load(f.elf, &t, &err), -ENOENT) &&
+	     ASSERT_EQ(gopclntab__load(f.elf, f.fd, &t, &err), -ENOENT) &&
 	     ASSERT_STRCONTAINS(err.msg, "not a Go binary") &&
 	     ASSERT_TRUE(gobuildinfo__version(f.elf) == NULL);
 	elf_file_close(&f);
 	if (!ok)
 		return false;
 	elf = elf_memory(garbage, sizeof(garbage));
-	ok = ASSERT_EQ(gopclntab__load(elf, &t, &err), -ENOENT) && ASSERT_TRUE(t == NULL) &&
+	ok = ASSERT_EQ(gopclntab__load(elf, -1, &t, &err), -ENOENT) && ASSERT_TRUE(t == NULL) &&
 	     ASSERT_TRUE(gobuildinfo__version(elf) == NULL);
 	elf_end(elf);
-	return ok && ASSERT_EQ(gopclntab__load(NULL, &t, &err), -ENOENT);
+	return ok && ASSERT_EQ(gopclntab__load(NULL, -1, &t, &err), -ENOENT);
 }
 
 /*
@@ -941,7 +957,7 @@ TEST(gopclntab_fixtures)
 			continue;
 		found++;
 		ok = ASSERT_TRUE(elf_file_open(&f, path)) &&
-		     ASSERT_EQ(gopclntab__load(f.elf, &t, &err), -EINVAL) &&
+		     ASSERT_EQ(gopclntab__load(f.elf, f.fd, &t, &err), -EINVAL) &&
 		     ASSERT_STRCONTAINS(err.msg, "corrupted .gopclntab");
 		elf_file_close(&f);
 		gopclntab__free(t);
