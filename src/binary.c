@@ -68,6 +68,21 @@ struct binary {
 	size_t nanon;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
+	struct match_memo *memo; /* the last successful binary__match */
+};
+
+/*
+ * A match's answer, kept for the next call with the same patterns and
+ * limit: the analyzer matches on its thread, and the attach on the main
+ * loop asks again (as does each further process of the same file), where
+ * the globs over every name and the suggestions for a name that matches
+ * nothing took a second for a big Go binary.
+ */
+struct match_memo {
+	char *key; /* the patterns, each with its NUL */
+	size_t key_len, limit, npatterns;
+	struct binary_match m; /* unmatched[k].pattern: NULL, see at */
+	size_t *at;	       /* unmatched[k] is patterns[at[k]] */
 };
 
 /* A name of entry fn: its own, or a demangled form of it. */
@@ -1482,8 +1497,128 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	return 0;
 }
 
+static void memo_free(struct match_memo *mm)
+{
+	if (!mm)
+		return;
+	free(mm->key);
+	binary_match__clear(&mm->m);
+	free(mm->at);
+	free(mm);
+}
+
+/* patterns and limit as one key; NULL when out of memory */
+static char *memo_key(const char *const *patterns, size_t npatterns, size_t *ret_len)
+{
+	size_t len = 0;
+	char *key;
+
+	for (size_t i = 0; i < npatterns; i++)
+		len += strlen(patterns[i]) + 1;
+	key = malloc(len ? len : 1);
+	if (!key)
+		return NULL;
+	*ret_len = 0;
+	for (size_t i = 0; i < npatterns; i++) {
+		size_t n = strlen(patterns[i]) + 1;
+
+		memcpy(key + *ret_len, patterns[i], n);
+		*ret_len += n;
+	}
+	return key;
+}
+
+/* A copy of the remembered answer, for patterns; false when there is none. */
+static bool memo_get(const struct binary *b, const char *const *patterns, size_t npatterns,
+		     size_t limit, struct binary_match *m)
+{
+	const struct match_memo *mm = b->memo;
+	size_t len;
+	char *key;
+	bool same;
+
+	if (!mm || mm->limit != limit || mm->npatterns != npatterns)
+		return false;
+	key = memo_key(patterns, npatterns, &len);
+	same = key && len == mm->key_len && !memcmp(key, mm->key, len);
+	free(key);
+	if (!same)
+		return false;
+	memset(m, 0, sizeof(*m));
+	m->funcs = calloc(mm->m.nfuncs + 1, sizeof(*m->funcs));
+	m->unmatched = calloc(mm->m.nunmatched + 1, sizeof(*m->unmatched));
+	if (!m->funcs || !m->unmatched) {
+		binary_match__clear(m);
+		return false;
+	}
+	if (mm->m.nfuncs)
+		memcpy(m->funcs, mm->m.funcs, mm->m.nfuncs * sizeof(*m->funcs));
+	m->nfuncs = mm->m.nfuncs;
+	for (size_t k = 0; k < mm->m.nunmatched; k++) {
+		m->unmatched[k] = mm->m.unmatched[k];
+		m->unmatched[k].pattern = patterns[mm->at[k]];
+	}
+	m->nunmatched = mm->m.nunmatched;
+	return true;
+}
+
+/* Remembers m, the answer for patterns; nothing when out of memory. */
+static void memo_put(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
+		     const struct binary_match *m)
+{
+	struct match_memo *mm = calloc(1, sizeof(*mm));
+	size_t k = 0;
+
+	if (!mm)
+		return;
+	mm->key = memo_key(patterns, npatterns, &mm->key_len);
+	mm->m.funcs = calloc(m->nfuncs + 1, sizeof(*mm->m.funcs));
+	mm->m.unmatched = calloc(m->nunmatched + 1, sizeof(*mm->m.unmatched));
+	mm->at = calloc(m->nunmatched + 1, sizeof(*mm->at));
+	if (!mm->key || !mm->m.funcs || !mm->m.unmatched || !mm->at) {
+		memo_free(mm);
+		return;
+	}
+	mm->limit = limit;
+	mm->npatterns = npatterns;
+	if (m->nfuncs)
+		memcpy(mm->m.funcs, m->funcs, m->nfuncs * sizeof(*m->funcs));
+	mm->m.nfuncs = m->nfuncs;
+	/* unmatched are in the patterns' order */
+	for (size_t i = 0; i < npatterns && k < m->nunmatched; i++) {
+		if (m->unmatched[k].pattern != patterns[i])
+			continue;
+		mm->m.unmatched[k] = m->unmatched[k];
+		mm->m.unmatched[k].pattern = NULL;
+		mm->at[k++] = i;
+	}
+	if (k != m->nunmatched) {
+		memo_free(mm);
+		return;
+	}
+	mm->m.nunmatched = k;
+	memo_free(b->memo);
+	b->memo = mm;
+}
+
+static int match_uncached(struct binary *b, const char *const *patterns, size_t npatterns,
+			  size_t limit, struct binary_match *m, struct rw_error *err);
+
 int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
 		  struct binary_match *m, struct rw_error *err)
+{
+	int ret;
+
+	if (memo_get(b, patterns, npatterns, limit, m))
+		return 0;
+	ret = match_uncached(b, patterns, npatterns, limit, m, err);
+	if (!ret)
+		memo_put(b, patterns, npatterns, limit, m);
+	return ret;
+}
+
+static int match_uncached(struct binary *b, const char *const *patterns, size_t npatterns,
+			  size_t limit, struct binary_match *m, struct rw_error *err)
 {
 	size_t cap = 0;
 	int ret = 0;
@@ -1719,6 +1854,7 @@ static void binary_free(struct binary *b)
 	free(b->anon);
 	free(b->fns);
 	free(b->by_addr);
+	memo_free(b->memo);
 	free(b->keys);
 	for (size_t i = 0; i < b->nnames; i++)
 		free(b->names[i]);

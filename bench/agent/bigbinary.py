@@ -14,7 +14,9 @@ A podapp pod is probed all along by another probe (its reports must go on).
 Env: RETWATCH_AGENT (default build/retwatch-agent), AGENT_ARGS (more agent
 options, e.g. "--analysis-timeout 200ms"), BIG_FILES (which files, default
 "kubectl kube-apiserver": the peak RSS of a later file includes what the
-earlier ones left). Prints figures; asserts nothing.
+earlier ones left), BIG_CASES (which pattern sets, by number from 1, default
+all: a later one finds the file read by an earlier one). Prints figures;
+asserts nothing.
 """
 
 import os
@@ -43,6 +45,7 @@ CASES = [("one function", ["main.main"]),
              "Reflector", "DeltaFIFO", "threadSafeMap", "sharedIndexInformer", "controller",
              "processorListener", "sharedProcessor", "cache", "Store", "ListWatch",
              "listener", "heap", "Heap", "ExpirationCache", "UndeltaStore", "FIFO")])]
+CASES = [CASES[int(i) - 1] for i in os.environ.get("BIG_CASES", "1 2 3").split()]
 
 
 def poll(agent, stop, out):

@@ -229,6 +229,46 @@ TEST(binary_globs_limit_and_suggestions)
 	return ok;
 }
 
+/*
+ * The same patterns again (other strings, as the attach after the
+ * analyzer's match passes them): the same answer, naming the caller's
+ * strings; other patterns or another limit are matched afresh.
+ */
+TEST(binary_match_again)
+{
+	char a[3][32] = { "parse_*", "chekced", "nothing_like_this_at_all" };
+	char c[3][32] = { "parse_*", "chekced", "nothing_like_this_at_all" };
+	const char *first[] = { a[0], a[1], a[2] }, *again[] = { c[0], c[1], c[2] };
+	const char *fewer[] = { c[0] };
+	struct binary_match m1 = {}, m2 = {}, m3 = {}, m4 = {};
+	struct binary *b = open_c("plain", NULL);
+	struct rw_error err = {};
+	bool ok;
+
+	if (!b)
+		return false;
+	ok = ASSERT_OK(binary__match(b, first, 3, 16, &m1, &err)) &&
+	     ASSERT_OK(binary__match(b, again, 3, 16, &m2, &err)) &&
+	     ASSERT_EQ(m2.nfuncs, m1.nfuncs) && ASSERT_EQ(m2.nunmatched, 2) &&
+	     ASSERT_TRUE(m2.funcs != m1.funcs) && ASSERT_TRUE(m2.unmatched[0].pattern == c[1]) &&
+	     ASSERT_TRUE(m2.unmatched[1].pattern == c[2]) &&
+	     ASSERT_EQ(m2.unmatched[0].nsuggestions, m1.unmatched[0].nsuggestions) &&
+	     ASSERT_STREQ(m2.unmatched[0].suggestions[0], "checked");
+	for (size_t i = 0; ok && i < m1.nfuncs; i++)
+		ok = ASSERT_TRUE(m2.funcs[i] == m1.funcs[i]);
+	/* the first answer's arrays are the caller's own: freed, the second stands */
+	binary_match__clear(&m1);
+	ok = ok && ASSERT_TRUE(m2.funcs[0]->name) &&
+	     ASSERT_OK(binary__match(b, fewer, 1, 16, &m3, &err)) && ASSERT_EQ(m3.nfuncs, 3) &&
+	     ASSERT_EQ(m3.nunmatched, 0) &&
+	     ASSERT_EQ(binary__match(b, again, 3, 2, &m4, &err), -E2BIG);
+	binary_match__clear(&m2);
+	binary_match__clear(&m3);
+	binary_match__clear(&m4);
+	binary__put(b);
+	return ok;
+}
+
 /* A name shared by several functions (C++ overloads) is bounded by the limit as a glob is. */
 TEST(binary_exact_name_limit)
 {
