@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -324,7 +325,9 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 		close(fd);
 		return ANALYSIS_FAILED;
 	}
-	if (binary_cache__has(cache, fd) || !(key = job_key(&st, patterns, npatterns))) {
+	/* read already, and matched with these patterns: the attach finds the answer */
+	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT) ||
+	    !(key = job_key(&st, patterns, npatterns))) {
 		close(fd);
 		return ANALYSIS_READY; /* without memory for a job, the tracer reads it */
 	}
@@ -366,8 +369,11 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 	}
 	staff(a);
 	pthread_mutex_unlock(&a->lock);
-	if (adopt)
+	if (adopt) {
 		binary_cache__adopt(cache, adopt);
+		/* the worker's reading, freed here or before, goes back to the system */
+		malloc_trim(0);
+	}
 	return state;
 }
 

@@ -68,7 +68,7 @@ struct binary {
 	size_t nanon;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
-	struct match_memo *memo; /* the last successful binary__match */
+	struct match_memo *memo; /* the last successful binary__match calls, latest first */
 };
 
 /*
@@ -76,14 +76,17 @@ struct binary {
  * limit: the analyzer matches on its thread, and the attach on the main
  * loop asks again (as does each further process of the same file), where
  * the globs over every name and the suggestions for a name that matches
- * nothing took a second for a big Go binary.
+ * nothing took a second for a big Go binary. The last MEMO_MAX are kept.
  */
 struct match_memo {
 	char *key; /* the patterns, each with its NUL */
 	size_t key_len, limit, npatterns;
 	struct binary_match m; /* unmatched[k].pattern: NULL, see at */
 	size_t *at;	       /* unmatched[k] is patterns[at[k]] */
+	struct match_memo *next;
 };
+
+#define MEMO_MAX 8
 
 /* A name of entry fn: its own, or a demangled form of it. */
 struct name_key {
@@ -1528,21 +1531,58 @@ static char *memo_key(const char *const *patterns, size_t npatterns, size_t *ret
 	return key;
 }
 
+/* The remembered answer for a key (memo_key), or NULL. */
+static const struct match_memo *memo_find_key(const struct binary *b, const char *key, size_t len,
+					      size_t npatterns, size_t limit)
+{
+	const struct match_memo *mm;
+
+	for (mm = b->memo; mm; mm = mm->next)
+		if (mm->limit == limit && mm->npatterns == npatterns && mm->key_len == len &&
+		    !memcmp(mm->key, key, len))
+			break;
+	return mm;
+}
+
+/* The remembered answer for patterns and limit, or NULL. */
+static const struct match_memo *memo_find(const struct binary *b, const char *const *patterns,
+					  size_t npatterns, size_t limit)
+{
+	const struct match_memo *mm = NULL;
+	size_t len;
+	char *key = memo_key(patterns, npatterns, &len);
+
+	if (key)
+		mm = memo_find_key(b, key, len, npatterns, limit);
+	free(key);
+	return mm;
+}
+
+/* Keeps mm, latest first, and forgets the oldest past MEMO_MAX. */
+static void memo_push(struct binary *b, struct match_memo *mm)
+{
+	struct match_memo **pp;
+	size_t n = 1;
+
+	mm->next = b->memo;
+	b->memo = mm;
+	for (pp = &mm->next; *pp && n < MEMO_MAX; pp = &(*pp)->next)
+		n++;
+	while (*pp) {
+		struct match_memo *old = *pp;
+
+		*pp = old->next;
+		memo_free(old);
+	}
+}
+
 /* A copy of the remembered answer, for patterns; false when there is none. */
 static bool memo_get(const struct binary *b, const char *const *patterns, size_t npatterns,
 		     size_t limit, struct binary_match *m)
 {
-	const struct match_memo *mm = b->memo;
-	size_t len;
-	char *key;
-	bool same;
+	const struct match_memo *mm = memo_find(b, patterns, npatterns, limit);
 
-	if (!mm || mm->limit != limit || mm->npatterns != npatterns)
-		return false;
-	key = memo_key(patterns, npatterns, &len);
-	same = key && len == mm->key_len && !memcmp(key, mm->key, len);
-	free(key);
-	if (!same)
+	if (!mm)
 		return false;
 	memset(m, 0, sizeof(*m));
 	m->funcs = calloc(mm->m.nfuncs + 1, sizeof(*m->funcs));
@@ -1597,8 +1637,102 @@ static void memo_put(struct binary *b, const char *const *patterns, size_t npatt
 		return;
 	}
 	mm->m.nunmatched = k;
-	memo_free(b->memo);
-	b->memo = mm;
+	memo_push(b, mm);
+}
+
+/* b's entry of the function another reading of the same file listed as fi. */
+static struct fn_entry *entry_of(struct binary *b, const struct func_info *fi)
+{
+	for (size_t i = key_lower_bound(b, fi->name);
+	     i < b->nkeys && !strcmp(b->keys[i].name, fi->name); i++) {
+		struct fn_entry *f = &b->fns[b->fns[b->keys[i].fn].canon];
+
+		if (f->addr == fi->address && !f->dropped)
+			return f;
+	}
+	return NULL;
+}
+
+/* b's string for a suggestion another reading of the same file made. */
+static const char *suggestion_of(const struct binary *b, const char *name)
+{
+	for (size_t i = key_lower_bound(b, name); i < b->nkeys && !strcmp(b->keys[i].name, name);
+	     i++) {
+		const char *d = display_name(&b->fns[b->fns[b->keys[i].fn].canon]);
+
+		if (!strcmp(d, name))
+			return d;
+	}
+	return NULL;
+}
+
+/* mm, an answer of another reading of the same file, as b's own; NULL when it cannot be. */
+static struct match_memo *memo_translate(struct binary *b, const struct match_memo *from)
+{
+	struct match_memo *mm = calloc(1, sizeof(*mm));
+	size_t cap = 0;
+
+	if (!mm)
+		return NULL;
+	*mm = (struct match_memo){ .key_len = from->key_len,
+				   .limit = from->limit,
+				   .npatterns = from->npatterns };
+	mm->key = malloc(from->key_len ? from->key_len : 1);
+	mm->m.unmatched = calloc(from->m.nunmatched + 1, sizeof(*mm->m.unmatched));
+	mm->at = calloc(from->m.nunmatched + 1, sizeof(*mm->at));
+	if (!mm->key || !mm->m.unmatched || !mm->at)
+		goto fail;
+	memcpy(mm->key, from->key, from->key_len);
+	/* the same functions, analysed here: bounded by the limit, as the match was */
+	b->match_gen++;
+	for (size_t i = 0; i < from->m.nfuncs; i++) {
+		struct fn_entry *f = entry_of(b, from->m.funcs[i]);
+
+		if (!f || add_match(b, &mm->m, f, &cap))
+			goto fail;
+	}
+	if (mm->m.nfuncs != from->m.nfuncs)
+		goto fail;
+	for (size_t k = 0; k < from->m.nunmatched; k++) {
+		struct binary_unmatched *u = &mm->m.unmatched[k];
+
+		*u = from->m.unmatched[k];
+		for (size_t s = 0; s < u->nsuggestions; s++)
+			if (!(u->suggestions[s] = suggestion_of(b, u->suggestions[s])))
+				goto fail;
+		mm->at[k] = from->at[k];
+	}
+	mm->m.nunmatched = from->m.nunmatched;
+	return mm;
+fail:
+	memo_free(mm);
+	return NULL;
+}
+
+/*
+ * Takes the answers another reading of the same file remembers (the
+ * analyzer's, on its thread) as b's own, so that the attach finds them: the
+ * matched functions are analysed here, the globs and suggestions are not
+ * computed again. An answer b cannot take is left out: b matches it itself.
+ */
+static void memo_import(struct binary *b, const struct binary *from)
+{
+	const struct match_memo *list[MEMO_MAX];
+	size_t n = 0;
+
+	for (const struct match_memo *mm = from->memo; mm && n < MEMO_MAX; mm = mm->next)
+		list[n++] = mm;
+	/* oldest first, so that b's order is from's */
+	while (n--) {
+		struct match_memo *mm;
+
+		if (memo_find_key(b, list[n]->key, list[n]->key_len, list[n]->npatterns,
+				  list[n]->limit))
+			continue;
+		mm = memo_translate(b, list[n]);
+		if (mm)
+			memo_push(b, mm);
+	}
 }
 
 static int match_uncached(struct binary *b, const char *const *patterns, size_t npatterns,
@@ -1854,7 +1988,12 @@ static void binary_free(struct binary *b)
 	free(b->anon);
 	free(b->fns);
 	free(b->by_addr);
-	memo_free(b->memo);
+	while (b->memo) {
+		struct match_memo *mm = b->memo;
+
+		b->memo = mm->next;
+		memo_free(mm);
+	}
 	free(b->keys);
 	for (size_t i = 0; i < b->nnames; i++)
 		free(b->names[i]);
@@ -2000,13 +2139,19 @@ void binary_cache__free(struct binary_cache *c)
 
 bool binary_cache__has(const struct binary_cache *c, int fd)
 {
+	return binary_cache__answers(c, fd, NULL, 0, 0);
+}
+
+bool binary_cache__answers(const struct binary_cache *c, int fd, const char *const *patterns,
+			   size_t npatterns, size_t limit)
+{
 	struct stat st;
 
 	if (!c || fstat(fd, &st))
 		return false;
 	for (const struct binary *b = c->head; b; b = b->next)
 		if (same_file(b, &st))
-			return true;
+			return !npatterns || memo_find(b, patterns, npatterns, limit);
 	return false;
 }
 
@@ -2018,9 +2163,11 @@ void binary_cache__adopt(struct binary_cache *c, struct binary *b)
 			   .st_mtim = b->mtime,
 			   .st_ctim = b->ctime };
 
-	for (const struct binary *o = c->head; o; o = o->next) {
+	for (struct binary *o = c->head; o; o = o->next) {
 		if (same_file(o, &st)) {
-			binary__put(b); /* analysed twice: the first stays */
+			/* analysed twice: the first stays, with the second's answers */
+			memo_import(o, b);
+			binary__put(b);
 			return;
 		}
 	}

@@ -101,9 +101,17 @@ void binary_cache__free(struct binary_cache *cache);
 /* Whether the cache holds an analysis of the file fd refers to. */
 bool binary_cache__has(const struct binary_cache *cache, int fd);
 /*
+ * Whether the cache holds an analysis of the file fd refers to that answers
+ * these patterns and limit (binary__match remembers its last few answers);
+ * with no patterns, binary_cache__has.
+ */
+bool binary_cache__answers(const struct binary_cache *cache, int fd, const char *const *patterns,
+			   size_t npatterns, size_t limit);
+/*
  * Takes b, opened without a cache (on another thread, see analyzer.h), with
- * the caller's reference into cache; dropped when the cache holds the same
- * file already.
+ * the caller's reference into cache. When the cache holds the same file
+ * already, b is dropped and the cached binary takes b's remembered match
+ * answers (analysing the functions they list, not matching again).
  */
 void binary_cache__adopt(struct binary_cache *cache, struct binary *b);
 void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, size_t *ret_misses);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "analyzer.h"
+#include "binary.h"
 #include "test.h"
 
 /* Asks until the answer is not PENDING, waiting on the notification between. */
@@ -59,6 +60,81 @@ TEST(analyzer_reads_off_the_caller_and_fills_the_cache)
 	analyzer__counters(a, &n);
 	ok = ASSERT_EQ(n.analyses, 1) && ASSERT_EQ(n.timeouts, 0);
 cleanup:
+	analyzer__free(a);
+	binary_cache__free(c);
+	if (efd >= 0)
+		close(efd);
+	return ok;
+}
+
+/* Same answer, by function and suggestion (each binary's own strings). */
+static bool same_match(const struct binary_match *x, const struct binary_match *y)
+{
+	bool ok = ASSERT_EQ(x->nfuncs, y->nfuncs) && ASSERT_EQ(x->nunmatched, y->nunmatched);
+
+	for (size_t i = 0; ok && i < x->nfuncs; i++)
+		ok = ASSERT_STREQ(x->funcs[i]->name, y->funcs[i]->name) &&
+		     ASSERT_EQ(x->funcs[i]->address, y->funcs[i]->address) &&
+		     ASSERT_EQ(x->funcs[i]->nreturns, y->funcs[i]->nreturns);
+	for (size_t k = 0; ok && k < x->nunmatched; k++) {
+		ok = ASSERT_STREQ(x->unmatched[k].pattern, y->unmatched[k].pattern) &&
+		     ASSERT_EQ(x->unmatched[k].nsuggestions, y->unmatched[k].nsuggestions);
+		for (size_t s = 0; ok && s < x->unmatched[k].nsuggestions; s++)
+			ok = ASSERT_STREQ(x->unmatched[k].suggestions[s],
+					  y->unmatched[k].suggestions[s]);
+	}
+	return ok;
+}
+
+/*
+ * A file read already, asked with other patterns: matched on the worker
+ * again (not on the caller's thread), and the cached binary then answers
+ * them as a reading of its own would.
+ */
+TEST(analyzer_matches_new_patterns_of_a_cached_file)
+{
+	const char *path = test__fixture("go/native/demo"), *pats[] = { "main.main" };
+	const char *other[] = { "main.*", "main.ProcessPaymnt" };
+	struct binary_match mine = {}, fresh = {};
+	struct binary_cache *c = binary_cache__new(4);
+	struct binary *cached = NULL, *alone = NULL;
+	struct rw_error err = { "" };
+	struct analyzer *a = NULL;
+	struct analyzer_counters n;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), fd = -1;
+	bool ok = false;
+
+	if (!path)
+		return true;
+	a = analyzer__new(efd, 0);
+	if (!ASSERT_TRUE(a && c && efd >= 0) ||
+	    !ASSERT_EQ(settle(a, c, efd, path, pats, 1, &err), ANALYSIS_READY))
+		goto cleanup;
+	fd = open(path, O_RDONLY);
+	if (!ASSERT_TRUE(binary_cache__answers(c, fd, pats, 1, BINARY_DEFAULT_LIMIT)) ||
+	    !ASSERT_FALSE(binary_cache__answers(c, fd, other, 2, BINARY_DEFAULT_LIMIT)) ||
+	    !ASSERT_EQ(analyzer__check(a, c, path, other, 2, &err), ANALYSIS_PENDING) ||
+	    !ASSERT_EQ(settle(a, c, efd, path, other, 2, &err), ANALYSIS_READY) ||
+	    !ASSERT_TRUE(binary_cache__answers(c, fd, other, 2, BINARY_DEFAULT_LIMIT)) ||
+	    !ASSERT_TRUE(binary_cache__answers(c, fd, pats, 1, BINARY_DEFAULT_LIMIT)))
+		goto cleanup;
+	analyzer__counters(a, &n);
+	if (!ASSERT_EQ(n.analyses, 2))
+		goto cleanup;
+	cached = binary__open(c, path, &err);
+	alone = binary__open(NULL, path, &err);
+	ok = ASSERT_TRUE(cached && alone) &&
+	     ASSERT_OK(binary__match(cached, other, 2, BINARY_DEFAULT_LIMIT, &mine, &err)) &&
+	     ASSERT_OK(binary__match(alone, other, 2, BINARY_DEFAULT_LIMIT, &fresh, &err)) &&
+	     ASSERT_TRUE(mine.nfuncs > 1) && ASSERT_EQ(mine.nunmatched, 1) &&
+	     ASSERT_TRUE(mine.unmatched[0].nsuggestions >= 1) && same_match(&mine, &fresh);
+cleanup:
+	binary_match__clear(&mine);
+	binary_match__clear(&fresh);
+	binary__put(cached);
+	binary__put(alone);
+	if (fd >= 0)
+		close(fd);
 	analyzer__free(a);
 	binary_cache__free(c);
 	if (efd >= 0)
