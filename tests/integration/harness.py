@@ -6,12 +6,14 @@ Environment (both required; conftest.py refuses to run without them):
   RETWATCH_FIXTURES   the OUTDIR of tests/fixtures/build.sh
 """
 
+import contextlib
 import functools
 import json
 import os
 import re
 import socket
 import subprocess
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -200,6 +202,59 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_listening(port, proc, timeout=10):
+    """Until something accepts TCP connections on the loopback port; fails
+    when proc exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the server exited with {proc.returncode} before listening"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
+    uwsgi_temp_path {dir}; scgi_temp_path {dir};
+    server {{
+{server}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx(directory, server):
+    """Debian's nginx as one process (no master: the process is the worker)
+    serving one server block (its lines, "{port}" in them replaced) on a
+    free loopback port, writing only into directory. Yields (Popen, port);
+    stopped by its PID."""
+    exe = deb_binary("nginx", "usr/sbin/nginx")
+    port = free_port()
+    conf = os.path.join(directory, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(dir=directory, server=server.replace("{port}", str(port))))
+    log = os.path.join(directory, "error.log")
+    srv = subprocess.Popen([exe, "-p", directory, "-c", conf, "-e", log],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, srv)
+        yield srv, port
+    finally:
+        srv.kill()
+        srv.wait()
 
 
 def fixture(relpath):
