@@ -257,6 +257,60 @@ def nginx(directory, server):
         srv.wait()
 
 
+@contextlib.contextmanager
+def redis(directory, *args):
+    """Debian's redis-server on a free loopback port, persisting nothing,
+    writing only into directory; args are more options. Yields (Popen,
+    port); stopped by its PID."""
+    exe = deb_binary("redis", "usr/bin/redis-check-rdb")
+    port = free_port()
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(DEBS, "redis/usr/lib/x86_64-linux-gnu"))
+    # redis-check-rdb is the server when run under the name redis-server
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no", "--dir", directory, *args],
+                           executable=exe, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, srv)
+        yield srv, port
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+class Resp:
+    """A RESP connection to a redis server on loopback: one command, one
+    reply, in turn."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.rfile = self.sock.makefile("rb")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.rfile.close()
+        self.sock.close()
+
+    def command(self, *args):
+        """The reply: str for a status or bulk string, int, None for a nil."""
+        req = f"*{len(args)}\r\n" + "".join(f"${len(str(a))}\r\n{a}\r\n" for a in args)
+        self.sock.sendall(req.encode())
+        line = self.rfile.readline().decode().rstrip("\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == "+":
+            return rest
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            if int(rest) < 0:
+                return None
+            data = self.rfile.read(int(rest) + 2)
+            return data[:-2].decode()
+        raise AssertionError(f"redis replied {line!r} to {args}")
+
+
 def fixture(relpath):
     return os.path.join(FIXTURES, relpath)
 
