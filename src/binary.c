@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gelf.h>
+
 #include "binary.h"
 #include "demangle.h"
 #include "disasm.h"
@@ -300,38 +302,118 @@ static void sort_index(struct binary *b)
 		qsort(b->fns, b->nfns, sizeof(*b->fns), fn_cmp);
 }
 
+struct code_section {
+	uint64_t lo, hi;
+};
+
+static int code_section_cmp(const void *a, const void *b)
+{
+	const struct code_section *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * The file's executable sections, sorted by address (none where the
+ * headers cannot be read). 0 or -ENOMEM. The section headers were checked
+ * against the file's size when it was opened.
+ */
+static int code_sections(struct binary *b, struct code_section **ret, size_t *ret_n)
+{
+	struct code_section *secs = NULL;
+	size_t n = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+
+	*ret = NULL;
+	*ret_n = 0;
+	while ((scn = elf_nextscn(elfbin__elf(b->eb), scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) || !sh.sh_size ||
+		    sh.sh_addr + sh.sh_size < sh.sh_addr)
+			continue;
+		if (n == cap) {
+			void *p = realloc(secs, (cap = cap * 2 + 16) * sizeof(*secs));
+
+			if (!p) {
+				free(secs);
+				return -ENOMEM;
+			}
+			secs = p;
+		}
+		secs[n++] = (struct code_section){ sh.sh_addr, sh.sh_addr + sh.sh_size };
+	}
+	if (n)
+		qsort(secs, n, sizeof(*secs), code_section_cmp);
+	*ret = secs;
+	*ret_n = n;
+	return 0;
+}
+
+/* The end of the executable section holding addr, or 0 (none known). */
+static uint64_t code_section_end(const struct code_section *secs, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the first section starting past addr */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (secs[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && addr < secs[lo - 1].hi ? secs[lo - 1].hi : 0;
+}
+
 /*
  * .symtab and .dynsym. gcc's "foo.cold" fragments are not functions of their
  * own: they become extra ranges of foo (DWARF, when present, says the same).
- * Go's ".abi0" symbols are indexed under the name users know.
+ * Go's ".abi0" symbols are indexed under the name users know. A function's
+ * code ends with its section: past it lie the alignment padding before the
+ * next section (zeros, which do not decode: _init's size 0 taken up to the
+ * next symbol, _fini, would end in them) or another section's bytes.
  */
 static int index_symtab(struct binary *b)
 {
-	size_t n;
+	size_t n, nsecs;
 	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	struct code_section *secs;
 
+	if (code_sections(b, &secs, &nsecs))
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const char *name = syms[i].name;
-		uint64_t size = syms[i].size;
+		uint64_t size = syms[i].size, end;
 
 		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
 			continue;
 		if (ends_with(name, ".abi0")) {
 			name = keep_name(b, name, strlen(name) - 5);
 			if (!name)
-				return -ENOMEM;
+				goto nomem;
 		}
-		/* size 0 (hand-written assembly): up to the next symbol */
+		/* size 0 (hand-written assembly): up to the next symbol, or
+		 * for the last one to its section's end */
+		end = code_section_end(secs, nsecs, syms[i].addr);
 		if (!size && i + 1 < n && syms[i + 1].addr > syms[i].addr)
 			size = syms[i + 1].addr - syms[i].addr;
+		else if (!size && i + 1 == n && end)
+			size = end - syms[i].addr;
+		if (end && size > end - syms[i].addr)
+			size = end - syms[i].addr;
 		struct fn_entry *f = add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB);
 
 		if (!f)
-			return -ENOMEM;
+			goto nomem;
 		f->ifunc = syms[i].ifunc;
 	}
+	free(secs);
 	sort_index(b);
 	return 0;
+nomem:
+	free(secs);
+	return -ENOMEM;
 }
 
 /*
