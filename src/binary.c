@@ -1047,6 +1047,13 @@ static int follow_tails(struct binary *b, struct fn_entry *f)
 	fi->ntail_untimed = w.untimed;
 	fi->nindirect_jumps = w.indirect;
 	f->tails_followed = true;
+	/* no RET of its own, but the functions it jumps to return for it
+	 * (`return other(x);` its only exit): timed at their RETs */
+	if (fi->mode == FUNC_MODE_ENTRY_ONLY && !fi->nreturns && fi->ntail_calls &&
+	    fi->ntail_returns) {
+		fi->mode = FUNC_MODE_ENTRY_RET_TAILCALL;
+		fi->reason = NULL;
+	}
 	return 0;
 }
 
