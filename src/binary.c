@@ -70,7 +70,19 @@ struct binary {
 	size_t nanon;
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
+	/* cold parts of named functions found from the unwind tables as the
+	 * functions are analysed (add_cold_parts), sorted, disjoint */
+	struct cold_part *cold;
+	size_t ncold;
 };
+
+struct cold_part {
+	uint64_t lo, hi; /* [lo, hi) */
+	struct fn_entry *f;
+};
+
+/* The name of a function found from its FDE alone (anon_func_at). */
+static const char anon_name[] = "(no symbol)";
 
 /* A name of entry fn: its own, or a demangled form of it. */
 struct name_key {
@@ -848,6 +860,52 @@ static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_i
 	return added;
 }
 
+/* First cold part that starts after addr. */
+static size_t cold_after(const struct binary *b, uint64_t addr)
+{
+	size_t lo = 0, hi = b->ncold;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->cold[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The cold part holding addr, or NULL. */
+static const struct cold_part *cold_at(const struct binary *b, uint64_t addr)
+{
+	size_t i = cold_after(b, addr);
+
+	return i && addr < b->cold[i - 1].hi ? &b->cold[i - 1] : NULL;
+}
+
+/*
+ * Indexes f's cold parts found from the unwind tables (its ranges past
+ * those the symbols and DWARF gave), so that binary__func_at finds f there
+ * and no other function takes them for its own. add_cold_parts took only
+ * ranges that overlap no known one: the index stays disjoint.
+ */
+static int cold_index(struct binary *b, struct fn_entry *f, const struct func_info *fi)
+{
+	for (size_t r = 1 + f->nextra; r < fi->nranges; r++) {
+		size_t i = cold_after(b, fi->ranges[r].lo);
+		struct cold_part *p = realloc(b->cold, (b->ncold + 1) * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		b->cold = p;
+		memmove(&p[i + 1], &p[i], (b->ncold - i) * sizeof(*p));
+		p[i] = (struct cold_part){ fi->ranges[r].lo, fi->ranges[r].hi, f };
+		b->ncold++;
+	}
+	return 0;
+}
+
 static int analyze(struct binary *b, struct fn_entry *f)
 {
 	struct func_info *fi;
@@ -887,6 +945,10 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	}
 	if (ret)
 		return ret < 0 ? ret : 0;
+	/* functions without a symbol stay out of binary__func_at (frames print
+	 * as file+offset) */
+	if (f->name != anon_name && cold_index(b, f, fi))
+		return -ENOMEM;
 	/* pclntab ends a function where the next begins: drop the int3 padding */
 	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis->undecodable &&
 	    f->dis->code_end > f->addr) {
@@ -938,8 +1000,6 @@ static bool tail_walk__seen(const struct tail_walk *w, const struct func_info *g
 	return false;
 }
 
-#define ANON_NAME "(no symbol)"
-
 /*
  * The function at addr that has no symbol, from the unwind tables: an FDE
  * starts there in a function's entry state (add_cold_parts), inside no
@@ -964,7 +1024,7 @@ static const struct func_info *anon_func_at(struct binary *b, uint64_t addr)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
-	f->name = ANON_NAME;
+	f->name = anon_name;
 	f->addr = lo;
 	f->size = hi - lo;
 	f->source = FUNC_SOURCE_SYMTAB;
@@ -1711,6 +1771,9 @@ const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
 		}
 		return f->info;
 	}
+	/* a cold part of a function analysed so far, found from its FDE */
+	if (cold_at(b, vaddr))
+		return cold_at(b, vaddr)->f->info;
 	errno = ENOENT;
 	return NULL;
 }
@@ -1739,7 +1802,7 @@ static bool addr_known(struct binary *b, uint64_t addr)
 	for (size_t i = ranges_after(b, addr); i-- > 0 && b->by_addr[i].max_hi > addr;)
 		if (addr < b->by_addr[i].hi)
 			return true;
-	return false;
+	return cold_at(b, addr) != NULL;
 }
 
 /* Whether [lo, hi) overlaps a known function's range. */
@@ -1750,7 +1813,10 @@ static bool range_known(struct binary *b, uint64_t lo, uint64_t hi)
 	if (addr_known(b, lo))
 		return true;
 	i = ranges_after(b, lo);
-	return i < b->nby_addr && b->by_addr[i].lo < hi;
+	if (i < b->nby_addr && b->by_addr[i].lo < hi)
+		return true;
+	i = cold_after(b, lo);
+	return i < b->ncold && b->cold[i].lo < hi;
 }
 
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len)
@@ -1784,6 +1850,7 @@ static void binary_free(struct binary *b)
 		free(b->anon[i]);
 	}
 	free(b->anon);
+	free(b->cold);
 	free(b->fns);
 	free(b->by_addr);
 	free(b->keys);
