@@ -108,7 +108,7 @@ static int attach(struct tracer *t, struct binary_cache *cache, pid_t pid, char 
 	*ret = shlib_procs__new(pid, (const char *const *)pats, n, 0);
 	if (!*ret)
 		return -ENOMEM;
-	e = shlib_procs__update(*ret, t, cache, NULL, NULL, NULL, &unmatched, &err);
+	e = shlib_procs__update(*ret, t, cache, NULL, NULL, SIZE_MAX, NULL, NULL, &unmatched, &err);
 	if (e == 0)
 		e = -EIO;
 	if (unmatched)

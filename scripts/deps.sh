@@ -20,6 +20,7 @@ pkgs=(
 	golang-1.19-go
 	g++
 	containerd containernetworking-plugins iproute2 openssl
+	libssl3 # the libssl.so.3 Debian's nginx (below) loads: SSL_write traced in it
 	libc6-dbg
 )
 

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gelf.h>
+
 #include "binary.h"
 #include "demangle.h"
 #include "disasm.h"
@@ -69,6 +71,10 @@ struct binary {
 	struct fn_range *by_addr; /* built by binary__func_at */
 	size_t nby_addr;
 	struct match_memo *memo; /* the last successful binary__match calls, latest first */
+	/* cold parts of named functions found from the unwind tables as the
+	 * functions are analysed (add_cold_parts), sorted, disjoint */
+	struct cold_part *cold;
+	size_t ncold;
 };
 
 /*
@@ -87,6 +93,14 @@ struct match_memo {
 };
 
 #define MEMO_MAX 8
+
+struct cold_part {
+	uint64_t lo, hi; /* [lo, hi) */
+	struct fn_entry *f;
+};
+
+/* The name of a function found from its FDE alone (anon_func_at). */
+static const char anon_name[] = "(no symbol)";
 
 /* A name of entry fn: its own, or a demangled form of it. */
 struct name_key {
@@ -337,38 +351,118 @@ static void sort_index(struct binary *b)
 		qsort(b->fns, b->nfns, sizeof(*b->fns), fn_cmp);
 }
 
+struct code_section {
+	uint64_t lo, hi;
+};
+
+static int code_section_cmp(const void *a, const void *b)
+{
+	const struct code_section *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * The file's executable sections, sorted by address (none where the
+ * headers cannot be read). 0 or -ENOMEM. The section headers were checked
+ * against the file's size when it was opened.
+ */
+static int code_sections(struct binary *b, struct code_section **ret, size_t *ret_n)
+{
+	struct code_section *secs = NULL;
+	size_t n = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+
+	*ret = NULL;
+	*ret_n = 0;
+	while ((scn = elf_nextscn(elfbin__elf(b->eb), scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) || !sh.sh_size ||
+		    sh.sh_addr + sh.sh_size < sh.sh_addr)
+			continue;
+		if (n == cap) {
+			void *p = realloc(secs, (cap = cap * 2 + 16) * sizeof(*secs));
+
+			if (!p) {
+				free(secs);
+				return -ENOMEM;
+			}
+			secs = p;
+		}
+		secs[n++] = (struct code_section){ sh.sh_addr, sh.sh_addr + sh.sh_size };
+	}
+	if (n)
+		qsort(secs, n, sizeof(*secs), code_section_cmp);
+	*ret = secs;
+	*ret_n = n;
+	return 0;
+}
+
+/* The end of the executable section holding addr, or 0 (none known). */
+static uint64_t code_section_end(const struct code_section *secs, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the first section starting past addr */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (secs[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && addr < secs[lo - 1].hi ? secs[lo - 1].hi : 0;
+}
+
 /*
  * .symtab and .dynsym. gcc's "foo.cold" fragments are not functions of their
  * own: they become extra ranges of foo (DWARF, when present, says the same).
- * Go's ".abi0" symbols are indexed under the name users know.
+ * Go's ".abi0" symbols are indexed under the name users know. A function's
+ * code ends with its section: past it lie the alignment padding before the
+ * next section (zeros, which do not decode: _init's size 0 taken up to the
+ * next symbol, _fini, would end in them) or another section's bytes.
  */
 static int index_symtab(struct binary *b)
 {
-	size_t n;
+	size_t n, nsecs;
 	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	struct code_section *secs;
 
+	if (code_sections(b, &secs, &nsecs))
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const char *name = syms[i].name;
-		uint64_t size = syms[i].size;
+		uint64_t size = syms[i].size, end;
 
 		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
 			continue;
 		if (ends_with(name, ".abi0")) {
 			name = keep_name(b, name, strlen(name) - 5);
 			if (!name)
-				return -ENOMEM;
+				goto nomem;
 		}
-		/* size 0 (hand-written assembly): up to the next symbol */
+		/* size 0 (hand-written assembly): up to the next symbol, or
+		 * for the last one to its section's end */
+		end = code_section_end(secs, nsecs, syms[i].addr);
 		if (!size && i + 1 < n && syms[i + 1].addr > syms[i].addr)
 			size = syms[i + 1].addr - syms[i].addr;
+		else if (!size && i + 1 == n && end)
+			size = end - syms[i].addr;
+		if (end && size > end - syms[i].addr)
+			size = end - syms[i].addr;
 		struct fn_entry *f = add_fn(b, name, syms[i].addr, size, FUNC_SOURCE_SYMTAB);
 
 		if (!f)
-			return -ENOMEM;
+			goto nomem;
 		f->ifunc = syms[i].ifunc;
 	}
+	free(secs);
 	sort_index(b);
 	return 0;
+nomem:
+	free(secs);
+	return -ENOMEM;
 }
 
 /*
@@ -806,6 +900,52 @@ static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_i
 	return added;
 }
 
+/* First cold part that starts after addr. */
+static size_t cold_after(const struct binary *b, uint64_t addr)
+{
+	size_t lo = 0, hi = b->ncold;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->cold[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The cold part holding addr, or NULL. */
+static const struct cold_part *cold_at(const struct binary *b, uint64_t addr)
+{
+	size_t i = cold_after(b, addr);
+
+	return i && addr < b->cold[i - 1].hi ? &b->cold[i - 1] : NULL;
+}
+
+/*
+ * Indexes f's cold parts found from the unwind tables (its ranges past
+ * those the symbols and DWARF gave), so that binary__func_at finds f there
+ * and no other function takes them for its own. add_cold_parts took only
+ * ranges that overlap no known one: the index stays disjoint.
+ */
+static int cold_index(struct binary *b, struct fn_entry *f, const struct func_info *fi)
+{
+	for (size_t r = 1 + f->nextra; r < fi->nranges; r++) {
+		size_t i = cold_after(b, fi->ranges[r].lo);
+		struct cold_part *p = realloc(b->cold, (b->ncold + 1) * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		b->cold = p;
+		memmove(&p[i + 1], &p[i], (b->ncold - i) * sizeof(*p));
+		p[i] = (struct cold_part){ fi->ranges[r].lo, fi->ranges[r].hi, f };
+		b->ncold++;
+	}
+	return 0;
+}
+
 static int analyze(struct binary *b, struct fn_entry *f)
 {
 	struct func_info *fi;
@@ -845,6 +985,10 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	}
 	if (ret)
 		return ret < 0 ? ret : 0;
+	/* functions without a symbol stay out of binary__func_at (frames print
+	 * as file+offset) */
+	if (f->name != anon_name && cold_index(b, f, fi))
+		return -ENOMEM;
 	/* pclntab ends a function where the next begins: drop the int3 padding */
 	if (f->source == FUNC_SOURCE_PCLNTAB && !f->dis->undecodable &&
 	    f->dis->code_end > f->addr) {
@@ -896,8 +1040,6 @@ static bool tail_walk__seen(const struct tail_walk *w, const struct func_info *g
 	return false;
 }
 
-#define ANON_NAME "(no symbol)"
-
 /*
  * The function at addr that has no symbol, from the unwind tables: an FDE
  * starts there in a function's entry state (add_cold_parts), inside no
@@ -922,7 +1064,7 @@ static const struct func_info *anon_func_at(struct binary *b, uint64_t addr)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
-	f->name = ANON_NAME;
+	f->name = anon_name;
 	f->addr = lo;
 	f->size = hi - lo;
 	f->source = FUNC_SOURCE_SYMTAB;
@@ -1005,6 +1147,13 @@ static int follow_tails(struct binary *b, struct fn_entry *f)
 	fi->ntail_untimed = w.untimed;
 	fi->nindirect_jumps = w.indirect;
 	f->tails_followed = true;
+	/* no RET of its own, but the functions it jumps to return for it
+	 * (`return other(x);` its only exit): timed at their RETs */
+	if (fi->mode == FUNC_MODE_ENTRY_ONLY && !fi->nreturns && fi->ntail_calls &&
+	    fi->ntail_returns) {
+		fi->mode = FUNC_MODE_ENTRY_RET_TAILCALL;
+		fi->reason = NULL;
+	}
 	return 0;
 }
 
@@ -1913,6 +2062,9 @@ const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr)
 		}
 		return f->info;
 	}
+	/* a cold part of a function analysed so far, found from its FDE */
+	if (cold_at(b, vaddr))
+		return cold_at(b, vaddr)->f->info;
 	errno = ENOENT;
 	return NULL;
 }
@@ -1941,7 +2093,7 @@ static bool addr_known(struct binary *b, uint64_t addr)
 	for (size_t i = ranges_after(b, addr); i-- > 0 && b->by_addr[i].max_hi > addr;)
 		if (addr < b->by_addr[i].hi)
 			return true;
-	return false;
+	return cold_at(b, addr) != NULL;
 }
 
 /* Whether [lo, hi) overlaps a known function's range. */
@@ -1952,7 +2104,10 @@ static bool range_known(struct binary *b, uint64_t lo, uint64_t hi)
 	if (addr_known(b, lo))
 		return true;
 	i = ranges_after(b, lo);
-	return i < b->nby_addr && b->by_addr[i].lo < hi;
+	if (i < b->nby_addr && b->by_addr[i].lo < hi)
+		return true;
+	i = cold_after(b, lo);
+	return i < b->ncold && b->cold[i].lo < hi;
 }
 
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len)
@@ -1986,6 +2141,7 @@ static void binary_free(struct binary *b)
 		free(b->anon[i]);
 	}
 	free(b->anon);
+	free(b->cold);
 	free(b->fns);
 	free(b->by_addr);
 	while (b->memo) {

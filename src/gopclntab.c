@@ -239,7 +239,11 @@ static int measure_names(struct parse_ctx *ctx, uint32_t *idx, size_t n, size_t 
  * wrapper (64 bytes) both carry FuncIDWrapper. An ABI wrapper only moves
  * arguments between registers and the stack around one call, so on a tie
  * the larger function is the body. Exact ties (same funcID and size) cannot
- * be told apart and are all kept.
+ * be told apart and are all kept. Functions of funcID 0 are never
+ * wrappers: same-named ones of different sizes are bodies of their own, as
+ * Go 1.18 and 1.19 name every shape instance of a generic function here
+ * ("main.Map[...]" for Map[go.shape.int_0] and Map[go.shape.string_0]), and
+ * all are kept.
  */
 static void drop_abi_wrappers(struct parse_ctx *ctx, uint32_t *idx, size_t n)
 {
@@ -261,7 +265,7 @@ static void drop_abi_wrappers(struct parse_ctx *ctx, uint32_t *idx, size_t n)
 				break;
 			/* sorted so that the first of a group is the best */
 			if (g->funcid != best->funcid ||
-			    g->end - g->entry != best->end - best->entry)
+			    (g->funcid && g->end - g->entry != best->end - best->entry))
 				g->drop = true;
 		}
 		i = j;

@@ -6,12 +6,14 @@ Environment (both required; conftest.py refuses to run without them):
   RETWATCH_FIXTURES   the OUTDIR of tests/fixtures/build.sh
 """
 
+import contextlib
 import functools
 import json
 import os
 import re
 import socket
 import subprocess
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -200,6 +202,113 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_listening(port, proc, timeout=10):
+    """Until something accepts TCP connections on the loopback port; fails
+    when proc exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the server exited with {proc.returncode} before listening"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
+    uwsgi_temp_path {dir}; scgi_temp_path {dir};
+    server {{
+{server}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx(directory, server):
+    """Debian's nginx as one process (no master: the process is the worker)
+    serving one server block (its lines, "{port}" in them replaced) on a
+    free loopback port, writing only into directory. Yields (Popen, port);
+    stopped by its PID."""
+    exe = deb_binary("nginx", "usr/sbin/nginx")
+    port = free_port()
+    conf = os.path.join(directory, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(dir=directory, server=server.replace("{port}", str(port))))
+    log = os.path.join(directory, "error.log")
+    srv = subprocess.Popen([exe, "-p", directory, "-c", conf, "-e", log],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, srv)
+        yield srv, port
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+@contextlib.contextmanager
+def redis(directory, *args):
+    """Debian's redis-server on a free loopback port, persisting nothing,
+    writing only into directory; args are more options. Yields (Popen,
+    port); stopped by its PID."""
+    exe = deb_binary("redis", "usr/bin/redis-check-rdb")
+    port = free_port()
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(DEBS, "redis/usr/lib/x86_64-linux-gnu"))
+    # redis-check-rdb is the server when run under the name redis-server
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no", "--dir", directory, *args],
+                           executable=exe, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, srv)
+        yield srv, port
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+class Resp:
+    """A RESP connection to a redis server on loopback: one command, one
+    reply, in turn."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.rfile = self.sock.makefile("rb")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.rfile.close()
+        self.sock.close()
+
+    def command(self, *args):
+        """The reply: str for a status or bulk string, int, None for a nil."""
+        req = f"*{len(args)}\r\n" + "".join(f"${len(str(a))}\r\n{a}\r\n" for a in args)
+        self.sock.sendall(req.encode())
+        line = self.rfile.readline().decode().rstrip("\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == "+":
+            return rest
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            if int(rest) < 0:
+                return None
+            data = self.rfile.read(int(rest) + 2)
+            return data[:-2].decode()
+        raise AssertionError(f"redis replied {line!r} to {args}")
 
 
 def fixture(relpath):

@@ -9,6 +9,8 @@ disassembler (the [REF] assertions are in harness.assert_function):
                 from DWARF, the stripped shared library from .dynsym.
 """
 
+import re
+
 import pytest
 
 import harness
@@ -51,3 +53,31 @@ def test_cases_cover_every_kind_of_fixture():
         assert want in variants, f"no test case for {want}"
     toolchains = {b.toolchain for b, _ in GO_CASES}
     assert len(toolchains) >= 3, f"Go toolchains: {sorted(toolchains)}"
+
+
+def sections(path):
+    """{name: (address, size)} of the sections, from readelf."""
+    out = reference.run_tool(["readelf", "-SW", path])
+    secs = {}
+    for m in re.finditer(r"^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
+                         out, re.M):
+        secs[m.group(1)] = (int(m.group(2), 16), int(m.group(3), 16))
+    return secs
+
+
+@pytest.mark.parametrize("variant", ["legacy", "v0"])
+def test_symbol_without_size_ends_with_its_section(variant):
+    """rustc's linker gives _init and _fini size 0 and leaves zeros between
+    .init and .fini: each ends where its section does, not at the next
+    symbol, and decodes to objdump's RET."""
+    path = harness.fixture(f"rust/{variant}/main")
+    secs = sections(path)
+    funcs = harness.functions_by_name(harness.inspect_json(path, ["_init", "_fini"]))
+    for name, section in (("_init", ".init"), ("_fini", ".fini")):
+        addr, size = secs[section]
+        symtab = reference.run_tool(["readelf", "-sW", path])
+        assert re.search(rf"\b0*{addr:x}\s+0 FUNC .* {name}$", symtab, re.M), f"{name}: not {addr:#x}, size 0"
+        f = funcs[name]
+        assert (f["address"], f["size"]) == (addr, size), f
+        ref = reference.analyse(name, [(addr, size)], reference.gnu_disassemble(path, addr, addr + size))
+        assert f["mode"] == "entry+ret" and f["returns"] == list(ref.returns) != [], (f, ref)

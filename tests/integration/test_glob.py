@@ -4,7 +4,9 @@
 that go tool nm / GNU nm list in the unstripped twin.
 """
 
+import os
 import re
+import subprocess
 
 import pytest
 
@@ -100,3 +102,50 @@ def test_default_limit_is_256():
 def test_limit_raised_accepts_the_same_glob():
     doc = harness.inspect_json(harness.go_demo("default").path, ["runtime.*"], ("--limit", "100000"))
     assert len(doc["functions"]) > 256
+
+
+GENERIC_SOURCE = """package main
+
+import "fmt"
+
+//go:noinline
+func Map[T any](xs []T, f func(T) T) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func main() {
+	fmt.Println(Map([]int{1, 2}, func(x int) int { return x * 2 }))
+	fmt.Println(Map([]string{"a"}, func(s string) string { return s + s }))
+	fmt.Println(Map([]float64{1.5}, func(x float64) float64 { return x / 2 }))
+}
+"""
+
+
+def test_go_1_19_shape_instances_share_a_name(tmp_path):
+    """Go 1.18 and 1.19 name every shape instance of a generic function
+    "main.Map[...]" in .gopclntab, all a stripped binary keeps: each is a
+    function of its own, listed and counted (the limit's count is the
+    JSON's). [REF] go tool nm on the unstripped build."""
+    go = reference.local_go("go1.19.8")
+    assert go, "Debian's golang-1.19-go is not installed: run scripts/deps.sh"
+    (tmp_path / "go.mod").write_text("module gen\n\ngo 1.19\n")
+    (tmp_path / "main.go").write_text(GENERIC_SOURCE)
+    env = {"GOTOOLCHAIN": "local", "GOFLAGS": "", "CGO_ENABLED": "0"}
+    for out, flags in (("full", []), ("stripped", ["-ldflags=-s"])):
+        subprocess.run([go, "build", *flags, "-o", out, "."], cwd=tmp_path, check=True,
+                       capture_output=True, env=dict(os.environ, **env), timeout=300)
+    nm = reference.run_tool([go, "tool", "nm", str(tmp_path / "full")], env=env)
+    want = sorted(int(a, 16) for a, name in re.findall(r"^\s*([0-9a-f]+) T (main\.Map\[\S+)$", nm, re.M))
+    assert len(want) == 3, nm
+    stripped = str(tmp_path / "stripped")
+    for pattern in ("main.Map[...]", "main.Map*"):
+        funcs = harness.inspect_json(stripped, [pattern])["functions"]
+        assert sorted(f["address"] for f in funcs) == want, funcs
+        assert {f["name"] for f in funcs} == {"main.Map[...]"} and {f["source"] for f in funcs} == {"pclntab"}
+        run = harness.inspect("--limit", "2", stripped, pattern)
+        run.assert_refused()
+        assert f"'{pattern}' matches 3 functions, more than the limit of 2" in run.stderr, run.describe()

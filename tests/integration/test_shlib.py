@@ -1,16 +1,22 @@
 """Functions in shared libraries: `retwatch trace` with LIB:PATTERN on
 c/shlib/shtracee (linked against libshfix.so, which it dlopens libshplug.so
 beside), on libc's malloc, and on Debian's libssl (`openssl s_client`
-talking to `openssl s_server` on loopback); `retwatch inspect` on a library.
+talking to `openssl s_server` on loopback, and Debian's nginx serving HTTPS
+on loopback); `retwatch inspect` on a library.
 
 [REF] counts and durations come from the tracee itself (tests/fixtures/c/shlib/
 shtracee.c times every call around it with CLOCK_MONOTONIC); file offsets
 from readelf's program headers; SSL_write's count from the lines s_server
-received, each sent only after the previous one arrived. Needs root.
+received, each sent only after the previous one arrived; nginx's from the
+sizes of the responses the client read (nginx writes them in 16 KiB
+buffers). Needs root.
 """
 
 import json
 import os
+import re
+import socket
+import ssl
 import subprocess
 import time
 
@@ -257,3 +263,82 @@ def test_ssl_write_in_debian_libssl(tls_pair):
     f = harness.functions_by_name(json.loads(out))["SSL_write"]
     assert f["calls"] == lines, f"{f}\n{run.describe()}"
     assert f["mode"].startswith("entry+ret") and f["max_ns"] > 0, f
+
+
+# --------------------------------------------------------------------------
+# SSL_write in Debian's nginx, serving HTTPS on loopback
+
+TLS_RECORD = 16384  # nginx's ssl_buffer_size, set in the configuration below
+BIG_BODY = 40000  # more than two buffers: three SSL_write calls a response
+
+NGINX_TLS_SERVER = """        listen 127.0.0.1:{port} ssl;
+        ssl_certificate %(dir)s/cert.pem;
+        ssl_certificate_key %(dir)s/key.pem;
+        ssl_buffer_size 16k;
+        location / { return 200 "ok\\n"; }
+        location /big.txt { root %(dir)s; }"""
+
+
+def self_signed(directory):
+    """A key and a certificate for localhost in directory (openssl CLI)."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", os.path.join(directory, "key.pem"),
+                    "-out", os.path.join(directory, "cert.pem")],
+                   check=True, capture_output=True, timeout=60)
+
+
+def https_responses(port, paths):
+    """GETs paths in turn on one TLS connection (keep-alive), the
+    certificate unchecked; the size of each response, header included."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    sizes = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        buf = b""
+        for path in paths:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(65536)
+                assert chunk, f"connection closed before the response to {path}"
+                buf += chunk
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            length = int(re.search(rb"\r\nContent-Length: (\d+)", head, re.I).group(1))
+            while len(buf) < length:
+                chunk = s.recv(65536)
+                assert chunk, f"connection closed inside the response to {path}"
+                buf += chunk
+            sizes.append(len(head) + 4 + length)
+            buf = buf[length:]
+    return sizes
+
+
+def test_ssl_write_in_nginx(tmp_path):
+    """nginx gathers a response (header and body) into its ssl_buffer_size
+    buffer and hands each full buffer, and the rest at the end, to one
+    SSL_write: a response of S bytes is ceil(S / 16384) calls (1 for
+    "ok\\n", 3 for a 40,000-byte file). Handshakes and close_notify are no
+    SSL_write. New connections and keep-alive ones alike; durations measured,
+    nothing left open."""
+    d = str(tmp_path)
+    self_signed(d)
+    with open(os.path.join(d, "big.txt"), "w") as f:
+        f.write("x" * BIG_BODY)
+    sizes = []
+
+    def requests():
+        for _ in range(20):  # a connection per request: a handshake each
+            sizes.extend(https_responses(port, ["/"]))
+        sizes.extend(https_responses(port, ["/", "/big.txt"] * 10))
+
+    with harness.nginx(d, NGINX_TLS_SERVER % {"dir": d}) as (srv, port):
+        run, funcs = tracing.trace_during([srv.pid], ["libssl.so.3:SSL_write"], requests)
+    want = sum(-(-size // TLS_RECORD) for size in sizes)
+    assert len(sizes) == 40 and want == 30 + 10 * 3, sizes
+    f = funcs["SSL_write"]
+    assert f["calls"] == want, f"{f}\n{run.describe()}"
+    assert f["mode"] == "entry+ret" and f["raw_p50_ns"] > 0 and f["max_ns"] > 0, f
+    assert f["orphans"] == 0 and f["tail_exits"] == 0 and f["lost"] == 0, f

@@ -22,9 +22,7 @@ calls, and count one call per request.
 """
 
 import os
-import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -167,27 +165,9 @@ def test_cold_part_of_stripped_timed():
 
 NGINX_REQUESTS = 200
 
-NGINX_CONF = """daemon off;
-master_process off;
-worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
-    uwsgi_temp_path {dir}; scgi_temp_path {dir};
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{ return 200 "ok\\n"; }}
-        location /missing {{ return 404; }}
-    }}
-}}
-"""
-
-
-def nginx_binary():
-    return harness.deb_binary("nginx", "usr/sbin/nginx")
+NGINX_SERVER = """        listen 127.0.0.1:{port};
+        location / { return 200 "ok\\n"; }
+        location /missing { return 404; }"""
 
 
 def get(port, path):
@@ -199,44 +179,16 @@ def get(port, path):
 
 
 def test_nginx_tail_calling_handlers():
-    nginx = nginx_binary()
-    with tempfile.TemporaryDirectory() as d:
-        port = harness.free_port()
-        conf = os.path.join(d, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(dir=d, port=port))
-        srv = subprocess.Popen([nginx, "-p", d, "-c", conf, "-e", os.path.join(d, "error.log")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        rw = None
-        try:
-            for _ in range(50):
-                try:
-                    get(port, "/")
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            funcs = ("ngx_http_finalize_request", "ngx_http_process_request")
-            argv, rw, out, err = tracing.start_retwatch([srv.pid], funcs)
-            assert err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT), \
-                err.text
-            codes = [get(port, "/missing" if i % 5 == 0 else "/x") for i in range(NGINX_REQUESTS)]
-            assert codes.count(200) == NGINX_REQUESTS * 4 // 5 and codes.count(404) == NGINX_REQUESTS // 5
-            rw.send_signal(2)
-            rw.wait(tracing.EXIT_TIMEOUT)
-            out.join()
-            err.join()
-        finally:
-            if rw is not None and rw.poll() is None:
-                rw.kill()
-                rw.wait()
-            srv.kill()
-            srv.wait()
-        run = harness.Run(argv, rw.returncode, out.text, err.text)
-        run.assert_no_crash()
-        assert rw.returncode == 0, run.describe()
-        got = harness.functions_by_name(__import__("json").loads(out.text))
-        for name in funcs:
-            f = got[name]
-            # one request, one call of each, timed (the probes saw every one)
-            assert f["calls"] == NGINX_REQUESTS and f["orphans"] == 0, f"{name}: {f}\n{run.describe()}"
-            assert f["tail_closed"] > 0 and f["p50_ns"] > 0, f
+    funcs = ("ngx_http_finalize_request", "ngx_http_process_request")
+
+    def requests():
+        codes = [get(port, "/missing" if i % 5 == 0 else "/x") for i in range(NGINX_REQUESTS)]
+        assert codes.count(200) == NGINX_REQUESTS * 4 // 5 and codes.count(404) == NGINX_REQUESTS // 5
+
+    with tempfile.TemporaryDirectory() as d, harness.nginx(d, NGINX_SERVER) as (srv, port):
+        run, got = tracing.trace_during([srv.pid], funcs, requests)
+    for name in funcs:
+        f = got[name]
+        # one request, one call of each, timed (the probes saw every one)
+        assert f["calls"] == NGINX_REQUESTS and f["orphans"] == 0, f"{name}: {f}\n{run.describe()}"
+        assert f["tail_closed"] > 0 and f["p50_ns"] > 0, f

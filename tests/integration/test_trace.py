@@ -340,15 +340,16 @@ def test_output_unchanged_by_tracing(t):
 
 @pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
 def test_output_calls(t):
-    """Go: both functions timed. C: checksum leaves only by tail calls, so it
-    is entry-only: counted, not timed, with a reason."""
+    """Go: both functions timed. C: checksum has no RET, it leaves only by
+    tail calls to mix: every call is timed at mix's RET."""
     r = scenario(t, "output", ["mix", "checksum"])
     tracing.assert_document(r)
     for role in ("mix", "checksum"):
         f = assert_calls(r, role, t, r.report["calls"][t.fn(role)])
         if t.kind == "c" and role == "checksum":
-            assert f["mode"] == "entry-only" and f["reason"], f
-            assert f["max_ns"] == 0 and f["p50_ns"] == 0, f
+            assert f["mode"] == "entry+ret+tailcall" and f["reason"] is None, f
+            assert f["returns"] == 0 and f["tail_closed"] == f["calls"] > 0, f
+            assert f["tail_exits"] == 0 and f["raw_p50_ns"] > 0, f
         else:
             assert f["mode"] == "entry+ret" and f["reason"] is None, f
 

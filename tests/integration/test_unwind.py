@@ -22,9 +22,7 @@ readelf so that each variant has what it claims. Needs root.
 import os
 import re
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -154,61 +152,37 @@ def test_unnamed_frames_print_file_offsets(tmp_path):
 REDIS_CHAIN = ["debugCommand", "call", "processCommand", "processInputBuffer"]
 
 
-def redis_binary():
-    return harness.deb_binary("redis", "usr/bin/redis-check-rdb")
+def test_redis_slow_call_stack(tmp_path):
+    def three_slow_commands():
+        with harness.Resp(port) as r:
+            for _ in range(3):
+                assert r.command("DEBUG", "SLEEP", "0.02") == "OK"
+        assert out_text.wait_for(lambda l: l.startswith("slow call: "), 10), "no slow call printed"
+        time.sleep(0.5)  # the other two
 
-
-def redis_command(port, *args):
-    """One command in RESP over loopback; the reply's first line."""
-    req = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
-        c.sendall(req.encode())
-        return c.makefile().readline().strip()
-
-
-def test_redis_slow_call_stack():
-    exe = redis_binary()
-    with tempfile.TemporaryDirectory() as d:
-        port = harness.free_port()
-        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(harness.DEBS, "redis/usr/lib/x86_64-linux-gnu"))
-        # redis-check-rdb is the server when run as redis-server
-        srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                                "--save", "", "--appendonly", "no", "--dir", d,
-                                "--enable-debug-command", "local"],
-                               executable=exe, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        rw = None
+    with harness.redis(str(tmp_path), "--enable-debug-command", "local") as (srv, port):
+        argv, rw, out_text, err = tracing.start_retwatch(
+            [srv.pid], ["debugCommand"], options=("--threshold", "5ms"), json_out=False)
         try:
-            for _ in range(100):
-                try:
-                    if redis_command(port, "PING") == "+PONG":
-                        break
-                except OSError:
-                    time.sleep(0.05)
-            argv, rw, out, err = tracing.start_retwatch(
-                [srv.pid], ["debugCommand"], options=("--threshold", "5ms"), json_out=False)
             assert err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT), \
                 err.text
-            for _ in range(3):
-                assert redis_command(port, "DEBUG", "SLEEP", "0.02") == "+OK"
-            assert out.wait_for(lambda l: l.startswith("slow call: "), 10), out.text
-            time.sleep(0.5)  # the other two
+            three_slow_commands()
             rw.send_signal(signal.SIGINT)
             rw.wait(tracing.EXIT_TIMEOUT)
-            out.join()
+            out_text.join()
             err.join()
         finally:
-            for p in (rw, srv):
-                if p is not None and p.poll() is None:
-                    p.kill()
-                    p.wait()
-        assert rw.returncode == 0, err.text
-        assert_canonical(out.text)
-        blocks = re.findall(r"^slow call: debugCommand took .*\n((?:    .*\n)+)", out.text, re.M)
-        assert len(blocks) == 3, out.text
-        for b in blocks:
-            frames = [l.strip() for l in b.splitlines()]
-            names = [f.split("+")[0] for f in frames if f.endswith(")")]
-            # at least 4 named frames, innermost first, in the order redis calls them
-            assert [f.split("+")[0] for f in frames[:4]] == REDIS_CHAIN, b
-            assert len(names) >= 4 and not any("(?)" in f for f in frames), b
+            if rw.poll() is None:
+                rw.kill()
+                rw.wait()
+    assert rw.returncode == 0, err.text
+    out = out_text.text
+    assert_canonical(out)
+    blocks = re.findall(r"^slow call: debugCommand took .*\n((?:    .*\n)+)", out, re.M)
+    assert len(blocks) == 3, out
+    for b in blocks:
+        frames = [l.strip() for l in b.splitlines()]
+        names = [f.split("+")[0] for f in frames if f.endswith(")")]
+        # at least 4 named frames, innermost first, in the order redis calls them
+        assert [f.split("+")[0] for f in frames[:4]] == REDIS_CHAIN, b
+        assert len(names) >= 4 and not any("(?)" in f for f in frames), b

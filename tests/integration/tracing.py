@@ -303,6 +303,32 @@ def start_retwatch(pids, patterns, options=(), json_out=True):
     return argv, proc, Stream(proc.stdout), Stream(proc.stderr)
 
 
+def trace_during(pids, patterns, workload, options=()):
+    """`retwatch trace --json` on running processes (servers) while
+    workload() runs: attached first, stopped with SIGINT after. Returns the
+    Run and the functions by name."""
+    argv, proc, out, err = start_retwatch(pids, patterns, options)
+    try:
+        line = err.wait_for(lambda l: l.startswith(TRACING_LINE), ATTACH_TIMEOUT)
+        assert line, f"retwatch did not attach\n{err.text}"
+        workload()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(EXIT_TIMEOUT)
+        out.join()
+        err.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = harness.Run(argv, proc.returncode, out.text, err.text)
+    run.assert_no_crash()
+    assert proc.returncode == 0, run.describe()
+    try:
+        return run, harness.functions_by_name(json.loads(out.text))
+    except json.JSONDecodeError as e:
+        raise AssertionError(f"stdout is not one JSON object ({e})\n{run.describe()}") from None
+
+
 def wait_exit(proc, timeout):
     """True when proc exited by itself within timeout; else stops it."""
     try:

@@ -475,6 +475,40 @@ cleanup:
 	return ok;
 }
 
+/* Stripped, hot.cold has no symbol: once hot is analysed, the cold part its
+ * FDE gave is hot's for binary__func_at too (a stack frame there is named
+ * hot), and no other function can take it. */
+TEST(binary_func_at_cold_part_from_fde)
+{
+	const char *path = test__fixture("c/tail-stripped/tailfix");
+	const struct func_info *hot;
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct binary *b;
+	bool ok;
+
+	if (!path) {
+		test__skip("no c/tail-stripped fixture");
+		return true;
+	}
+	b = binary__open(NULL, path, &err);
+	if (!CHECK(b, "%s", err.msg))
+		return false;
+	hot = find1(b, "hot", &m);
+	ok = ASSERT_TRUE(binary__stripped(b)) && ASSERT_TRUE(hot) && ASSERT_EQ(hot->nranges, 2);
+	if (ok) {
+		uint64_t lo = hot->ranges[1].lo, hi = hot->ranges[1].hi;
+
+		ok = ASSERT_TRUE(lo >= hot->address + hot->size || hi <= hot->address) &&
+		     ASSERT_EQ(binary__func_at(b, lo), hot) &&
+		     ASSERT_EQ(binary__func_at(b, hi - 1), hot) &&
+		     ASSERT_EQ(binary__func_at(b, hot->address), hot);
+	}
+	binary_match__clear(&m);
+	binary__put(b);
+	return ok;
+}
+
 TEST(binary_func_at_nopie)
 {
 	/* addresses and file offsets differ in a non-PIE executable */
