@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import cluster as clusterlib
 from conftest import AGENT_NS, container_id, memory_of, pod_ready, wait_for
 
@@ -448,9 +450,10 @@ def call_sites(exe):
 
 
 def agent_log_events(node, pod, event):
+    """The agent's log lines (JSON) of one event (None: all)."""
     out = node.kubectl("logs", "-n", AGENT_NS, pod).stdout
     return [json.loads(line) for line in out.splitlines()
-            if line.startswith("{") and f'"event":"{event}"' in line]
+            if line.startswith("{") and (event is None or f'"event":"{event}"' in line)]
 
 
 def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
@@ -489,6 +492,58 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
     # below worker_main: the C library's thread start, by its own tables
     assert len(ev["stack"]) > len(want) and ev["stack"][len(want)].startswith("start_thread+"), \
         ev["stack"]
+
+
+def test_container_found_by_its_cgroup_v2_line(node, tmp_path):
+    """The agent tells a process's container from the cgroup v2 line of
+    /proc/PID/cgroup ("0::/...") when no v1 line names it, as on a cgroup v2
+    node. This machine mounts cgroup v1 with the v2 hierarchy beside it
+    (/sys/fs/cgroup/unified, no controllers), where runc puts every
+    container too: a process of the test's, in its own v1 cgroups, joins the
+    C service's container cgroup in the v2 hierarchy only, before it runs;
+    the agent counts it among the container's processes and its calls."""
+    unified = os.path.join(clusterlib.CGROUP_MOUNT, "unified")
+    if clusterlib._unified():
+        pytest.skip("cgroup v2 alone: every other test finds its pods by their v2 line")
+    if not os.path.exists(os.path.join(unified, "cgroup.procs")):
+        pytest.skip(f"no cgroup v2 hierarchy at {unified} (cgroup v1 alone)")
+    ns, labels = "native", {"app": "csvc"}
+    (pod,) = running_pods(node, ns, "app=csvc", 1)
+    name, pid = pod["metadata"]["name"], cservice_pid(node, pod)
+    with open(f"/proc/{pid}/cgroup") as f:
+        (v2,) = [line.split(":", 2)[2].strip() for line in f if line.startswith("0::")]
+    cid = container_id(pod, "svc")
+    assert v2.endswith("/" + cid), v2
+    procs = os.path.join(unified, v2.lstrip("/"), "cgroup.procs")
+
+    def join_v2_only():
+        with open(procs, "w") as f:
+            f.write("0")
+    # the container's own file (the agent probes the processes that run the
+    # executable of the container's first one), its stats out of the way
+    child = subprocess.Popen([f"/proc/{pid}/exe", "-s", str(tmp_path / "stats.json"),
+                              *CSERVICE_ARGS], preexec_fn=join_v2_only)
+    try:
+        with open(f"/proc/{child.pid}/cgroup") as f:
+            lines = f.read().splitlines()
+        assert f"0::{v2}" in lines, lines
+        assert not [line for line in lines if not line.startswith("0::") and cid in line], lines
+        apply(node, {**probe(ns, "cv2", labels), "spec": {
+            "selector": {"matchLabels": labels}, "functions": CFUNCS, "reportInterval": "2s"}})
+
+        def counted():
+            r = report_of(node, ns, "cv2")
+            entry = [p for p in r["status"]["pods"] if p["name"] == name] if r else []
+            return entry and sorted(entry[0]["processes"]) == sorted([pid, child.pid]) and \
+                all(n > 0 for n in pod_calls(r, name).values()) and r
+        wait_for(f"the report to count process {child.pid} as {name}'s", counted, timeout=15)
+        agent = node.ready_agent_pod()["metadata"]["name"]
+        assert [e for e in agent_log_events(node, agent, None)
+                if e.get("msg", "").startswith(f"attached to process {child.pid}:")]
+    finally:
+        child.kill()
+        child.wait()
+        node.kubectl("delete", "fprobe", "-n", ns, "cv2", "--ignore-not-found")
 
 
 def agent_links(pid):
