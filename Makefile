@@ -42,7 +42,7 @@ FUZZ_SECONDS ?= 12
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
-.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest clustertest cluster-demo cluster-down
+.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest clustertest cluster-demo cluster-bench cluster-down
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -158,6 +158,11 @@ clustertest:
 # a Deployment, the example FunctionProbe and its live numbers; needs root.
 cluster-demo: deps
 	$(Q)python3 tests/cluster/demo.py up
+
+# Timings and memory of the agent's pod in the single-node cluster
+# (bench/cluster_bench.py: prints figures, asserts nothing); needs root.
+cluster-bench:
+	$(Q)python3 bench/cluster_bench.py
 
 # Stops the cluster of cluster-demo and removes everything it made.
 cluster-down:

@@ -15,6 +15,7 @@
 #include "elfbin.h"
 #include "procmaps.h"
 #include "rootpath.h"
+#include "shlib.h"
 #include "symbolize.h"
 
 #define PROC_BUCKETS 256
@@ -173,20 +174,37 @@ static struct sym_proc *proc_get(struct symbolizer *s, pid_t pid, bool *ret_load
 	return p;
 }
 
+/*
+ * The file of map, read-only: its mapping in /proc/PID/map_files, which
+ * needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE (the CLI as root has them;
+ * the agent's pod, with the chart's capabilities, does not), else its path
+ * inside /proc/PID/root while that is still the mapped file (shlib.h). An
+ * fd, or -errno.
+ */
+static int map_open(pid_t pid, const struct procmap *map)
+{
+	struct shlib lib = { .name = map->path, .path = map->path, .map = map };
+
+	if (!map->inode || !map->path[0])
+		return -ENOENT;
+	return shlib__open(pid, &lib, NULL, NULL);
+}
+
 /* The analysis of mapping i's file, or NULL with *ret_err. */
 static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size_t i,
 				  const struct procmap *map, int *ret_err)
 {
 	struct rw_error err;
-	char path[96];
-	int ret;
+	char path[64];
+	int ret, fd;
 
 	if (!p->bins[i] && !p->bin_errs[i]) {
-		ret = procmap__file_path(map, p->pid, path, sizeof(path));
-		if (!ret) {
+		fd = ret = map_open(p->pid, map);
+		if (fd >= 0) {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 			p->bins[i] = binary__open(s->cache, path, &err);
-			if (!p->bins[i])
-				ret = -errno;
+			ret = p->bins[i] ? 0 : -errno;
+			close(fd);
 		}
 		p->bin_errs[i] = ret;
 	}
@@ -297,19 +315,24 @@ static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const str
 
 /* ---- mapped files ---- */
 
-/* The file of map, opened through pid's map_files; NULL on failure. */
+/* The file of map, opened as map_open() does; NULL on failure. */
 static struct map_file *map_file_open(pid_t pid, const struct procmap *map)
 {
 	struct map_file *mf;
 	struct rw_error err;
-	char path[96];
+	char path[64];
+	int fd = map_open(pid, map);
 
-	if (!map->inode || procmap__file_path(map, pid, path, sizeof(path)))
+	if (fd < 0)
 		return NULL;
 	mf = calloc(1, sizeof(*mf));
-	if (!mf)
+	if (!mf) {
+		close(fd);
 		return NULL;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	mf->eb = elfbin__open(path, &err);
+	close(fd);
 	if (!mf->eb) {
 		free(mf);
 		return NULL;

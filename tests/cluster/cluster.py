@@ -75,6 +75,7 @@ RUNC = "/usr/sbin/runc"
 PAUSE_IMAGE = "localhost/retwatch-pause:cluster"
 AGENT_IMAGE = "localhost/retwatch-agent:cluster"
 PODAPP_IMAGE = "localhost/retwatch-podapp:cluster"
+CSERVICE_IMAGE = "localhost/retwatch-cservice:cluster"
 LAYER_ROOT = f"{STATE}/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
 
 # What the kubelet checks of the kernel (protectKernelDefaults), as its
@@ -756,6 +757,47 @@ def build_podapp_image(workdir):
     return PODAPP_IMAGE
 
 
+# The functions of tests/fixtures/c/cservice.c whose frames a slow call's
+# stack holds: innermost first.
+CSERVICE_STACK = ("lookup_record", "handle_request", "worker_main")
+
+
+def _frame_pointer_free(exe, fn):
+    """Whether gcc kept rbp of exe's function fn for a value of its own: it
+    saves rbp, never points it at its frame (mov %rsp,%rbp), and writes it."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={fn}", exe],
+                         capture_output=True, text=True, check=True).stdout
+    insns = [line.split("\t", 1)[1].split() for line in out.splitlines()
+             if line.startswith("  ") and "\t" in line]
+    saves = ["push", "%rbp"] in insns
+    frames = any(i[0] == "mov" and i[1:] == ["%rsp,%rbp"] for i in insns)
+    writes = any(len(i) == 2 and i[0] != "push" and i[1].endswith(",%rbp") for i in insns)
+    return saves and writes and not frames
+
+
+def build_cservice_image(workdir):
+    """CSERVICE_IMAGE: the C service tests/fixtures/c/cservice.c as
+    /app/cservice, static, gcc -O2 -fomit-frame-pointer: a slow call's stack
+    unwinds through its frames only by their unwind tables (checked here: the
+    functions of CSERVICE_STACK use rbp for values of their own, so a
+    frame-pointer walk reads garbage). Returns the image and the binary's
+    path (the same bytes as the image's)."""
+    root = os.path.join(workdir, "cservice-root")
+    os.makedirs(os.path.join(root, "app"), exist_ok=True)
+    os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    exe = os.path.join(root, "app", "cservice")
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-static", "-pthread", "-Wall",
+                    "-Wextra", "-Werror", "-o", exe,
+                    os.path.join(REPO, "tests", "fixtures", "c", "cservice.c")], check=True)
+    for fn in CSERVICE_STACK:
+        if not _frame_pointer_free(exe, fn):
+            raise ClusterError(f"{exe}: gcc kept a frame pointer in {fn} (or no value in rbp); "
+                               "the stack test would pass with a frame-pointer walk")
+    _image_from_dir(CSERVICE_IMAGE, root, ["/app/cservice"])
+    return CSERVICE_IMAGE
+
+
 def build_agent_image():
     """AGENT_IMAGE: the Dockerfile's image, as tests/image/build.sh builds it."""
     subprocess.run(["bash", os.path.join(REPO, "tests", "image", "build.sh"), AGENT_IMAGE],
@@ -765,7 +807,8 @@ def build_agent_image():
 
 def build_images(workdir):
     """Every image the cluster runs, built (layers cached by buildah)."""
-    return [build_pause_image(workdir), build_agent_image(), build_podapp_image(workdir)]
+    return [build_pause_image(workdir), build_agent_image(), build_podapp_image(workdir),
+            build_cservice_image(workdir)]
 
 
 def main(argv):

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import cluster as clusterlib
 from conftest import AGENT_NS, container_id, memory_of, pod_ready, wait_for
 
@@ -341,6 +343,207 @@ def test_probe_in_another_namespace_never_touches_these_pods(node):
     # the shop pods' own probe still counts them
     assert all(n > 0 for n in pod_calls(report_of(node, "shop", "lat"), old_pod(node)).values())
     node.kubectl("delete", "namespace", "elsewhere", "--wait=false")
+
+
+# -- a C service (tests/fixtures/c/cservice.c) --------------------------------
+
+CFUNCS = ["handle_request", "lookup_record"]
+CSERVICE_ARGS = ["-l", "12000", "-k", "4000"]  # as PODAPP_ARGS: 12 ms calls, 4 of them in lookup
+
+
+def cservice(node, ns, labels):
+    """A Deployment of one C service pod; its pod once Running and Ready."""
+    apply(node, {"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": "csvc", "namespace": ns},
+                 "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                          "template": {"metadata": {"labels": labels}, "spec": {
+                              "terminationGracePeriodSeconds": 2,
+                              "containers": [{"name": "svc", "image": clusterlib.CSERVICE_IMAGE,
+                                              "imagePullPolicy": "Never",
+                                              "args": CSERVICE_ARGS}]}}}})
+    (pod,) = running_pods(node, ns, "app=csvc", 1)
+    return pod
+
+
+def cservice_pid(node, pod):
+    (pid,) = node.container_pids(pod, "svc")
+    return pid
+
+
+def cservice_stats(pid):
+    """What the service measured itself, read through its root from the host."""
+    with open(f"/proc/{pid}/root/tmp/cservice-stats.json") as f:
+        return json.load(f)["functions"]
+
+
+def test_c_service_in_a_pod_shows_calls_and_p50(node):
+    """A static C program (no frame pointers) in a pod: its C functions are
+    probed at entry and RET, and the status's calls and p50 are the
+    service's own over the same window of calls (as the Go test's)."""
+    ns, labels = "native", {"app": "csvc"}
+    node.kubectl("create", "namespace", ns)
+    pod = cservice(node, ns, labels)
+    name, pid = pod["metadata"]["name"], cservice_pid(node, pod)
+    os.kill(pid, signal.SIGUSR2)  # paused while the probe attaches
+    apply(node, {**probe(ns, "clat", labels), "spec": {
+        "selector": {"matchLabels": labels}, "functions": CFUNCS, "reportInterval": "2s"}})
+
+    def attached():
+        r = report_of(node, ns, "clat")
+        return r and r["status"].get("attached") and len(r["status"].get("pods", [])) == 1 and r
+    report = wait_for("the probe to attach to the C service", attached, timeout=15)
+    assert [(p["name"], p["containerID"], p["processes"]) for p in report["status"]["pods"]] == \
+        [(name, container_id(pod, "svc"), [pid])], report["status"]["pods"]
+    os.kill(pid, signal.SIGUSR1)  # counts afresh, then (a higher signal) resumes
+    os.kill(pid, signal.SIGUSR2)
+    time.sleep(2)
+    os.kill(pid, signal.SIGUSR2)
+    paused = time.time()
+    time.sleep(0.5)  # the stats are written once the calls under way are done
+    own = cservice_stats(pid)
+    assert all(own[f]["calls"] > 50 for f in CFUNCS), own
+    last = {}
+
+    def summary_after_pause():
+        s = last["summary"] = node.kubectl_json("get", "fprobe", "clat", "-n", ns)[
+            "status"]["summary"]
+        f = fns(s)
+        return (rfc3339(s["lastUpdate"]) > paused and
+                all(f[n]["calls"] >= own[n]["calls"] for n in CFUNCS) and s)
+    try:
+        summary = wait_for("a summary holding every call made before the pause",
+                           summary_after_pause, timeout=15)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: paused at {paused:.3f}, own stats {own}, "
+                             f"last summary {last.get('summary')}") from None
+    assert sorted(fns(summary)) == sorted(CFUNCS), summary
+    for fname, f in fns(summary).items():
+        assert f["mode"] == "entry+ret" and f["returnSites"] >= 1, f
+        assert f["calls"] == own[fname]["calls"], (fname, f, own)
+        median = own[fname]["median_ns"]
+        assert abs(ns_of(f["p50"]) - median) / median < 0.05, (fname, f["p50"], median)
+    os.kill(pid, signal.SIGUSR2)  # resume
+    node.kubectl("delete", "fprobe", "-n", ns, "clat")
+
+
+def call_sites(exe):
+    """Of exe's functions in clusterlib.CSERVICE_STACK, by objdump: each one's
+    RET offsets, and the offset in it just past its call of the next inner
+    one (the return address a caller's frame holds)."""
+    funcs = clusterlib.CSERVICE_STACK
+    rets, after_call = {}, {}
+    for fn in funcs:
+        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={fn}", exe],
+                             capture_output=True, text=True, check=True).stdout
+        start = int(re.search(rf"^([0-9a-f]+) <{re.escape(fn)}>:", out, re.M).group(1), 16)
+        insns = [(int(m.group(1), 16), m.group(2)) for m in
+                 re.finditer(r"^ +([0-9a-f]+):\t(.*)$", out, re.M)]
+        rets[fn] = {a - start for a, text in insns if text.split()[0] == "ret"}
+        for (a, text), (next_a, _) in zip(insns, insns[1:]):
+            for inner in funcs:
+                if text.startswith("call") and text.endswith(f"<{inner}>"):
+                    after_call[(fn, inner)] = next_a - start
+    want = [(funcs[0], rets[funcs[0]])]
+    for inner, outer in zip(funcs, funcs[1:]):
+        want.append((outer, {after_call[(outer, inner)]}))
+    return want
+
+
+def agent_log_events(node, pod, event):
+    """The agent's log lines (JSON) of one event (None: all)."""
+    out = node.kubectl("logs", "-n", AGENT_NS, pod).stdout
+    return [json.loads(line) for line in out.splitlines()
+            if line.startswith("{") and (event is None or f'"event":"{event}"' in line)]
+
+
+def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
+    """A slow call of a C function without frame pointers: the agent's log
+    holds its stack, unwound by the unwind tables of the service's binary
+    (reached from the agent's mount namespace through /proc/PID), each frame
+    named and at the very instruction objdump finds: the RET, then the
+    return address past each caller's call."""
+    ns, labels = "native", {"app": "csvc"}
+    (pod,) = running_pods(node, ns, "app=csvc", 1)
+    name, pid = pod["metadata"]["name"], cservice_pid(node, pod)
+    agent = node.ready_agent_pod()["metadata"]["name"]
+    apply(node, {**probe(ns, "cslow", labels), "spec": {
+        "selector": {"matchLabels": labels}, "functions": ["lookup_record"],
+        "slowThreshold": "3ms", "reportInterval": "2s"}})
+
+    def slow_calls():
+        return [e for e in agent_log_events(node, agent, "slow_call")
+                if e.get("namespace") == ns and e.get("probe") == "cslow"]
+    events = wait_for("a slow call of lookup_record in the agent's log", slow_calls, timeout=15)
+    node.kubectl("delete", "fprobe", "-n", ns, "cslow")
+    ev = events[0]
+    assert (ev["function"], ev["pod"], ev["container"], ev["pid"]) == \
+        ("lookup_record", name, "svc", pid), ev
+    assert ev["duration_ns"] >= 3e6, ev
+    want = call_sites(f"/proc/{pid}/exe")
+    frames = []
+    for frame in ev["stack"][:len(want)]:
+        m = re.fullmatch(r"(\w+)\+0x([0-9a-f]+) \((\S+)\)", frame)
+        assert m, (frame, ev["stack"])
+        frames.append((m.group(1), int(m.group(2), 16), m.group(3)))
+    assert [f[0] for f in frames] == [w[0] for w in want], ev["stack"]
+    assert all(path == "/app/cservice" for _, _, path in frames), ev["stack"]
+    for (fn, off, _), (_, offsets) in zip(frames, want):
+        assert off in offsets, (fn, hex(off), [hex(o) for o in offsets], ev["stack"])
+    # below worker_main: the C library's thread start, by its own tables
+    assert len(ev["stack"]) > len(want) and ev["stack"][len(want)].startswith("start_thread+"), \
+        ev["stack"]
+
+
+def test_container_found_by_its_cgroup_v2_line(node, tmp_path):
+    """The agent tells a process's container from the cgroup v2 line of
+    /proc/PID/cgroup ("0::/...") when no v1 line names it, as on a cgroup v2
+    node. This machine mounts cgroup v1 with the v2 hierarchy beside it
+    (/sys/fs/cgroup/unified, no controllers), where runc puts every
+    container too: a process of the test's, in its own v1 cgroups, joins the
+    C service's container cgroup in the v2 hierarchy only, before it runs;
+    the agent counts it among the container's processes and its calls."""
+    unified = os.path.join(clusterlib.CGROUP_MOUNT, "unified")
+    if clusterlib._unified():
+        pytest.skip("cgroup v2 alone: every other test finds its pods by their v2 line")
+    if not os.path.exists(os.path.join(unified, "cgroup.procs")):
+        pytest.skip(f"no cgroup v2 hierarchy at {unified} (cgroup v1 alone)")
+    ns, labels = "native", {"app": "csvc"}
+    (pod,) = running_pods(node, ns, "app=csvc", 1)
+    name, pid = pod["metadata"]["name"], cservice_pid(node, pod)
+    with open(f"/proc/{pid}/cgroup") as f:
+        (v2,) = [line.split(":", 2)[2].strip() for line in f if line.startswith("0::")]
+    cid = container_id(pod, "svc")
+    assert v2.endswith("/" + cid), v2
+    procs = os.path.join(unified, v2.lstrip("/"), "cgroup.procs")
+
+    def join_v2_only():
+        with open(procs, "w") as f:
+            f.write("0")
+    # the container's own file (the agent probes the processes that run the
+    # executable of the container's first one), its stats out of the way
+    child = subprocess.Popen([f"/proc/{pid}/exe", "-s", str(tmp_path / "stats.json"),
+                              *CSERVICE_ARGS], preexec_fn=join_v2_only)
+    try:
+        with open(f"/proc/{child.pid}/cgroup") as f:
+            lines = f.read().splitlines()
+        assert f"0::{v2}" in lines, lines
+        assert not [line for line in lines if not line.startswith("0::") and cid in line], lines
+        apply(node, {**probe(ns, "cv2", labels), "spec": {
+            "selector": {"matchLabels": labels}, "functions": CFUNCS, "reportInterval": "2s"}})
+
+        def counted():
+            r = report_of(node, ns, "cv2")
+            entry = [p for p in r["status"]["pods"] if p["name"] == name] if r else []
+            return entry and sorted(entry[0]["processes"]) == sorted([pid, child.pid]) and \
+                all(n > 0 for n in pod_calls(r, name).values()) and r
+        wait_for(f"the report to count process {child.pid} as {name}'s", counted, timeout=15)
+        agent = node.ready_agent_pod()["metadata"]["name"]
+        assert [e for e in agent_log_events(node, agent, None)
+                if e.get("msg", "").startswith(f"attached to process {child.pid}:")]
+    finally:
+        child.kill()
+        child.wait()
+        node.kubectl("delete", "fprobe", "-n", ns, "cv2", "--ignore-not-found")
 
 
 def agent_links(pid):
