@@ -172,7 +172,7 @@ def install_to_ready(b):
     dist("  of it: helm install returned", helm)
     dist("  of it: the agent's container process started", started)
     dist("  of it: the agent's first log line", logged)
-    print("  (the chart's readinessProbe runs every 10 s: Ready waits for its next run)")
+    print("  (the chart's readinessProbe runs every 2 s: Ready waits for its next run)")
 
 
 # -- 2. kubectl apply -> status ----------------------------------------------
