@@ -37,19 +37,19 @@ struct slot {
 	const struct func_info *info; /* owned by the file's binary */
 	unsigned int users;
 	struct rw_func meta;
-	/* its probes in every process mapping the file; NULL once per_process */
-	struct batch *batch;
-	/* detached from some process while others use it: probes in each of
-	 * those alone, a batch per process (chained by next) */
-	bool per_process;
+	/*
+	 * Its probes, a batch per traced process (chained by next), each with
+	 * the process as its filter: a uprobe attached for every process would
+	 * trap in each that maps the file, traced or not (another pod of the
+	 * same image paid 8 us a call of a function probed in its neighbour).
+	 */
 	struct batch *pids;
 };
 
-/* Probes attached together: they go when none of their slots is used. */
+/* Probes attached together, in one process. */
 struct batch {
 	struct uprobe_links entry, ret;
-	pid_t pid;	   /* its probes trap in this process alone; 0: in every one */
-	unsigned int live; /* slots of this batch with users */
+	pid_t pid; /* they trap in this process alone */
 	struct batch *next;
 };
 
@@ -63,8 +63,7 @@ struct attached_file {
 	struct binary *bin;
 	struct slot **slots;
 	size_t nslots;
-	struct batch *batches;
-	struct uprobe_links morestack; /* Go: the restart marker */
+	struct batch *morestack; /* Go: the restart marker, a batch per traced process */
 	unsigned int users;
 	struct attached_file *next;
 };
@@ -336,13 +335,12 @@ static void file__free(struct attached_file *f)
 {
 	if (!f)
 		return;
-	while (f->batches) {
-		struct batch *b = f->batches;
+	while (f->morestack) {
+		struct batch *b = f->morestack;
 
-		f->batches = b->next;
+		f->morestack = b->next;
 		batch__free(b);
 	}
-	uprobe_links__close(&f->morestack);
 	for (size_t i = 0; i < f->nslots; i++) {
 		while (f->slots[i]->pids) {
 			struct batch *b = f->slots[i]->pids;
@@ -535,7 +533,6 @@ static int file__open(struct tracer *t, const char *path, struct attached_file *
 	f->ino = st.st_ino;
 	f->fd = fd;
 	f->name = strdup(path);
-	uprobe_links__init(&f->morestack);
 	/* The kernel resolves this to the inode we opened, whatever the path now names. */
 	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
 	f->bin = binary__open(t->cache, f->path, err);
@@ -570,22 +567,47 @@ static void file__drop(struct tracer *t, struct attached_file *f)
 	}
 }
 
-/* Go binaries: mark restarts of a function's entry after runtime.morestack. */
-static void file__attach_morestack(struct tracer *t, struct attached_file *f)
+/* Go binaries: mark restarts of a function's entry after runtime.morestack, in process pid. */
+static void file__attach_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
 {
 	const char *pattern = MORESTACK;
 	struct binary_match m = { 0 };
 	uint64_t offset, cookie = RW_COOKIE_MORESTACK;
+	struct batch *b;
 
-	if (f->morestack.n || !binary__is_go(f->bin))
-		return;
-	if (binary__match(f->bin, &pattern, 1, 1, &m, NULL) || m.nfuncs != 1)
+	for (b = f->morestack; b; b = b->next)
+		if (b->pid == pid)
+			return;
+	if (!binary__is_go(f->bin) || binary__match(f->bin, &pattern, 1, 1, &m, NULL) ||
+	    m.nfuncs != 1 || !(b = calloc(1, sizeof(*b))))
 		goto out;
+	uprobe_links__init(&b->entry);
+	uprobe_links__init(&b->ret);
+	b->pid = pid;
 	offset = m.funcs[0]->file_offset;
-	uprobe_attach(&f->morestack, bpf_program__fd(t->skel->progs.rw_entry), t->multi, f->path,
-		      &offset, &cookie, 1, NULL);
+	if (uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
+			      f->path, &offset, &cookie, 1, pid, NULL)) {
+		batch__free(b);
+		goto out;
+	}
+	b->next = f->morestack;
+	f->morestack = b;
 out:
 	binary_match__clear(&m);
+}
+
+/* Takes the morestack probe out of process pid. */
+static void file__drop_morestack(struct attached_file *f, pid_t pid)
+{
+	for (struct batch **p = &f->morestack; *p; p = &(*p)->next) {
+		if ((*p)->pid == pid) {
+			struct batch *b = *p;
+
+			*p = b->next;
+			batch__free(b);
+			return;
+		}
+	}
 }
 
 /*
@@ -679,10 +701,10 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 		}
 	}
 	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
-			      f->path, eoff, ecookie, ne, b->pid ? b->pid : -1, err);
+			      f->path, eoff, ecookie, ne, b->pid, err);
 	if (!e && nr)
 		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
-				      f->path, roff, rcookie, nr, b->pid ? b->pid : -1, err);
+				      f->path, roff, rcookie, nr, b->pid, err);
 	if (e && err) {
 		/* name the file as the user gave it, not our descriptor */
 		char msg[sizeof(err->msg)];
@@ -757,70 +779,19 @@ static void file__drop_slots(struct tracer *t, struct attached_file *f, struct s
 	}
 }
 
-/* Makes a new slot live, then attaches its probes as a batch of its own. */
-static int file__attach_slot(struct tracer *t, struct attached_file *f, struct slot *s,
-			     struct rw_error *err)
+/* Makes a new slot live: its probes, attached after, find it. */
+static int slot__activate(struct tracer *t, struct slot *s, struct rw_error *err)
 {
-	struct batch *b = calloc(1, sizeof(*b));
 	int e;
 
-	if (!b)
-		return rw_error_set(err, ENOMEM, "out of memory");
-	uprobe_links__init(&b->entry);
-	uprobe_links__init(&b->ret);
-	/* The slot is live before the first probe can fire. */
 	s->meta.flags |= RW_FUNC_ACTIVE;
 	e = slot__write(t, s);
-	if (e) {
-		rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
-		goto fail;
-	}
-	e = batch__attach(t, f, &s, 1, b, err);
 	if (e)
-		goto fail;
-	s->batch = b;
-	b->next = f->batches;
-	f->batches = b;
+		return rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
 	return 0;
-fail:
-	batch__free(b);
-	return e;
 }
 
-/*
- * Makes new slots live and attaches their probes: a batch (a link per
- * program, or a perf-event uprobe per offset) for each function, so that
- * the overhead guard can take one function's probes out of the file
- * without touching the others'. All or nothing.
- */
-static int file__attach_batch(struct tracer *t, struct attached_file *f, struct slot **slots,
-			      size_t n, struct rw_error *err)
-{
-	struct batch **p;
-	size_t i;
-	int e = 0;
-
-	for (i = 0; i < n && !e; i++)
-		e = file__attach_slot(t, f, slots[i], err);
-	if (!e) {
-		file__attach_morestack(t, f);
-		return 0;
-	}
-	/* undo the slots attached before the one that failed */
-	for (size_t k = 0; k + 1 < i; k++) {
-		for (p = &f->batches; *p; p = &(*p)->next) {
-			if (*p == slots[k]->batch) {
-				*p = slots[k]->batch->next;
-				break;
-			}
-		}
-		batch__free(slots[k]->batch);
-		slots[k]->batch = NULL;
-	}
-	return e;
-}
-
-/* ---- probes of one slot in one process (after a detach) ---- */
+/* ---- probes of one slot in one process ---- */
 
 /* Whether a target of process pid uses slot s. */
 static bool slot_used_in(const struct tracer *t, const struct slot *s, pid_t pid)
@@ -872,44 +843,6 @@ static void slot__drop_pid(struct slot *s, pid_t pid)
 	}
 }
 
-/*
- * Slot s is to leave process pid while others use it: its probes move from
- * every process to each of the others alone. They go in before the shared
- * ones come out, so the others miss no call; one of theirs entering in
- * between is seen twice, and its first frame is purged as an orphan.
- */
-static int slot__go_per_process(struct tracer *t, struct attached_file *f, struct slot *s,
-				pid_t pid, struct rw_error *err)
-{
-	struct batch **p;
-	int e;
-
-	if (s->per_process)
-		return 0;
-	for (const struct tracer_target *o = t->targets; o; o = o->next) {
-		for (size_t k = 0; o->pid != pid && k < o->nfuncs; k++) {
-			if (o->slots[k] != s)
-				continue;
-			e = slot__attach_pid(t, f, s, o->pid, err);
-			if (e) {
-				while (s->pids)
-					slot__drop_pid(s, s->pids->pid);
-				return e;
-			}
-		}
-	}
-	for (p = &f->batches; *p; p = &(*p)->next) {
-		if (*p == s->batch) {
-			*p = s->batch->next;
-			break;
-		}
-	}
-	batch__free(s->batch);
-	s->batch = NULL;
-	s->per_process = true;
-	return 0;
-}
-
 /* Slots for the matched functions; new ones are attached. */
 static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
 			  struct rw_error *err)
@@ -937,17 +870,18 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
 		tt->slots[i] = s;
 	}
-	if (!e && nfresh)
-		e = file__attach_batch(t, f, fresh, nfresh, err);
-	/* slots detached from some process: probes of their own here */
+	for (size_t i = 0; !e && i < nfresh; i++)
+		e = slot__activate(t, fresh[i], err);
+	/* probes of their own in this process: another process of the file
+	 * (another pod of the image) never traps on them */
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
-		if (tt->slots[i]->per_process)
-			e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
+		e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
+	if (!e)
+		file__attach_morestack(t, f, tt->pid);
 	if (e) {
 		/* tt is not among the targets yet: what it alone needed goes */
 		for (size_t i = 0; i < tt->nfuncs; i++)
-			if (tt->slots[i] && tt->slots[i]->per_process &&
-			    !slot_used_in(t, tt->slots[i], tt->pid))
+			if (tt->slots[i] && !slot_used_in(t, tt->slots[i], tt->pid))
 				slot__drop_pid(tt->slots[i], tt->pid);
 		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
@@ -1112,10 +1046,8 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	e = target__attach(t, tt, threshold_ns, err);
 	if (e)
 		goto fail;
-	for (size_t i = 0; i < tt->nfuncs; i++) {
-		if (tt->slots[i]->users++ == 0 && tt->slots[i]->batch)
-			tt->slots[i]->batch->live++;
-	}
+	for (size_t i = 0; i < tt->nfuncs; i++)
+		tt->slots[i]->users++;
 	tt->next = t->targets;
 	t->targets = tt;
 	e = target__add_maps(t, tt, err);
@@ -1131,6 +1063,15 @@ fail:
 	target__free(tt);
 	errno = -e;
 	return NULL;
+}
+
+/* Whether another target of tt's process uses tt's file. */
+static bool pid_uses_file(const struct tracer *t, const struct tracer_target *tt)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o != tt && o->pid == tt->pid && o->file == tt->file)
+			return true;
+	return false;
 }
 
 static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
@@ -1159,49 +1100,22 @@ static bool fn_traced_elsewhere(const struct tracer *t, const struct tracer_targ
 static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid)
 {
 	struct rw_func off = { 0 };
-	struct batch **p;
 
-	if (s->per_process && !slot_used_in(t, s, pid))
+	if (!slot_used_in(t, s, pid))
 		slot__drop_pid(s, pid);
 	if (--s->users)
 		return;
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
-	if (s->per_process) {
-		while (s->pids)
-			slot__drop_pid(s, s->pids->pid);
-		for (size_t k = 0; k < f->nslots; k++) {
-			if (f->slots[k] == s) {
-				f->slots[k] = f->slots[--f->nslots];
-				break;
-			}
+	while (s->pids)
+		slot__drop_pid(s, s->pids->pid);
+	for (size_t k = 0; k < f->nslots; k++) {
+		if (f->slots[k] == s) {
+			f->slots[k] = f->slots[--f->nslots];
+			break;
 		}
-		slot_id__release(t, s->fn_id);
-		free(s);
-		return;
 	}
-	if (s->batch && --s->batch->live == 0) {
-		for (p = &f->batches; *p; p = &(*p)->next) {
-			if (*p == s->batch) {
-				*p = s->batch->next;
-				break;
-			}
-		}
-		/* every slot of this batch is unused: drop them with their probes */
-		for (size_t k = 0; k < f->nslots;) {
-			struct slot *o = f->slots[k];
-
-			if (o->batch == s->batch && o->users == 0) {
-				slot_id__release(t, o->fn_id);
-				f->slots[k] = f->slots[--f->nslots];
-				if (o != s)
-					free(o);
-				continue;
-			}
-			k++;
-		}
-		batch__free(s->batch);
-		free(s);
-	}
+	slot_id__release(t, s->fn_id);
+	free(s);
 }
 
 void tracer__remove(struct tracer *t, struct tracer_target *tt)
@@ -1220,6 +1134,8 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	tgid = tt->pid;
 	if (!pid_traced_elsewhere(t, tt))
 		procs__set(t, tgid, false);
+	if (tt->file && !pid_uses_file(t, tt))
+		file__drop_morestack(tt->file, tt->pid);
 	for (size_t i = 0; i < tt->nfuncs; i++) {
 		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
 
@@ -1255,20 +1171,7 @@ int tracer_target__detach(struct tracer *t, struct tracer_target *tt, size_t i,
 		return rw_error_set(err, EBUSY, "another probe measures %s in this process",
 				    s->info->name);
 	}
-	/*
-	 * A uprobe attached for every process traps in each that maps the file:
-	 * with other traced processes of the file using the slot, its probes
-	 * move to each of those alone, and leave this one.
-	 */
-	if (s->users > 1) {
-		int e = slot__go_per_process(t, tt->file, s, tt->pid, err);
-
-		if (e) {
-			tt->slots[i] = s;
-			return e;
-		}
-	}
-	/* alone in its batch: its probes go with its last user */
+	/* its probes in this process go; the others' stay */
 	slot__unuse(t, tt->file, s, tt->pid);
 	/* s may be freed: its id and histogram key stay ours until the next slot */
 	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
@@ -1305,18 +1208,19 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 		if (e)
 			return e;
 		s->meta.threshold_ns = tt->threshold_ns;
-		e = file__attach_batch(t, tt->file, &s, 1, err);
+		e = slot__activate(t, s, err);
+		if (!e)
+			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
 		if (e) {
+			slot__drop_pid(s, tt->pid);
 			file__drop_slots(t, tt->file, &s, 1);
 			return e;
 		}
 	} else {
 		/* probes of their own for this process, where the slot has left it */
-		if (s->per_process) {
-			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
-			if (e)
-				return e;
-		}
+		e = slot__attach_pid(t, tt->file, s, tt->pid, err);
+		if (e)
+			return e;
 		/* a slot of a live batch, probes attached: active again */
 		s->meta.flags |= RW_FUNC_ACTIVE;
 		if (tt->threshold_ns &&
@@ -1324,8 +1228,7 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 			s->meta.threshold_ns = tt->threshold_ns;
 		slot__write(t, s);
 	}
-	if (s->users++ == 0 && s->batch)
-		s->batch->live++;
+	s->users++;
 	tt->slots[i] = s;
 	tt->funcs[i].fn_id = s->fn_id;
 	return hist__create(t, tt, i, err);

@@ -71,10 +71,11 @@ def test_long_names_keep_the_table_aligned():
     assert rows == {"shfix_sleep": 30, "shfix_add": 1000, long: 7}, r.describe()
 
 
-def test_one_library_file_probed_once_for_two_processes():
-    """Two processes mapping libshfix.so share its probes (one uprobe_multi
-    link for the entries and one for the RETs), and each counts its own
-    calls."""
+def test_each_process_of_one_library_file_has_its_own_probes():
+    """Two processes mapping libshfix.so: each has its own probes (a
+    uprobe_multi link for the entries and one for the RETs, filtered to the
+    process, so that no other process mapping the library traps on them),
+    and each counts its own calls."""
     r = tracing.run_ok([(shtracee(), "calls"), (shtracee(), "calls")],
                        ["libshfix.so:shfix_sleep"], bpf_check=True)
     f = r.function("shfix_sleep")
@@ -82,7 +83,7 @@ def test_one_library_file_probed_once_for_two_processes():
     # bpftool 7.1 names the link type by its number (12: BPF_LINK_TYPE_UPROBE_MULTI)
     assert "(uprobe_multi)" in r.retwatch.stderr, r.describe()
     types = [link.get("type") for link in r.links_during]
-    assert len(types) == 2 and set(types) <= {"uprobe_multi", 12}, f"{r.links_during}\n{r.describe()}"
+    assert len(types) == 4 and set(types) <= {"uprobe_multi", 12}, f"{r.links_during}\n{r.describe()}"
 
 
 def test_exe_and_library_patterns_together():

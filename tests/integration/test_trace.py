@@ -383,13 +383,19 @@ def test_perf_event_attach(t, name, roles, slept):
 # several processes of one binary
 
 
-def test_untraced_process_not_counted():
+def test_untraced_process_not_counted(monkeypatch):
     """Two processes of the same executable run the same calls; only the
-    traced one's count. (A glob names the functions.)"""
+    traced one's count (a glob names the functions). The other never even
+    traps: the probes are the traced process's alone, so no hit of the other
+    reaches the BPF programs (their other_process counter stays 0)."""
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")  # the programs' counters on stderr
     r = tracing.run_ok([(NATIVE, "sleep"), (NATIVE, "sleep")], ["main.sleep*"], traced=[0])
     assert r.reports[1] is not None and r.tracees[1].proc.returncode == 0, r.describe()
     for role, _ in SLEEP_ROLES:
         assert_calls(r, role, NATIVE, r.reports[0]["calls"][NATIVE.fn(role)])
+    assert sum(r.reports[1]["calls"].values()) > 0, r.describe()
+    other = re.findall(r"^retwatch: stat other_process (\d+)$", r.retwatch.stderr, re.M)
+    assert other == ["0"], f"{other}\n{r.describe()}"
 
 
 def test_two_processes_add_up_and_one_exits_first():
