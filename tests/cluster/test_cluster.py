@@ -119,6 +119,26 @@ def test_agent_pod_runs_as_the_chart_ships_it(node):
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
 
 
+def summary_after_pause(node, ns, probe, paused, own, calls):
+    """The probe's first summary written after the pause that holds at least
+    calls (per function): every call the paused services made; own (their
+    stats) is for the message."""
+    last = {}
+
+    def complete():
+        s = last["summary"] = node.kubectl_json("get", "fprobe", probe, "-n", ns)[
+            "status"]["summary"]
+        f = fns(s)
+        return (rfc3339(s["lastUpdate"]) > paused and
+                all(f[n]["calls"] >= c for n, c in calls.items()) and s)
+    try:
+        return wait_for("a summary holding every call made before the pause", complete,
+                        timeout=15)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: paused at {paused:.3f}, own stats {own}, "
+                             f"last summary {last.get('summary')}") from None
+
+
 def test_probe_of_a_deployment_shows_calls_and_p50(node):
     ns, labels = "shop", {"app": "web"}
     node.kubectl("create", "namespace", ns)
@@ -162,20 +182,8 @@ def test_probe_of_a_deployment_shows_calls_and_p50(node):
     paused = time.time()
     time.sleep(0.5)  # podapp writes its stats once the calls under way are done
     own = {p: own_stats(node, ns, p) for p in pods}
-    last = {}
-
-    def summary_after_pause():
-        s = last["summary"] = node.kubectl_json("get", "fprobe", "window", "-n", ns)[
-            "status"]["summary"]
-        f = fns(s)
-        return (rfc3339(s["lastUpdate"]) > paused and all(
-            f[n]["calls"] >= sum(o[n]["calls"] for o in own.values()) for n in FUNCS) and s)
-    try:
-        summary = wait_for("a summary holding every call made before the pause",
-                           summary_after_pause, timeout=15)
-    except AssertionError as e:
-        raise AssertionError(f"{e}: paused at {paused:.3f}, own stats {own}, "
-                             f"last summary {last.get('summary')}") from None
+    summary = summary_after_pause(node, ns, "window", paused, own, {
+        n: sum(o[n]["calls"] for o in own.values()) for n in FUNCS})
     for name, f in fns(summary).items():
         assert f["mode"] == "entry+ret" and f["returnSites"] >= 1, f
         assert f["calls"] == sum(o[name]["calls"] for o in own.values()), (name, f, own)
@@ -402,20 +410,8 @@ def test_c_service_in_a_pod_shows_calls_and_p50(node):
     time.sleep(0.5)  # the stats are written once the calls under way are done
     own = cservice_stats(pid)
     assert all(own[f]["calls"] > 50 for f in CFUNCS), own
-    last = {}
-
-    def summary_after_pause():
-        s = last["summary"] = node.kubectl_json("get", "fprobe", "clat", "-n", ns)[
-            "status"]["summary"]
-        f = fns(s)
-        return (rfc3339(s["lastUpdate"]) > paused and
-                all(f[n]["calls"] >= own[n]["calls"] for n in CFUNCS) and s)
-    try:
-        summary = wait_for("a summary holding every call made before the pause",
-                           summary_after_pause, timeout=15)
-    except AssertionError as e:
-        raise AssertionError(f"{e}: paused at {paused:.3f}, own stats {own}, "
-                             f"last summary {last.get('summary')}") from None
+    summary = summary_after_pause(node, ns, "clat", paused, own,
+                                  {n: own[n]["calls"] for n in CFUNCS})
     assert sorted(fns(summary)) == sorted(CFUNCS), summary
     for fname, f in fns(summary).items():
         assert f["mode"] == "entry+ret" and f["returnSites"] >= 1, f

@@ -236,6 +236,18 @@ http {{
 
 
 @contextlib.contextmanager
+def serving(srv, port):
+    """Until srv (a server just started) listens on port; it is stopped by
+    its PID when the block ends, however it ends."""
+    try:
+        wait_listening(port, srv)
+        yield
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+@contextlib.contextmanager
 def nginx(directory, server):
     """Debian's nginx as one process (no master: the process is the worker)
     serving one server block (its lines, "{port}" in them replaced) on a
@@ -249,12 +261,8 @@ def nginx(directory, server):
     log = os.path.join(directory, "error.log")
     srv = subprocess.Popen([exe, "-p", directory, "-c", conf, "-e", log],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(port, srv)
+    with serving(srv, port):
         yield srv, port
-    finally:
-        srv.kill()
-        srv.wait()
 
 
 @contextlib.contextmanager
@@ -270,12 +278,8 @@ def redis(directory, *args):
                             "--appendonly", "no", "--dir", directory, *args],
                            executable=exe, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(port, srv)
+    with serving(srv, port):
         yield srv, port
-    finally:
-        srv.kill()
-        srv.wait()
 
 
 class Resp:
