@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The tracing engine: uprobes at each function's entry and at every RET,
- * shared by all traced processes of a binary (attached once per device,
- * inode and offset), latency histograms kept in the kernel per (function,
- * process), slow calls sent through a ring buffer.
+ * attached for each traced process with the kernel's per-process filter (an
+ * untraced process of the same file never traps on them), a function slot
+ * shared by the traced processes of a file, latency histograms kept in the
+ * kernel per (function, process), slow calls sent through a ring buffer.
  */
 #ifndef RETWATCH_TRACER_H
 #define RETWATCH_TRACER_H
@@ -89,10 +90,11 @@ const char *tracer__attach_mode(const struct tracer *t);
 
 /*
  * Traces the functions matching patterns in process pid, whose executable is
- * path (for a local process, /proc/PID/exe). Offsets already attached for
- * the same file are shared. threshold_ns: calls at least this slow are sent
- * to the event callback; 0 for none. A pattern matching nothing fails with
- * -ENOENT and names it, with suggestions.
+ * path (for a local process, /proc/PID/exe). Function slots already made
+ * for the same file are shared; the probes are this process's own.
+ * threshold_ns: calls at least this slow are sent to the event callback; 0
+ * for none. A pattern matching nothing fails with -ENOENT and names it, with
+ * suggestions.
  */
 struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
@@ -126,12 +128,9 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *target, si
 /*
  * Stops probing function i in target's process, keeping what it counted
  * (tracer_target__read goes on returning it). Each function's probes are
- * links of their own, attached for every process mapping the file (the
- * kernel places a uprobe's breakpoint in each): when no other traced
- * process uses the function they are removed; when others do, they are
- * attached again for each of those alone (a pid-filtered link: the kernel
- * places those breakpoints in that process only), then removed, so this
- * process no longer traps either way and the others miss no call. -EBUSY
+ * links of their own in each process (pid-filtered: the kernel places their
+ * breakpoints in that process only): this process's are removed, so it no
+ * longer traps, and other traced processes of the file miss no call. -EBUSY
  * when another target of the same process (another probe) uses it. 0, or
  * -errno with a message.
  */
