@@ -246,6 +246,10 @@ struct shlib_procs {
 	size_t nseen;
 	bool too_many; /* more than MAX_LIBS files matched */
 	char *errors;  /* files that could not be opened or analysed, "; "-separated */
+	/* a library refused for the namespace's share of functions: tried again
+	 * once the share has more room than the over_room it had then */
+	char *over;
+	size_t over_room;
 	struct tracer_target **targets;
 	size_t ntargets;
 };
@@ -291,6 +295,7 @@ void shlib_procs__free(struct shlib_procs *sp)
 	free(sp->pats);
 	free(sp->seen);
 	free(sp->errors);
+	free(sp->over);
 	free(sp->targets);
 	free(sp);
 }
@@ -438,7 +443,8 @@ static int lib_read(struct shlib_procs *sp, struct analyzer *an, struct binary_c
 }
 
 /* Attaches the patterns naming lib to it, within *room functions (less what
- * it takes). 1 when a target was added, 2 when lib is still being read. */
+ * it takes). 1 when a target was added, 2 when lib is still being read, 3
+ * when it would pass the namespace's share (sp->over says so). */
 static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_cache *cache,
 		      struct analyzer *an, const char *host_root, const struct shlib *lib,
 		      shlib_target_fn fn, void *ctx, size_t *room)
@@ -472,15 +478,23 @@ static int attach_lib(struct shlib_procs *sp, struct tracer *t, struct binary_ca
 	}
 	sp->targets = more;
 	tt = tracer__add_bounded(t, sp->pid, path, funcs, n, sp->threshold_ns, *room, &e);
-	if (!tt) {
-		bool over = errno == EDQUOT;
-
+	if (!tt && errno == EDQUOT) {
 		name_file(&e, path, lib->path);
-		if (asprintf(&msg, "%s: %s%s", lib->name, e.msg,
-			     over ? ": not traced, over the namespace's share of functions "
-				    "(--max-functions-per-namespace, the chart's "
-				    "maxFunctionsPerNamespace)"
-				  : "") >= 0)
+		if (asprintf(&msg,
+			     "%s: %s: not traced, over the namespace's share of functions "
+			     "(--max-functions-per-namespace, the chart's "
+			     "maxFunctionsPerNamespace); tried again when the share has room",
+			     lib->name, e.msg) >= 0) {
+			free(sp->over);
+			sp->over = msg;
+		}
+		sp->over_room = *room;
+		ret = 3;
+		goto out;
+	}
+	if (!tt) {
+		name_file(&e, path, lib->path);
+		if (asprintf(&msg, "%s: %s", lib->name, e.msg) >= 0)
 			append(&sp->errors, msg), free(msg);
 		goto out;
 	}
@@ -524,6 +538,8 @@ static char *unmatched_text(const struct shlib_procs *sp)
 	}
 	if (sp->errors)
 		append(&out, sp->errors);
+	if (sp->over)
+		append(&out, sp->over);
 	return out;
 }
 
@@ -533,10 +549,16 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 {
 	struct shlib_list l;
 	int e, added = 0;
+	/* a refused library waits until its namespace's share has more room */
+	bool wait = sp->over && room <= sp->over_room;
 
 	*ret_unmatched = NULL;
 	if (!sp->npats)
 		return 0;
+	if (!wait) {
+		free(sp->over);
+		sp->over = NULL;
+	}
 	e = shlib_list__load(sp->pid, &l, err);
 	if (e)
 		return e;
@@ -547,7 +569,7 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 			if (shlib__matches(&l.libs[i], sp->pats[k].lib))
 				wanted = sp->pats[k].lib_seen = true;
 		}
-		if (!wanted || seen_before(sp, l.libs[i].map))
+		if (!wanted || seen_before(sp, l.libs[i].map) || wait)
 			continue;
 		if (sp->nseen >= MAX_LIBS) {
 			if (!sp->too_many)
@@ -565,8 +587,8 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 			shlib_list__clear(&l);
 			return e;
 		}
-		if (e == 2) {
-			sp->nseen--; /* being read: looked at again next time */
+		if (e == 2 || e == 3) {
+			sp->nseen--; /* being read, or refused: looked at again */
 			continue;
 		}
 		added += e;

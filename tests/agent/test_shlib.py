@@ -99,3 +99,29 @@ def test_library_functions_count_against_the_namespace_share(cluster, make_pod):
         assert "more than 2" in text and "--max-functions-per-namespace" in text, e
         assert not any(f.get("calls") for f in e.get("functions", [])), e
         assert agent.find(msg_has="attached to library libshfix.so") == []
+
+
+def test_library_refused_for_the_share_is_attached_once_it_has_room(cluster, make_pod):
+    """--max-functions-per-namespace 2: probe "first" traces shfix_sleep (1),
+    so probe "second", whose 2 library functions would pass the share, is
+    refused with the share named; deleting "first" gives the room back and
+    "second" attaches to the library and counts, without an agent restart."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "native-4", {"app": "web"}, "node-a", containers={"app": ["/app/shpod"]})
+    c = pod.containers["app"]
+    attached = f"attached to library libshfix.so of process {c.pid}:"
+    with cluster.agent("node-a", extra=("--max-functions-per-namespace", "2")) as agent:
+        cluster.apply_probe(ns, "first", spec(functions=["libshfix.so:shfix_sleep"]))
+        logged(agent, "the first attach", lambda: agent.find(msg_has=attached))
+        cluster.apply_probe(ns, "second", spec(functions=["libshfix.so:shfix_sleep",
+                                                          "libshfix.so:shfix_add"]))
+        e = logged(agent, "the share's refusal", lambda: (
+            (e := cluster.node_entry(ns, "second", "node-a")) and
+            any("namespace's share" in err for err in e.get("errors", [])) and e))
+        assert "--max-functions-per-namespace" in " ".join(e["errors"]), e
+        cluster.kubectl("delete", "functionprobe", "first", "-n", ns)
+        logged(agent, "the second attach", lambda: len(agent.find(msg_has=attached)) == 2)
+        step(c, "go1", "done1")
+        e = calls(cluster, ns, "second", "node-a", {"shfix_sleep": 40})
+        assert "shfix_add" in fns(e), e
+        assert not any("namespace's share" in err for err in e.get("errors", [])), e
