@@ -80,15 +80,45 @@ static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx 
 	return true;
 }
 
+/* A call that could not be recorded: lost to its function. */
+static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
+{
+	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
+	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+
+	if (h)
+		h->lost++;
+}
+
 /*
- * The frames of c's goroutine or thread, made empty on its first call, with
- * c->depth set; NULL when they cannot be had (the drop is counted). A Go
- * frame's g is proven before anything is made for it.
+ * Takes a context of tgid's share for a new goroutine or thread; false when
+ * they are all taken (the call of fn_id is lost, counted). Checked, then
+ * added: CPUs racing past the check may overshoot the limit by one each.
  */
-static __always_inline struct rw_frames *frames__get(struct call_ctx *c)
+static __always_inline bool share__take_context(struct rw_share *sh, __u32 fn_id, __u32 tgid)
+{
+	if (sh->max_contexts && sh->contexts >= sh->max_contexts) {
+		__sync_fetch_and_add(&sh->contexts_refused, 1);
+		stat_inc(RW_STAT_SHARE_CONTEXTS);
+		call__lost(fn_id, tgid);
+		return false;
+	}
+	__sync_fetch_and_add(&sh->contexts, 1);
+	return true;
+}
+
+/*
+ * The frames of c's goroutine or thread, made empty on its first call (of
+ * fn_id), with c->depth set; NULL when they cannot be had (the drop is
+ * counted). A Go frame's g is proven before anything is made for it. A new
+ * context counts against its process's share; the userspace sweep that
+ * deletes it gives it back.
+ */
+static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 fn_id)
 {
 	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
 	__u64 lo = 0, hi = 0;
+	struct rw_share *sh;
 	__u32 zero = 0;
 	void *empty;
 
@@ -97,12 +127,17 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c)
 	if (c->go && !g_stack__read(c, &lo, &hi))
 		return NULL;
 	empty = bpf_map_lookup_elem(&frames_zero, &zero);
-	if (!empty) {
+	sh = share__of(c->key.tgid);
+	if (!empty || !sh) {
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
 		return NULL;
 	}
+	if (!share__take_context(sh, fn_id, c->key.tgid))
+		return NULL;
 	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&sh->contexts, -1);
 		stat_inc(RW_STAT_CONTEXTS_FULL);
+		call__lost(fn_id, c->key.tgid);
 		return NULL;
 	}
 	/* NULL when deleted right after the insert (a sweep, or the process reaped) */
@@ -139,8 +174,9 @@ static __always_inline struct rw_frame *frame_at(struct rw_frames *fr, __u32 i)
 
 /*
  * Frame i >= RW_MAX_FRAMES of key's goroutine or thread, in its deep chunk;
- * make: the chunk is made when missing. NULL when it is missing (or cannot
- * be made: counted).
+ * make: the chunk is made when missing, against its process's share (the
+ * userspace sweep gives it back). NULL when it is missing (or cannot be
+ * made: counted).
  */
 static __always_inline struct rw_frame *frame__deep(const struct rw_ctx_key *key, __u32 i,
 						    bool make)
@@ -148,12 +184,26 @@ static __always_inline struct rw_frame *frame__deep(const struct rw_ctx_key *key
 	struct rw_chunk_key ck = { .tgid = key->tgid, .chunk = i / RW_CHUNK_FRAMES, .id = key->id };
 	struct rw_chunk *ch = bpf_map_lookup_elem(&frames_deep, &ck);
 	__u32 zero = 0, k = i % RW_CHUNK_FRAMES;
+	struct rw_share *sh;
 	void *empty;
 
 	if (!ch && make) {
 		/* a frame is written before it is read: any contents will do */
 		empty = bpf_map_lookup_elem(&frames_zero, &zero);
-		if (!empty || bpf_map_update_elem(&frames_deep, &ck, empty, BPF_NOEXIST)) {
+		sh = share__of(key->tgid);
+		if (!empty || !sh) {
+			stat_inc(RW_STAT_CONTEXTS_FULL);
+			return NULL;
+		}
+		/* checked, then added, as share__take_context */
+		if (sh->max_chunks && sh->chunks >= sh->max_chunks) {
+			__sync_fetch_and_add(&sh->chunks_refused, 1);
+			stat_inc(RW_STAT_SHARE_CONTEXTS);
+			return NULL;
+		}
+		__sync_fetch_and_add(&sh->chunks, 1);
+		if (bpf_map_update_elem(&frames_deep, &ck, empty, BPF_NOEXIST)) {
+			__sync_fetch_and_add(&sh->chunks, -1);
 			stat_inc(RW_STAT_CONTEXTS_FULL);
 			return NULL;
 		}
@@ -309,16 +359,6 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 	frame__orphan(top, c->key.tgid, RW_STAT_ORPHANS_PURGED, true);
 	fr->n--;
 	return false;
-}
-
-/* A call that could not be recorded: lost to its function. */
-static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
-{
-	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
-	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
-
-	if (h)
-		h->lost++;
 }
 
 /* Records a call entered now at ip; no room: counted as lost, not recorded. */

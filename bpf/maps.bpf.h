@@ -21,6 +21,23 @@ struct {
 	__type(value, __u64);
 } procs SEC(".maps");
 
+/* Each namespace's share (struct rw_share), for userspace to map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_MAX_SHARES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rw_share);
+} shares SEC(".maps");
+
+/* The share of each traced process that has one: tgid -> index in shares. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_SHARED_PROCS);
+	__type(key, __u32);
+	__type(value, __u32);
+} proc_share SEC(".maps");
+
 /* In-flight frames per goroutine or thread; allocated as they appear. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -76,6 +93,14 @@ static __always_inline void stat_inc(enum rw_stat s)
 
 	if (v)
 		(*v)++;
+}
+
+/* tgid's share (share 0 when it has none of its own); NULL only if the map is broken. */
+static __always_inline struct rw_share *share__of(__u32 tgid)
+{
+	__u32 *idx = bpf_map_lookup_elem(&proc_share, &tgid), zero = 0;
+
+	return bpf_map_lookup_elem(&shares, idx ? idx : &zero);
 }
 
 #endif

@@ -43,6 +43,36 @@ _Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_F
 #define RW_MAX_HISTS 65536
 
 /*
+ * A namespace's share of what every traced process on the node draws from:
+ * the in-flight map's contexts (a goroutine's or thread's frames) and the
+ * ring buffer's slow-call events. Indexed by the proc_share map's value for
+ * a tgid; share 0 is every process without one (counted, never limited).
+ * Userspace maps the array (BPF_F_MMAPABLE): it sets the limits and takes
+ * a context back when its sweep deletes one.
+ */
+#define RW_MAX_SHARES 1024
+#define RW_MAX_SHARED_PROCS 65536
+
+struct rw_share {
+	__u64 contexts;	    /* in the in-flight map now */
+	__u64 max_contexts; /* 0: no limit */
+	/* calls not measured: entered on a goroutine or thread with no
+	 * context while the share's were all taken (also rw_hist.lost) */
+	__u64 contexts_refused;
+	/* the same for deep chunks (frames_deep: calls nested past
+	 * RW_MAX_FRAMES); calls refused one are lost too */
+	__u64 chunks;
+	__u64 max_chunks;
+	__u64 chunks_refused;
+	__u64 window_ns;  /* when the current RW_RATE_WINDOW_NS began */
+	__u64 events;	  /* slow-call events sent in it */
+	__u64 max_events; /* per RW_RATE_WINDOW_NS, all CPUs; 0: no limit */
+	/* slow calls not sent: over max_events (also rw_hist.slow_dropped) */
+	__u64 events_refused;
+};
+_Static_assert(sizeof(struct rw_share) == 80, "rw_share layout");
+
+/*
  * The BPF cookie of every attachment: the function slot in its low 32 bits
  * (an index into the funcs map), flags above.
  */
@@ -269,6 +299,10 @@ enum rw_stat {
 	/* in-flight calls dropped as left by a tail call that cannot be timed
 	 * (they are tail exits of their function, not orphans) */
 	RW_STAT_TAIL_EXITS,
+	/* calls not measured: their namespace's contexts were all taken */
+	RW_STAT_SHARE_CONTEXTS,
+	/* slow-call events not sent: over their namespace's rate */
+	RW_STAT_SHARE_EVENTS,
 	RW_STAT__MAX,
 };
 

@@ -130,7 +130,7 @@ int rw_entry(struct pt_regs *regs)
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);
-	fr = frames__get(&c);
+	fr = frames__get(&c, fn_id);
 	if (!fr)
 		return 0;
 	frames__purge_deeper(fr, &c.key, c.depth);
@@ -173,6 +173,32 @@ static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_
 		return false;
 	}
 	h->rate.sent++;
+	return true;
+}
+
+/*
+ * Whether tgid's namespace may send one more slow call in this window: at
+ * most max_events a window over every CPU, so one namespace's probes cannot
+ * fill the ring buffer the node's other namespaces share. The window's
+ * reset may race with another CPU's: a few events more or less.
+ */
+static __always_inline bool share__admit_event(struct rw_hist *h, __u32 tgid, __u64 now)
+{
+	struct rw_share *sh = share__of(tgid);
+
+	if (!sh || !sh->max_events)
+		return true;
+	if (now - sh->window_ns >= RW_RATE_WINDOW_NS) {
+		sh->window_ns = now;
+		sh->events = 0;
+	}
+	if (sh->events >= sh->max_events) {
+		__sync_fetch_and_add(&sh->events_refused, 1);
+		h->slow_dropped++;
+		stat_inc(RW_STAT_SHARE_EVENTS);
+		return false;
+	}
+	__sync_fetch_and_add(&sh->events, 1);
 	return true;
 }
 
@@ -307,7 +333,8 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 		h->tail_closed++;
 		stat_inc(RW_STAT_TAIL_CLOSED);
 	}
-	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now))
+	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now) &&
+	    share__admit_event(h, c->key.tgid, now))
 		slow_call__send(regs, c, fn, pid_tgid, fn_id, start, dur, h);
 	return flags;
 }

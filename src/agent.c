@@ -347,7 +347,9 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode,
 				     .partial = true,
-				     .slow_calls_per_sec = o->slow_calls_per_sec };
+				     .slow_calls_per_sec = o->slow_calls_per_sec,
+				     .share_contexts = o->ns_inflight,
+				     .share_slow_calls_per_sec = o->ns_slow_calls_per_sec };
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)

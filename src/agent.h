@@ -30,6 +30,10 @@ struct agent_opts {
 	uint32_t slow_calls_per_sec;
 	/* (process, function) pairs a namespace's probes trace at once; 0: no limit */
 	size_t max_ns_funcs;
+	/* a namespace's share of the node's in-flight map (goroutines and
+	 * threads with traced calls in flight) and of its slow-call events a
+	 * second (tracer_opts); 0: no limit */
+	uint32_t ns_inflight, ns_slow_calls_per_sec;
 	/* the time limit of one binary's analysis (analyzer.h) */
 	uint64_t analysis_timeout_ns;
 };

@@ -186,6 +186,7 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 	results__prune_groups(p->results, keep_pod, &v);
 	traceset__end(p->traces, p->limited ? "the node's probe limit was reached"
 					    : "its pod, container or process is gone");
+	traceset__share_errors(p->traces, &p->errors);
 }
 
 /* Oldest first, so the probes over the limit are the newest. */

@@ -185,6 +185,14 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      "Slow calls the kernel did not send: over --slow-calls-per-second for their "
 	      "function and process.",
 	      c->tracer.slow_limited);
+	gauge(f, "retwatch_namespace_share_lost_calls_total", "counter",
+	      "Calls not measured: their namespace's goroutines and threads with calls in "
+	      "flight were at its --max-inflight-per-namespace.",
+	      c->tracer.share_lost);
+	gauge(f, "retwatch_namespace_share_slow_calls_limited_total", "counter",
+	      "Slow calls the kernel did not send: over their namespace's "
+	      "--slow-calls-per-namespace.",
+	      c->tracer.share_limited);
 	gauge(f, "retwatch_probes", "gauge", "FunctionProbes this agent knows of.", c->nprobes);
 	gauge(f, "retwatch_probes_limited", "gauge",
 	      "FunctionProbes with pods on this node not traced: over --max-probes.", c->nlimited);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,6 +86,14 @@ struct tracer_target {
 	struct tracer_target *next;
 };
 
+/* A namespace's share of the in-flight map and the ring buffer (struct rw_share). */
+struct share {
+	char *name;
+	uint32_t idx; /* in the shares map; never 0 */
+	size_t npids; /* processes assigned to it */
+	struct share *next;
+};
+
 struct tracer {
 	struct trace *skel;
 	bool multi;
@@ -105,8 +114,11 @@ struct tracer {
 	size_t npolled; /* events delivered by this tracer__poll */
 	int ncpus;
 	void *percpu_buf;
-	uint64_t next_sweep_ns; /* tracer__tick's next sweep, on clock__mono_ns */
-	uint64_t swept;		/* frames the sweeps dropped */
+	uint64_t next_sweep_ns;	    /* tracer__tick's next sweep, on clock__mono_ns */
+	uint64_t swept;		    /* frames the sweeps dropped */
+	struct rw_share *shares_mm; /* the shares map, mapped */
+	struct share *shares;
+	uint32_t share_contexts, share_events; /* each new share's limits */
 };
 
 static const char *const stat_names[] = {
@@ -127,22 +139,22 @@ static const char *const stat_names[] = {
 	[RW_STAT_SLOW_LIMITED] = "slow_limited",
 	[RW_STAT_TAIL_CLOSED] = "tail_closed",
 	[RW_STAT_TAIL_EXITS] = "tail_exits",
+	[RW_STAT_SHARE_CONTEXTS] = "share_contexts",
+	[RW_STAT_SHARE_EVENTS] = "share_events",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
 _Static_assert(TRACER_MAX_DEPTH == RW_MAX_DEPTH, "tracer.h says the kernel's bound");
+_Static_assert(TRACER_MAX_CONTEXTS == RW_MAX_CONTEXTS, "tracer.h says the in-flight map's room");
+_Static_assert(TRACER_DEEP_FRAMES == RW_MAX_FRAMES && RW_MAX_FRAMES == RW_CHUNK_FRAMES,
+	       "tracer.h says where chunks begin and their size");
 _Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds every counter");
 
 /* The counters of calls the kernel side could not measure (tracer_counters.unmeasured). */
 static const enum rw_stat unmeasured_stats[] = {
-	RW_STAT_FRAMES_FULL,
-	RW_STAT_CONTEXTS_FULL,
-	RW_STAT_READ_FAILED,
-	RW_STAT_NOT_G_STACK,
-	RW_STAT_NO_HIST,
-	RW_STAT_NO_FUNC,
-	RW_STAT_FRAMES_INSERT_FAILED,
-	RW_STAT_MORESTACK_READ_FAILED,
+	RW_STAT_FRAMES_FULL, RW_STAT_CONTEXTS_FULL,	   RW_STAT_SHARE_CONTEXTS,
+	RW_STAT_READ_FAILED, RW_STAT_NOT_G_STACK,	   RW_STAT_NO_HIST,
+	RW_STAT_NO_FUNC,     RW_STAT_FRAMES_INSERT_FAILED, RW_STAT_MORESTACK_READ_FAILED,
 };
 
 const char *tracer__attach_mode(const struct tracer *t)
@@ -278,6 +290,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->cache = opts ? opts->cache : NULL;
 	t->partial = opts && opts->partial;
 	t->slow_calls_per_sec = opts ? opts->slow_calls_per_sec : 0;
+	t->share_contexts = opts ? opts->share_contexts : 0;
+	t->share_events = opts ? opts->share_slow_calls_per_sec : 0;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;
@@ -309,6 +323,14 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	}
 	if (e)
 		goto fail;
+	t->shares_mm = mmap(NULL, RW_MAX_SHARES * sizeof(struct rw_share), PROT_READ | PROT_WRITE,
+			    MAP_SHARED, bpf_map__fd(t->skel->maps.shares), 0);
+	if (t->shares_mm == MAP_FAILED) {
+		t->shares_mm = NULL;
+		e = rw_error_set(err, errno, "failed to map the namespaces' shares: %s",
+				 strerror(errno));
+		goto fail;
+	}
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event, t, NULL);
 	if (!t->rb) {
 		e = rw_error_set(err, errno, "failed to create the ring buffer: %s",
@@ -391,6 +413,15 @@ void tracer__free(struct tracer *t)
 	/* nothing of ours stays attached once we return */
 	uprobe_links__wait_closed();
 	ring_buffer__free(t->rb);
+	while (t->shares) {
+		struct share *sh = t->shares;
+
+		t->shares = sh->next;
+		free(sh->name);
+		free(sh);
+	}
+	if (t->shares_mm)
+		munmap(t->shares_mm, RW_MAX_SHARES * sizeof(struct rw_share));
 	trace__destroy(t->skel);
 	if (t->own_cache)
 		binary_cache__free(t->cache);
@@ -980,6 +1011,168 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 	return 0;
 }
 
+/* ---- namespace shares ---- */
+
+static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o != tt && o->pid == tt->pid)
+			return true;
+	return false;
+}
+
+static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns);
+
+static struct share *share__by_name(const struct tracer *t, const char *name)
+{
+	struct share *sh = t->shares;
+
+	while (sh && strcmp(sh->name, name))
+		sh = sh->next;
+	return sh;
+}
+
+/* tgid's index in the shares map: 0 when it has no share of its own. */
+static uint32_t share__idx_of(const struct tracer *t, uint32_t tgid)
+{
+	__u32 idx;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.proc_share), &tgid, &idx) ||
+	    idx >= RW_MAX_SHARES)
+		return 0;
+	return idx;
+}
+
+/* One of *n, taken by the programs, given back (never below 0). */
+static void share__put(__u64 *n)
+{
+	__u64 v = __atomic_load_n(n, __ATOMIC_RELAXED);
+
+	/* the programs add with atomic instructions on the same word */
+	while (v && !__atomic_compare_exchange_n(n, &v, v - 1, false, __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+		;
+}
+
+/* A new share for namespace name into *ret: 0, or -errno with a message. */
+static int share__new(struct tracer *t, const char *name, struct share **ret, struct rw_error *err)
+{
+	bool used[RW_MAX_SHARES] = { true }; /* 0: the processes without a share */
+	struct share *sh;
+	uint32_t idx = 1;
+
+	for (sh = t->shares; sh; sh = sh->next)
+		used[sh->idx] = true;
+	while (idx < RW_MAX_SHARES && used[idx])
+		idx++;
+	if (idx == RW_MAX_SHARES)
+		return rw_error_set(err, ENOSPC,
+				    "processes of %d namespaces are traced on this node, the most "
+				    "its in-flight map and ring buffer are shared among",
+				    RW_MAX_SHARES - 1);
+	sh = calloc(1, sizeof(*sh));
+	if (!sh || !(sh->name = strdup(name))) {
+		free(sh);
+		return rw_error_set(err, ENOMEM, "out of memory");
+	}
+	sh->idx = idx;
+	/* no process counts against an unused index: nothing races these stores */
+	memset(&t->shares_mm[idx], 0, sizeof(t->shares_mm[idx]));
+	t->shares_mm[idx].max_contexts = t->share_contexts;
+	/* deep chunks in the same proportion as the maps' room */
+	t->shares_mm[idx].max_chunks = (uint64_t)t->share_contexts * RW_MAX_CHUNKS /
+				       RW_MAX_CONTEXTS;
+	if (t->share_contexts && !t->shares_mm[idx].max_chunks)
+		t->shares_mm[idx].max_chunks = 1;
+	t->shares_mm[idx].max_events = t->share_events;
+	sh->next = t->shares;
+	t->shares = sh;
+	*ret = sh;
+	return 0;
+}
+
+static void share__free_unused(struct tracer *t, uint32_t idx)
+{
+	struct share **p = &t->shares, *sh;
+
+	while (*p && (*p)->idx != idx)
+		p = &(*p)->next;
+	sh = *p;
+	if (!sh || sh->npids)
+		return;
+	*p = sh->next;
+	free(sh->name);
+	free(sh);
+}
+
+int tracer__share(struct tracer *t, pid_t pid, const char *name, struct rw_error *err)
+{
+	__u32 tgid = pid, idx = share__idx_of(t, tgid);
+	struct share *sh = share__by_name(t, name);
+
+	if (sh && sh->idx == idx)
+		return 0;
+	if (idx)
+		return rw_error_set(err, EBUSY,
+				    "process %d counts against another namespace's share already",
+				    pid);
+	if (!sh) {
+		int e = share__new(t, name, &sh, err);
+
+		if (e)
+			return e;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.proc_share), &tgid, &sh->idx,
+				BPF_NOEXIST)) {
+		int e = errno;
+
+		share__free_unused(t, sh->idx);
+		return rw_error_set(err, e, "failed to give process %d its namespace's share: %s",
+				    pid, strerror(e));
+	}
+	sh->npids++;
+	return 0;
+}
+
+/* pid is traced no more: its in-flight frames go (their contexts given back), then its share. */
+static void share__drop_pid(struct tracer *t, pid_t pid)
+{
+	__u32 tgid = pid, idx = share__idx_of(t, tgid);
+	struct share *sh = t->shares;
+
+	if (__atomic_load_n(&t->shares_mm[idx].contexts, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&t->shares_mm[idx].chunks, __ATOMIC_RELAXED))
+		sweep(t, tgid, 0);
+	if (!idx)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.proc_share), &tgid);
+	while (sh && sh->idx != idx)
+		sh = sh->next;
+	if (sh && sh->npids)
+		sh->npids--;
+	share__free_unused(t, idx);
+}
+
+int tracer__share_read(const struct tracer *t, const char *name, struct tracer_share *ret)
+{
+	const struct share *sh = share__by_name(t, name);
+	const struct rw_share *m;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!sh)
+		return -ENOENT;
+	m = &t->shares_mm[sh->idx];
+	ret->contexts = __atomic_load_n(&m->contexts, __ATOMIC_RELAXED);
+	ret->max_contexts = m->max_contexts;
+	ret->contexts_refused = __atomic_load_n(&m->contexts_refused, __ATOMIC_RELAXED);
+	ret->chunks = __atomic_load_n(&m->chunks, __ATOMIC_RELAXED);
+	ret->max_chunks = m->max_chunks;
+	ret->chunks_refused = __atomic_load_n(&m->chunks_refused, __ATOMIC_RELAXED);
+	ret->max_events = m->max_events;
+	ret->events_refused = __atomic_load_n(&m->events_refused, __ATOMIC_RELAXED);
+	return 0;
+}
+
 struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 				  const char *const *patterns, size_t npatterns,
 				  uint64_t threshold_ns, struct rw_error *err)
@@ -1058,6 +1251,8 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	}
 	return tt;
 fail:
+	if (!pid_traced_elsewhere(t, tt))
+		share__drop_pid(t, pid);
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);
@@ -1070,14 +1265,6 @@ static bool pid_uses_file(const struct tracer *t, const struct tracer_target *tt
 {
 	for (const struct tracer_target *o = t->targets; o; o = o->next)
 		if (o != tt && o->pid == tt->pid && o->file == tt->file)
-			return true;
-	return false;
-}
-
-static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
-{
-	for (const struct tracer_target *o = t->targets; o; o = o->next)
-		if (o != tt && o->pid == tt->pid)
 			return true;
 	return false;
 }
@@ -1122,6 +1309,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 {
 	struct tracer_target **p;
 	__u32 tgid;
+	bool last;
 
 	if (!tt)
 		return;
@@ -1132,7 +1320,8 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 		}
 	}
 	tgid = tt->pid;
-	if (!pid_traced_elsewhere(t, tt))
+	last = !pid_traced_elsewhere(t, tt);
+	if (last)
 		procs__set(t, tgid, false);
 	if (tt->file && !pid_uses_file(t, tt))
 		file__drop_morestack(tt->file, tt->pid);
@@ -1145,6 +1334,9 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
 		slot__unuse(t, tt->file, tt->slots[i], tt->pid);
 	}
+	/* its probes are gone: no hit will end its calls in flight */
+	if (last)
+		share__drop_pid(t, tt->pid);
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);
@@ -1401,7 +1593,8 @@ static void sweep_chunks(struct tracer *t, uint32_t pid)
 		doomed[ndoomed++] = key;
 	}
 	for (size_t i = 0; i < ndoomed; i++)
-		bpf_map_delete_elem(fd, &doomed[i]);
+		if (!bpf_map_delete_elem(fd, &doomed[i]))
+			share__put(&t->shares_mm[share__idx_of(t, doomed[i].tgid)].chunks);
 	free(doomed);
 }
 
@@ -1437,7 +1630,9 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		if (bpf_map_lookup_elem(fd, &doomed[i], &fr) ||
 		    (!pid && !stale(&fr, now, max_age_ns)))
 			continue;
-		bpf_map_delete_elem(fd, &doomed[i]);
+		if (bpf_map_delete_elem(fd, &doomed[i]))
+			continue;
+		share__put(&t->shares_mm[share__idx_of(t, doomed[i].tgid)].contexts);
 		dropped += count_swept_frames(t, &doomed[i], &fr);
 	}
 	free(doomed);
@@ -1516,6 +1711,8 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 	ret->swept = t->swept;
 	ret->lost_events = stats[RW_STAT_RINGBUF_FULL];
 	ret->slow_limited = stats[RW_STAT_SLOW_LIMITED];
+	ret->share_lost = stats[RW_STAT_SHARE_CONTEXTS];
+	ret->share_limited = stats[RW_STAT_SHARE_EVENTS];
 	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
 		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
 							       .n = stats[s] };

@@ -38,10 +38,22 @@ struct tracer_opts {
 	 * CPU; the kernel counts the rest in struct latency.slow_dropped. 0: no
 	 * limit */
 	uint32_t slow_calls_per_sec;
+	/*
+	 * Each namespace's share (tracer__share) of what the node's traced
+	 * processes draw from: goroutines and threads with traced calls in
+	 * flight (the in-flight map holds TRACER_MAX_CONTEXTS), and slow-call
+	 * events a second over every CPU (the ring buffer). 0: no limit.
+	 */
+	uint32_t share_contexts;
+	uint32_t share_slow_calls_per_sec;
 };
 
 /* Slow-call events the default limit lets through a second (tracer_opts). */
 #define TRACER_SLOW_CALLS_PER_SEC 100
+/* The in-flight map's room: goroutines and threads with traced calls in flight. */
+#define TRACER_MAX_CONTEXTS 65536
+/* Calls nested deeper than this take chunks of as many frames each. */
+#define TRACER_DEEP_FRAMES 64
 /* tracer__poll delivers at most this many events a call: a flood waits for the next. */
 #define TRACER_POLL_MAX_EVENTS 1024
 
@@ -108,6 +120,29 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 					  const char *const *patterns, size_t npatterns,
 					  uint64_t threshold_ns, size_t max_funcs,
 					  struct rw_error *err);
+/*
+ * Counts pid's goroutines and threads with calls in flight, and its slow-call
+ * events, against the share of namespace name (tracer_opts), from now until
+ * its last target is removed. Call it before pid's first tracer__add: what
+ * was in flight before counts against no share. 0, or -errno with a message
+ * (-ENOSPC: too many namespaces; -EBUSY: pid has another namespace's share).
+ */
+int tracer__share(struct tracer *t, pid_t pid, const char *name, struct rw_error *err);
+
+/* A namespace's share now, as the kernel counts it. */
+struct tracer_share {
+	uint64_t contexts, max_contexts; /* max 0: no limit */
+	uint64_t contexts_refused;	 /* calls not measured: no context was left */
+	/* the same for calls nested deeper than TRACER_DEEP_FRAMES: chunks of
+	 * TRACER_DEEP_FRAMES frames, in the proportion of the kernel's room */
+	uint64_t chunks, max_chunks, chunks_refused;
+	uint64_t max_events;	 /* a second; 0: no limit */
+	uint64_t events_refused; /* slow calls not sent: over max_events */
+};
+
+/* -ENOENT when no traced process has namespace name's share. */
+int tracer__share_read(const struct tracer *t, const char *name, struct tracer_share *ret);
+
 /* Stops counting pid's calls and detaches probes no other target needs; NULL is fine. */
 void tracer__remove(struct tracer *t, struct tracer_target *target);
 
@@ -197,6 +232,9 @@ struct tracer_counters {
 	uint64_t lost_events; /* slow-call events dropped: the ring buffer was full */
 	/* slow-call events not sent: over tracer_opts.slow_calls_per_sec */
 	uint64_t slow_limited;
+	/* calls not measured, and slow-call events not sent: over their
+	 * namespace's share (tracer_opts.share_*) */
+	uint64_t share_lost, share_limited;
 	/* every counter of the BPF programs by name, for debugging */
 	struct tracer_count all[TRACER_MAX_COUNTS];
 	size_t nall;

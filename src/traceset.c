@@ -226,6 +226,38 @@ static void ns_refused(struct traceset *ts, struct rw_error *err)
 		     ts->ns, ts->env->max_ns_funcs, traceset__ns_funcs(ts->env, ts->ns), why);
 }
 
+void traceset__share_errors(const struct traceset *ts, struct errlist *errs)
+{
+	struct tracer_share sh;
+
+	if (!ts->traces || tracer__share_read(ts->env->tracer, ts->ns, &sh))
+		return;
+	if (sh.contexts_refused)
+		errlist__add(errs,
+			     "calls not measured (each function's lost): the processes of "
+			     "namespace %s on this node had %" PRIu64 " goroutines and threads "
+			     "with traced calls in flight, its share of the node's "
+			     "(--max-inflight-per-namespace, the chart's "
+			     "maxInflightPerNamespace): trace fewer pods or functions, or raise it",
+			     ts->ns, sh.max_contexts);
+	if (sh.chunks_refused)
+		errlist__add(errs,
+			     "calls not measured (each function's lost): the processes of "
+			     "namespace %s on this node had calls nested deeper than %d in flight "
+			     "in %" PRIu64 " chunks of %d, its share of the node's (in proportion "
+			     "to --max-inflight-per-namespace, the chart's "
+			     "maxInflightPerNamespace): raise it, or trace functions that recurse "
+			     "less deep",
+			     ts->ns, TRACER_DEEP_FRAMES, sh.max_chunks, TRACER_DEEP_FRAMES);
+	if (sh.events_refused)
+		errlist__add(errs,
+			     "slow calls not sent (each function's slowDropped): the processes of "
+			     "namespace %s on this node passed its share of %" PRIu64 " slow calls "
+			     "a second (--slow-calls-per-namespace, the chart's "
+			     "slowCallsPerNamespace): raise slowThreshold, or the share",
+			     ts->ns, sh.max_events);
+}
+
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx)
 {
@@ -626,10 +658,12 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		return;
 	case ANALYSIS_READY: break;
 	}
-	tt = pats ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
-					spec->threshold_ns, ns_room(ts), &err)
-		  : NULL;
-	e = errno;
+	/* its calls in flight and slow calls count against the namespace's share */
+	e = pats ? -tracer__share(ts->env->tracer, pp->proc.pid, ts->ns, &err) : 0;
+	tt = pats && !e ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
+					      spec->threshold_ns, ns_room(ts), &err)
+			: NULL;
+	e = e ? e : errno;
 	refused = !tt && e == EDQUOT;
 	if (!pats)
 		rw_error_set(&err, ENOMEM, "out of memory");

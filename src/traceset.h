@@ -70,6 +70,8 @@ void traceset__retire_all(struct traceset *ts, const char *why);
 size_t traceset__count(const struct traceset *ts);
 /* The (process, function) pairs the sets of namespace ns trace now. */
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
+/* Says in errs when the namespace's share of the in-flight map or of slow-call events ran out. */
+void traceset__share_errors(const struct traceset *ts, struct errlist *errs);
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx);
 

@@ -30,6 +30,9 @@
 #define DEFAULT_MAX_SERIES 5000
 #define DEFAULT_REPORT_WRITES 50
 #define DEFAULT_MAX_NS_FUNCS 2048
+/* an eighth of the in-flight map each: 8 namespaces at their share fit */
+#define DEFAULT_NS_INFLIGHT (TRACER_MAX_CONTEXTS / 8)
+#define DEFAULT_NS_SLOW_CALLS 500
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -50,7 +53,9 @@ static void usage(FILE *f)
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
 		"                      [--slow-calls-per-second N]\n"
-		"                      [--max-functions-per-namespace N] [--layer-root DIR...]\n"
+		"                      [--max-functions-per-namespace N]\n"
+		"                      [--max-inflight-per-namespace N]\n"
+		"                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
 		"                      [--list-page-size N] [--analysis-timeout DURATION]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
@@ -92,6 +97,16 @@ static void usage(FILE *f)
 		"                         on this node, each counted once per process; a process\n"
 		"                         past it is not traced, with an error (default %d;\n"
 		"                         0: no limit)\n"
+		"  --max-inflight-per-namespace N\n"
+		"                         the processes of one namespace have at most N\n"
+		"                         goroutines and threads with traced calls in flight\n"
+		"                         on this node (of the %d the kernel holds); calls\n"
+		"                         past it are lost, counted, with an error (default\n"
+		"                         %d; 0: no limit)\n"
+		"  --slow-calls-per-namespace N\n"
+		"                         the kernel sends at most N slow calls a second for\n"
+		"                         the processes of one namespace, over every CPU; the\n"
+		"                         rest are counted (default %d; 0: no limit)\n"
 		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
 		"                         default: the overlayfs snapshot directories of\n"
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
@@ -107,7 +122,8 @@ static void usage(FILE *f)
 		"  --version              print the version\n"
 		"\n"
 		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n",
-		TRACER_SLOW_CALLS_PER_SEC, DEFAULT_MAX_NS_FUNCS);
+		TRACER_SLOW_CALLS_PER_SEC, DEFAULT_MAX_NS_FUNCS, TRACER_MAX_CONTEXTS,
+		DEFAULT_NS_INFLIGHT, DEFAULT_NS_SLOW_CALLS);
 }
 
 /* A count for a limit: digits only, 0 meaning none. */
@@ -199,6 +215,22 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'I':
+		if (parse_count(optarg, &n) || n > UINT32_MAX) {
+			fprintf(stderr, "retwatch-agent: --max-inflight-per-namespace must be a "
+					"number (0: no limit)\n");
+			return 2;
+		}
+		cli->ao.ns_inflight = (uint32_t)n;
+		break;
+	case 'E':
+		if (parse_count(optarg, &n) || n > UINT32_MAX) {
+			fprintf(stderr, "retwatch-agent: --slow-calls-per-namespace must be a "
+					"number (0: no limit)\n");
+			return 2;
+		}
+		cli->ao.ns_slow_calls_per_sec = (uint32_t)n;
+		break;
 	case 'R':
 		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
 			fprintf(stderr,
@@ -247,6 +279,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
 		{ "slow-calls-per-second", required_argument, NULL, 's' },
 		{ "max-functions-per-namespace", required_argument, NULL, 'F' },
+		{ "max-inflight-per-namespace", required_argument, NULL, 'I' },
+		{ "slow-calls-per-namespace", required_argument, NULL, 'E' },
 		{ "layer-root", required_argument, NULL, 'R' },
 		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "analysis-timeout", required_argument, NULL, 'T' },
@@ -268,6 +302,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.list_page = 500,
 			.slow_calls_per_sec = TRACER_SLOW_CALLS_PER_SEC,
 			.max_ns_funcs = DEFAULT_MAX_NS_FUNCS,
+			.ns_inflight = DEFAULT_NS_INFLIGHT,
+			.ns_slow_calls_per_sec = DEFAULT_NS_SLOW_CALLS,
 			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,

@@ -97,7 +97,9 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert c["image"] == "retwatch-agent:0.1.0"
     assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
                          "--report-writes-per-second=50", "--slow-calls-per-second=100",
-                         "--max-functions-per-namespace=2048", "--analysis-timeout=5s",
+                         "--max-functions-per-namespace=2048",
+                         "--max-inflight-per-namespace=8192",
+                         "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
                          "--metrics-address=:9431",
                          "--metrics-max-series=5000"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
@@ -122,6 +124,7 @@ def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "metrics.enabled=false,logLevel=debug,maxProbesPerNode=0",
                      "--set", "reportWritesPerSecond=0",
                      "--set", "slowCallsPerSecond=0,maxFunctionsPerNamespace=64",
+                     "--set", "maxInflightPerNamespace=0,slowCallsPerNamespace=7",
                      "--set", "analysisTimeout=750ms",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
@@ -131,7 +134,9 @@ def test_values_change_the_daemonset(helm):
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
                          "--report-writes-per-second=0", "--slow-calls-per-second=0",
-                         "--max-functions-per-namespace=64", "--analysis-timeout=750ms",
+                         "--max-functions-per-namespace=64",
+                         "--max-inflight-per-namespace=0", "--slow-calls-per-namespace=7",
+                         "--analysis-timeout=750ms",
                          "--metrics-address=none", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
@@ -172,6 +177,7 @@ def test_values_change_the_daemonset(helm):
     (["--set", "maxProbesPerNode=-1"], "at '/maxProbesPerNode': minimum"),
     (["--set", "slowCallsPerSecond=-1"], "at '/slowCallsPerSecond': minimum"),
     (["--set", "maxFunctionsPerNamespace=-1"], "at '/maxFunctionsPerNamespace': minimum"),
+    (["--set", "maxInflightPerNamespace=-1"], "at '/maxInflightPerNamespace': minimum"),
     (["--set-string", "analysisTimeout=5"], "at '/analysisTimeout': '5' does not match pattern"),
     (["--set", "metrics.maxSeries=-5"], "at '/metrics/maxSeries': minimum"),
     (["--set-string", "perfEventUprobes=yes"], "at '/perfEventUprobes': got string, want boolean"),

@@ -173,6 +173,102 @@ def test_namespace_share_refuses_the_greedy_probe_only(cluster, make_pod):
         assert agent.proc.poll() is None
 
 
+def test_namespace_share_of_inflight_calls_and_slow_calls(cluster, make_pod):
+    """--max-inflight-per-namespace 4 and --slow-calls-per-namespace 20: in
+    namespace A, 12 podapp workers each keep calls in flight and every call is
+    slow (slowThreshold 1ns): the calls of the goroutines past A's 4 are lost,
+    counted per function, slow calls past 20 a second are dropped, counted,
+    and A's report says which share ran out and what sets it. Namespace B's
+    probe, one slow worker, loses nothing and drops nothing."""
+    a, b = cluster.namespace(), cluster.namespace()
+    make_pod(a, "busy-1", {"app": "web"}, "node-a",
+             containers={"app": ("/app/podapp", "-workers", "12")})
+    make_pod(b, "calm-1", {"app": "web"}, "node-a",
+             containers={"app": ("/app/podapp", "-workers", "1", "-gap", "200ms")})
+    with cluster.agent("node-a", extra=("--max-inflight-per-namespace", "4",
+                                        "--slow-calls-per-namespace", "20")) as agent:
+        cluster.apply_probe(a, "busy", spec(slowThreshold="1ns", maxOverhead="0"))
+        cluster.apply_probe(b, "calm", spec(slowThreshold="1ns", maxOverhead="0"))
+        entry = wait_for("lost calls and dropped slow calls in A's report",
+                         lambda: (e := has_calls(cluster, a, "busy", "node-a"))
+                         and all(f.get("lost", 0) > 0 and f.get("slowDropped", 0) > 0
+                                 for f in fns(e).values()) and len(e["errors"]) == 2 and e,
+                         timeout=15)
+        inflight, slow = sorted(entry["errors"])
+        for part in (f"namespace {a} on this node had 4 goroutines and threads",
+                     "--max-inflight-per-namespace", "maxInflightPerNamespace"):
+            assert part in inflight, (part, inflight)
+        for part in (f"namespace {a} on this node passed its share of 20 slow calls a second",
+                     "--slow-calls-per-namespace", "slowCallsPerNamespace"):
+            assert part in slow, (part, slow)
+        calm = wait_for("B's calls", lambda: has_calls(cluster, b, "calm", "node-a",
+                                                       more_than=20), timeout=10)
+        assert calm["errors"] == [], calm
+        for f in fns(calm).values():
+            assert not f.get("lost") and not f.get("slowDropped"), f
+        page = agent.get("/metrics")[1]
+        assert metric(page, "retwatch_namespace_share_lost_calls_total") > 0
+        assert metric(page, "retwatch_namespace_share_slow_calls_limited_total") > 0
+        assert agent.proc.poll() is None
+
+
+def test_namespace_inflight_share_is_given_back_when_a_process_goes(cluster, make_pod):
+    """A share of 4: pod x's 3 workers take 3, so pod y's 3 workers (same
+    namespace) lose calls; once x is deleted its contexts come back, and y's
+    calls are all measured again: its lost count stops growing."""
+    ns = cluster.namespace()
+    x = make_pod(ns, "x-1", {"app": "x"}, "node-a",
+                 containers={"app": ("/app/podapp", "-workers", "3")})
+    make_pod(ns, "y-1", {"app": "y"}, "node-a",
+             containers={"app": ("/app/podapp", "-workers", "3")})
+    with cluster.agent("node-a", extra=("--max-inflight-per-namespace", "4")):
+        cluster.apply_probe(ns, "px", spec(selector={"matchLabels": {"app": "x"}}))
+        wait_for("x's calls", lambda: has_calls(cluster, ns, "px", "node-a"), timeout=8)
+        cluster.apply_probe(ns, "py", spec(selector={"matchLabels": {"app": "y"}}))
+        wait_for("y's lost calls",
+                 lambda: (e := has_calls(cluster, ns, "py", "node-a"))
+                 and fns(e)["main.handleRequest"].get("lost", 0) > 0, timeout=10)
+        x.delete()
+
+        def lost_settled():
+            e1 = cluster.node_entry(ns, "py", "node-a")
+            time.sleep(4.5)  # two report intervals
+            e2 = cluster.node_entry(ns, "py", "node-a")
+            f1, f2 = fns(e1)["main.handleRequest"], fns(e2)["main.handleRequest"]
+            return f2["calls"] > f1["calls"] and f2["lost"] == f1["lost"] and e2
+
+        wait_for("y's calls all measured", lost_settled, timeout=20)
+
+
+def test_namespace_share_of_deep_calls(cluster, make_pod):
+    """--max-inflight-per-namespace 16 gives each namespace 1 chunk of 64
+    frames past the first 64 (16 x 4,096 / 65,536): namespace A's two
+    goroutines recursing 200 deep need 6, so calls are lost, counted, with
+    the share named; namespace B's one goroutine 100 deep needs 1 and loses
+    nothing."""
+    a, b = cluster.namespace(), cluster.namespace()
+    idle = ("-workers", "1", "-gap", "1s")
+    make_pod(a, "deep-1", {"app": "web"}, "node-a",
+             containers={"app": ("/app/podapp", *idle, "-deep", "2", "-depth", "200")})
+    make_pod(b, "deep-1", {"app": "web"}, "node-a",
+             containers={"app": ("/app/podapp", *idle, "-deep", "1", "-depth", "100")})
+    with cluster.agent("node-a", extra=("--max-inflight-per-namespace", "16")):
+        for ns in (a, b):
+            cluster.apply_probe(ns, "deep", spec(functions=["main.recurse"], maxOverhead="0"))
+        entry = wait_for("A's lost calls and the error",
+                         lambda: (e := has_calls(cluster, a, "deep", "node-a", ["main.recurse"]))
+                         and fns(e)["main.recurse"].get("lost", 0) > 0 and e["errors"] and e,
+                         timeout=15)
+        (err,) = entry["errors"]
+        for part in (f"namespace {a} on this node had calls nested deeper than 64 in flight "
+                     "in 1 chunks of 64", "--max-inflight-per-namespace"):
+            assert part in err, (part, err)
+        calm = wait_for("B's calls", lambda: has_calls(cluster, b, "deep", "node-a",
+                                                       ["main.recurse"], more_than=1000),
+                        timeout=10)
+        assert calm["errors"] == [] and not fns(calm)["main.recurse"].get("lost"), calm
+
+
 def test_a_binary_past_the_analysis_time_limit_costs_its_probe_only(cluster, make_pod):
     """--analysis-timeout 300ms and a pod running kube-apiserver (119 MB of
     Go, read in 0.4 s, 1 s under ASan; podapp takes 0.03 s): its probe gets an

@@ -35,11 +35,12 @@ ALL = {
     "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
     "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
+    "share_contexts", "share_events",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {
     "frames_full", "contexts_full", "read_failed", "not_g_stack", "no_hist", "no_func",
-    "morestack_read_failed", "frames_insert_failed",
+    "morestack_read_failed", "frames_insert_failed", "share_contexts",
 }
 
 
