@@ -11,7 +11,7 @@ jobs=$(nproc)
 # One target: its corpus, its regression inputs, its run. Prints one line,
 # or the failure with the end of its log; exits non-zero on a failure.
 run_one() {
-	local fuzzer=$1 name corpus log runs
+	local fuzzer=$1 name corpus log runs options
 	name=$(basename "$fuzzer")
 	corpus=build/fuzz/corpus/$name
 	mkdir -p "$corpus"
@@ -33,8 +33,10 @@ run_one() {
 			return 1
 		fi
 	fi
+	# a target's own options (such as a time limit per input) come last, and win
+	read -r -a options <<<"$(cat "tests/fuzz/$name.options" 2>/dev/null || true)"
 	if "$fuzzer" -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=2048 \
-		-print_final_stats=1 "$corpus" >"$log" 2>&1; then
+		-print_final_stats=1 "${options[@]}" "$corpus" >"$log" 2>&1; then
 		runs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
 		echo "fuzz: $name ran ${seconds}s, $runs inputs, no crash"
 	else
