@@ -119,6 +119,11 @@ struct tracer {
 	struct rw_share *shares_mm; /* the shares map, mapped */
 	struct share *shares;
 	uint32_t share_contexts, share_events; /* each new share's limits */
+	/* processes no longer traced: the next sweep drops their frames (no hit
+	 * can end them) and gives their contexts back, then their shares; one
+	 * pass over the map for however many went. Sorted by sweep. */
+	pid_t *retired;
+	size_t nretired, retired_cap;
 };
 
 static const char *const stat_names[] = {
@@ -427,6 +432,7 @@ void tracer__free(struct tracer *t)
 		binary_cache__free(t->cache);
 	free(t->free_ids);
 	free(t->quarantine);
+	free(t->retired);
 	free(t->percpu_buf);
 	free(t);
 }
@@ -1022,6 +1028,7 @@ static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_tar
 }
 
 static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns);
+static void pid__unretire(struct tracer *t, pid_t pid);
 
 static struct share *share__by_name(const struct tracer *t, const char *name)
 {
@@ -1110,6 +1117,7 @@ int tracer__share(struct tracer *t, pid_t pid, const char *name, struct rw_error
 	__u32 tgid = pid, idx = share__idx_of(t, tgid);
 	struct share *sh = share__by_name(t, name);
 
+	pid__unretire(t, pid);
 	if (sh && sh->idx == idx)
 		return 0;
 	if (idx)
@@ -1134,15 +1142,12 @@ int tracer__share(struct tracer *t, pid_t pid, const char *name, struct rw_error
 	return 0;
 }
 
-/* pid is traced no more: its in-flight frames go (their contexts given back), then its share. */
+/* pid has no share any more (its frames are gone). */
 static void share__drop_pid(struct tracer *t, pid_t pid)
 {
 	__u32 tgid = pid, idx = share__idx_of(t, tgid);
 	struct share *sh = t->shares;
 
-	if (__atomic_load_n(&t->shares_mm[idx].contexts, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&t->shares_mm[idx].chunks, __ATOMIC_RELAXED))
-		sweep(t, tgid, 0);
 	if (!idx)
 		return;
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.proc_share), &tgid);
@@ -1151,6 +1156,53 @@ static void share__drop_pid(struct tracer *t, pid_t pid)
 	if (sh && sh->npids)
 		sh->npids--;
 	share__free_unused(t, idx);
+}
+
+/* pid is traced no more: the next sweep drops its frames, then its share. */
+static void pid__retire(struct tracer *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nretired; i++)
+		if (t->retired[i] == pid)
+			return;
+	if (t->nretired == t->retired_cap) {
+		size_t cap = t->retired_cap * 2 + 16;
+		pid_t *more = realloc(t->retired, cap * sizeof(*more));
+
+		if (!more) {
+			/* no room to wait: drop its frames now */
+			sweep(t, pid, 0);
+			share__drop_pid(t, pid);
+			return;
+		}
+		t->retired = more;
+		t->retired_cap = cap;
+	}
+	t->retired[t->nretired++] = pid;
+}
+
+/* pid is traced again before the sweep: its frames and share stay. */
+static void pid__unretire(struct tracer *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nretired; i++) {
+		if (t->retired[i] == pid) {
+			t->retired[i] = t->retired[--t->nretired];
+			return;
+		}
+	}
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static bool pid__retired(const struct tracer *t, uint32_t tgid)
+{
+	pid_t key = (pid_t)tgid;
+
+	return t->nretired && bsearch(&key, t->retired, t->nretired, sizeof(key), pid_cmp);
 }
 
 int tracer__share_read(const struct tracer *t, const char *name, struct tracer_share *ret)
@@ -1196,6 +1248,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	tt->t = t;
 	tt->pid = pid;
 	tt->threshold_ns = threshold_ns;
+	pid__unretire(t, pid);
 	e = file__open(t, path, &tt->file, err);
 	if (e)
 		goto fail;
@@ -1252,7 +1305,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	return tt;
 fail:
 	if (!pid_traced_elsewhere(t, tt))
-		share__drop_pid(t, pid);
+		pid__retire(t, pid);
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);
@@ -1336,7 +1389,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	}
 	/* its probes are gone: no hit will end its calls in flight */
 	if (last)
-		share__drop_pid(t, tt->pid);
+		pid__retire(t, tt->pid);
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);
@@ -1607,13 +1660,16 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	struct rw_frames fr;
 	uint64_t now = clock__mono_ns();
 
+	if (!pid && t->nretired)
+		qsort(t->retired, t->nretired, sizeof(*t->retired), pid_cmp);
 	/* deleting while walking would restart the walk: collect first */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &fr))
 			continue;
-		if (pid ? key.tgid != pid : !stale(&fr, now, max_age_ns))
+		if (pid ? key.tgid != pid
+			: !stale(&fr, now, max_age_ns) && !pid__retired(t, key.tgid))
 			continue;
 		if (ndoomed == cap) {
 			struct rw_ctx_key *more = realloc(doomed, (cap * 2 + 16) * sizeof(*more));
@@ -1628,7 +1684,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	for (size_t i = 0; i < ndoomed; i++) {
 		/* read again: the frames may have moved on since the walk */
 		if (bpf_map_lookup_elem(fd, &doomed[i], &fr) ||
-		    (!pid && !stale(&fr, now, max_age_ns)))
+		    (!pid && !stale(&fr, now, max_age_ns) && !pid__retired(t, doomed[i].tgid)))
 			continue;
 		if (bpf_map_delete_elem(fd, &doomed[i]))
 			continue;
@@ -1638,6 +1694,9 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 	free(doomed);
 	sweep_chunks(t, pid);
 	t->swept += dropped;
+	/* the retired processes' frames are gone: their shares go too */
+	for (; !pid && t->nretired; t->nretired--)
+		share__drop_pid(t, t->retired[t->nretired - 1]);
 	return dropped;
 }
 
