@@ -340,6 +340,13 @@ static void calibrate_probes(struct agent *a)
 	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)a->env.cal.bias_lo_ns);
 	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)a->env.cal.bias_hi_ns);
 	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)a->env.cal.call_cost_ns);
+	{
+		cJSON *by = cJSON_AddObjectToObject(ev, "bias_by_entry_ns");
+
+		for (int k = 0; by && k < PROBE_ENTRY__N; k++)
+			cJSON_AddNumberToObject(by, probe_entry__str(k),
+						(double)a->env.cal.entry_bias_ns[k]);
+	}
 	log_emit(ev);
 }
 

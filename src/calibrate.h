@@ -12,10 +12,36 @@
 #ifndef RETWATCH_CALIBRATE_H
 #define RETWATCH_CALIBRATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rwerr.h"
 #include "tracer.h"
+
+/*
+ * What the entry probe leaves inside a measured duration depends on the
+ * first instruction of the function: the kernel emulates some in the trap
+ * (a PUSH of a register, some NOPs on 6.x kernels) and single-steps the rest
+ * out of line, with a second trap. Measured on a 6.18 kernel: about 0.8 us
+ * inside a duration for the first, 4 us for the rest. Which forms a kernel
+ * emulates varies (here a 4-byte NOP with a SIB byte and no displacement is
+ * stepped, the other NOPs are not), so each kind below is calibrated on a
+ * function of its own that begins with one of its forms; any other
+ * instruction counts as stepped.
+ */
+enum probe_entry {
+	PROBE_ENTRY_STEPPED, /* anything else: LEA, CMP, SUB, MOV, ENDBR64... */
+	PROBE_ENTRY_PUSH,    /* PUSH of a register (50-57, 41 50-57) */
+	PROBE_ENTRY_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 (calibrated on 90) */
+	PROBE_ENTRY_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
+	PROBE_ENTRY__N,
+};
+
+/* The kind of the instruction at code (len bytes of a function's entry). */
+enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len);
+const char *probe_entry__str(enum probe_entry e);
+/* The kind probe_entry__str names; PROBE_ENTRY_STEPPED for NULL or any other text. */
+enum probe_entry probe_entry__parse(const char *s);
 
 struct calibration {
 	/* over the rounds (spread over half a second), the median of the lower
@@ -29,7 +55,22 @@ struct calibration {
 	 * unit of cost */
 	uint64_t call_cost_ns;
 	uint64_t calls; /* traced calls measured */
+	/* the same two for a function entered at each kind of instruction
+	 * (bias_ns and call_cost_ns are PROBE_ENTRY_STEPPED's) */
+	uint64_t entry_bias_ns[PROBE_ENTRY__N], entry_cost_ns[PROBE_ENTRY__N];
 };
+
+/* The bias and the call cost of a function entered at an instruction of kind e. */
+static inline uint64_t calibrate__bias(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_bias_ns[e] ? cal->entry_bias_ns[e] : cal->bias_ns;
+}
+
+static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_cost_ns[e] ? cal->entry_cost_ns[e]
+							   : cal->call_cost_ns;
+}
 
 /*
  * Calibrates with tracer t (probes attached for the run, removed after).

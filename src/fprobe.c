@@ -314,8 +314,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	p->next_write = now + jittered(p->interval_ns);
 	/* the overhead guard looks once a report interval */
 	if (p->env->cal.call_cost_ns)
-		results__guard(p->results, now, p->env->cal.call_cost_ns, p->spec.max_overhead,
-			       on_guard, p);
+		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);
 	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
 				   npods, p->wrote);
 	if (!entry)

@@ -113,6 +113,17 @@ static void render_guard(FILE *f, const struct metrics_page *mp, const struct fp
 		    "Part of the entry and RET traps inside a measured duration, calibrated at "
 		    "start; taken out of the durations in reports (not of this histogram).");
 	prom_sample_seconds(f, "retwatch_probe_bias_seconds", NULL, mp->cal ? mp->cal->bias_ns : 0);
+	prom_family(f, "retwatch_probe_bias_by_entry_seconds", "gauge",
+		    "The same for a function entered at each kind of instruction: the kernel "
+		    "emulates a PUSH or a NOP in the trap and single-steps the others "
+		    "(stepped: retwatch_probe_bias_seconds).");
+	for (int k = 0; k < PROBE_ENTRY__N; k++) {
+		char label[32];
+
+		snprintf(label, sizeof(label), "entry=\"%s\"", probe_entry__str(k));
+		prom_sample_seconds(f, "retwatch_probe_bias_by_entry_seconds", label,
+				    mp->cal ? mp->cal->entry_bias_ns[k] : 0);
+	}
 	prom_family(f, "retwatch_probe_call_cost_seconds", "gauge",
 		    "What one traced call costs its thread (both traps and the BPF programs), "
 		    "calibrated at start: the overhead guard's unit.");

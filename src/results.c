@@ -135,9 +135,15 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 	    (container && !(m->container = strdup(container))))
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
-		m->rows[i] = results__describe(r, tracer_target__func(tt, i)->info);
+		const struct func_info *fi = tracer_target__func(tt, i)->info;
+		uint8_t code[8];
+
+		m->rows[i] = results__describe(r, fi);
 		if (m->rows[i] == SIZE_MAX)
 			goto nomem;
+		/* where its entry probe sits: its cost inside a duration depends on it */
+		if (!binary__read(tracer_target__binary(tt), fi->address, code, sizeof(code)))
+			r->rows[m->rows[i]].entry = calibrate__entry_kind(code, sizeof(code));
 	}
 	/* the guard's first interval starts now */
 	for (size_t i = 0; i < n; i++)
@@ -335,8 +341,9 @@ void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void
 
 /* Function i of m: detached when over max twice in a row, back when max allows. */
 static void guard_one(struct results *r, struct member *m, size_t i, uint64_t now_ns,
-		      uint64_t cost_ns, double max, results_guard_fn fn, void *ctx)
+		      const struct calibration *cal, double max, results_guard_fn fn, void *ctx)
 {
+	uint64_t cost_ns = calibrate__cost(cal, r->rows[m->rows[i]].entry);
 	struct guard *g = &m->guard[i];
 	struct rw_error err = { "" };
 	struct results_guard ev = {
@@ -390,12 +397,12 @@ static void guard_one(struct results *r, struct member *m, size_t i, uint64_t no
 		fn(&ev, ctx);
 }
 
-void results__guard(struct results *r, uint64_t now_ns, uint64_t cost_ns, double max,
+void results__guard(struct results *r, uint64_t now_ns, const struct calibration *cal, double max,
 		    results_guard_fn fn, void *ctx)
 {
 	for (struct member *m = r->members; m; m = m->next)
 		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
-			guard_one(r, m, i, now_ns, cost_ns, max, fn, ctx);
+			guard_one(r, m, i, now_ns, cal, max, fn, ctx);
 }
 
 void results__overhead(const struct results *r, size_t k, struct results_overhead *ret)

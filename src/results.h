@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "binary.h"
+#include "calibrate.h"
 #include "latency.h"
 #include "tracer.h"
 
@@ -23,6 +24,9 @@ struct results_row {
 	enum func_mode mode; /* of the last process traced */
 	char *reason;	     /* why entry-only, else NULL */
 	size_t nreturns;     /* RET instructions probed */
+	/* the kind of its first instruction: what part of the probes' cost
+	 * falls inside its durations, and what a call costs (calibrate.h) */
+	enum probe_entry entry;
 	struct latency done; /* from processes no longer traced */
 	/* processes no longer traced that the overhead guard had detached the
 	 * function on; the first's pid, and rate and cost when detached */
@@ -91,12 +95,13 @@ typedef void (*results_guard_fn)(const struct results_guard *g, void *ctx);
 
 /*
  * One check, every report interval (now_ns: clock__mono_ns()): each live
- * process's functions' call rates since the last check times cost_ns. A
+ * process's functions' call rates since the last check times the
+ * calibrated cost of a call of the function (by its entry's kind). A
  * function over max (a fraction of one CPU; 0: no guard) at two checks in a
  * row is detached on its process; a detached one whose cost when detached
  * is within max (raised since) is attached again. fn hears of each change.
  */
-void results__guard(struct results *r, uint64_t now_ns, uint64_t cost_ns, double max,
+void results__guard(struct results *r, uint64_t now_ns, const struct calibration *cal, double max,
 		    results_guard_fn fn, void *ctx);
 
 /* Row i in the live process pid alone: what it counted, and whether the

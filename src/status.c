@@ -308,6 +308,8 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 					    (double)row->nreturns, &l);
 
 		cJSON_AddItemToArray(fns, f);
+		/* what part of the probes' cost its durations hold depends on it */
+		cJSON_AddStringToObject(f, "probeEntry", probe_entry__str(row->entry));
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
 	}
@@ -454,9 +456,14 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 	cJSON_AddNumberToObject(entry, "callCostNs", (double)cal->call_cost_ns);
 	cJSON_ArrayForEach(fn, cJSON_GetObjectItemCaseSensitive(entry, "functions"))
 	{
-		status__take_bias((cJSON *)fn, cal->bias_ns);
+		/* its own: the bias of the kind of instruction at its entry */
+		uint64_t bias = calibrate__bias(cal,
+						probe_entry__parse(kobj_str(fn, "probeEntry")));
+
+		cJSON_AddNumberToObject((cJSON *)fn, "probeBiasNs", (double)bias);
+		status__take_bias((cJSON *)fn, bias);
 		cJSON_ArrayForEach(pod, cJSON_GetObjectItemCaseSensitive(fn, "pods"))
-			status__take_bias((cJSON *)pod, cal->bias_ns);
+			status__take_bias((cJSON *)pod, bias);
 	}
 }
 

@@ -32,6 +32,9 @@ struct rev_row {
 struct merged {
 	char *name, *mode, *reason;
 	double returns;
+	/* the smallest bias the nodes took out of its durations (0: none):
+	 * each node's for its entry's kind (probeBiasNs), else the node's */
+	uint64_t bias_ns;
 	struct latency l;
 	struct pod_row slowest[SUMMARY_SLOWEST]; /* by p99, slowest first */
 	size_t nslowest;
@@ -190,14 +193,18 @@ static void add_revision(struct merged *m, const char *rev, const struct latency
 	latency__merge(&r->l, l);
 }
 
-static void merge_fn(struct summary *s, const cJSON *fn, const char *node)
+static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint64_t node_bias)
 {
+	/* written by agents; bounded all the same */
+	int64_t bias = kobj_int(fn, "probeBiasNs", (int64_t)node_bias);
 	struct merged *m;
 	const cJSON *pod;
 	struct latency l;
 
 	if (!kobj_str(fn, "name") || status_latency__from_json(fn, &l) || !(m = fn_get(s, fn)))
 		return;
+	if (bias > 0 && bias < (int64_t)NS_PER_S && (!m->bias_ns || (uint64_t)bias < m->bias_ns))
+		m->bias_ns = (uint64_t)bias;
 	latency__merge(&m->l, &l);
 	cJSON_ArrayForEach(pod, kobj_get(fn, "pods"))
 	{
@@ -222,7 +229,7 @@ static bool seen(const struct summary *s, const char *node)
 /* One node's results (a report's status, or a legacy status.nodes[] entry). */
 static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 {
-	int64_t procs = kobj_int(entry, "processes", 0);
+	int64_t procs = kobj_int(entry, "processes", 0), bias;
 	const cJSON *fn, *err;
 	char **more;
 
@@ -249,14 +256,10 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		    (s->errors[s->nerrors] = strdup(err->valuestring)))
 			s->nerrors++;
 	}
-	{
-		/* written by agents; bounded all the same */
-		int64_t bias = kobj_int(entry, "probeBiasNs", 0);
-
-		if (bias > 0 && bias < (int64_t)NS_PER_S &&
-		    (!s->bias_ns || (uint64_t)bias < s->bias_ns))
-			s->bias_ns = (uint64_t)bias;
-	}
+	/* written by agents; bounded all the same */
+	bias = kobj_int(entry, "probeBiasNs", 0);
+	if (bias > 0 && bias < (int64_t)NS_PER_S && (!s->bias_ns || (uint64_t)bias < s->bias_ns))
+		s->bias_ns = (uint64_t)bias;
 	cJSON_ArrayForEach(err, kobj_get(entry, "detached"))
 	{
 		if (!cJSON_IsString(err))
@@ -264,7 +267,8 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		if (!s->ndetached++)
 			s->detached = strdup(err->valuestring);
 	}
-	cJSON_ArrayForEach(fn, kobj_get(entry, "functions")) merge_fn(s, fn, node);
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+		merge_fn(s, fn, node, bias > 0 && bias < (int64_t)NS_PER_S ? (uint64_t)bias : 0);
 	return 0;
 }
 
@@ -382,10 +386,10 @@ static cJSON *summary_json(struct summary *s)
 		cJSON *f = status__function(m->name, m->mode, m->reason, m->returns, &m->l);
 
 		cJSON_AddItemToArray(fns, f);
-		if (s->bias_ns)
-			status__take_bias(f, s->bias_ns);
-		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, s->bias_ns));
-		cJSON_AddItemToObject(f, "revisions", revisions_json(m, s->bias_ns));
+		if (m->bias_ns)
+			status__take_bias(f, m->bias_ns);
+		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, m->bias_ns));
+		cJSON_AddItemToObject(f, "revisions", revisions_json(m, m->bias_ns));
 		calls += m->l.calls;
 		if (latency__count(&m->l) && (!slowest || q > p99)) {
 			slowest = m;
@@ -395,9 +399,10 @@ static cJSON *summary_json(struct summary *s)
 	cJSON_AddNumberToObject(sum, "calls", (double)calls);
 	if (slowest) {
 		cJSON_AddStringToObject(sum, "slowest", slowest->name);
-		add_duration(sum, "p50",
-			     calibrate__less(latency__percentile(&slowest->l, 0.5), s->bias_ns));
-		add_duration(sum, "p99", calibrate__less(p99, s->bias_ns));
+		add_duration(
+			sum, "p50",
+			calibrate__less(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
+		add_duration(sum, "p99", calibrate__less(p99, slowest->bias_ns));
 	}
 	if (s->bias_ns)
 		add_duration(sum, "probeBias", s->bias_ns);

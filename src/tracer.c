@@ -157,9 +157,15 @@ _Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds eve
 
 /* The counters of calls the kernel side could not measure (tracer_counters.unmeasured). */
 static const enum rw_stat unmeasured_stats[] = {
-	RW_STAT_FRAMES_FULL, RW_STAT_CONTEXTS_FULL,	   RW_STAT_SHARE_CONTEXTS,
-	RW_STAT_READ_FAILED, RW_STAT_NOT_G_STACK,	   RW_STAT_NO_HIST,
-	RW_STAT_NO_FUNC,     RW_STAT_FRAMES_INSERT_FAILED, RW_STAT_MORESTACK_READ_FAILED,
+	RW_STAT_FRAMES_FULL,
+	RW_STAT_CONTEXTS_FULL,
+	RW_STAT_SHARE_CONTEXTS, /* the namespace's share of them */
+	RW_STAT_READ_FAILED,
+	RW_STAT_NOT_G_STACK,
+	RW_STAT_NO_HIST,
+	RW_STAT_NO_FUNC,
+	RW_STAT_FRAMES_INSERT_FAILED,
+	RW_STAT_MORESTACK_READ_FAILED,
 };
 
 const char *tracer__attach_mode(const struct tracer *t)

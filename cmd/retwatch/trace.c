@@ -149,10 +149,16 @@ static struct latency *collect(struct trace_run *r)
 #define NAME_MIN_WIDTH 40
 #define NAME_MAX_WIDTH 80
 
-/* A duration as shown: less the calibrated bias of the probes, never below zero. */
-static uint64_t shown(const struct trace_run *r, uint64_t ns)
+/* The bias taken out of w's durations: its entry's kind's (0 with --raw). */
+static uint64_t row_bias(const struct trace_run *r, const struct results_row *w)
 {
-	return calibrate__less(ns, r->bias_ns);
+	return r->bias_ns ? calibrate__bias(&r->cal, w->entry) : 0;
+}
+
+/* A duration of w as shown: less the calibrated bias of its probes, never below zero. */
+static uint64_t shown(const struct trace_run *r, const struct results_row *w, uint64_t ns)
+{
+	return calibrate__less(ns, row_bias(r, w));
 }
 
 static void print_row(const struct trace_run *r, const struct results_row *w,
@@ -167,13 +173,17 @@ static void print_row(const struct trace_run *r, const struct results_row *w,
 	else
 		printf("%-*s", width, w->name);
 	printf(" %10" PRIu64 " %10s %10s %10s %10s %8" PRIu64 "\n", l->calls,
-	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.50)), p50, sizeof(p50))
+	       timed ? latency__format_ns(shown(r, w, latency__percentile(l, 0.50)), p50,
+					  sizeof(p50))
 		     : "-",
-	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.95)), p95, sizeof(p95))
+	       timed ? latency__format_ns(shown(r, w, latency__percentile(l, 0.95)), p95,
+					  sizeof(p95))
 		     : "-",
-	       timed ? latency__format_ns(shown(r, latency__percentile(l, 0.99)), p99, sizeof(p99))
+	       timed ? latency__format_ns(shown(r, w, latency__percentile(l, 0.99)), p99,
+					  sizeof(p99))
 		     : "-",
-	       timed ? latency__format_ns(shown(r, l->max_ns), max, sizeof(max)) : "-", l->orphans);
+	       timed ? latency__format_ns(shown(r, w, l->max_ns), max, sizeof(max)) : "-",
+	       l->orphans);
 }
 
 static void print_table(struct trace_run *r, bool final)
@@ -286,14 +296,17 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "mode", func_mode__str(w->mode));
 	cJSON_AddItemToObject(o, "calls", json_u64(l->calls));
-	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? shown(r, l->min_ns) : 0));
+	cJSON_AddItemToObject(o, "min_ns", json_u64(durations ? shown(r, w, l->min_ns) : 0));
 	cJSON_AddItemToObject(o, "p50_ns",
-			      json_u64(durations ? shown(r, latency__percentile(l, 0.50)) : 0));
+			      json_u64(durations ? shown(r, w, latency__percentile(l, 0.50)) : 0));
 	cJSON_AddItemToObject(o, "p95_ns",
-			      json_u64(durations ? shown(r, latency__percentile(l, 0.95)) : 0));
+			      json_u64(durations ? shown(r, w, latency__percentile(l, 0.95)) : 0));
 	cJSON_AddItemToObject(o, "p99_ns",
-			      json_u64(durations ? shown(r, latency__percentile(l, 0.99)) : 0));
-	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? shown(r, l->max_ns) : 0));
+			      json_u64(durations ? shown(r, w, latency__percentile(l, 0.99)) : 0));
+	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? shown(r, w, l->max_ns) : 0));
+	/* the bias its durations are shown without, by the kind of its entry */
+	cJSON_AddStringToObject(o, "entry", probe_entry__str(w->entry));
+	cJSON_AddItemToObject(o, "probe_bias_ns", json_u64(calibrate__bias(&r->cal, w->entry)));
 	/* as measured, whatever --raw says: nothing is hidden */
 	cJSON_AddItemToObject(o, "raw_p50_ns",
 			      json_u64(durations ? latency__percentile(l, 0.50) : 0));
@@ -326,6 +339,13 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "probe_bias_lo_ns", json_u64(r->cal.bias_lo_ns));
 	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
 	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
+	{
+		cJSON *by = cJSON_AddObjectToObject(root, "probe_bias_by_entry");
+
+		for (int k = 0; by && k < PROBE_ENTRY__N; k++)
+			cJSON_AddItemToObject(by, probe_entry__str(k),
+					      json_u64(r->cal.entry_bias_ns[k]));
+	}
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
@@ -625,6 +645,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 {
 	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
+	char push[LATENCY_FMT_LEN], nop[LATENCY_FMT_LEN], nop5[LATENCY_FMT_LEN];
 	struct rw_error err = {};
 
 	if (calibrate__run(r->t, &r->cal, &err)) {
@@ -636,12 +657,15 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	}
 	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
 	fprintf(stderr,
-		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; durations "
-		"shown %s\n",
+		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; for functions "
+		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s; durations shown %s\n",
 		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
 		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
 		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),
 		latency__format_ns(r->cal.call_cost_ns, cost, sizeof(cost)),
+		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_PUSH], push, sizeof(push)),
+		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP], nop, sizeof(nop)),
+		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP5], nop5, sizeof(nop5)),
 		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
 }
 
@@ -730,8 +754,8 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 		}
 		if (now >= next_guard) {
 			if (args->max_overhead > 0)
-				results__guard(r->results, now, r->cal.call_cost_ns,
-					       args->max_overhead, on_guard, (void *)args);
+				results__guard(r->results, now, &r->cal, args->max_overhead,
+					       on_guard, (void *)args);
 			next_guard = now + guard_ns;
 		}
 		if (now >= next_report) {

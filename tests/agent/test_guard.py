@@ -60,9 +60,11 @@ def test_hot_function_detached_others_measured_and_raising_the_budget_reattaches
             assert words in msg, msg
         assert e["detached"] == [msg], e
         assert e["probeBiasNs"] == cal["bias_ns"] and e["callCostNs"] == cal["call_cost_ns"], e
-        # durations less the bias; the measured ones under raw
+        # durations less the bias of the function's entry's kind; the measured ones under raw
         slow = fns(e)[SLOW]
-        assert abs(ns_of(slow["raw"]["p50"]) - ns_of(slow["p50"]) - cal["bias_ns"]) <= 0.001 * ns_of(
+        bias = cal["bias_by_entry_ns"][slow["probeEntry"]]
+        assert slow["probeBiasNs"] == bias, (slow, cal)
+        assert abs(ns_of(slow["raw"]["p50"]) - ns_of(slow["p50"]) - bias) <= 0.001 * ns_of(
             slow["raw"]["p50"]) + 1, slow
         assert 0 <= slow["overhead"] < 0.02, slow
 

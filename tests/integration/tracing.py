@@ -504,6 +504,8 @@ def check_schema(doc):
             "lost": is_int,
             "slow_dropped": is_int,
             "reason": lambda x: x is None or isinstance(x, str),
+            "entry": lambda x: x in ("stepped", "push", "nop", "nop5"),
+            "probe_bias_ns": is_int,
         }
         for key, ok in checks.items():
             if key not in f or not ok(f[key]):

@@ -73,6 +73,42 @@ TEST(probe_spec_max_overhead)
 	       ASSERT_EQ(parse_spec(",\"maxOverhead\":true", &s, &err), -EINVAL);
 }
 
+/* The kind of a function's first instruction, as the kernel's entry probe sees it. */
+TEST(calibrate_entry_kind)
+{
+	static const struct {
+		uint8_t code[8];
+		size_t len;
+		enum probe_entry want;
+	} cases[] = {
+		{ { 0x55, 0x48, 0x89, 0xe5 }, 4, PROBE_ENTRY_PUSH },	      /* push %rbp */
+		{ { 0x41, 0x57, 0x41, 0x56 }, 4, PROBE_ENTRY_PUSH },	      /* push %r15 */
+		{ { 0x53 }, 1, PROBE_ENTRY_PUSH },			      /* push %rbx */
+		{ { 0x90, 0x55 }, 2, PROBE_ENTRY_NOP },			      /* nop */
+		{ { 0x66, 0x90 }, 2, PROBE_ENTRY_NOP },			      /* xchg %ax,%ax */
+		{ { 0x0f, 0x1f, 0x40, 0x00 }, 4, PROBE_ENTRY_NOP },	      /* nopl 0(%rax) */
+		{ { 0x0f, 0x1f, 0x44, 0x00, 0x00 }, 5, PROBE_ENTRY_NOP5 },    /* nop5 */
+		{ { 0x0f, 0x1f, 0x44, 0x00 }, 4, PROBE_ENTRY_NOP },	      /* cut short */
+		{ { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 }, 5, PROBE_ENTRY_STEPPED }, /* endbr64 */
+		{ { 0x49, 0x3b, 0x66, 0x10 }, 4, PROBE_ENTRY_STEPPED },	      /* Go's stack check */
+		{ { 0x48, 0x83, 0xec, 0x08 }, 4, PROBE_ENTRY_STEPPED },	      /* sub $8,%rsp */
+		{ { 0x41, 0x58 }, 2, PROBE_ENTRY_STEPPED },		      /* pop %r8 */
+		{ { 0x0f, 0x1f, 0xc8 }, 3, PROBE_ENTRY_STEPPED }, /* 0f 1f /1: not a NOP */
+		{ { 0x55 }, 0, PROBE_ENTRY_STEPPED },		  /* nothing read */
+	};
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ok &= CHECK(calibrate__entry_kind(cases[i].code, cases[i].len) == cases[i].want,
+			    "case %zu: %s, want %s", i,
+			    probe_entry__str(calibrate__entry_kind(cases[i].code, cases[i].len)),
+			    probe_entry__str(cases[i].want));
+	for (int k = 0; k < PROBE_ENTRY__N; k++)
+		ok &= ASSERT_EQ(probe_entry__parse(probe_entry__str(k)), k);
+	return ok && ASSERT_EQ(probe_entry__parse("bogus"), PROBE_ENTRY_STEPPED) &&
+	       ASSERT_EQ(probe_entry__parse(NULL), PROBE_ENTRY_STEPPED);
+}
+
 /* p50, p95, p99 and max less the bias, never below zero; the measured ones under raw. */
 TEST(status_bias_taken_out)
 {
@@ -117,6 +153,22 @@ TEST(status_bias_taken_out)
 		ok = ASSERT_STREQ(kobj_str(f2, "p50"), "0ns") &&
 		     ASSERT_STREQ(kobj_str(kobj_get(f2, "raw"), "p50"), "3.000us");
 		cJSON_Delete(e2);
+	}
+	/* a function entered at a PUSH: its own kind's bias, and it says which */
+	{
+		struct calibration by = cal;
+		cJSON *e3 = cJSON_CreateObject(), *f3 = cJSON_CreateObject();
+
+		by.entry_bias_ns[PROBE_ENTRY_STEPPED] = 4000;
+		by.entry_bias_ns[PROBE_ENTRY_PUSH] = 800;
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(e3, "functions"), f3);
+		cJSON_AddStringToObject(f3, "probeEntry", "push");
+		status_latency__to_json(&l, f3);
+		status__add_bias(e3, &by);
+		ok = ok && ASSERT_STREQ(kobj_str(f3, "p50"), "23.20us") &&
+		     ASSERT_EQ(kobj_int(f3, "probeBiasNs", -1), 800) &&
+		     ASSERT_EQ(kobj_int(e3, "probeBiasNs", -1), 4000);
+		cJSON_Delete(e3);
 	}
 out:
 	cJSON_Delete(entry);

@@ -534,6 +534,38 @@ TEST(status_names_and_body)
 	return ok;
 }
 
+/* A function's own bias (its entry's kind's) wins over its node's, the smallest of its nodes'. */
+TEST(status_summary_bias_per_function)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(24000, 100, 0);
+	struct summary *s = summary__new(1);
+	cJSON *a = node_json("n1", 1, true, NULL, "main.f", l);
+	cJSON *b = node_json("n2", 1, true, NULL, "main.f", l), *doc;
+	const cJSON *sum, *f;
+	bool ok;
+
+	cJSON_AddNumberToObject(a, "probeBiasNs", 4000);
+	cJSON_AddNumberToObject(b, "probeBiasNs", 4000);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(kobj_get(a, "functions"), 0), "probeBiasNs",
+				900);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(kobj_get(b, "functions"), 0), "probeBiasNs",
+				800);
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", a)) &&
+	     add_report(s, report_json("n2", b));
+	doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S);
+	sum = kobj_get(doc, "summary");
+	f = fn_named(kobj_get(sum, "functions"), "main.f");
+	ok = ok && ASSERT_STREQ(kobj_str(f, "p99"), "23.20us") &&
+	     ASSERT_STREQ(kobj_str(sum, "p50"), "23.20us") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(f, "raw"), "p99"), "24.00us");
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
+	return ok;
+}
+
 /* The summary takes out the smallest bias its nodes calibrated, and the
  * Attached condition names a function the overhead guard detached. */
 TEST(status_summary_bias_and_detached)
