@@ -754,6 +754,7 @@ static int build_keys(struct binary *b)
 	char full[DEMANGLE_MAX_OUT + 1], bare[DEMANGLE_MAX_OUT + 1];
 	size_t cap = b->nfns ? b->nfns : 1, n = 0;
 	struct name_key *k = malloc(cap * sizeof(*k));
+	bool demangled = false;
 
 	if (!k)
 		return -ENOMEM;
@@ -787,8 +788,12 @@ static int build_keys(struct binary *b)
 		}
 		for (size_t j = 0; j < nforms; j++)
 			k[n++] = (struct name_key){ forms[j], i };
+		demangled |= nforms > 1;
 	}
-	qsort(k, n, sizeof(*k), key_cmp);
+	/* the entries' own names alone are in the index's order already (by
+	 * name, then address: then by entry) */
+	if (demangled)
+		qsort(k, n, sizeof(*k), key_cmp);
 	b->keys = k;
 	b->nkeys = n;
 	return 0;
