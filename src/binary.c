@@ -35,8 +35,8 @@ struct fn_entry {
 	 * (held in place, they made the index 6 times as large). */
 	struct addr_range *extra; /* .cold parts: DWARF_MAX_RANGES - 1 at most */
 	size_t nextra;
-	struct func_info *info;	   /* analysis, made on first match */
-	struct disasm_result *dis; /* with it */
+	struct func_info *info;	   /* analysis, made on first match (struct analysis) */
+	struct disasm_result *dis; /* with it, in the same allocation */
 	int64_t *tail_returns;	   /* info->tail_returns */
 	bool tails_followed;
 };
@@ -951,25 +951,45 @@ static int cold_index(struct binary *b, struct fn_entry *f, const struct func_in
 	return 0;
 }
 
+/*
+ * A function's analysis, in one allocation: inspect '*' of a big Go binary
+ * makes 165,000 of them. A Go function has one range (no cold parts are
+ * looked for), native code room for DWARF_MAX_RANGES.
+ */
+struct analysis {
+	struct func_info fi;
+	struct disasm_result dis;
+	struct addr_range ranges[];
+};
+
+/* Frees what analyze made for f (f->info holds it all); NULL-tolerant. */
+static void analysis_free(struct fn_entry *f)
+{
+	disasm_result__clear(f->dis);
+	free(f->info);
+	f->info = NULL;
+	f->dis = NULL;
+}
+
 static int analyze(struct binary *b, struct fn_entry *f)
 {
+	bool go = f->source == FUNC_SOURCE_PCLNTAB || pcln_has_entry(b, f->addr);
+	size_t nranges = go ? 1 + f->nextra : DWARF_MAX_RANGES;
+	struct analysis *a = calloc(1, sizeof(*a) + nranges * sizeof(a->ranges[0]));
 	struct func_info *fi;
 	int ret;
 
-	fi = calloc(1, sizeof(*fi));
-	f->dis = calloc(1, sizeof(*f->dis));
-	if (!fi || !f->dis) {
-		free(fi);
-		free(f->dis);
-		f->dis = NULL;
+	if (!a)
 		return -ENOMEM;
-	}
+	fi = &a->fi;
+	f->dis = &a->dis;
+	fi->ranges = a->ranges;
 	fi->name = f->name;
 	fi->demangled = f->demangled;
 	fi->address = f->addr;
 	fi->size = f->size;
 	fi->source = f->source;
-	fi->go = f->source == FUNC_SOURCE_PCLNTAB || pcln_has_entry(b, f->addr);
+	fi->go = go;
 	fi->ranges[0] = (struct addr_range){ f->addr, f->addr + f->size };
 	for (size_t i = 0; i < f->nextra; i++)
 		fi->ranges[1 + i] = f->extra[i];
@@ -1007,7 +1027,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->ntail_calls = f->dis->ntail_calls;
 	fi->nindirect_jumps = f->dis->nindirect_jumps;
 	fi->exits_known = !f->dis->undecodable && !f->dis->over_budget;
-	if (f->dis->reason[0])
+	if (f->dis->reason)
 		fi->reason = f->dis->reason;
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
@@ -2132,17 +2152,13 @@ static void binary_free(struct binary *b)
 	if (!b)
 		return;
 	for (size_t i = 0; i < b->nfns; i++) {
-		free(b->fns[i].info);
+		analysis_free(&b->fns[i]);
 		free(b->fns[i].tail_returns);
 		free(b->fns[i].extra);
-		disasm_result__clear(b->fns[i].dis);
-		free(b->fns[i].dis);
 	}
 	for (size_t i = 0; i < b->nanon; i++) {
-		free(b->anon[i]->info);
+		analysis_free(b->anon[i]);
 		free(b->anon[i]->extra);
-		disasm_result__clear(b->anon[i]->dis);
-		free(b->anon[i]->dis);
 		free(b->anon[i]);
 	}
 	free(b->anon);

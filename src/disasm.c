@@ -311,8 +311,28 @@ static int push_u64(uint64_t **arr, size_t n, uint64_t v)
 	return 0;
 }
 
-static void describe_bad(struct disasm_result *res, const struct code_range *r, size_t off,
-			 uint64_t entry)
+static int set_reason(struct disasm_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Sets res->reason (few functions have one: allocated, not held in each). 0 or -ENOMEM. */
+static int set_reason(struct disasm_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	free(res->reason);
+	res->reason = s;
+	return 0;
+}
+
+static int describe_bad(struct disasm_result *res, const struct code_range *r, size_t off,
+			uint64_t entry)
 {
 	char bytes[3 * 8 + 1] = "";
 	size_t n = r->len - off < 8 ? r->len - off : 8;
@@ -321,29 +341,33 @@ static void describe_bad(struct disasm_result *res, const struct code_range *r, 
 		sprintf(bytes + 3 * i, "%s%02x", i ? " " : "", r->bytes[off + i]);
 	res->undecodable = true;
 	res->bad_addr = r->addr + off;
-	snprintf(res->reason, sizeof(res->reason),
-		 "undecodable instruction at %s0x%" PRIx64
-		 " (bytes %s); return sites cannot be located safely",
-		 res->bad_addr >= entry ? "+" : "-",
-		 res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr, bytes);
+	return set_reason(res,
+			  "undecodable instruction at %s0x%" PRIx64
+			  " (bytes %s); return sites cannot be located safely",
+			  res->bad_addr >= entry ? "+" : "-",
+			  res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr,
+			  bytes);
 }
 
-static void over_budget(struct disasm_result *res, const char *fmt, ...)
+static int over_budget(struct disasm_result *res, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* A budget ran out: no site of the function is trusted to be complete. */
-static void over_budget(struct disasm_result *res, const char *fmt, ...)
+/* A budget ran out: no site of the function is trusted to be complete. 0 or -ENOMEM. */
+static int over_budget(struct disasm_result *res, const char *fmt, ...)
 {
 	va_list ap;
+	char *s;
 	int n;
 
 	res->over_budget = true;
 	va_start(ap, fmt);
-	n = vsnprintf(res->reason, sizeof(res->reason), fmt, ap);
+	n = vasprintf(&s, fmt, ap);
 	va_end(ap);
-	if (n >= 0 && (size_t)n < sizeof(res->reason))
-		snprintf(res->reason + n, sizeof(res->reason) - n,
-			 "; calls are counted, not timed");
+	if (n < 0)
+		return -ENOMEM;
+	n = set_reason(res, "%s; calls are counted, not timed", s);
+	free(s);
+	return n;
 }
 
 static int scan_range(const struct decoders *dec, const struct code_range *ranges, size_t nranges,
@@ -370,15 +394,13 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 			if (jump)
 				jk = jump_kind(&full, ops, addr, ranges, nranges, &target);
 		} else {
-			describe_bad(res, r, off, entry);
-			return 0;
+			return describe_bad(res, r, off, entry);
 		}
 		res->ninsns++;
-		if (insn.kind == DISASM_RET && res->nreturns == DISASM_MAX_RETURNS) {
-			over_budget(res, "more than %d return sites (the limit per function)",
-				    DISASM_MAX_RETURNS);
-			return 0;
-		}
+		if (insn.kind == DISASM_RET && res->nreturns == DISASM_MAX_RETURNS)
+			return over_budget(res,
+					   "more than %d return sites (the limit per function)",
+					   DISASM_MAX_RETURNS);
 		if (insn.kind == DISASM_RET) {
 			if (push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
 				return -ENOMEM;
@@ -454,8 +476,9 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 			total = SIZE_MAX;
 	/* decoding costs time in proportion to the bytes: refused before any */
 	if (total > DISASM_MAX_BYTES)
-		over_budget(res, "%zu bytes of code, more than %u MiB (the limit per function)",
-			    total, DISASM_MAX_BYTES >> 20);
+		err = over_budget(res,
+				  "%zu bytes of code, more than %u MiB (the limit per function)",
+				  total, DISASM_MAX_BYTES >> 20);
 	for (size_t i = 0; i < nranges && !res->undecodable && !res->over_budget && !err; i++)
 		err = scan_range(&dec, ranges, nranges, i, entry, res);
 	if (err) {
@@ -484,14 +507,17 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 		return -ENOMEM;
 	}
 	if (!res->nreturns && res->ntail_calls)
-		snprintf(res->reason, sizeof(res->reason),
-			 "no return instruction: the function leaves only through %zu tail call%s",
-			 res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
+		err = set_reason(
+			res,
+			"no return instruction: the function leaves only through %zu tail call%s",
+			res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
 	else if (!res->nreturns)
-		snprintf(
-			res->reason, sizeof(res->reason),
+		err = set_reason(
+			res,
 			"no return instruction: the function never returns (it panics, exits or loops)");
-	return 0;
+	if (err)
+		disasm_result__clear(res);
+	return err;
 }
 
 void disasm_result__clear(struct disasm_result *res)
@@ -501,5 +527,6 @@ void disasm_result__clear(struct disasm_result *res)
 	free(res->returns);
 	free(res->tail_calls);
 	free(res->tail_targets);
+	free(res->reason);
 	memset(res, 0, sizeof(*res));
 }

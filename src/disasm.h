@@ -54,7 +54,7 @@ struct disasm_result {
 	uint64_t bad_addr; /* where decoding failed, when undecodable */
 	/* End of the last instruction of ranges[0] that is not int3 padding. */
 	uint64_t code_end;
-	char reason[200]; /* why the function is entry-only, or "" */
+	char *reason; /* why the function is entry-only (allocated), or NULL */
 };
 
 /* One instruction as the sweep sees it. */
