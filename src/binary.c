@@ -1455,14 +1455,16 @@ static size_t same_name_end(const struct binary *b, size_t i)
 }
 
 /* In a Go binary, drops the ABI wrappers among the entries named as entry
- * j, once per name. */
+ * j, once per name. The run of the name is found from j (a glob over every
+ * name asks for each entry: a binary search each was 17 string compares). */
 static void check_wrappers(struct binary *b, size_t j)
 {
-	size_t first, end;
+	size_t first = j, end;
 
 	if (!b->pcln || b->fns[j].wrappers_checked)
 		return;
-	first = lower_bound(b, b->fns[j].name);
+	while (first > 0 && !strcmp(b->fns[first - 1].name, b->fns[j].name))
+		first--;
 	end = same_name_end(b, first);
 	if (end - first > 1)
 		drop_abi_wrappers(b, first, end);
