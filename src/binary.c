@@ -19,27 +19,35 @@
 /* Larger "functions" come from corrupted tables, not compilers. */
 #define MAX_FUNC_SIZE (64u << 20)
 
+/*
+ * One function of the index; a big Go binary has 165,000 of them, held for
+ * as long as the file is cached: the fields are laid out small (72 bytes).
+ */
 struct fn_entry {
 	const char *name;
 	uint64_t addr, size;
-	enum func_source source;
-	const char *demangled;	/* C++ with parameters, Rust without hash; or NULL */
-	bool dropped;		/* a Go ABI wrapper whose body is another entry */
-	bool wrappers_checked;	/* its name's run went through drop_abi_wrappers */
-	bool ifunc;		/* an IFUNC's resolver (set on its address's canon) */
-	unsigned int match_gen; /* binary__match call that last listed it */
-	unsigned int count_gen; /* the glob that last counted it */
-	size_t canon;		/* the entry listed for its address (itself, or an alias's) */
-	/* Both below are allocated when needed: a big Go binary lists 160,000
-	 * functions, of which a probe analyses a few and few have cold parts
-	 * (held in place, they made the index 6 times as large). */
-	struct addr_range *extra; /* .cold parts: DWARF_MAX_RANGES - 1 at most */
-	size_t nextra;
+	const char *demangled; /* C++ with parameters, Rust without hash; or NULL */
+	/* The three below are allocated when needed: a probe analyses a few
+	 * functions and few have cold parts (held in place, they made the
+	 * index 6 times as large). */
+	struct addr_range *extra;  /* .cold parts: DWARF_MAX_RANGES - 1 at most */
 	struct func_info *info;	   /* analysis, made on first match (struct analysis) */
 	struct disasm_result *dis; /* with it, in the same allocation */
-	int64_t *tail_returns;	   /* info->tail_returns */
+	uint32_t canon;		   /* the entry listed for its address (itself, or an alias's) */
+	unsigned int match_gen;	   /* binary__match call that last listed it */
+	unsigned int count_gen;	   /* the glob that last counted it */
+	uint8_t source;		   /* enum func_source */
+	uint8_t nextra;
+	bool dropped;	       /* a Go ABI wrapper whose body is another entry */
+	bool wrappers_checked; /* its name's run went through drop_abi_wrappers */
+	bool ifunc;	       /* an IFUNC's resolver (set on its address's canon) */
 	bool tails_followed;
 };
+
+_Static_assert(DWARF_MAX_RANGES - 1 <= UINT8_MAX, "fn_entry.nextra holds the cold parts' count");
+
+/* fn_entry.canon is an index: the index holds fewer entries than this. */
+#define MAX_FNS UINT32_MAX
 
 struct binary {
 	struct binary_cache *cache;
@@ -266,6 +274,8 @@ static struct fn_entry *add_fn(struct binary *b, const char *name, uint64_t addr
 {
 	struct fn_entry *f;
 
+	if (b->nfns >= MAX_FNS)
+		return NULL; /* past the bound of an index: out of memory as good as */
 	if (b->nfns == b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 1024;
 		void *p = realloc(b->fns, ncap * sizeof(*b->fns));
@@ -966,6 +976,8 @@ struct analysis {
 static void analysis_free(struct fn_entry *f)
 {
 	disasm_result__clear(f->dis);
+	if (f->info)
+		free((void *)f->info->tail_returns);
 	free(f->info);
 	f->info = NULL;
 	f->dis = NULL;
@@ -1166,8 +1178,7 @@ static int follow_tails(struct binary *b, struct fn_entry *f)
 	}
 	if (w.nreturns)
 		qsort(w.returns, w.nreturns, sizeof(*w.returns), cmp_offset);
-	f->tail_returns = w.returns;
-	fi->tail_returns = w.returns;
+	fi->tail_returns = w.returns; /* freed with the analysis */
 	fi->ntail_returns = w.nreturns;
 	fi->ntail_untimed = w.untimed;
 	fi->nindirect_jumps = w.indirect;
@@ -2155,7 +2166,6 @@ static void binary_free(struct binary *b)
 		return;
 	for (size_t i = 0; i < b->nfns; i++) {
 		analysis_free(&b->fns[i]);
-		free(b->fns[i].tail_returns);
 		free(b->fns[i].extra);
 	}
 	for (size_t i = 0; i < b->nanon; i++) {
