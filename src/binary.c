@@ -21,7 +21,7 @@
 
 /*
  * One function of the index; a big Go binary has 165,000 of them, held for
- * as long as the file is cached: the fields are laid out small (72 bytes).
+ * as long as the file is cached: the fields are laid out small (80 bytes).
  */
 struct fn_entry {
 	const char *name;
@@ -275,7 +275,7 @@ static struct fn_entry *add_fn(struct binary *b, const char *name, uint64_t addr
 	struct fn_entry *f;
 
 	if (b->nfns >= MAX_FNS)
-		return NULL; /* past the bound of an index: out of memory as good as */
+		return NULL; /* an index that large could not be held anyway: out of memory */
 	if (b->nfns == b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 1024;
 		void *p = realloc(b->fns, ncap * sizeof(*b->fns));
