@@ -19,27 +19,35 @@
 /* Larger "functions" come from corrupted tables, not compilers. */
 #define MAX_FUNC_SIZE (64u << 20)
 
+/*
+ * One function of the index; a big Go binary has 165,000 of them, held for
+ * as long as the file is cached: the fields are laid out small (80 bytes).
+ */
 struct fn_entry {
 	const char *name;
 	uint64_t addr, size;
-	enum func_source source;
-	const char *demangled;	/* C++ with parameters, Rust without hash; or NULL */
-	bool dropped;		/* a Go ABI wrapper whose body is another entry */
-	bool wrappers_checked;	/* its name's run went through drop_abi_wrappers */
-	bool ifunc;		/* an IFUNC's resolver (set on its address's canon) */
-	unsigned int match_gen; /* binary__match call that last listed it */
-	unsigned int count_gen; /* the glob that last counted it */
-	size_t canon;		/* the entry listed for its address (itself, or an alias's) */
-	/* Both below are allocated when needed: a big Go binary lists 160,000
-	 * functions, of which a probe analyses a few and few have cold parts
-	 * (held in place, they made the index 6 times as large). */
-	struct addr_range *extra; /* .cold parts: DWARF_MAX_RANGES - 1 at most */
-	size_t nextra;
-	struct func_info *info;	   /* analysis, made on first match */
-	struct disasm_result *dis; /* with it */
-	int64_t *tail_returns;	   /* info->tail_returns */
+	const char *demangled; /* C++ with parameters, Rust without hash; or NULL */
+	/* The three below are allocated when needed: a probe analyses a few
+	 * functions and few have cold parts (held in place, they made the
+	 * index 6 times as large). */
+	struct addr_range *extra;  /* .cold parts: DWARF_MAX_RANGES - 1 at most */
+	struct func_info *info;	   /* analysis, made on first match (struct analysis) */
+	struct disasm_result *dis; /* with it, in the same allocation */
+	uint32_t canon;		   /* the entry listed for its address (itself, or an alias's) */
+	unsigned int match_gen;	   /* binary__match call that last listed it */
+	unsigned int count_gen;	   /* the glob that last counted it */
+	uint8_t source;		   /* enum func_source */
+	uint8_t nextra;
+	bool dropped;	       /* a Go ABI wrapper whose body is another entry */
+	bool wrappers_checked; /* its name's run went through drop_abi_wrappers */
+	bool ifunc;	       /* an IFUNC's resolver (set on its address's canon) */
 	bool tails_followed;
 };
+
+_Static_assert(DWARF_MAX_RANGES - 1 <= UINT8_MAX, "fn_entry.nextra holds the cold parts' count");
+
+/* fn_entry.canon is an index: the index holds fewer entries than this. */
+#define MAX_FNS UINT32_MAX
 
 struct binary {
 	struct binary_cache *cache;
@@ -266,6 +274,8 @@ static struct fn_entry *add_fn(struct binary *b, const char *name, uint64_t addr
 {
 	struct fn_entry *f;
 
+	if (b->nfns >= MAX_FNS)
+		return NULL; /* an index that large could not be held anyway: out of memory */
 	if (b->nfns == b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 1024;
 		void *p = realloc(b->fns, ncap * sizeof(*b->fns));
@@ -754,6 +764,7 @@ static int build_keys(struct binary *b)
 	char full[DEMANGLE_MAX_OUT + 1], bare[DEMANGLE_MAX_OUT + 1];
 	size_t cap = b->nfns ? b->nfns : 1, n = 0;
 	struct name_key *k = malloc(cap * sizeof(*k));
+	bool demangled = false;
 
 	if (!k)
 		return -ENOMEM;
@@ -787,8 +798,12 @@ static int build_keys(struct binary *b)
 		}
 		for (size_t j = 0; j < nforms; j++)
 			k[n++] = (struct name_key){ forms[j], i };
+		demangled |= nforms > 1;
 	}
-	qsort(k, n, sizeof(*k), key_cmp);
+	/* the entries' own names alone are in the index's order already (by
+	 * name, then address: then by entry) */
+	if (demangled)
+		qsort(k, n, sizeof(*k), key_cmp);
 	b->keys = k;
 	b->nkeys = n;
 	return 0;
@@ -946,25 +961,47 @@ static int cold_index(struct binary *b, struct fn_entry *f, const struct func_in
 	return 0;
 }
 
+/*
+ * A function's analysis, in one allocation: inspect '*' of a big Go binary
+ * makes 165,000 of them. A Go function has one range (no cold parts are
+ * looked for), native code room for DWARF_MAX_RANGES.
+ */
+struct analysis {
+	struct func_info fi;
+	struct disasm_result dis;
+	struct addr_range ranges[];
+};
+
+/* Frees what analyze made for f (f->info holds it all); NULL-tolerant. */
+static void analysis_free(struct fn_entry *f)
+{
+	disasm_result__clear(f->dis);
+	if (f->info)
+		free((void *)f->info->tail_returns);
+	free(f->info);
+	f->info = NULL;
+	f->dis = NULL;
+}
+
 static int analyze(struct binary *b, struct fn_entry *f)
 {
+	bool go = f->source == FUNC_SOURCE_PCLNTAB || pcln_has_entry(b, f->addr);
+	size_t nranges = go ? 1 + f->nextra : DWARF_MAX_RANGES;
+	struct analysis *a = calloc(1, sizeof(*a) + nranges * sizeof(a->ranges[0]));
 	struct func_info *fi;
 	int ret;
 
-	fi = calloc(1, sizeof(*fi));
-	f->dis = calloc(1, sizeof(*f->dis));
-	if (!fi || !f->dis) {
-		free(fi);
-		free(f->dis);
-		f->dis = NULL;
+	if (!a)
 		return -ENOMEM;
-	}
+	fi = &a->fi;
+	f->dis = &a->dis;
+	fi->ranges = a->ranges;
 	fi->name = f->name;
 	fi->demangled = f->demangled;
 	fi->address = f->addr;
 	fi->size = f->size;
 	fi->source = f->source;
-	fi->go = f->source == FUNC_SOURCE_PCLNTAB || pcln_has_entry(b, f->addr);
+	fi->go = go;
 	fi->ranges[0] = (struct addr_range){ f->addr, f->addr + f->size };
 	for (size_t i = 0; i < f->nextra; i++)
 		fi->ranges[1 + i] = f->extra[i];
@@ -1002,7 +1039,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->ntail_calls = f->dis->ntail_calls;
 	fi->nindirect_jumps = f->dis->nindirect_jumps;
 	fi->exits_known = !f->dis->undecodable && !f->dis->over_budget;
-	if (f->dis->reason[0])
+	if (f->dis->reason)
 		fi->reason = f->dis->reason;
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
@@ -1141,8 +1178,7 @@ static int follow_tails(struct binary *b, struct fn_entry *f)
 	}
 	if (w.nreturns)
 		qsort(w.returns, w.nreturns, sizeof(*w.returns), cmp_offset);
-	f->tail_returns = w.returns;
-	fi->tail_returns = w.returns;
+	fi->tail_returns = w.returns; /* freed with the analysis */
 	fi->ntail_returns = w.nreturns;
 	fi->ntail_untimed = w.untimed;
 	fi->nindirect_jumps = w.indirect;
@@ -1430,14 +1466,16 @@ static size_t same_name_end(const struct binary *b, size_t i)
 }
 
 /* In a Go binary, drops the ABI wrappers among the entries named as entry
- * j, once per name. */
+ * j, once per name. The run of the name is found from j (a glob over every
+ * name asks for each entry: a binary search each was 17 string compares). */
 static void check_wrappers(struct binary *b, size_t j)
 {
-	size_t first, end;
+	size_t first = j, end;
 
 	if (!b->pcln || b->fns[j].wrappers_checked)
 		return;
-	first = lower_bound(b, b->fns[j].name);
+	while (first > 0 && !strcmp(b->fns[first - 1].name, b->fns[j].name))
+		first--;
 	end = same_name_end(b, first);
 	if (end - first > 1)
 		drop_abi_wrappers(b, first, end);
@@ -2127,17 +2165,12 @@ static void binary_free(struct binary *b)
 	if (!b)
 		return;
 	for (size_t i = 0; i < b->nfns; i++) {
-		free(b->fns[i].info);
-		free(b->fns[i].tail_returns);
+		analysis_free(&b->fns[i]);
 		free(b->fns[i].extra);
-		disasm_result__clear(b->fns[i].dis);
-		free(b->fns[i].dis);
 	}
 	for (size_t i = 0; i < b->nanon; i++) {
-		free(b->anon[i]->info);
+		analysis_free(b->anon[i]);
 		free(b->anon[i]->extra);
-		disasm_result__clear(b->anon[i]->dis);
-		free(b->anon[i]->dis);
 		free(b->anon[i]);
 	}
 	free(b->anon);

@@ -39,7 +39,8 @@ struct func_info {
 	uint64_t size;	       /* of the entry range */
 	enum func_source source;
 	bool go; /* in Go's function table: Go code, not C linked in by cgo */
-	struct addr_range ranges[DWARF_MAX_RANGES]; /* ranges[0] holds the entry */
+	/* ranges[0] holds the entry; DWARF_MAX_RANGES at most (Go: one) */
+	struct addr_range *ranges;
 	size_t nranges;
 	enum func_mode mode;
 	const char *reason;	/* why entry-only, else NULL */

@@ -6,131 +6,296 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
+#include <unistd.h>
 
 #include "binary.h"
 #include "cmd.h"
 
-/* cJSON keeps numbers as doubles; raw text keeps 64-bit values exact. */
-static cJSON *json_int(int64_t v)
+/*
+ * inspect prints one function per few lines, and '*' of a big Go binary is
+ * 165,000 functions (60 MB of JSON): one buffer, formatted by hand, written
+ * with write(2) when full. A document tree of the whole output took 480 MB
+ * more at the peak for those 60 MB.
+ */
+struct out {
+	int fd;
+	int err; /* the first write error, as -errno */
+	size_t len;
+	char buf[1 << 16];
+};
+
+static void out_flush(struct out *o)
 {
-	char buf[32];
+	size_t done = 0;
 
-	snprintf(buf, sizeof(buf), "%" PRId64, v);
-	return cJSON_CreateRaw(buf);
-}
+	while (done < o->len && !o->err) {
+		ssize_t n = write(o->fd, o->buf + done, o->len - done);
 
-static cJSON *json_str_or_null(const char *s)
-{
-	return s ? cJSON_CreateString(s) : cJSON_CreateNull();
-}
-
-static cJSON *json_offsets(const int64_t *v, size_t n)
-{
-	cJSON *arr = cJSON_CreateArray();
-
-	for (size_t i = 0; arr && i < n; i++)
-		cJSON_AddItemToArray(arr, json_int(v[i]));
-	return arr;
-}
-
-static cJSON *json_func(const struct func_info *f)
-{
-	cJSON *o = cJSON_CreateObject(), *ranges = cJSON_CreateArray();
-
-	cJSON_AddStringToObject(o, "name", f->name);
-	cJSON_AddItemToObject(o, "demangled", json_str_or_null(f->demangled));
-	cJSON_AddItemToObject(o, "address", json_int(f->address));
-	cJSON_AddItemToObject(o, "file_offset", json_int(f->file_offset));
-	cJSON_AddItemToObject(o, "size", json_int(f->size));
-	cJSON_AddStringToObject(o, "source", func_source__str(f->source));
-	cJSON_AddStringToObject(o, "mode", func_mode__str(f->mode));
-	cJSON_AddItemToObject(o, "reason", json_str_or_null(f->reason));
-	cJSON_AddItemToObject(o, "returns", json_offsets(f->returns, f->nreturns));
-	cJSON_AddItemToObject(o, "tail_calls", json_offsets(f->tail_calls, f->ntail_calls));
-	/* the RETs that end a call after a tail call, as offsets in the file from file_offset */
-	cJSON_AddItemToObject(o, "tail_returns", json_offsets(f->tail_returns, f->ntail_returns));
-	cJSON_AddItemToObject(o, "tail_calls_followed", json_int(f->ntail_followed));
-	cJSON_AddItemToObject(o, "tail_untimed", json_int(f->ntail_untimed));
-	cJSON_AddItemToObject(o, "indirect_jumps", json_int(f->nindirect_jumps));
-	for (size_t i = 0; i < f->nranges; i++) {
-		cJSON *r = cJSON_CreateObject();
-
-		cJSON_AddItemToObject(r, "address", json_int(f->ranges[i].lo));
-		cJSON_AddItemToObject(r, "size", json_int(f->ranges[i].hi - f->ranges[i].lo));
-		cJSON_AddItemToArray(ranges, r);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			o->err = n < 0 ? -errno : -EIO;
+		else
+			done += n;
 	}
-	cJSON_AddItemToObject(o, "ranges", ranges);
-	return o;
+	o->len = 0;
 }
 
-static int print_json(const struct binary *b, const struct binary_match *m)
+static void out_mem(struct out *o, const char *s, size_t n)
 {
-	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
-	char *text;
+	while (n) {
+		size_t room = sizeof(o->buf) - o->len, k = n < room ? n : room;
 
-	cJSON_AddStringToObject(root, "binary", binary__path(b));
-	cJSON_AddItemToObject(root, "go_version", json_str_or_null(binary__go_version(b)));
-	cJSON_AddItemToObject(root, "build_id", json_str_or_null(binary__build_id(b)));
-	cJSON_AddBoolToObject(root, "stripped", binary__stripped(b));
-	for (size_t i = 0; i < m->nfuncs; i++)
-		cJSON_AddItemToArray(funcs, json_func(m->funcs[i]));
-	cJSON_AddItemToObject(root, "functions", funcs);
-	text = cJSON_PrintUnformatted(root);
-	cJSON_Delete(root);
-	if (!text)
-		return -ENOMEM;
-	puts(text);
-	free(text);
-	return 0;
+		memcpy(o->buf + o->len, s, k);
+		o->len += k;
+		s += k;
+		n -= k;
+		if (o->len == sizeof(o->buf))
+			out_flush(o);
+	}
 }
 
-static void print_offsets(const char *label, const int64_t *v, size_t n)
+static void out_str(struct out *o, const char *s)
 {
-	printf("    %-11s", label);
+	out_mem(o, s, strlen(s));
+}
+
+static void out_char(struct out *o, char c)
+{
+	if (o->len == sizeof(o->buf))
+		out_flush(o);
+	o->buf[o->len++] = c;
+}
+
+/* v in base 10 or 16 (lowercase), as printf's PRIu64 and PRIx64 print it */
+static void out_uint(struct out *o, uint64_t v, unsigned int base)
+{
+	char tmp[24], *p = tmp + sizeof(tmp);
+
+	do {
+		*--p = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v);
+	out_mem(o, p, tmp + sizeof(tmp) - p);
+}
+
+static void out_int(struct out *o, int64_t v)
+{
+	if (v < 0)
+		out_char(o, '-');
+	out_uint(o, v < 0 ? -(uint64_t)v : (uint64_t)v, 10);
+}
+
+/* s as a JSON string: the escapes cJSON prints, other bytes as they are */
+static void out_json_str(struct out *o, const char *s)
+{
+	out_char(o, '"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		const char *esc = NULL;
+		char u[8];
+
+		switch (*p) {
+		case '"': esc = "\\\""; break;
+		case '\\': esc = "\\\\"; break;
+		case '\b': esc = "\\b"; break;
+		case '\f': esc = "\\f"; break;
+		case '\n': esc = "\\n"; break;
+		case '\r': esc = "\\r"; break;
+		case '\t': esc = "\\t"; break;
+		default:
+			if (*p < 32) {
+				snprintf(u, sizeof(u), "\\u%04x", *p);
+				esc = u;
+			}
+		}
+		if (esc)
+			out_str(o, esc);
+		else
+			out_char(o, *p);
+	}
+	out_char(o, '"');
+}
+
+static void out_json_str_or_null(struct out *o, const char *s)
+{
+	if (s)
+		out_json_str(o, s);
+	else
+		out_str(o, "null");
+}
+
+/* ,"key": (the comma unless first) */
+static void out_key(struct out *o, const char *key, bool first)
+{
+	if (!first)
+		out_char(o, ',');
+	out_json_str(o, key);
+	out_char(o, ':');
+}
+
+static void out_json_offsets(struct out *o, const char *key, const int64_t *v, size_t n)
+{
+	out_key(o, key, false);
+	out_char(o, '[');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			out_char(o, ',');
+		out_int(o, v[i]);
+	}
+	out_char(o, ']');
+}
+
+/* 64-bit values are printed exact (numbers, not doubles) */
+static void out_json_uint(struct out *o, const char *key, uint64_t v)
+{
+	out_key(o, key, false);
+	out_int(o, (int64_t)v);
+}
+
+static void json_func(struct out *o, const struct func_info *f)
+{
+	out_char(o, '{');
+	out_key(o, "name", true);
+	out_json_str(o, f->name);
+	out_key(o, "demangled", false);
+	out_json_str_or_null(o, f->demangled);
+	out_json_uint(o, "address", f->address);
+	out_json_uint(o, "file_offset", f->file_offset);
+	out_json_uint(o, "size", f->size);
+	out_key(o, "source", false);
+	out_json_str(o, func_source__str(f->source));
+	out_key(o, "mode", false);
+	out_json_str(o, func_mode__str(f->mode));
+	out_key(o, "reason", false);
+	out_json_str_or_null(o, f->reason);
+	out_json_offsets(o, "returns", f->returns, f->nreturns);
+	out_json_offsets(o, "tail_calls", f->tail_calls, f->ntail_calls);
+	/* the RETs that end a call after a tail call, as offsets in the file from file_offset */
+	out_json_offsets(o, "tail_returns", f->tail_returns, f->ntail_returns);
+	out_json_uint(o, "tail_calls_followed", f->ntail_followed);
+	out_json_uint(o, "tail_untimed", f->ntail_untimed);
+	out_json_uint(o, "indirect_jumps", f->nindirect_jumps);
+	out_key(o, "ranges", false);
+	out_char(o, '[');
+	for (size_t i = 0; i < f->nranges; i++) {
+		out_str(o, i ? ",{" : "{");
+		out_key(o, "address", true);
+		out_int(o, (int64_t)f->ranges[i].lo);
+		out_json_uint(o, "size", f->ranges[i].hi - f->ranges[i].lo);
+		out_char(o, '}');
+	}
+	out_str(o, "]}");
+}
+
+static void print_json(struct out *o, const struct binary *b, const struct binary_match *m)
+{
+	out_char(o, '{');
+	out_key(o, "binary", true);
+	out_json_str(o, binary__path(b));
+	out_key(o, "go_version", false);
+	out_json_str_or_null(o, binary__go_version(b));
+	out_key(o, "build_id", false);
+	out_json_str_or_null(o, binary__build_id(b));
+	out_key(o, "stripped", false);
+	out_str(o, binary__stripped(b) ? "true" : "false");
+	out_key(o, "functions", false);
+	out_char(o, '[');
+	for (size_t i = 0; i < m->nfuncs; i++) {
+		if (i)
+			out_char(o, ',');
+		json_func(o, m->funcs[i]);
+	}
+	out_str(o, "]}\n");
+}
+
+/* "    label      " then each offset as +0x.. or -0x.., or " none" */
+static void print_offsets(struct out *o, const char *label, const int64_t *v, size_t n)
+{
+	size_t len = strlen(label);
+
+	out_str(o, "    ");
+	out_str(o, label);
+	for (; len < 11; len++)
+		out_char(o, ' ');
 	if (!n)
-		printf(" none");
-	for (size_t i = 0; i < n; i++)
-		printf(" %s0x%" PRIx64, v[i] < 0 ? "-" : "+",
-		       v[i] < 0 ? (uint64_t)-v[i] : (uint64_t)v[i]);
-	printf("\n");
+		out_str(o, " none");
+	for (size_t i = 0; i < n; i++) {
+		out_str(o, v[i] < 0 ? " -0x" : " +0x");
+		out_uint(o, v[i] < 0 ? -(uint64_t)v[i] : (uint64_t)v[i], 16);
+	}
+	out_char(o, '\n');
 }
 
-static void print_text(const struct binary *b, const struct binary_match *m)
+/* label, then v in base 10 or 16 (with 0x) */
+static void print_num(struct out *o, const char *label, uint64_t v, unsigned int base)
+{
+	out_str(o, label);
+	if (base == 16)
+		out_str(o, "0x");
+	out_uint(o, v, base);
+}
+
+static void print_func(struct out *o, const struct func_info *f)
+{
+	out_char(o, '\n');
+	out_str(o, f->name);
+	out_char(o, '\n');
+	if (f->demangled) {
+		out_str(o, "    demangled   ");
+		out_str(o, f->demangled);
+		out_char(o, '\n');
+	}
+	print_num(o, "    address     ", f->address, 16);
+	print_num(o, "\n    file offset ", f->file_offset, 16);
+	print_num(o, "\n    size        ", f->size, 10);
+	out_char(o, '\n');
+	out_str(o, "    source      ");
+	out_str(o, func_source__str(f->source));
+	out_str(o, "\n    mode        ");
+	out_str(o, func_mode__str(f->mode));
+	out_char(o, '\n');
+	if (f->reason) {
+		out_str(o, "    reason      ");
+		out_str(o, f->reason);
+		out_char(o, '\n');
+	}
+	print_offsets(o, "returns", f->returns, f->nreturns);
+	if (f->ntail_calls)
+		print_offsets(o, "tail calls", f->tail_calls, f->ntail_calls);
+	if (f->ntail_returns) {
+		print_num(o, "    tail timed  ", f->ntail_followed, 10);
+		print_num(o, " of ", f->ntail_calls, 10);
+		print_num(o, " tail calls: ended at ", f->ntail_returns, 10);
+		out_str(o, " RETs of the functions they jump to\n");
+	}
+	if (f->ntail_untimed || f->nindirect_jumps) {
+		char line[256];
+
+		snprintf(line, sizeof(line),
+			 "    tail exits  %zu jumps cannot be followed, %zu go through a "
+			 "register: calls that leave by them are tail exits, not timed\n",
+			 f->ntail_untimed, f->nindirect_jumps);
+		out_str(o, line);
+	}
+	for (size_t r = 1; r < f->nranges; r++) {
+		print_num(o, "    also range  ", f->ranges[r].lo, 16);
+		print_num(o, "-", f->ranges[r].hi, 16);
+		out_char(o, '\n');
+	}
+}
+
+static void print_text(struct out *o, const struct binary *b, const struct binary_match *m)
 {
 	const char *gv = binary__go_version(b), *bid = binary__build_id(b);
 
-	printf("%s: %s%s, build id %s, %s\n", binary__path(b), gv ? "Go " : "native", gv ? gv : "",
-	       bid ? bid : "none", binary__stripped(b) ? "stripped" : "not stripped");
-	for (size_t i = 0; i < m->nfuncs; i++) {
-		const struct func_info *f = m->funcs[i];
-
-		printf("\n%s\n", f->name);
-		if (f->demangled)
-			printf("    demangled   %s\n", f->demangled);
-		printf("    address     0x%" PRIx64 "\n", f->address);
-		printf("    file offset 0x%" PRIx64 "\n", f->file_offset);
-		printf("    size        %" PRIu64 "\n", f->size);
-		printf("    source      %s\n", func_source__str(f->source));
-		printf("    mode        %s\n", func_mode__str(f->mode));
-		if (f->reason)
-			printf("    reason      %s\n", f->reason);
-		print_offsets("returns", f->returns, f->nreturns);
-		if (f->ntail_calls)
-			print_offsets("tail calls", f->tail_calls, f->ntail_calls);
-		if (f->ntail_returns)
-			printf("    tail timed  %zu of %zu tail calls: ended at %zu RETs of the "
-			       "functions they jump to\n",
-			       f->ntail_followed, f->ntail_calls, f->ntail_returns);
-		if (f->ntail_untimed || f->nindirect_jumps)
-			printf("    tail exits  %zu jumps cannot be followed, %zu go through a "
-			       "register: calls that leave by them are tail exits, not timed\n",
-			       f->ntail_untimed, f->nindirect_jumps);
-		for (size_t r = 1; r < f->nranges; r++)
-			printf("    also range  0x%" PRIx64 "-0x%" PRIx64 "\n", f->ranges[r].lo,
-			       f->ranges[r].hi);
-	}
+	out_str(o, binary__path(b));
+	out_str(o, gv ? ": Go " : ": native");
+	out_str(o, gv ? gv : "");
+	out_str(o, ", build id ");
+	out_str(o, bid ? bid : "none");
+	out_str(o, binary__stripped(b) ? ", stripped\n" : ", not stripped\n");
+	for (size_t i = 0; i < m->nfuncs; i++)
+		print_func(o, m->funcs[i]);
 }
 
 static void report_unmatched(const struct binary *b, const struct binary_match *m)
@@ -187,6 +352,7 @@ int cmd_inspect(int argc, char **argv)
 	};
 	struct binary_match m = {};
 	struct rw_error err = {};
+	struct out *out = NULL;
 	struct binary *b = NULL;
 	bool json = false;
 	size_t limit = BINARY_DEFAULT_LIMIT;
@@ -232,13 +398,27 @@ int cmd_inspect(int argc, char **argv)
 	}
 	report_unmatched(b, &m);
 	if (m.nfuncs) {
-		if (json ? print_json(b, &m) : (print_text(b, &m), 0)) {
+		out = calloc(1, sizeof(*out));
+		if (!out) {
 			fprintf(stderr, "retwatch: out of memory\n");
+			goto cleanup;
+		}
+		out->fd = STDOUT_FILENO;
+		fflush(stdout);
+		if (json)
+			print_json(out, b, &m);
+		else
+			print_text(out, b, &m);
+		out_flush(out);
+		if (out->err) {
+			fprintf(stderr, "retwatch: failed to write the output: %s\n",
+				strerror(-out->err));
 			goto cleanup;
 		}
 	}
 	ret = m.nunmatched || !m.nfuncs ? 1 : 0;
 cleanup:
+	free(out);
 	binary_match__clear(&m);
 	binary__put(b);
 	return ret;

@@ -3,12 +3,44 @@
  * A function's bytes, from a container's file: the input split at its first
  * byte's position into an entry range and a second (cold) range. Every site
  * found lies inside a range, sorted, and never past the budgets; a function
- * over a budget has none. Silent on every input.
+ * over a budget has none. Where the table of common forms reads the input's
+ * first instruction, Zydis reads the same one. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
 
+#include <Zydis/Zydis.h>
+
 #include "disasm.h"
+
+/* disasm__quick's answer at data against Zydis's full decoder. */
+static void check_quick(const uint8_t *data, size_t size)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction insn;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct disasm_insn q;
+	ZyanU64 target;
+	bool ret, int3, jump;
+
+	if (!disasm__quick(data, size, &q))
+		return;
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, data, size, &insn, ops)) ||
+	    insn.length != q.length)
+		__builtin_trap();
+	ret = insn.mnemonic == ZYDIS_MNEMONIC_RET;
+	int3 = insn.mnemonic == ZYDIS_MNEMONIC_INT3;
+	jump = insn.meta.category == ZYDIS_CATEGORY_COND_BR ||
+	       insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+	if (ret != (q.kind == DISASM_RET) || int3 != (q.kind == DISASM_INT3) ||
+	    jump != (q.kind == DISASM_JUMP_REL))
+		__builtin_trap();
+	if (jump && (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative ||
+		     !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &ops[0], 0x401000, &target)) ||
+		     target != 0x401000 + q.length + (uint64_t)q.rel))
+		__builtin_trap();
+}
 
 static int64_t offset_of(const struct code_range *r, size_t n, int64_t site, uint64_t entry)
 {
@@ -26,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!size)
 		return 0;
+	check_quick(data, size);
 	split = 1 + (size_t)data[0] * size / 256;
 	split = split > size ? size : split;
 	r[0] = (struct code_range){ 0x401000, data, split };

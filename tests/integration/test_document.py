@@ -5,7 +5,9 @@ build_id: readelf -n (GNU build id), else `go tool buildid`; stripped:
 readelf -SW has no .symtab.
 """
 
+import json
 import os
+import subprocess
 
 import pytest
 
@@ -91,3 +93,30 @@ def test_binary_facts(b):
 def test_lists_exactly_the_requested_functions(b):
     names = [f["name"] for f in harness.document(b)["functions"]]
     assert sorted(names) == sorted(b.funcs())
+
+
+# Bytes a symbol's name may hold that JSON must escape (a quote, a backslash,
+# control characters), and UTF-8 it keeps as it is.
+ODD_NAME = 'odd"quote\\back\tab\x01\x1fctl\x7f\u00e9nd'
+
+
+def test_json_escapes_names(tmp_path):
+    """A name with a quote, a backslash and control characters (objcopy
+    writes any bytes into .strtab) comes back exact from --json, raw in the
+    text output."""
+    src, obj, out = tmp_path / "odd.c", tmp_path / "odd.o", tmp_path / "odd"
+    src.write_text("int odd_fn(int x) { return x * 3; }\nint main(void) { return odd_fn(1); }\n")
+    subprocess.run(["gcc", "-O1", "-c", "-o", str(obj), str(src)], check=True)
+    subprocess.run([b"objcopy", b"--redefine-sym", b"odd_fn=" + ODD_NAME.encode(), str(obj).encode()],
+                   check=True)
+    subprocess.run(["gcc", "-o", str(out), str(obj)], check=True)
+    argv = [harness.RETWATCH, "inspect", "--json", str(out), "odd*"]
+    proc = subprocess.run(argv, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    doc = json.loads(proc.stdout.decode())
+    assert [f["name"] for f in doc["functions"]] == [ODD_NAME]
+    # the short escapes where JSON has them, \u00XX for other control bytes
+    assert b'"odd\\"quote\\\\back\\tab\\u0001\\u001fctl\x7f\xc3\xa9nd"' in proc.stdout
+    text = subprocess.run([harness.RETWATCH, "inspect", str(out), "odd*"], capture_output=True,
+                          timeout=60)
+    assert text.returncode == 0 and b"\n" + ODD_NAME.encode() + b"\n" in text.stdout
