@@ -2,7 +2,9 @@
 /*
  * The two programs of the tracing engine: rw_entry at every traced function's
  * entry (and at runtime.morestack of Go binaries), rw_ret at every RET
- * instruction. Each attachment's cookie names its function slot.
+ * instruction. Each attachment is one process's (the kernel runs it for
+ * that process alone), and its cookie names its function slot and that
+ * function's histogram slot in that process.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,25 +28,10 @@ static __always_inline const struct rw_func *func__lookup(__u32 fn_id)
 	return fn;
 }
 
-static __always_inline bool traced(__u64 pid_tgid)
+/* The histogram slot a cookie names. */
+static __always_inline __u32 cookie__hist(__u64 cookie)
 {
-	__u32 tgid = pid_tgid >> 32, word = tgid / 64;
-	__u64 *bits = bpf_map_lookup_elem(&procs, &word);
-
-	if (bits && (*bits >> (tgid % 64)) & 1)
-		return true;
-	stat_inc(RW_STAT_OTHER_PROCESS);
-	return false;
-}
-
-static __always_inline struct rw_hist *hist__lookup(__u32 fn_id, __u32 tgid)
-{
-	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
-	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
-
-	if (!h)
-		stat_inc(RW_STAT_NO_HIST);
-	return h;
+	return cookie >> RW_COOKIE_HIST_SHIFT;
 }
 
 static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
@@ -98,9 +85,9 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 }
 
 /* Entry-only functions: a call counts at its entry, with no duration. */
-static __always_inline void hist__count_entry(__u32 fn_id, __u32 tgid)
+static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgid)
 {
-	struct rw_hist *h = hist__lookup(fn_id, tgid);
+	struct rw_hist *h = hist__get(hist, fn_id, tgid);
 
 	if (h)
 		h->calls++;
@@ -116,8 +103,7 @@ int rw_entry(struct pt_regs *regs)
 	struct call_ctx c;
 	__u32 flags;
 
-	if (!traced(pid_tgid))
-		return 0;
+	/* no process filter: the kernel runs this attachment for its process alone */
 	if (cookie & RW_COOKIE_MORESTACK) {
 		on_morestack(regs, pid_tgid);
 		return 0;
@@ -126,10 +112,11 @@ int rw_entry(struct pt_regs *regs)
 	if (!fn)
 		return 0;
 	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		hist__count_entry(fn_id, pid_tgid >> 32);
+		hist__count_entry(cookie__hist(cookie), fn_id, pid_tgid >> 32);
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);
+	c.hist = cookie__hist(cookie);
 	fr = frames__get(&c);
 	if (!fr)
 		return 0;
@@ -285,13 +272,13 @@ static __always_inline struct rw_frame *frames__tail_top(struct rw_frames *fr,
 
 /*
  * Ends the call of top, the deepest frame, a call of fn, now: its duration
- * into its function's histogram (tail: at a RET of a function it
+ * into its function's histogram, slot hist (tail: at a RET of a function it
  * tail-called), and a slow-call event if due. Returns the frame's flags.
  */
 static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames *fr,
 					  struct rw_frame *top, const struct rw_func *fn,
 					  const struct call_ctx *c, __u64 pid_tgid, __u64 now,
-					  bool tail)
+					  __u32 hist, bool tail)
 {
 	__u32 fn_id = top->fn_id, flags = top->flags;
 	__u64 start = top->start_ns, dur = now - start;
@@ -299,7 +286,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 
 	fr->n--;
 	fr->last_ns = now;
-	h = hist__lookup(fn_id, c->key.tgid);
+	h = hist__get(hist, fn_id, c->key.tgid);
 	if (!h)
 		return flags;
 	hist__record(h, dur);
@@ -327,8 +314,7 @@ int rw_ret(struct pt_regs *regs)
 	struct rw_frame *top;
 	struct call_ctx c;
 
-	if (!traced(pid_tgid))
-		return 0;
+	/* no process filter: the kernel runs this attachment for its process alone */
 	fn = func__lookup(fn_id);
 	if (!fn)
 		return 0;
@@ -350,7 +336,8 @@ int rw_ret(struct pt_regs *regs)
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, tail);
+	/* the cookie's slot: the frame's may be of an earlier attachment */
+	flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, cookie__hist(cookie), tail);
 	for (int i = 0; i < RW_MAX_TAIL_OVER && (flags & RW_FRAME_TAIL_OVER); i++) {
 		top = frames__top(fr, &c.key);
 		if (!top || top->depth != c.depth)
@@ -358,7 +345,7 @@ int rw_ret(struct pt_regs *regs)
 		fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
 		if (!fn)
 			break;
-		flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, true);
+		flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, top->hist, true);
 	}
 	return 0;
 }
