@@ -48,15 +48,20 @@ _Static_assert(RW_MAX_HISTS % RW_HIST_PAGE == 0 && (RW_HIST_PAGE & (RW_HIST_PAGE
 
 /*
  * The BPF cookie of every attachment. Probes are attached per traced
- * process, so a cookie names a (function, process): the function slot in
- * its low 32 bits (an index into the funcs map), flags above, and from bit
- * RW_COOKIE_HIST_SHIFT the histogram slot of that function in that process
- * (none for runtime.morestack's probe).
+ * process (the kernel runs them for that process alone), so a cookie names
+ * a (function, process): the function slot in bits 0-15 (an index into the
+ * funcs map), the histogram slot of that function in that process in bits
+ * 16-31 (none for runtime.morestack's probe), flags in bits 32-39, and the
+ * process (its tgid) in bits 40-63.
  */
-#define RW_COOKIE_FN_MASK 0xffffffffULL
-#define RW_COOKIE_HIST_SHIFT 40
-_Static_assert(RW_MAX_FUNCS <= (1ULL << 32) &&
-		       RW_MAX_HISTS <= (1ULL << (64 - RW_COOKIE_HIST_SHIFT)),
+#define RW_COOKIE_FN_MASK 0xffffULL
+#define RW_COOKIE_HIST_SHIFT 16
+#define RW_COOKIE_HIST_MASK 0xffffULL
+#define RW_COOKIE_TGID_SHIFT 40
+/* PID_MAX_LIMIT on 64-bit: every tgid fits the cookie */
+#define RW_MAX_PID (1U << 22)
+_Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKIE_HIST_MASK + 1 &&
+		       RW_MAX_PID <= (1ULL << (64 - RW_COOKIE_TGID_SHIFT)),
 	       "cookie fields");
 /* This entry probe sits on runtime.morestack, not on a traced function. */
 #define RW_COOKIE_MORESTACK (1ULL << 32)

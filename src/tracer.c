@@ -708,12 +708,19 @@ static void file__drop(struct tracer *t, struct attached_file *f)
 	}
 }
 
+/* The cookie of a probe of function slot fn_id, histogram slot hist, in process pid (bpf/retwatch.h). */
+static uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags)
+{
+	return fn_id | (uint64_t)hist << RW_COOKIE_HIST_SHIFT | flags |
+	       (uint64_t)(uint32_t)pid << RW_COOKIE_TGID_SHIFT;
+}
+
 /* Go binaries: mark restarts of a function's entry after runtime.morestack, in process pid. */
 static void file__attach_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
 {
 	const char *pattern = MORESTACK;
 	struct binary_match m = { 0 };
-	uint64_t offset, cookie = RW_COOKIE_MORESTACK;
+	uint64_t offset, cookie = cookie__make(0, 0, pid, RW_COOKIE_MORESTACK);
 	struct batch *b;
 
 	for (b = f->morestack; b; b = b->next)
@@ -801,7 +808,7 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 			 struct rw_error *err)
 {
 	uint64_t *eoff = NULL, *ecookie = NULL, *roff = NULL, *rcookie = NULL;
-	uint64_t cookie = s->fn_id | (uint64_t)b->hist << RW_COOKIE_HIST_SHIFT;
+	uint64_t cookie = cookie__make(s->fn_id, b->hist, b->pid, 0);
 	struct slot **slots = &s;
 	size_t ne = 0, nr = 0, nret = 0, n = 1;
 	int e = -ENOMEM;
@@ -1127,6 +1134,11 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	tt->t = t;
 	tt->pid = pid;
 	tt->threshold_ns = threshold_ns;
+	/* a probe's cookie holds its process's tgid */
+	if (pid <= 0 || (uint32_t)pid >= RW_MAX_PID) {
+		e = rw_error_set(err, ERANGE, "cannot trace process %d: not a pid", pid);
+		goto fail;
+	}
 	e = file__open(t, path, &tt->file, err);
 	if (e)
 		goto fail;
