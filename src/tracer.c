@@ -115,6 +115,8 @@ struct tracer {
 	struct idpool fn_ids;
 	struct idpool hist_ids;
 	int *hist_page_fds; /* RW_MAX_HIST_PAGES of them; -1: not made yet */
+	/* per page: its slots given out or in quarantine */
+	uint16_t *hist_page_used;
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
@@ -310,9 +312,11 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->hist_ids.max = RW_MAX_HISTS;
 	t->hist_ids.lowest_first = true;
 	t->hist_page_fds = malloc(RW_MAX_HIST_PAGES * sizeof(*t->hist_page_fds));
+	t->hist_page_used = calloc(RW_MAX_HIST_PAGES, sizeof(*t->hist_page_used));
 	for (int i = 0; t->hist_page_fds && i < RW_MAX_HIST_PAGES; i++)
 		t->hist_page_fds[i] = -1;
-	if (t->ncpus <= 0 || !t->cache || !t->percpu_buf || !t->hist_page_fds) {
+	if (t->ncpus <= 0 || !t->cache || !t->percpu_buf || !t->hist_page_fds ||
+	    !t->hist_page_used) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -353,33 +357,36 @@ fail:
 
 /* ---- ids of kernel slots ---- */
 
-/* Takes back the ids in quarantine once no link is closing (wait: waits for that). */
-static void idpool__take_back(struct idpool *p, bool wait)
+/*
+ * Takes back the ids in quarantine once no link is closing (wait: waits for
+ * that); returns how many, now the last of p->free.
+ */
+static size_t idpool__take_back(struct idpool *p, bool wait)
 {
+	size_t n = p->nquarantine;
 	uint32_t *ids;
 
-	if (!p->nquarantine)
-		return;
+	if (!n)
+		return 0;
 	if (wait)
 		uprobe_links__wait_closed();
 	else if (uprobe_links__closing())
-		return;
-	ids = realloc(p->free, (p->nfree + p->nquarantine) * sizeof(*ids));
+		return 0;
+	ids = realloc(p->free, (p->nfree + n) * sizeof(*ids));
 	if (!ids)
-		return;
+		return 0;
 	p->free = ids;
-	memcpy(p->free + p->nfree, p->quarantine, p->nquarantine * sizeof(*ids));
-	p->nfree += p->nquarantine;
+	memcpy(p->free + p->nfree, p->quarantine, n * sizeof(*ids));
+	p->nfree += n;
 	p->nquarantine = 0;
+	return n;
 }
 
+/* A free id (ids__alloc takes back the quarantined ones first). */
 static int idpool__alloc(struct idpool *p, uint32_t *ret_id)
 {
 	size_t k = 0;
 
-	idpool__take_back(p, false);
-	if (!p->nfree && p->next >= p->max)
-		idpool__take_back(p, true);
 	if (p->nfree) {
 		for (size_t i = 1; p->lowest_first && i < p->nfree; i++)
 			if (p->free[i] < p->free[k])
@@ -435,6 +442,37 @@ static int hist_page__make(struct tracer *t, uint32_t i)
 	return 0;
 }
 
+/*
+ * A slot of page i is free again, out of quarantine: the last one frees the
+ * page (a probe deleted gives its memory back; a page is made again when
+ * needed).
+ */
+static void hist_page__unuse(struct tracer *t, uint32_t i)
+{
+	if (!t->hist_page_used[i] || --t->hist_page_used[i] || t->hist_page_fds[i] < 0)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hist_pages), &i);
+	close(t->hist_page_fds[i]);
+	t->hist_page_fds[i] = -1;
+}
+
+/* idpool__take_back, with the pages of histogram slots back out of quarantine freed if empty. */
+static void ids__take_back(struct tracer *t, struct idpool *p, bool wait)
+{
+	size_t n = idpool__take_back(p, wait);
+
+	for (size_t k = p->nfree - n; p == &t->hist_ids && k < p->nfree; k++)
+		hist_page__unuse(t, p->free[k] / RW_HIST_PAGE);
+}
+
+static int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id)
+{
+	ids__take_back(t, p, false);
+	if (!p->nfree && p->next >= p->max)
+		ids__take_back(t, p, true);
+	return idpool__alloc(p, ret_id);
+}
+
 /* Writes histogram slot i on every CPU: empty, owned by (fn_id, tgid) ((0, 0): nobody). */
 static int hist_slot__reset(struct tracer *t, uint32_t i, uint32_t fn_id, uint32_t tgid)
 {
@@ -461,14 +499,18 @@ static int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uin
 	uint32_t i;
 	int e;
 
-	if (idpool__alloc(&t->hist_ids, &i))
+	if (ids__alloc(t, &t->hist_ids, &i))
 		return rw_error_set(err, ENOSPC,
 				    "too many traced functions over all processes (at most %d at "
 				    "once)",
 				    RW_MAX_HISTS);
 	e = hist_page__make(t, i / RW_HIST_PAGE);
-	if (!e)
+	if (!e) {
+		t->hist_page_used[i / RW_HIST_PAGE]++;
 		e = hist_slot__reset(t, i, fn_id, tgid);
+		if (e)
+			hist_page__unuse(t, i / RW_HIST_PAGE);
+	}
 	if (e) {
 		idpool__release(&t->hist_ids, i, false); /* no probe has it */
 		return rw_error_set(err, -e, "failed to make a histogram: %s", strerror(-e));
@@ -582,6 +624,7 @@ void tracer__free(struct tracer *t)
 		if (t->hist_page_fds[i] >= 0)
 			close(t->hist_page_fds[i]);
 	free(t->hist_page_fds);
+	free(t->hist_page_used);
 	if (t->own_cache)
 		binary_cache__free(t->cache);
 	idpool__clear(&t->fn_ids);
@@ -888,7 +931,7 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	if (idpool__alloc(&t->fn_ids, &s->fn_id)) {
+	if (ids__alloc(t, &t->fn_ids, &s->fn_id)) {
 		free(s);
 		return rw_error_set(err, ENOSPC, "too many traced functions (at most %d at once)",
 				    RW_MAX_FUNCS);
@@ -1411,6 +1454,8 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	int e;
 
 	t->npolled = 0;
+	/* histogram slots whose links are closed: their empty pages go */
+	ids__take_back(t, &t->hist_ids, false);
 	e = ring_buffer__poll(t->rb, timeout_ms);
 	if (e == -ECANCELED && t->npolled >= TRACER_POLL_MAX_EVENTS)
 		return (int)t->npolled;
