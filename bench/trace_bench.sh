@@ -11,7 +11,9 @@
 #    rounds, so stats do not slow part 1): run_time_ns / run_cnt of rw_entry,
 #    rw_ret, the empty program and the clock program (cookie, pid and clock
 #    only: the least a program that times calls can cost), all four attached
-#    together on the same hits, so the ratios are paired round by round.
+#    together on the same hits, so the ratios are paired round by round;
+#    counted over the round alone (retwatch's start-up calibration runs its
+#    programs on a C function of its own first).
 # 3. Attach time at NFUNCS functions of the Go compiler with all their RETs:
 #    uprobe_multi against one perf-event uprobe per offset.
 # After each part, checks that no uprobe link or program of ours is left.
@@ -329,6 +331,13 @@ stop_clock() {
 	clock_pid=''
 }
 
+# "name run_cnt run_time_ns" of the three programs of part 2.
+all_stats() {
+	prog_stats "$floor_pid" rwbench_empty
+	prog_stats "$clock_pid" rwbench_clock
+	prog_stats "$rw_pid" rw_entry rw_ret
+}
+
 if [[ $parts == *2* ]]; then
 	echo
 	echo "== 2. BPF run time per hit: the empty program, the clock program and retwatch's on" \
@@ -339,15 +348,19 @@ if [[ $parts == *2* ]]; then
 		start_floor
 		start_clock
 		start_ours
+		# before the round: retwatch's start-up calibration ran its programs
+		# on a function of its own; only the round's hits are counted
+		all_stats >"$work/before.stats"
 		round
-		prog_stats "$floor_pid" rwbench_empty >"$work/floor.stats"
-		prog_stats "$clock_pid" rwbench_clock >"$work/clock.stats"
-		prog_stats "$rw_pid" rw_entry rw_ret >"$work/ours.stats"
+		all_stats >"$work/after.stats"
+		awk 'NR == FNR { cnt[$1] = $2; ns[$1] = $3; next }
+			{ print $1, $2 - cnt[$1], $3 - ns[$1] }' "$work/before.stats" "$work/after.stats" \
+			>"$work/round.stats"
 		stop_ours
 		stop_clock
 		stop_floor
 		echo "    round $r: $round_ns ns/call; retwatch calls $rw_calls of $calls"
-		cat "$work/floor.stats" "$work/clock.stats" "$work/ours.stats" | awk -v calls="$calls" '
+		awk -v calls="$calls" '
 			{ cnt[$1] = $2; ns[$1] = $3 }
 			END {
 				split("rw_entry rw_ret rwbench_clock rwbench_empty", names, " ")
@@ -364,7 +377,7 @@ if [[ $parts == *2* ]]; then
 				}
 				printf "ratios %.3f %.3f %.3f %.3f %.3f\n", (e > 0) ? per["rw_entry"] / e : 0, (e > 0) ? per["rw_ret"] / e : 0, \
 					(e > 0) ? k / e : 0, (k > 0) ? per["rw_entry"] / k : 0, (k > 0) ? per["rw_ret"] / k : 0
-			}' >"$work/part2"
+			}' "$work/round.stats" >"$work/part2"
 		grep -v '^ratios ' "$work/part2"
 		read -r _ x1 x2 x3 x4 x5 < <(grep '^ratios ' "$work/part2")
 		r_entry+=("$x1") r_ret+=("$x2") r_clock+=("$x3") c_entry+=("$x4") c_ret+=("$x5")

@@ -21,6 +21,7 @@ struct call_ctx {
 	struct rw_ctx_key key;
 	__u64 depth;
 	__u64 sp;
+	__u32 hist; /* the entry's histogram slot (its cookie's), for a new frame */
 	bool go;
 };
 
@@ -34,6 +35,31 @@ static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *r
 	c->go = fn->flags & RW_FUNC_GO;
 	c->key.id = c->go ? regs->r14 : (__u32)pid_tgid;
 	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
+	c->hist = 0;
+}
+
+/*
+ * Histogram slot i, when it is (fn_id, tgid)'s; else NULL, counted. Two
+ * array lookups the verifier inlines.
+ */
+static __always_inline struct rw_hist *hist__get(__u32 i, __u32 fn_id, __u32 tgid)
+{
+	__u32 page = i / RW_HIST_PAGE, k = i % RW_HIST_PAGE;
+	struct rw_hist *h = NULL;
+	void *p;
+
+	p = bpf_map_lookup_elem(&hist_pages, &page);
+	if (p)
+		h = bpf_map_lookup_elem(p, &k);
+	if (!h) {
+		stat_inc(RW_STAT_NO_HIST);
+		return NULL;
+	}
+	if (h->owner.fn_id != fn_id || h->owner.tgid != tgid) {
+		stat_inc(RW_STAT_OTHER_PROCESS);
+		return NULL;
+	}
+	return h;
 }
 
 /*
@@ -81,10 +107,9 @@ static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx 
 }
 
 /* A call that could not be recorded: lost to its function. */
-static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
+static __always_inline void call__lost(const struct call_ctx *c, __u32 fn_id)
 {
-	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
-	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+	struct rw_hist *h = hist__get(c->hist, fn_id, c->key.tgid);
 
 	if (h)
 		h->lost++;
@@ -95,12 +120,13 @@ static __always_inline void call__lost(__u32 fn_id, __u32 tgid)
  * they are all taken (the call of fn_id is lost, counted). Checked, then
  * added: CPUs racing past the check may overshoot the limit by one each.
  */
-static __always_inline bool share__take_context(struct rw_share *sh, __u32 fn_id, __u32 tgid)
+static __always_inline bool share__take_context(struct rw_share *sh, const struct call_ctx *c,
+						__u32 fn_id)
 {
 	if (sh->max_contexts && sh->contexts >= sh->max_contexts) {
 		__sync_fetch_and_add(&sh->contexts_refused, 1);
 		stat_inc(RW_STAT_SHARE_CONTEXTS);
-		call__lost(fn_id, tgid);
+		call__lost(c, fn_id);
 		return false;
 	}
 	__sync_fetch_and_add(&sh->contexts, 1);
@@ -132,12 +158,12 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 		stat_inc(RW_STAT_FRAMES_INSERT_FAILED);
 		return NULL;
 	}
-	if (!share__take_context(sh, fn_id, c->key.tgid))
+	if (!share__take_context(sh, c, fn_id))
 		return NULL;
 	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&sh->contexts, -1);
 		stat_inc(RW_STAT_CONTEXTS_FULL);
-		call__lost(fn_id, c->key.tgid);
+		call__lost(c, fn_id);
 		return NULL;
 	}
 	/* NULL when deleted right after the insert (a sweep, or the process reaped) */
@@ -260,8 +286,7 @@ static __always_inline bool frame__tail_exit(const struct rw_frame *f, bool same
 static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, enum rw_stat why,
 					  bool same_depth)
 {
-	struct rw_hist_key hk = { .fn_id = f->fn_id, .tgid = tgid };
-	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
+	struct rw_hist *h = hist__get(f->hist, f->fn_id, tgid);
 	bool tail = frame__tail_exit(f, same_depth);
 
 	if (h && tail)
@@ -375,7 +400,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 		}
 		fr->lost_depth = c->depth;
 		fr->lost_fn = fn_id;
-		call__lost(fn_id, c->key.tgid);
+		call__lost(c, fn_id);
 		stat_inc(RW_STAT_FRAMES_FULL);
 		return;
 	}
@@ -384,7 +409,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 	} else {
 		top = frame__deep(&c->key, n, true);
 		if (!top) {
-			call__lost(fn_id, c->key.tgid); /* the cause counted by frame__deep */
+			call__lost(c, fn_id); /* the cause counted by frame__deep */
 			return;
 		}
 	}
@@ -393,6 +418,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 	top->entry_ip = ip;
 	top->fn_id = fn_id;
 	top->flags = flags;
+	top->hist = c->hist;
 	fr->n = n + 1;
 	fr->last_ns = top->start_ns;
 }

@@ -13,14 +13,6 @@ struct {
 	__type(value, struct rw_func);
 } funcs SEC(".maps");
 
-/* Traced processes: bit tgid % 64 of word tgid / 64 (see RW_PROC_BITS). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RW_PROC_WORDS);
-	__type(key, __u32);
-	__type(value, __u64);
-} procs SEC(".maps");
-
 /* Each namespace's share (struct rw_share), for userspace to map. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -56,14 +48,23 @@ struct {
 	__type(value, struct rw_chunk);
 } frames_deep SEC(".maps");
 
-/* Latency per (function, process), per CPU; userspace creates each slot. */
+/*
+ * Latency per (function, process), per CPU: slot i is entry i % RW_HIST_PAGE
+ * of page i / RW_HIST_PAGE, a per-CPU array userspace makes when needed.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, RW_MAX_HISTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct rw_hist_key);
-	__type(value, struct rw_hist);
-} hists SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_MAX_HIST_PAGES);
+	__type(key, __u32);
+	__array(
+		values, struct {
+			__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+			__uint(max_entries, RW_HIST_PAGE);
+			__uint(key_size, sizeof(__u32));
+			/* a size, not a type: a type this deep reaches BTF undefined */
+			__uint(value_size, sizeof(struct rw_hist));
+		});
+} hist_pages SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -31,16 +31,21 @@ _Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_F
 #define RW_STACK_DEPTH 32
 
 #define RW_MAX_FUNCS 16384
-/*
- * Traced processes: a bitmap of tgids, one bit each, in an array map (whose
- * lookups the verifier inlines: the filter every hit pays is a few
- * instructions, where a hash lookup cost about 100 ns). Covers every pid the
- * kernel can give (PID_MAX_LIMIT, 2^22 on 64-bit): 512 KiB.
- */
-#define RW_PROC_BITS (1U << 22)
-#define RW_PROC_WORDS (RW_PROC_BITS / 64)
 #define RW_MAX_CONTEXTS 65536
+/*
+ * Histograms, one per (function, process), in pages of RW_HIST_PAGE: a
+ * page is a per-CPU array made by userspace when a slot in it is first
+ * needed and frees when its last slot is free, held in the hist_pages
+ * array of maps. Both lookups are arrays' (the verifier inlines them: a
+ * per-CPU hash lookup cost a RET about 0.4x the empty program). A page
+ * costs RW_HIST_PAGE histograms per CPU (8 x 4.3 KiB: 2.2 MiB on 64 CPUs),
+ * where a histogram alone was 4.3 KiB per CPU: few pages, little waste.
+ */
 #define RW_MAX_HISTS 65536
+#define RW_HIST_PAGE 8
+#define RW_MAX_HIST_PAGES (RW_MAX_HISTS / RW_HIST_PAGE)
+_Static_assert(RW_MAX_HISTS % RW_HIST_PAGE == 0 && (RW_HIST_PAGE & (RW_HIST_PAGE - 1)) == 0,
+	       "histogram pages: a power of two, whole");
 
 /*
  * A namespace's share of what every traced process on the node draws from:
@@ -73,10 +78,22 @@ struct rw_share {
 _Static_assert(sizeof(struct rw_share) == 80, "rw_share layout");
 
 /*
- * The BPF cookie of every attachment: the function slot in its low 32 bits
- * (an index into the funcs map), flags above.
+ * The BPF cookie of every attachment. Probes are attached per traced
+ * process (the kernel runs them for that process alone), so a cookie names
+ * a (function, process): the function slot in bits 0-15 (an index into the
+ * funcs map), the histogram slot of that function in that process in bits
+ * 16-31 (none for runtime.morestack's probe), flags in bits 32-39, and the
+ * process (its tgid) in bits 40-63.
  */
-#define RW_COOKIE_FN_MASK 0xffffffffULL
+#define RW_COOKIE_FN_MASK 0xffffULL
+#define RW_COOKIE_HIST_SHIFT 16
+#define RW_COOKIE_HIST_MASK 0xffffULL
+#define RW_COOKIE_TGID_SHIFT 40
+/* PID_MAX_LIMIT on 64-bit: every tgid fits the cookie */
+#define RW_MAX_PID (1U << 22)
+_Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKIE_HIST_MASK + 1 &&
+		       RW_MAX_PID <= (1ULL << (64 - RW_COOKIE_TGID_SHIFT)),
+	       "cookie fields");
 /* This entry probe sits on runtime.morestack, not on a traced function. */
 #define RW_COOKIE_MORESTACK (1ULL << 32)
 /*
@@ -135,8 +152,13 @@ struct rw_frame {
 	__u64 start_ns;
 	__u64 entry_ip;
 	__u32 fn_id;
-	__u32 flags; /* RW_FRAME_* */
+	__u16 flags; /* RW_FRAME_* */
+	/* histogram slot of (fn_id, the process) when entered: a frame closed
+	 * at another function's RET (RW_FRAME_TAIL_OVER) or purged is counted
+	 * there (if it still is that function's: struct rw_hist.owner) */
+	__u16 hist;
 };
+_Static_assert(RW_MAX_HISTS <= 65536, "rw_frame.hist holds every histogram slot");
 _Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
 
 /* runtime.morestack was entered from this frame's prologue: its next entry is a restart. */
@@ -192,6 +214,13 @@ struct rw_hist_key {
 _Static_assert(sizeof(struct rw_hist_key) == 8, "rw_hist_key layout");
 
 struct rw_hist {
+	/*
+	 * Whose histogram this slot is, set by userspace (on every CPU) when it
+	 * gives the slot out; zero when it takes it back. A hit counts only in
+	 * its own (function, process)'s: a late hit of a process no longer
+	 * traced, or a frame of a function whose slot was taken back, does not.
+	 */
+	struct rw_hist_key owner;
 	__u64 calls;   /* with a duration, or entries of an entry-only function */
 	__u64 orphans; /* frames purged because a newer frame proved them dead */
 	__u64 sum_ns;
@@ -213,7 +242,7 @@ struct rw_hist {
 		__u64 sent;	 /* events sent in it */
 	} rate;
 };
-_Static_assert(sizeof(struct rw_hist) == 72 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 8 + 72 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
 
 /*
  * Bytes of user stack sent with a native slow call, in whole pages from the
@@ -273,7 +302,10 @@ _Static_assert(sizeof(struct rw_event_copy) == sizeof(struct rw_event) + RW_STAC
  * map. Keep in sync with stat_names[] in src/tracer.c.
  */
 enum rw_stat {
-	RW_STAT_OTHER_PROCESS,	/* hits in processes sharing the inode, not traced */
+	/* hits counted nowhere: in a process or function whose histogram
+	 * slot is not theirs (taken back: no longer traced; or a probe not
+	 * filtered to its process) */
+	RW_STAT_OTHER_PROCESS,
 	RW_STAT_NOT_G_STACK,	/* Go function, but SP is not inside R14's g.stack */
 	RW_STAT_READ_FAILED,	/* reading g from user memory failed */
 	RW_STAT_FRAMES_FULL,	/* more than RW_MAX_DEPTH traced calls nested */

@@ -2,7 +2,9 @@
 /*
  * The two programs of the tracing engine: rw_entry at every traced function's
  * entry (and at runtime.morestack of Go binaries), rw_ret at every RET
- * instruction. Each attachment's cookie names its function slot.
+ * instruction. Each attachment is one process's (the kernel runs it for
+ * that process alone), and its cookie names its function slot and that
+ * function's histogram slot in that process.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,25 +28,22 @@ static __always_inline const struct rw_func *func__lookup(__u32 fn_id)
 	return fn;
 }
 
-static __always_inline bool traced(__u64 pid_tgid)
+/* The histogram slot a cookie names. */
+static __always_inline __u32 cookie__hist(__u64 cookie)
 {
-	__u32 tgid = pid_tgid >> 32, word = tgid / 64;
-	__u64 *bits = bpf_map_lookup_elem(&procs, &word);
-
-	if (bits && (*bits >> (tgid % 64)) & 1)
-		return true;
-	stat_inc(RW_STAT_OTHER_PROCESS);
-	return false;
+	return (cookie >> RW_COOKIE_HIST_SHIFT) & RW_COOKIE_HIST_MASK;
 }
 
-static __always_inline struct rw_hist *hist__lookup(__u32 fn_id, __u32 tgid)
+/*
+ * The hit's pid_tgid. The attachment is one process's, and its cookie says
+ * which: a Go hit (keyed by goroutine) needs no more; a native hit (keyed
+ * by thread) asks for its tid, a helper call.
+ */
+static __always_inline __u64 hit__pid_tgid(__u64 cookie, bool go)
 {
-	struct rw_hist_key hk = { .fn_id = fn_id, .tgid = tgid };
-	struct rw_hist *h = bpf_map_lookup_elem(&hists, &hk);
-
-	if (!h)
-		stat_inc(RW_STAT_NO_HIST);
-	return h;
+	if (go)
+		return cookie >> RW_COOKIE_TGID_SHIFT << 32;
+	return bpf_get_current_pid_tgid();
 }
 
 static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
@@ -68,8 +67,9 @@ static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
  * is not taken for a new call. The return address proves which function
  * called: a stale frame at the same depth must not be revived.
  */
-static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
+static __always_inline void on_morestack(struct pt_regs *regs, __u64 cookie)
 {
+	__u64 pid_tgid = hit__pid_tgid(cookie, true);
 	const struct rw_func go = { .flags = RW_FUNC_GO };
 	struct rw_frame *top;
 	struct rw_frames *fr;
@@ -98,9 +98,9 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 pid_tgid)
 }
 
 /* Entry-only functions: a call counts at its entry, with no duration. */
-static __always_inline void hist__count_entry(__u32 fn_id, __u32 tgid)
+static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgid)
 {
-	struct rw_hist *h = hist__lookup(fn_id, tgid);
+	struct rw_hist *h = hist__get(hist, fn_id, tgid);
 
 	if (h)
 		h->calls++;
@@ -109,27 +109,28 @@ static __always_inline void hist__count_entry(__u32 fn_id, __u32 tgid)
 SEC("uprobe")
 int rw_entry(struct pt_regs *regs)
 {
-	__u64 cookie = bpf_get_attach_cookie(regs), pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(regs), pid_tgid;
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK;
 	const struct rw_func *fn;
 	struct rw_frames *fr;
 	struct call_ctx c;
 	__u32 flags;
 
-	if (!traced(pid_tgid))
-		return 0;
+	/* no process filter: the kernel runs this attachment for its process alone */
 	if (cookie & RW_COOKIE_MORESTACK) {
-		on_morestack(regs, pid_tgid);
+		on_morestack(regs, cookie);
 		return 0;
 	}
 	fn = func__lookup(fn_id);
 	if (!fn)
 		return 0;
+	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		hist__count_entry(fn_id, pid_tgid >> 32);
+		hist__count_entry(cookie__hist(cookie), fn_id, pid_tgid >> 32);
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);
+	c.hist = cookie__hist(cookie);
 	fr = frames__get(&c, fn_id);
 	if (!fr)
 		return 0;
@@ -224,8 +225,10 @@ static __always_inline __u32 stack_copy__read(__u8 *dst, __u64 base)
 
 static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *regs,
 					    const struct call_ctx *c, const struct rw_func *fn,
-					    __u64 pid_tgid, __u32 fn_id, __u64 start, __u64 dur)
+					    __u32 fn_id, __u64 start, __u64 dur)
 {
+	__u64 pid_tgid = bpf_get_current_pid_tgid(); /* the tid: a Go hit has not asked */
+
 	e->start_ns = start;
 	e->duration_ns = dur;
 	e->goid = goid__read(c, fn);
@@ -251,8 +254,8 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 
 /* Go's frame-pointer walk (stack[]) is its stack; native code sends its stack's top too. */
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
-					    const struct rw_func *fn, __u64 pid_tgid, __u32 fn_id,
-					    __u64 start, __u64 dur, struct rw_hist *h)
+					    const struct rw_func *fn, __u32 fn_id, __u64 start,
+					    __u64 dur, struct rw_hist *h)
 {
 	struct rw_event_copy *ec;
 	struct rw_event *e;
@@ -261,14 +264,14 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e)
 			goto full;
-		slow_call__fill(e, regs, c, fn, pid_tgid, fn_id, start, dur);
+		slow_call__fill(e, regs, c, fn, fn_id, start, dur);
 		bpf_ringbuf_submit(e, 0);
 		return;
 	}
 	ec = bpf_ringbuf_reserve(&events, sizeof(*ec), 0);
 	if (!ec)
 		goto full;
-	slow_call__fill(&ec->e, regs, c, fn, pid_tgid, fn_id, start, dur);
+	slow_call__fill(&ec->e, regs, c, fn, fn_id, start, dur);
 	ec->e.copy_bytes = stack_copy__read(ec->copy, ec->e.copy_addr);
 	bpf_ringbuf_submit(ec, 0);
 	return;
@@ -311,12 +314,12 @@ static __always_inline struct rw_frame *frames__tail_top(struct rw_frames *fr,
 
 /*
  * Ends the call of top, the deepest frame, a call of fn, now: its duration
- * into its function's histogram (tail: at a RET of a function it
+ * into its function's histogram, slot hist (tail: at a RET of a function it
  * tail-called), and a slow-call event if due. Returns the frame's flags.
  */
 static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames *fr,
 					  struct rw_frame *top, const struct rw_func *fn,
-					  const struct call_ctx *c, __u64 pid_tgid, __u64 now,
+					  const struct call_ctx *c, __u64 now, __u32 hist,
 					  bool tail)
 {
 	__u32 fn_id = top->fn_id, flags = top->flags;
@@ -325,7 +328,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 
 	fr->n--;
 	fr->last_ns = now;
-	h = hist__lookup(fn_id, c->key.tgid);
+	h = hist__get(hist, fn_id, c->key.tgid);
 	if (!h)
 		return flags;
 	hist__record(h, dur);
@@ -335,7 +338,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 	}
 	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now) &&
 	    share__admit_event(h, c->key.tgid, now))
-		slow_call__send(regs, c, fn, pid_tgid, fn_id, start, dur, h);
+		slow_call__send(regs, c, fn, fn_id, start, dur, h);
 	return flags;
 }
 
@@ -345,8 +348,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 SEC("uprobe")
 int rw_ret(struct pt_regs *regs)
 {
-	__u64 now = bpf_ktime_get_ns(), pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(regs);
+	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(regs), pid_tgid;
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK, flags;
 	bool tail = cookie & RW_COOKIE_TAIL;
 	const struct rw_func *fn;
@@ -354,11 +356,11 @@ int rw_ret(struct pt_regs *regs)
 	struct rw_frame *top;
 	struct call_ctx c;
 
-	if (!traced(pid_tgid))
-		return 0;
+	/* no process filter: the kernel runs this attachment for its process alone */
 	fn = func__lookup(fn_id);
 	if (!fn)
 		return 0;
+	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
 	fr = bpf_map_lookup_elem(&frames, &c.key);
 	if (!fr) {
@@ -377,7 +379,8 @@ int rw_ret(struct pt_regs *regs)
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, tail);
+	/* the cookie's slot: the frame's may be of an earlier attachment */
+	flags = frame__close(regs, fr, top, fn, &c, now, cookie__hist(cookie), tail);
 	for (int i = 0; i < RW_MAX_TAIL_OVER && (flags & RW_FRAME_TAIL_OVER); i++) {
 		top = frames__top(fr, &c.key);
 		if (!top || top->depth != c.depth)
@@ -385,7 +388,7 @@ int rw_ret(struct pt_regs *regs)
 		fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
 		if (!fn)
 			break;
-		flags = frame__close(regs, fr, top, fn, &c, pid_tgid, now, true);
+		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true);
 	}
 	return 0;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tracing engine over bpf/trace.bpf.c: function slots, attachment once per
- * (device, inode, offset), per-process histograms, slow-call events.
+ * The tracing engine over bpf/trace.bpf.c: function slots, probes of each
+ * traced process, per-process histogram slots, slow-call events.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +51,25 @@ struct slot {
 struct batch {
 	struct uprobe_links entry, ret;
 	pid_t pid; /* they trap in this process alone */
+	/* a function's: the histogram slot of (function, pid), in the cookies */
+	bool has_hist;
+	uint32_t hist;
 	struct batch *next;
+};
+
+/*
+ * Ids of slots in the kernel's maps (function slots, histogram slots), given
+ * out and taken back. An id taken back while its links may still be closing
+ * (uprobe_links__close) waits in quarantine: a probe of its old user would
+ * count for its next one.
+ */
+struct idpool {
+	uint32_t max, next;
+	uint32_t *free;
+	size_t nfree;
+	uint32_t *quarantine;
+	size_t nquarantine;
+	bool lowest_first; /* give out the lowest free id (histogram slots: fewer pages) */
 };
 
 /* A file with probes in it; the path names it through our own descriptor. */
@@ -103,11 +121,11 @@ struct tracer {
 	struct tracer_target *targets;
 	bool partial;
 	uint32_t slow_calls_per_sec;
-	uint32_t next_fn_id;
-	uint32_t *free_ids;
-	size_t nfree_ids;
-	uint32_t *quarantine; /* released, their links maybe still closing */
-	size_t nquarantine;
+	struct idpool fn_ids;
+	struct idpool hist_ids;
+	int *hist_page_fds; /* RW_MAX_HIST_PAGES of them; -1: not made yet */
+	/* per page: its slots given out or in quarantine */
+	uint16_t *hist_page_used;
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
@@ -173,15 +191,22 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
+/* struct latency's place in struct rw_hist: after the slot's owner */
+#define HIST_COUNTS offsetof(struct rw_hist, calls)
 _Static_assert(
-	sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
-		offsetof(struct latency, min_ns) == offsetof(struct rw_hist, min_ns) &&
-		offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
-		offsetof(struct latency, slow_dropped) == offsetof(struct rw_hist, slow_dropped) &&
-		offsetof(struct latency, tail_closed) == offsetof(struct rw_hist, tail_closed) &&
-		offsetof(struct latency, tail_exits) == offsetof(struct rw_hist, tail_exits) &&
-		offsetof(struct latency, buckets) == offsetof(struct rw_hist, buckets),
-	"struct latency must mirror struct rw_hist up to its rate limiter's state");
+	HIST_COUNTS + sizeof(struct latency) == offsetof(struct rw_hist, rate) &&
+		HIST_COUNTS + offsetof(struct latency, min_ns) ==
+			offsetof(struct rw_hist, min_ns) &&
+		HIST_COUNTS + offsetof(struct latency, lost) == offsetof(struct rw_hist, lost) &&
+		HIST_COUNTS + offsetof(struct latency, slow_dropped) ==
+			offsetof(struct rw_hist, slow_dropped) &&
+		HIST_COUNTS + offsetof(struct latency, tail_closed) ==
+			offsetof(struct rw_hist, tail_closed) &&
+		HIST_COUNTS + offsetof(struct latency, tail_exits) ==
+			offsetof(struct rw_hist, tail_exits) &&
+		HIST_COUNTS + offsetof(struct latency, buckets) ==
+			offsetof(struct rw_hist, buckets),
+	"struct latency must mirror struct rw_hist from its counts to its rate limiter's state");
 
 static size_t hist_value_size(void)
 {
@@ -308,7 +333,15 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		t->own_cache = true;
 	}
 	t->percpu_buf = calloc(t->ncpus > 0 ? t->ncpus : 1, hist_value_size());
-	if (t->ncpus <= 0 || !t->cache || !t->percpu_buf) {
+	t->fn_ids.max = RW_MAX_FUNCS;
+	t->hist_ids.max = RW_MAX_HISTS;
+	t->hist_ids.lowest_first = true;
+	t->hist_page_fds = malloc(RW_MAX_HIST_PAGES * sizeof(*t->hist_page_fds));
+	t->hist_page_used = calloc(RW_MAX_HIST_PAGES, sizeof(*t->hist_page_used));
+	for (int i = 0; t->hist_page_fds && i < RW_MAX_HIST_PAGES; i++)
+		t->hist_page_fds[i] = -1;
+	if (t->ncpus <= 0 || !t->cache || !t->percpu_buf || !t->hist_page_fds ||
+	    !t->hist_page_used) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -355,16 +388,211 @@ fail:
 	return NULL;
 }
 
-static void batch__free(struct batch *b)
+/* ---- ids of kernel slots ---- */
+
+/*
+ * Takes back the ids in quarantine once no link is closing (wait: waits for
+ * that); returns how many, now the last of p->free.
+ */
+static size_t idpool__take_back(struct idpool *p, bool wait)
+{
+	size_t n = p->nquarantine;
+	uint32_t *ids;
+
+	if (!n)
+		return 0;
+	if (wait)
+		uprobe_links__wait_closed();
+	else if (uprobe_links__closing())
+		return 0;
+	ids = realloc(p->free, (p->nfree + n) * sizeof(*ids));
+	if (!ids)
+		return 0;
+	p->free = ids;
+	memcpy(p->free + p->nfree, p->quarantine, n * sizeof(*ids));
+	p->nfree += n;
+	p->nquarantine = 0;
+	return n;
+}
+
+/* A free id (ids__alloc takes back the quarantined ones first). */
+static int idpool__alloc(struct idpool *p, uint32_t *ret_id)
+{
+	size_t k = 0;
+
+	if (p->nfree) {
+		for (size_t i = 1; p->lowest_first && i < p->nfree; i++)
+			if (p->free[i] < p->free[k])
+				k = i;
+		*ret_id = p->free[k];
+		p->free[k] = p->free[--p->nfree];
+		return 0;
+	}
+	if (p->next >= p->max)
+		return -ENOSPC;
+	*ret_id = p->next++;
+	return 0;
+}
+
+/* Gives id back; quarantine: a link that may still be closing holds it. */
+static void idpool__release(struct idpool *p, uint32_t id, bool quarantine)
+{
+	uint32_t **list = quarantine ? &p->quarantine : &p->free;
+	size_t *n = quarantine ? &p->nquarantine : &p->nfree;
+	uint32_t *ids = realloc(*list, (*n + 1) * sizeof(*ids));
+
+	if (!ids)
+		return; /* the id leaks */
+	*list = ids;
+	ids[(*n)++] = id;
+}
+
+static void idpool__clear(struct idpool *p)
+{
+	free(p->free);
+	free(p->quarantine);
+}
+
+/* ---- histogram slots ---- */
+
+/* Makes page i of the histograms when it is not there. 0 or -errno. */
+static int hist_page__make(struct tracer *t, uint32_t i)
+{
+	int fd, e = 0;
+
+	if (t->hist_page_fds[i] >= 0)
+		return 0;
+	fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rw_hist_page", sizeof(__u32),
+			    sizeof(struct rw_hist), RW_HIST_PAGE, NULL);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hist_pages), &i, &fd, BPF_ANY)) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	t->hist_page_fds[i] = fd;
+	return 0;
+}
+
+/*
+ * A slot of page i is free again, out of quarantine: the last one frees the
+ * page (a probe deleted gives its memory back; a page is made again when
+ * needed).
+ */
+static void hist_page__unuse(struct tracer *t, uint32_t i)
+{
+	if (!t->hist_page_used[i] || --t->hist_page_used[i] || t->hist_page_fds[i] < 0)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hist_pages), &i);
+	close(t->hist_page_fds[i]);
+	t->hist_page_fds[i] = -1;
+}
+
+/* idpool__take_back, with the pages of histogram slots back out of quarantine freed if empty. */
+static void ids__take_back(struct tracer *t, struct idpool *p, bool wait)
+{
+	size_t n = idpool__take_back(p, wait);
+
+	for (size_t k = p->nfree - n; p == &t->hist_ids && k < p->nfree; k++)
+		hist_page__unuse(t, p->free[k] / RW_HIST_PAGE);
+}
+
+static int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id)
+{
+	ids__take_back(t, p, false);
+	if (!p->nfree && p->next >= p->max)
+		ids__take_back(t, p, true);
+	return idpool__alloc(p, ret_id);
+}
+
+/* Writes histogram slot i on every CPU: empty, owned by (fn_id, tgid) ((0, 0): nobody). */
+static int hist_slot__reset(struct tracer *t, uint32_t i, uint32_t fn_id, uint32_t tgid)
+{
+	__u32 k = i % RW_HIST_PAGE;
+
+	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
+	for (int cpu = 0; cpu < t->ncpus; cpu++) {
+		struct rw_hist_key *owner = (void *)((char *)t->percpu_buf +
+						     cpu * hist_value_size() +
+						     offsetof(struct rw_hist, owner));
+
+		owner->fn_id = fn_id;
+		owner->tgid = tgid;
+	}
+	if (bpf_map_update_elem(t->hist_page_fds[i / RW_HIST_PAGE], &k, t->percpu_buf, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* A histogram slot for function fn_id in process tgid, empty. */
+static int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
+			    struct rw_error *err)
+{
+	uint32_t i;
+	int e;
+
+	if (ids__alloc(t, &t->hist_ids, &i))
+		return rw_error_set(err, ENOSPC,
+				    "too many traced functions over all processes (at most %d at "
+				    "once)",
+				    RW_MAX_HISTS);
+	e = hist_page__make(t, i / RW_HIST_PAGE);
+	if (!e) {
+		t->hist_page_used[i / RW_HIST_PAGE]++;
+		e = hist_slot__reset(t, i, fn_id, tgid);
+		if (e)
+			hist_page__unuse(t, i / RW_HIST_PAGE);
+	}
+	if (e) {
+		idpool__release(&t->hist_ids, i, false); /* no probe has it */
+		return rw_error_set(err, -e, "failed to make a histogram: %s", strerror(-e));
+	}
+	*ret = i;
+	return 0;
+}
+
+/*
+ * Takes slot i back: it counts nothing more (its owner cleared), and is
+ * given out again once its links are closed.
+ */
+static void hist_slot__release(struct tracer *t, uint32_t i)
+{
+	hist_slot__reset(t, i, 0, 0);
+	idpool__release(&t->hist_ids, i, true);
+}
+
+/* Reads histogram slot i: the per-CPU counts summed. */
+static int hist_slot__read(struct tracer *t, uint32_t i, struct latency *ret)
+{
+	__u32 k = i % RW_HIST_PAGE;
+
+	if (bpf_map_lookup_elem(t->hist_page_fds[i / RW_HIST_PAGE], &k, t->percpu_buf))
+		return -errno;
+	memset(ret, 0, sizeof(*ret));
+	for (int cpu = 0; cpu < t->ncpus; cpu++) {
+		struct latency one;
+
+		/* struct latency mirrors struct rw_hist's counts field by field */
+		memcpy(&one, (const char *)t->percpu_buf + cpu * hist_value_size() + HIST_COUNTS,
+		       sizeof(one));
+		latency__merge(ret, &one);
+	}
+	return 0;
+}
+
+static void batch__free(struct tracer *t, struct batch *b)
 {
 	if (!b)
 		return;
 	uprobe_links__close(&b->entry);
 	uprobe_links__close(&b->ret);
+	if (b->has_hist)
+		hist_slot__release(t, b->hist);
 	free(b);
 }
 
-static void file__free(struct attached_file *f)
+static void file__free(struct tracer *t, struct attached_file *f)
 {
 	if (!f)
 		return;
@@ -372,14 +600,14 @@ static void file__free(struct attached_file *f)
 		struct batch *b = f->morestack;
 
 		f->morestack = b->next;
-		batch__free(b);
+		batch__free(t, b);
 	}
 	for (size_t i = 0; i < f->nslots; i++) {
 		while (f->slots[i]->pids) {
 			struct batch *b = f->slots[i]->pids;
 
 			f->slots[i]->pids = b->next;
-			batch__free(b);
+			batch__free(t, b);
 		}
 		free(f->slots[i]);
 	}
@@ -419,7 +647,7 @@ void tracer__free(struct tracer *t)
 		struct attached_file *f = t->files;
 
 		t->files = f->next;
-		file__free(f);
+		file__free(t, f);
 	}
 	/* nothing of ours stays attached once we return */
 	uprobe_links__wait_closed();
@@ -434,65 +662,21 @@ void tracer__free(struct tracer *t)
 	if (t->shares_mm)
 		munmap(t->shares_mm, RW_MAX_SHARES * sizeof(struct rw_share));
 	trace__destroy(t->skel);
+	for (int i = 0; t->hist_page_fds && i < RW_MAX_HIST_PAGES; i++)
+		if (t->hist_page_fds[i] >= 0)
+			close(t->hist_page_fds[i]);
+	free(t->hist_page_fds);
+	free(t->hist_page_used);
 	if (t->own_cache)
 		binary_cache__free(t->cache);
-	free(t->free_ids);
-	free(t->quarantine);
+	idpool__clear(&t->fn_ids);
+	idpool__clear(&t->hist_ids);
 	free(t->retired);
 	free(t->percpu_buf);
 	free(t);
 }
 
 /* ---- function slots ---- */
-
-/*
- * Ids freed while their links may still be closing (uprobe_links__close):
- * a probe of the old function would count for the id's next function. They
- * are taken again once the reaper is done.
- */
-static void slot_ids__take_back(struct tracer *t, bool wait)
-{
-	uint32_t *ids;
-
-	if (!t->nquarantine)
-		return;
-	if (wait)
-		uprobe_links__wait_closed();
-	else if (uprobe_links__closing())
-		return;
-	ids = realloc(t->free_ids, (t->nfree_ids + t->nquarantine) * sizeof(*ids));
-	if (!ids)
-		return;
-	t->free_ids = ids;
-	memcpy(t->free_ids + t->nfree_ids, t->quarantine, t->nquarantine * sizeof(*ids));
-	t->nfree_ids += t->nquarantine;
-	t->nquarantine = 0;
-}
-
-static int slot_id__alloc(struct tracer *t, uint32_t *ret_id)
-{
-	slot_ids__take_back(t, false);
-	if (!t->nfree_ids && t->next_fn_id >= RW_MAX_FUNCS)
-		slot_ids__take_back(t, true);
-	if (t->nfree_ids) {
-		*ret_id = t->free_ids[--t->nfree_ids];
-		return 0;
-	}
-	if (t->next_fn_id >= RW_MAX_FUNCS)
-		return -ENOSPC;
-	*ret_id = t->next_fn_id++;
-	return 0;
-}
-
-static void slot_id__release(struct tracer *t, uint32_t id)
-{
-	uint32_t *ids = realloc(t->quarantine, (t->nquarantine + 1) * sizeof(*ids));
-
-	if (!ids)
-		return; /* the id leaks; it stays inactive */
-	t->quarantine = ids;
-	t->quarantine[t->nquarantine++] = id;
-}
 
 static int slot__write(struct tracer *t, const struct slot *s)
 {
@@ -588,7 +772,7 @@ static int file__open(struct tracer *t, const char *path, struct attached_file *
 			snprintf(msg, sizeof(msg), "%s", err->msg);
 			rw_error_set(err, -e, "%s: %s", path, msg);
 		}
-		file__free(f);
+		file__free(t, f);
 		return e;
 	}
 	f->next = t->files;
@@ -604,10 +788,17 @@ static void file__drop(struct tracer *t, struct attached_file *f)
 	for (p = &t->files; *p; p = &(*p)->next) {
 		if (*p == f) {
 			*p = f->next;
-			file__free(f);
+			file__free(t, f);
 			return;
 		}
 	}
+}
+
+/* The cookie of a probe of function slot fn_id, histogram slot hist, in process pid (bpf/retwatch.h). */
+static uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags)
+{
+	return fn_id | (uint64_t)hist << RW_COOKIE_HIST_SHIFT | flags |
+	       (uint64_t)(uint32_t)pid << RW_COOKIE_TGID_SHIFT;
 }
 
 /* Go binaries: mark restarts of a function's entry after runtime.morestack, in process pid. */
@@ -615,7 +806,7 @@ static void file__attach_morestack(struct tracer *t, struct attached_file *f, pi
 {
 	const char *pattern = MORESTACK;
 	struct binary_match m = { 0 };
-	uint64_t offset, cookie = RW_COOKIE_MORESTACK;
+	uint64_t offset, cookie = cookie__make(0, 0, pid, RW_COOKIE_MORESTACK);
 	struct batch *b;
 
 	for (b = f->morestack; b; b = b->next)
@@ -630,7 +821,7 @@ static void file__attach_morestack(struct tracer *t, struct attached_file *f, pi
 	offset = m.funcs[0]->file_offset;
 	if (uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
 			      f->path, &offset, &cookie, 1, pid, NULL)) {
-		batch__free(b);
+		batch__free(t, b);
 		goto out;
 	}
 	b->next = f->morestack;
@@ -640,14 +831,14 @@ out:
 }
 
 /* Takes the morestack probe out of process pid. */
-static void file__drop_morestack(struct attached_file *f, pid_t pid)
+static void file__drop_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
 {
 	for (struct batch **p = &f->morestack; *p; p = &(*p)->next) {
 		if ((*p)->pid == pid) {
 			struct batch *b = *p;
 
 			*p = b->next;
-			batch__free(b);
+			batch__free(t, b);
 			return;
 		}
 	}
@@ -695,11 +886,17 @@ static size_t slot__ntail_returns(const struct slot *s)
 	return s->meta.flags & RW_FUNC_ENTRY_ONLY ? 0 : s->info->ntail_returns;
 }
 
-static int batch__attach(struct tracer *t, struct attached_file *f, struct slot **slots, size_t n,
-			 struct batch *b, struct rw_error *err)
+/*
+ * Attaches slot s's probes in b's process, each with the cookie of the
+ * function and its histogram slot in that process.
+ */
+static int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, struct batch *b,
+			 struct rw_error *err)
 {
 	uint64_t *eoff = NULL, *ecookie = NULL, *roff = NULL, *rcookie = NULL;
-	size_t ne = 0, nr = 0, nret = 0;
+	uint64_t cookie = cookie__make(s->fn_id, b->hist, b->pid, 0);
+	struct slot **slots = &s;
+	size_t ne = 0, nr = 0, nret = 0, n = 1;
 	int e = -ENOMEM;
 
 	for (size_t i = 0; i < n; i++)
@@ -730,17 +927,17 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 		if (e)
 			goto out;
 		eoff[ne] = fi->file_offset;
-		ecookie[ne++] = slots[i]->fn_id;
+		ecookie[ne++] = cookie;
 		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
 			continue;
 		for (size_t k = 0; k < fi->nreturns && nr < nret; k++) {
 			roff[nr] = fi->file_offset + fi->returns[k];
-			rcookie[nr++] = slots[i]->fn_id;
+			rcookie[nr++] = cookie;
 		}
 		/* the RETs of the functions it tail-calls: ended at its entry depth */
 		for (size_t k = 0; k < slot__ntail_returns(slots[i]) && nr < nret; k++) {
 			roff[nr] = fi->file_offset + fi->tail_returns[k];
-			rcookie[nr++] = slots[i]->fn_id | RW_COOKIE_TAIL;
+			rcookie[nr++] = cookie | RW_COOKIE_TAIL;
 		}
 	}
 	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
@@ -777,7 +974,7 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	if (slot_id__alloc(t, &s->fn_id)) {
+	if (ids__alloc(t, &t->fn_ids, &s->fn_id)) {
 		free(s);
 		return rw_error_set(err, ENOSPC, "too many traced functions (at most %d at once)",
 				    RW_MAX_FUNCS);
@@ -811,7 +1008,7 @@ static void file__drop_slots(struct tracer *t, struct attached_file *f, struct s
 
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &slots[i]->fn_id, &off,
 				    BPF_ANY);
-		slot_id__release(t, slots[i]->fn_id);
+		idpool__release(&t->fn_ids, slots[i]->fn_id, true);
 		for (size_t k = 0; k < f->nslots; k++) {
 			if (f->slots[k] == slots[i]) {
 				f->slots[k] = f->slots[--f->nslots];
@@ -862,9 +1059,15 @@ static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct sl
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
 	b->pid = pid;
-	e = batch__attach(t, f, &s, 1, b, err);
+	e = hist_slot__alloc(t, s->fn_id, (uint32_t)pid, &b->hist, err);
 	if (e) {
-		batch__free(b);
+		free(b);
+		return e;
+	}
+	b->has_hist = true;
+	e = batch__attach(t, f, s, b, err);
+	if (e) {
+		batch__free(t, b);
 		return e;
 	}
 	b->next = s->pids;
@@ -873,14 +1076,14 @@ static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct sl
 }
 
 /* Takes slot s's probes out of process pid. */
-static void slot__drop_pid(struct slot *s, pid_t pid)
+static void slot__drop_pid(struct tracer *t, struct slot *s, pid_t pid)
 {
 	for (struct batch **p = &s->pids; *p; p = &(*p)->next) {
 		if ((*p)->pid == pid) {
 			struct batch *b = *p;
 
 			*p = b->next;
-			batch__free(b);
+			batch__free(t, b);
 			return;
 		}
 	}
@@ -925,7 +1128,7 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		/* tt is not among the targets yet: what it alone needed goes */
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			if (tt->slots[i] && !slot_used_in(t, tt->slots[i], tt->pid))
-				slot__drop_pid(tt->slots[i], tt->pid);
+				slot__drop_pid(t, tt->slots[i], tt->pid);
 		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
@@ -938,77 +1141,52 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	return e;
 }
 
-static int read_hist(struct tracer *t, const struct rw_hist_key *hk, struct latency *ret)
+/* Slot s's histogram slot in process pid; false when s has no probes there. */
+static bool slot__hist(const struct slot *s, pid_t pid, uint32_t *ret)
 {
-	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.hists), hk, t->percpu_buf))
-		return -errno;
-	memset(ret, 0, sizeof(*ret));
-	for (int cpu = 0; cpu < t->ncpus; cpu++) {
-		struct latency one;
-
-		/* struct latency mirrors struct rw_hist field by field */
-		memcpy(&one, (const char *)t->percpu_buf + cpu * hist_value_size(), sizeof(one));
-		latency__merge(ret, &one);
+	for (const struct batch *b = s ? s->pids : NULL; b; b = b->next) {
+		if (b->pid == pid && b->has_hist) {
+			*ret = b->hist;
+			return true;
+		}
 	}
-	return 0;
+	return false;
 }
 
-/* Sets or clears tgid's bit in the kernel's process filter; 0 or -errno. */
-static int procs__set(struct tracer *t, uint32_t tgid, bool on)
+/* Whether a target of tt's process other than tt uses slot s. */
+static bool slot_shared(const struct tracer *t, const struct tracer_target *tt,
+			const struct slot *s)
 {
-	int fd = bpf_map__fd(t->skel->maps.procs);
-	__u32 word = tgid / 64;
-	__u64 bits, bit = 1ULL << (tgid % 64);
-
-	if (tgid >= RW_PROC_BITS)
-		return -ERANGE;
-	/* only this thread writes the map: the read-modify-write loses no bit */
-	if (bpf_map_lookup_elem(fd, &word, &bits))
-		return -errno;
-	bits = on ? bits | bit : bits & ~bit;
-	if (bpf_map_update_elem(fd, &word, &bits, BPF_EXIST))
-		return -errno;
-	return 0;
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		for (size_t k = 0; o != tt && o->pid == tt->pid && k < o->nfuncs; k++)
+			if (o->slots[k] == s)
+				return true;
+	return false;
 }
 
 /*
- * The kernel takes a new histogram from a per-CPU cache it refills in the
- * background: creating many at once (100 functions of a library) can find
- * it empty for a moment (ENOMEM). 0, or -1 with errno set.
+ * Function i of tt's process, just attached: its histogram slot is new and
+ * empty, or another target (another probe) of the process counts in it
+ * already: tt's counts start from its.
  */
-static int hist_insert(int fd, const struct rw_hist_key *hk, const void *zero)
-{
-	for (int tries = 0;; tries++) {
-		if (!bpf_map_update_elem(fd, hk, zero, BPF_NOEXIST))
-			return 0;
-		if (errno != ENOMEM || tries == 200)
-			return -1;
-		usleep(1000);
-	}
-}
-
-/* The kernel's histogram of function i of tt's process. */
 static int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw_error *err)
 {
-	struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
+	uint32_t h;
 
-	memset(t->percpu_buf, 0, hist_value_size() * t->ncpus);
-	if (!hist_insert(bpf_map__fd(t->skel->maps.hists), &hk, t->percpu_buf))
+	if (!slot__hist(tt->slots[i], tt->pid, &h))
+		return rw_error_set(err, ENOENT, "function %s has no histogram",
+				    tt->funcs[i].info->name);
+	if (!slot_shared(t, tt, tt->slots[i]))
 		return 0;
-	if (errno != EEXIST)
-		return rw_error_set(err, errno, "failed to create a histogram: %s",
-				    strerror(errno));
-	/* another target counts this function of this process: start from its counts */
 	free(tt->base[i]);
 	tt->base[i] = malloc(sizeof(struct latency));
-	if (!tt->base[i] || read_hist(t, &hk, tt->base[i]))
+	if (!tt->base[i] || hist_slot__read(t, h, tt->base[i]))
 		return rw_error_set(err, ENOMEM, "failed to read a histogram");
 	return 0;
 }
 
 static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err)
 {
-	__u32 tgid = tt->pid;
 	int e;
 
 	for (size_t i = 0; i < tt->nfuncs; i++) {
@@ -1016,10 +1194,6 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 		if (e)
 			return e;
 	}
-	e = procs__set(t, tgid, true);
-	if (e)
-		return rw_error_set(err, -e, "failed to register process %d: %s", tt->pid,
-				    strerror(-e));
 	return 0;
 }
 
@@ -1255,6 +1429,11 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	tt->pid = pid;
 	tt->threshold_ns = threshold_ns;
 	pid__unretire(t, pid);
+	/* a probe's cookie holds its process's tgid */
+	if (pid <= 0 || (uint32_t)pid >= RW_MAX_PID) {
+		e = rw_error_set(err, ERANGE, "cannot trace process %d: not a pid", pid);
+		goto fail;
+	}
 	e = file__open(t, path, &tt->file, err);
 	if (e)
 		goto fail;
@@ -1328,19 +1507,6 @@ static bool pid_uses_file(const struct tracer *t, const struct tracer_target *tt
 	return false;
 }
 
-static bool fn_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt,
-				uint32_t fn_id)
-{
-	for (const struct tracer_target *o = t->targets; o; o = o->next) {
-		if (o == tt || o->pid != tt->pid)
-			continue;
-		for (size_t i = 0; i < o->nfuncs; i++)
-			if (o->funcs[i].fn_id == fn_id)
-				return true;
-	}
-	return false;
-}
-
 /* A target of process pid no longer uses slot s (it is out of t->targets,
  * or its slots[] no longer holds s). */
 static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid)
@@ -1348,26 +1514,25 @@ static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *
 	struct rw_func off = { 0 };
 
 	if (!slot_used_in(t, s, pid))
-		slot__drop_pid(s, pid);
+		slot__drop_pid(t, s, pid);
 	if (--s->users)
 		return;
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
 	while (s->pids)
-		slot__drop_pid(s, s->pids->pid);
+		slot__drop_pid(t, s, s->pids->pid);
 	for (size_t k = 0; k < f->nslots; k++) {
 		if (f->slots[k] == s) {
 			f->slots[k] = f->slots[--f->nslots];
 			break;
 		}
 	}
-	slot_id__release(t, s->fn_id);
+	idpool__release(&t->fn_ids, s->fn_id, true);
 	free(s);
 }
 
 void tracer__remove(struct tracer *t, struct tracer_target *tt)
 {
 	struct tracer_target **p;
-	__u32 tgid;
 	bool last;
 
 	if (!tt)
@@ -1378,21 +1543,15 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 			break;
 		}
 	}
-	tgid = tt->pid;
 	last = !pid_traced_elsewhere(t, tt);
-	if (last)
-		procs__set(t, tgid, false);
 	if (tt->file && !pid_uses_file(t, tt))
-		file__drop_morestack(tt->file, tt->pid);
-	for (size_t i = 0; i < tt->nfuncs; i++) {
-		struct rw_hist_key hk = { .fn_id = tt->funcs[i].fn_id, .tgid = tgid };
-
-		if (!tt->slots[i])
-			continue;
-		if (!fn_traced_elsewhere(t, tt, tt->funcs[i].fn_id))
-			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
-		slot__unuse(t, tt->file, tt->slots[i], tt->pid);
-	}
+		file__drop_morestack(t, tt->file, tt->pid);
+	/* a function no other target of the process uses loses its probes there
+	 * and its histogram slot: the slot counts nothing more at once, though
+	 * its links take a while to close */
+	for (size_t i = 0; i < tt->nfuncs; i++)
+		if (tt->slots[i])
+			slot__unuse(t, tt->file, tt->slots[i], tt->pid);
 	/* its probes are gone: no hit will end its calls in flight */
 	if (last)
 		pid__retire(t, tt->pid);
@@ -1406,9 +1565,9 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 int tracer_target__detach(struct tracer *t, struct tracer_target *tt, size_t i,
 			  struct rw_error *err)
 {
-	struct rw_hist_key hk;
 	struct latency now;
 	struct slot *s;
+	uint32_t h;
 
 	if (i >= tt->nfuncs)
 		return rw_error_set(err, EINVAL, "no function %zu", i);
@@ -1422,16 +1581,13 @@ int tracer_target__detach(struct tracer *t, struct tracer_target *tt, size_t i,
 		return rw_error_set(err, EBUSY, "another probe measures %s in this process",
 				    s->info->name);
 	}
-	/* its probes in this process go; the others' stay */
-	slot__unuse(t, tt->file, s, tt->pid);
-	/* s may be freed: its id and histogram key stay ours until the next slot */
-	hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
-	if (read_hist(t, &hk, &now))
+	/* what it counted, kept: its histogram slot goes with its probes */
+	if (!slot__hist(s, tt->pid, &h) || hist_slot__read(t, h, &now))
 		memset(&now, 0, sizeof(now));
 	else if (tt->base[i])
 		latency__subtract(&now, tt->base[i]);
-	if (!fn_traced_elsewhere(t, tt, hk.fn_id))
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.hists), &hk);
+	/* its probes in this process go; the others' stay */
+	slot__unuse(t, tt->file, s, tt->pid);
 	free(tt->base[i]);
 	tt->base[i] = NULL;
 	if (!tt->kept[i])
@@ -1463,7 +1619,7 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 		if (!e)
 			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
 		if (e) {
-			slot__drop_pid(s, tt->pid);
+			slot__drop_pid(t, s, tt->pid);
 			file__drop_slots(t, tt->file, &s, 1);
 			return e;
 		}
@@ -1513,7 +1669,7 @@ const struct tracer_func *tracer_target__func(const struct tracer_target *tt, si
 int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t i,
 			struct latency *ret)
 {
-	struct rw_hist_key hk;
+	uint32_t h;
 	int e;
 
 	if (i >= tt->nfuncs)
@@ -1521,8 +1677,9 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 	if (!tt->slots[i]) { /* detached */
 		memset(ret, 0, sizeof(*ret));
 	} else {
-		hk = (struct rw_hist_key){ .fn_id = tt->funcs[i].fn_id, .tgid = tt->pid };
-		e = read_hist(t, &hk, ret);
+		if (!slot__hist(tt->slots[i], tt->pid, &h))
+			return -ENOENT;
+		e = hist_slot__read(t, h, ret);
 		if (e)
 			return e;
 		if (tt->base[i])
@@ -1556,6 +1713,8 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	int e;
 
 	t->npolled = 0;
+	/* histogram slots whose links are closed: their empty pages go */
+	ids__take_back(t, &t->hist_ids, false);
 	e = ring_buffer__poll(t->rb, timeout_ms);
 	if (e == -ECANCELED && t->npolled >= TRACER_POLL_MAX_EVENTS)
 		return (int)t->npolled;

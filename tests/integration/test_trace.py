@@ -13,6 +13,7 @@ Each scenario runs once per build (tracing.scenario) and several tests look
 at that run. Needs root and bpftool.
 """
 
+import json
 import os
 import re
 import shutil
@@ -396,6 +397,71 @@ def test_untraced_process_not_counted(monkeypatch):
     assert sum(r.reports[1]["calls"].values()) > 0, r.describe()
     other = re.findall(r"^retwatch: stat other_process (\d+)$", r.retwatch.stderr, re.M)
     assert other == ["0"], f"{other}\n{r.describe()}"
+
+
+def test_histograms_of_many_functions_in_two_processes(monkeypatch):
+    """Every main.* function (56) of two processes: 112 histograms, in the
+    kernel's pages of 8 (slots given in the order the functions are listed,
+    the second process's after the first's: the sleep functions' lie past
+    the first pages). Each call counts once, in its own process's histogram:
+    the totals are both processes' own counts, and no hit met a slot not its
+    own (each slot names its function and process)."""
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")  # the programs' counters on stderr
+    r = tracing.run_ok([(NATIVE, "sleep"), (NATIVE, "sleep")], ["main.*"])
+    assert len(r.doc["functions"]) > 2 * 8, r.describe()
+    for role, _ in SLEEP_ROLES:
+        name = NATIVE.fn(role)
+        assert_calls(r, role, NATIVE, r.reports[0]["calls"][name] + r.reports[1]["calls"][name])
+    # a hit whose cookie named a slot not its (function, process)'s counts in
+    # other_process, one whose page is missing in no_hist
+    for counter in ("other_process", "no_hist"):
+        got = re.findall(rf"^retwatch: stat {counter} (\d+)$", r.retwatch.stderr, re.M)
+        assert got == ["0"], f"{counter}: {got}\n{r.describe()}"
+
+
+def hist_pages_held(pid):
+    """How many pages of histograms (per-CPU arrays named rw_hist_page)
+    process pid holds."""
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
+                                     text=True, timeout=30, check=True).stdout)
+    pages = {m["id"] for m in maps if m.get("name") == "rw_hist_page"}
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                held |= {int(l.split()[1]) for l in f if l.startswith("map_id:")}
+        except OSError:
+            pass  # closed meanwhile
+    return len(held & pages)
+
+
+def test_histogram_pages_go_with_their_last_slot():
+    """Histogram pages are made as slots are given out and freed with their
+    last slot: two processes of 56 functions each hold 14-15 pages of 8;
+    once the first exits (its slots taken back when its links are closed),
+    the second's 7-8 are left."""
+    checked = {}
+
+    def release(result, tracees):
+        a, b = tracees
+        checked["both"] = hist_pages_held(result.proc.pid)
+        a.release()
+        result.reports[0] = a.finish()
+        checked["exit_line"] = result.err_stream.wait_for(
+            lambda l: l.startswith(f"retwatch: process {a.pid} exited"), 10)
+        deadline = time.monotonic() + 10
+        while hist_pages_held(result.proc.pid) > 8 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        checked["after"] = hist_pages_held(result.proc.pid)
+        b.release()
+        result.reports[1] = b.finish()
+
+    r = tracing.run_ok([(NATIVE, "sleep"), (NATIVE, "sleep")], ["main.*"], release=release)
+    assert checked["exit_line"], f"no 'process exited' line\n{r.describe()}"
+    assert 14 <= checked["both"] <= 15, f"{checked}\n{r.describe()}"
+    assert 7 <= checked["after"] <= 8, f"{checked}\n{r.describe()}"
+    name = NATIVE.fn("sleep_for")
+    assert_calls(r, "sleep_for", NATIVE, r.reports[0]["calls"][name] + r.reports[1]["calls"][name])
 
 
 def test_two_processes_add_up_and_one_exits_first():
