@@ -9,7 +9,7 @@ a bystander probe of another namespace reports on a podapp pod, it measures:
 - the longest gap between two /healthz answers and between two /metrics
   answers over the case (the main loop's stall);
 - the agent's CPU time, its VmHWM (its peak RSS over the case: the peak is reset before
-  each case through /proc/PID/clear_refs) and VmRSS after it;
+  each case through /proc/PID/clear_refs) and VmRSS (and RssAnon) after it;
 - whether the bystander kept reporting: its reports written during the
   case and the longest time between two of them (its interval is 2 s);
   every case is watched 6 s at least.
@@ -44,7 +44,8 @@ tests/agent are not such containers (see tests/unit/test_overlay.c and
 test_cgroup.c).
 
 Env: RETWATCH_AGENT (default build/retwatch-agent), HOSTILE_CASES (which
-cases, default all), HOSTILE_INFLIGHT (the agent's
+cases, in that order, default all; a case named twice runs twice, on a new
+pod and file), HOSTILE_INFLIGHT (the agent's
 --max-inflight-per-namespace, default 1024 rather than the agent's 8,192:
 so that 5b needs 1,536 goroutines, not 12,000, and 5c 6 deep goroutines, not
 36, on a small machine; 10 stays within it), HOLD_S (seconds each running
@@ -272,7 +273,7 @@ CASES = [
      {"functions": ["main.recurse"], "maxOverhead": "0"}, "running"),
 ]
 WANTED = os.environ.get("HOSTILE_CASES", " ".join(c[0] for c in CASES)).split()
-CASES = [c for c in CASES if c[0] in WANTED]
+CASES = [c for w in WANTED for c in CASES if c[0] == w]  # in the order given, repeats too
 
 
 # -- watching the agent ----------------------------------------------------------
@@ -382,9 +383,9 @@ def start_pod(b, ns, how):
     return p
 
 
-def run_case(b, agent, watch, case):
+def run_case(b, agent, watch, case, n):
     cid, what, how, spec, expect = case
-    ns = b.namespace(f"case-{cid}")
+    ns = b.namespace(f"case-{n}-{cid}")
     pod = start_pod(b, ns, how)
     doc = probe_doc(ns, "hostile", {"app": "target"})
     doc["spec"].update(spec)
@@ -419,7 +420,7 @@ def run_case(b, agent, watch, case):
     r = report(b, ns, "hostile") or r
     end = time.monotonic()
     cpu = cpu_seconds(agent.pid) - cpu0
-    hwm, rss = proc_status_kib(agent.pid, "VmHWM", "VmRSS")
+    hwm, rss, anon = proc_status_kib(agent.pid, "VmHWM", "VmRSS", "RssAnon")
     nrep, bgap = watch.bystander(start, end)
     lost, dropped = losses(r)
     fs = r.get("functions", []) if r else []
@@ -437,7 +438,7 @@ def run_case(b, agent, watch, case):
     row = {"case": cid, "what": what, "attach": attached, "error": errored,
            "healthz": watch.gap("/healthz", start, end),
            "metrics": watch.gap("/metrics", start, end), "hwm": hwm >> 10, "rss": rss >> 10,
-           "cpu": cpu, "took": end - start,
+           "anon": anon >> 10, "cpu": cpu, "took": end - start,
            "reports": nrep, "bgap": bgap, "lost": lost, "dropped": dropped, "text": text,
            "alive": agent.proc.poll() is None}
     # tear the case down: the probe (its detach waited for), then the pod
@@ -456,14 +457,19 @@ def fmt_s(v):
 
 
 HEADER = (f"{'case':<4} {'what':<31} {'attach':>6} {'error':>6} {'/healthz':>8} {'/metrics':>8}"
-          f" {'HWM':>5} {'RSS':>5} {'CPU':>9} {'bystander':>11} {'lost':>7} {'dropped':>8}"
-          "  outcome")
+          f" {'HWM':>5} {'RSS':>5} {'anon':>5} {'CPU':>9} {'bystander':>11} {'lost':>7}"
+          f" {'dropped':>8}  outcome")
+LEGEND = ("times in s from the apply; /healthz, /metrics: longest gap between answers (asked"
+          f" every {POLL_S} s), s; HWM: the agent's peak RSS over the case, RSS after it, anon:"
+          " its anonymous part, MiB; CPU: the agent's CPU seconds over the case's seconds;"
+          " bystander: its reports during the case, longest gap between two; lost calls and"
+          " slow calls dropped of the case's probe")
 
 
 def print_row(row):
     print(f"{row['case']:<4} {row['what']:<31} {fmt_s(row['attach']):>6} {fmt_s(row['error']):>6}"
           f" {row['healthz']:>8.2f} {row['metrics']:>8.2f} {row['hwm']:>5} {row['rss']:>5}"
-          f" {row['cpu']:>4.1f}/{row['took']:<4.0f}"
+          f" {row['anon']:>5} {row['cpu']:>4.1f}/{row['took']:<4.0f}"
           f" {row['reports']:>3} {row['bgap']:>5.1f} s {row['lost']:>7} {row['dropped']:>8}  "
           f"{row['text']}{'' if row['alive'] else ' [AGENT EXITED]'}", flush=True)
 
@@ -484,18 +490,14 @@ def main():
         wait_for("the bystander's calls", lambda: (r := report(b, by, "calm")) and any(
             f.get("calls") for f in r.get("functions", [])), timeout=30)
         watch = Watch(b, agent, by)
-        print("times in s from the apply; /healthz, /metrics: longest gap between answers"
-              f" (asked every {POLL_S} s), s; HWM: agent's peak RSS over the case, RSS after"
-              " it, MiB; CPU: the agent's CPU seconds over the case's seconds; bystander: its"
-              " reports during the case, longest gap between two; lost calls and slow calls"
-              " dropped of the case's probe", flush=True)
+        print(LEGEND, flush=True)
         print(HEADER, flush=True)
         try:
-            for case in CASES:
+            for n, case in enumerate(CASES):
                 if agent.proc.poll() is not None:
                     print(f"{case[0]:<4} not run: the agent exited", flush=True)
                     continue
-                print_row(run_case(b, agent, watch, case))
+                print_row(run_case(b, agent, watch, case, n))
         finally:
             watch.close()
         hwm, rss = proc_status_kib(agent.pid, "VmHWM", "VmRSS")
