@@ -393,6 +393,7 @@ def run_case(b, agent, watch, case, n):
         doc["spec"]["executable"] = f"/tmp/{how[1]}"
     time.sleep(1)
     reset_peak(agent.pid)
+    (before,) = proc_status_kib(agent.pid, "VmRSS")
     cpu0, start = cpu_seconds(agent.pid), time.monotonic()
     b.apply([doc])
     attached = errored = r = None
@@ -437,9 +438,10 @@ def run_case(b, agent, watch, case, n):
         text = "no report in 120 s"
     row = {"case": cid, "what": what, "attach": attached, "error": errored,
            "healthz": watch.gap("/healthz", start, end),
-           "metrics": watch.gap("/metrics", start, end), "hwm": hwm >> 10, "rss": rss >> 10,
-           "anon": anon >> 10, "cpu": cpu, "took": end - start,
-           "reports": nrep, "bgap": bgap, "lost": lost, "dropped": dropped, "text": text,
+           "metrics": watch.gap("/metrics", start, end), "before": before >> 10,
+           "hwm": hwm >> 10, "rss": rss >> 10, "anon": anon >> 10, "cpu": cpu,
+           "took": end - start, "reports": nrep, "bgap": bgap, "lost": lost, "dropped": dropped,
+           "text": text, "errors": (r or {}).get("errors", []),
            "alive": agent.proc.poll() is None}
     # tear the case down: the probe (its detach waited for), then the pod
     b.delete_probe(ns, "hostile")
@@ -457,19 +459,19 @@ def fmt_s(v):
 
 
 HEADER = (f"{'case':<4} {'what':<31} {'attach':>6} {'error':>6} {'/healthz':>8} {'/metrics':>8}"
-          f" {'HWM':>5} {'RSS':>5} {'anon':>5} {'CPU':>9} {'bystander':>11} {'lost':>7}"
+          f" {'RSS0':>5} {'HWM':>5} {'RSS':>5} {'anon':>5} {'CPU':>9} {'bystander':>11} {'lost':>7}"
           f" {'dropped':>8}  outcome")
 LEGEND = ("times in s from the apply; /healthz, /metrics: longest gap between answers (asked"
-          f" every {POLL_S} s), s; HWM: the agent's peak RSS over the case, RSS after it, anon:"
-          " its anonymous part, MiB; CPU: the agent's CPU seconds over the case's seconds;"
-          " bystander: its reports during the case, longest gap between two; lost calls and"
-          " slow calls dropped of the case's probe")
+          f" every {POLL_S} s), s; RSS0: the agent's RSS before the case, HWM: its peak over"
+          " the case, RSS after it, anon: its anonymous part, MiB; CPU: the agent's CPU"
+          " seconds over the case's seconds; bystander: its reports during the case, longest"
+          " gap between two; lost calls and slow calls dropped of the case's probe")
 
 
 def print_row(row):
     print(f"{row['case']:<4} {row['what']:<31} {fmt_s(row['attach']):>6} {fmt_s(row['error']):>6}"
-          f" {row['healthz']:>8.2f} {row['metrics']:>8.2f} {row['hwm']:>5} {row['rss']:>5}"
-          f" {row['anon']:>5} {row['cpu']:>4.1f}/{row['took']:<4.0f}"
+          f" {row['healthz']:>8.2f} {row['metrics']:>8.2f} {row['before']:>5} {row['hwm']:>5}"
+          f" {row['rss']:>5} {row['anon']:>5} {row['cpu']:>4.1f}/{row['took']:<4.0f}"
           f" {row['reports']:>3} {row['bgap']:>5.1f} s {row['lost']:>7} {row['dropped']:>8}  "
           f"{row['text']}{'' if row['alive'] else ' [AGENT EXITED]'}", flush=True)
 
@@ -492,14 +494,20 @@ def main():
         watch = Watch(b, agent, by)
         print(LEGEND, flush=True)
         print(HEADER, flush=True)
+        rows = []
         try:
             for n, case in enumerate(CASES):
                 if agent.proc.poll() is not None:
                     print(f"{case[0]:<4} not run: the agent exited", flush=True)
                     continue
-                print_row(run_case(b, agent, watch, case, n))
+                rows.append(run_case(b, agent, watch, case, n))
+                print_row(rows[-1])
         finally:
             watch.close()
+        print("the errors in full:")
+        for row in rows:
+            for err in row["errors"]:
+                print(f"  {row['case']}: {err[:600]}")
         hwm, rss = proc_status_kib(agent.pid, "VmHWM", "VmRSS")
         print(f"agent at the end: VmRSS {rss >> 10} MiB; bench took "
               f"{time.monotonic() - began:.0f} s", flush=True)
