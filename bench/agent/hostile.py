@@ -507,7 +507,9 @@ def main():
         print("the errors in full:")
         for row in rows:
             for err in row["errors"]:
-                print(f"  {row['case']}: {err[:600]}")
+                if len(err) > 600:
+                    err = f"{err[:300]} ... ({len(err)} characters) ... {err[-300:]}"
+                print(f"  {row['case']}: {err}")
         hwm, rss = proc_status_kib(agent.pid, "VmHWM", "VmRSS")
         print(f"agent at the end: VmRSS {rss >> 10} MiB; bench took "
               f"{time.monotonic() - began:.0f} s", flush=True)
