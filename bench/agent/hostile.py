@@ -46,11 +46,12 @@ test_cgroup.c).
 Env: RETWATCH_AGENT (default build/retwatch-agent), HOSTILE_CASES (which
 cases, in that order, default all; a case named twice runs twice, on a new
 pod and file), HOSTILE_INFLIGHT (the agent's
---max-inflight-per-namespace, default 1024 rather than the agent's 8,192:
-so that 5b needs 1,536 goroutines, not 12,000, and 5c 6 deep goroutines, not
-36, on a small machine; 10 stays within it), HOLD_S (seconds each running
-case is watched after its attach, default 10), AGENT_ARGS (more agent
-options). Prints figures; asserts nothing.
+--max-inflight-per-namespace, default 1024 rather than the agent's 8,192, so
+that on a small machine 5b's pod runs 1,536 goroutines (1.5 x the share), not
+over 8,192, and 5c's 7 goroutines 1,024 deep (105 chunks of a share of 64),
+not over 34; 10's 4 goroutines need 60 chunks, within it), HOLD_S (seconds
+each running case is watched after its attach, default 10), AGENT_ARGS (more
+agent options). Prints figures; asserts nothing.
 """
 
 import os
