@@ -397,7 +397,7 @@ def run_case(b, agent, watch, case, n):
     (before,) = proc_status_kib(agent.pid, "VmRSS")
     cpu0, start = cpu_seconds(agent.pid), time.monotonic()
     b.apply([doc])
-    attached = errored = r = None
+    attached = errored = lost_from = r = None
     deadline = start + 120
     # analysis: until the first error or the attach; running: HOLD_S more
     # after the attach, or until an error past that when one is expected
@@ -408,6 +408,8 @@ def run_case(b, agent, watch, case, n):
             attached = t
         if r and r.get("errors") and errored is None:
             errored = t
+        if losses(r)[0] and lost_from is None:
+            lost_from = t
         if expect == "analysis" and (attached is not None or errored is not None):
             break
         if expect != "analysis" and attached is None and errored is not None:
@@ -437,6 +439,8 @@ def run_case(b, agent, watch, case, n):
             text += ": " + first_words(sorted(reasons)[0], 50)
     else:
         text = "no report in 120 s"
+    if lost_from is not None:
+        text = f"[lost from {lost_from:.1f} s] {text}"
     row = {"case": cid, "what": what, "attach": attached, "error": errored,
            "healthz": watch.gap("/healthz", start, end),
            "metrics": watch.gap("/metrics", start, end), "before": before >> 10,
