@@ -8,8 +8,9 @@ a bystander probe of another namespace reports on a podapp pod, it measures:
   node's report (FunctionProbeReport), and the error's first words;
 - the longest gap between two /healthz answers and between two /metrics
   answers over the case (the main loop's stall);
-- the agent's CPU time, its VmHWM (its peak RSS over the case: the peak is reset before
-  each case through /proc/PID/clear_refs) and VmRSS (and RssAnon) after it;
+- the agent's CPU time, its VmRSS before the case, its VmHWM (its peak RSS
+  over the case: the peak is reset before each case through
+  /proc/PID/clear_refs) and its VmRSS (and RssAnon) after it;
 - whether the bystander kept reporting: its reports written during the
   case and the longest time between two of them (its interval is 2 s);
   every case is watched 6 s at least.
