@@ -32,6 +32,8 @@ SECONDS = float(os.environ.get("FLOOD_SECONDS", "20"))
 WORKERS = os.environ.get("WORKERS", "2")
 AGENT_ARGS = tuple(os.environ.get("AGENT_ARGS", "").split())
 FUNC = "main.lookupUser"
+# podapp calling FUNC as fast as it can (bench/agent/hostile.py runs it too)
+ARGS = ("/app/podapp", "-workers", WORKERS, "-latency", "0", "-lookup", "0", "-gap", "0")
 
 
 def poll(agent, path, stop, out):
@@ -69,8 +71,7 @@ def main():
           flush=True)
     with Bench(AGENT) as b:
         ns = b.namespace("flood")
-        args = ("/app/podapp", "-workers", WORKERS, "-latency", "0", "-lookup", "0", "-gap", "0")
-        pods.Pod(b.kubectl, ns, "hot-1", {"app": "hot"}, "node-a", {"app": args}, b.image,
+        pods.Pod(b.kubectl, ns, "hot-1", {"app": "hot"}, "node-a", {"app": ARGS}, b.image,
                  b.workdir).create()
         agent = agentproc.Agent(AGENT, b.cp.kubeconfig("agent"), "node-a", b.workdir,
                                 ("--layer-root", b.workdir) + AGENT_ARGS)
