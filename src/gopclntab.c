@@ -666,7 +666,20 @@ struct region {
 	uint64_t size;
 	uint64_t offset; /* of a section in the file */
 	bool writable;
+	bool exec; /* code: never holds a table, a header or a moduledata */
 };
+
+/*
+ * Whether the scans for a pcHeader, a moduledata or a buildinfo header
+ * (which read a region whole) look in r: not in code, where Go puts none of
+ * them, and not in a region bigger than a table may be. A hostile file's
+ * 256 MiB of code were read and kept with the cached file (the agent's RSS
+ * grew by as much per file), and so was every C binary's code.
+ */
+static bool reg_scannable(const struct region *r)
+{
+	return !r->exec && r->size <= GOPCLNTAB_MAX_SIZE;
+}
 
 /* Loads a section's bytes on first use; false when they cannot be read. */
 static bool reg_load(const struct region *cr)
@@ -758,6 +771,7 @@ static int img_init(struct elfimg *img, Elf *elf, int fd, struct rw_error *err)
 		r->scn = scn;
 		r->size = sh.sh_size;
 		r->writable = sh.sh_flags & SHF_WRITE;
+		r->exec = sh.sh_flags & SHF_EXECINSTR;
 		img->nreg++;
 	}
 	/* only a file with no section headers at all: elf_rawfile() would leak
@@ -787,9 +801,29 @@ static int img_init(struct elfimg *img, Elf *elf, int fd, struct rw_error *err)
 			.data = raw + ph.p_offset,
 			.size = ph.p_filesz,
 			.writable = ph.p_flags & PF_W,
+			/* a segment is read whole anyway (elf_rawfile): code
+			 * and data may share it */
 		};
 	}
 	return 0;
+}
+
+/* Whether the file's regions are its sections (else its segments: no section headers). */
+static bool img_has_sections(const struct elfimg *img)
+{
+	for (size_t i = 0; i < img->nreg; i++)
+		if (img->reg[i].name || img->reg[i].scn)
+			return true;
+	return false;
+}
+
+/* Whether an allocated section of that name exists (nothing is read). */
+static bool img_section_named(const struct elfimg *img, const char *name)
+{
+	for (size_t i = 0; i < img->nreg; i++)
+		if (img->reg[i].name && !strcmp(img->reg[i].name, name))
+			return true;
+	return false;
 }
 
 static const struct region *img_section(const struct elfimg *img, const char *name)
@@ -1028,7 +1062,7 @@ static bool md_find(const struct elfimg *img, const struct pchdr_info *h, uint64
 		const struct region *r = &img->reg[i];
 		const uint8_t *p, *end;
 
-		if (!r->writable || !reg_load(r))
+		if (!r->writable || !reg_scannable(r) || !reg_load(r))
 			continue;
 		p = r->data;
 		end = r->data + r->size;
@@ -1072,7 +1106,7 @@ static bool pchdr_scan(const struct elfimg *img, const struct region **ret_r, st
 		const struct region *r = &img->reg[i];
 		const uint8_t *p, *end;
 
-		if (!reg_load(r))
+		if (!reg_scannable(r) || !reg_load(r))
 			continue;
 		p = r->data;
 		end = r->data + r->size;
@@ -1156,6 +1190,12 @@ static int pchdr_locate(const struct elfimg *img, struct pchdr_loc *loc, struct 
 		loc->h.addr = img->sym_pclntab;
 		return 0;
 	}
+	if (img_has_sections(img) && !img_section_named(img, ".go.buildinfo") &&
+	    !img_section_named(img, ".note.go.buildid"))
+		return rw_error_set(
+			err, ENOENT,
+			"not a Go binary: no .gopclntab, .go.buildinfo or Go build id section, "
+			"nor runtime.pclntab symbol");
 	if (pchdr_scan(img, &loc->r, &loc->h, &loc->md)) {
 		/* 3. Stripped, no section: found through moduledata. */
 		loc->have_md = true;
@@ -1244,14 +1284,19 @@ static int table_read(const struct elfimg *img, const struct region *r, struct t
 				    (unsigned long long)size);
 	}
 	ok = read_at(img->fd, tm->data, hdr, r->offset);
-	/* a header the parse will refuse, or an older layout: all of it */
-	if (ok && hdr < size && !pcln_read_header(tm->data, (size_t)size, 1, &h, NULL) &&
-	    !pcln_locate_tables(&h, NULL))
+	/*
+	 * A header the parse will refuse (it reads the same header, its text
+	 * start aside, with the same size or less): nothing more is read. A
+	 * 64 MiB table declaring too many functions was read whole before its
+	 * header refused it.
+	 */
+	if (ok && hdr < size &&
+	    (pcln_read_header(tm->data, (size_t)size, 1, &h, NULL) || pcln_locate_tables(&h, NULL)))
+		return 0;
+	if (ok && hdr < size)
 		ok = read_at(img->fd, tm->data + h.name_off, h.names_len, r->offset + h.name_off) &&
 		     read_at(img->fd, tm->data + h.pcln_off, size - h.pcln_off,
 			     r->offset + h.pcln_off);
-	else if (ok && hdr < size)
-		ok = read_at(img->fd, tm->data + hdr, size - hdr, r->offset + hdr);
 	if (!ok)
 		return rw_error_set(err, EINVAL,
 				    "cannot read .gopclntab (%llu bytes at 0x%llx): %s",
@@ -1426,13 +1471,17 @@ char *gobuildinfo__version(Elf *elf)
 			ver = buildinfo_version(&img, r, 0);
 		goto cleanup;
 	}
-	/* Without sections: the header is 16-byte aligned in a data segment. */
-	for (size_t i = 0; i < img.nreg && !ver && tries < MAX_BUILDINFO_CANDIDATES; i++) {
+	/* Without sections: the header is 16-byte aligned in a data segment.
+	 * A file with sections has it in .go.buildinfo or not at all (scanning
+	 * its sections read a hostile 64 MiB table whole, to find nothing). */
+	for (size_t i = 0;
+	     !img_has_sections(&img) && i < img.nreg && !ver && tries < MAX_BUILDINFO_CANDIDATES;
+	     i++) {
 		const uint8_t *p, *start;
 		uint64_t sz = img.reg[i].size;
 
 		r = &img.reg[i];
-		if (!reg_load(r))
+		if (!reg_scannable(r) || !reg_load(r))
 			continue;
 		start = r->data;
 		p = start;
