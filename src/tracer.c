@@ -1197,6 +1197,57 @@ static int target__add_maps(struct tracer *t, struct tracer_target *tt, struct r
 	return 0;
 }
 
+/* One unmatched pattern, with its suggestions, as a message says it (names cut at 80). */
+static size_t unmatched_one(const struct binary_unmatched *u, const char *path, char *out,
+			    size_t len)
+{
+	int n = snprintf(out, len, "'%.80s%s'%s%s", u->pattern,
+			 strlen(u->pattern) > 80 ? "..." : "", path ? " in " : "",
+			 path ? path : "");
+
+	for (size_t i = 0; n >= 0 && (size_t)n < len && i < u->nsuggestions; i++)
+		n += snprintf(out + n, len - (size_t)n, "%s%.80s",
+			      i ? ", " : " (did you mean: ", u->suggestions[i]);
+	if (n >= 0 && (size_t)n < len && u->nsuggestions)
+		n += snprintf(out + n, len - (size_t)n, ")");
+	return n < 0 ? 0 : (size_t)n;
+}
+
+/*
+ * -ENOENT naming the patterns that match nothing in path: those with
+ * suggestions first (likely typos), as many as the message holds, and how
+ * many more. A probe of 64 patterns named only its first before.
+ */
+static int unmatched_error(const struct binary_match *m, const char *path, struct rw_error *err)
+{
+	char msg[sizeof(err->msg)], one[sizeof(err->msg)];
+	size_t len = 0, shown = 0;
+
+	len = (size_t)snprintf(msg, sizeof(msg), "no function matches ");
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < m->nunmatched; i++) {
+			const struct binary_unmatched *u = &m->unmatched[i];
+			size_t n;
+
+			if ((u->nsuggestions > 0) != (pass == 0))
+				continue;
+			n = unmatched_one(u, shown ? NULL : path, one, sizeof(one));
+			/* room for "; nor " and the count of the rest */
+			if (shown && len + n + 40 >= sizeof(msg))
+				continue;
+			len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%s%s",
+						shown ? "; nor " : "", one);
+			if (len >= sizeof(msg))
+				len = sizeof(msg) - 1;
+			shown++;
+		}
+	}
+	if (shown < m->nunmatched)
+		snprintf(msg + len, sizeof(msg) - len, "; nor %zu more patterns",
+			 m->nunmatched - shown);
+	return rw_error_set(err, ENOENT, "%s", msg);
+}
+
 /* ---- namespace shares ---- */
 
 static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
@@ -1443,15 +1494,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	if (e)
 		goto fail;
 	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		const struct binary_unmatched *u = &tt->match.unmatched[0];
-		char hint[256] = "";
-		size_t len = 0;
-
-		for (size_t i = 0; i < u->nsuggestions && len < sizeof(hint); i++)
-			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", i ? ", " : "",
-					u->suggestions[i]);
-		e = rw_error_set(err, ENOENT, "no function matches '%s' in %s%s%s%s", u->pattern,
-				 path, len ? " (did you mean: " : "", hint, len ? ")" : "");
+		e = unmatched_error(&tt->match, path, err);
 		goto fail;
 	}
 	if (tt->match.nfuncs > max_funcs) {

@@ -83,3 +83,26 @@ def test_no_match_suggests_at_most_five():
     # [REF] go tool nm's names
     names = suggested(run.stderr, set(reference.go_symbols(b.toolchain, b.path)))
     assert 1 <= len(names) <= 5, f"suggestions {sorted(names)}\n{run.describe()}"
+
+
+def test_every_unmatched_pattern_is_named_typos_first():
+    """Three patterns that match nothing: the message names each, the one
+    with a suggestion first (a probe of many patterns named only its first,
+    and the typo with its fix could be the last)."""
+    import subprocess
+    import tracing
+
+    tracee = tracing.TraceeProcess(tracing.go_tracee("native", "default"), "sleep")
+    try:
+        argv = [harness.RETWATCH, "trace", "--pid", str(tracee.pid), "--duration", "1",
+                "main.nothing_like_it", "main.another_missing_name", "main.sleepFr"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        tracee.kill()
+    run = harness.Run(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    run.assert_refused()
+    msg = next(line for line in run.stderr.splitlines() if "no function matches" in line)
+    assert re.search(r"no function matches 'main\.sleepFr' in \S+ \(did you mean: [^)]*main\.sleepFor",
+                     msg), run.describe()
+    assert "; nor 'main.nothing_like_it'" in msg and "; nor 'main.another_missing_name'" in msg, \
+        run.describe()
