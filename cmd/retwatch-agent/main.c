@@ -154,10 +154,23 @@ struct cli {
 /* parse_option() and parse_args() return this to go on, else the exit code. */
 #define CLI_GO_ON -1
 
+/* A per-second or per-namespace limit of flag into *ret: CLI_GO_ON, or 2 with a message. */
+static int parse_limit(const char *arg, const char *flag, uint32_t *ret)
+{
+	size_t n;
+
+	if (parse_count(arg, &n) || n > UINT32_MAX) {
+		fprintf(stderr, "retwatch-agent: %s must be a number (0: no limit)\n", flag);
+		return 2;
+	}
+	*ret = (uint32_t)n;
+	return CLI_GO_ON;
+}
+
 static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
-	size_t writes, n;
+	size_t writes;
 
 	switch (c) {
 	case 'k': cli->kubeconfig = optarg; break;
@@ -201,13 +214,7 @@ static int parse_option(int c, struct cli *cli)
 		cli->ao.report_writes = (double)writes;
 		break;
 	case 's':
-		if (parse_count(optarg, &n) || n > UINT32_MAX) {
-			fprintf(stderr, "retwatch-agent: --slow-calls-per-second must be a number "
-					"(0: no limit)\n");
-			return 2;
-		}
-		cli->ao.slow_calls_per_sec = (uint32_t)n;
-		break;
+		return parse_limit(optarg, "--slow-calls-per-second", &cli->ao.slow_calls_per_sec);
 	case 'F':
 		if (parse_count(optarg, &cli->ao.max_ns_funcs)) {
 			fprintf(stderr, "retwatch-agent: --max-functions-per-namespace must be a "
@@ -215,22 +222,10 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
-	case 'I':
-		if (parse_count(optarg, &n) || n > UINT32_MAX) {
-			fprintf(stderr, "retwatch-agent: --max-inflight-per-namespace must be a "
-					"number (0: no limit)\n");
-			return 2;
-		}
-		cli->ao.ns_inflight = (uint32_t)n;
-		break;
+	case 'I': return parse_limit(optarg, "--max-inflight-per-namespace", &cli->ao.ns_inflight);
 	case 'E':
-		if (parse_count(optarg, &n) || n > UINT32_MAX) {
-			fprintf(stderr, "retwatch-agent: --slow-calls-per-namespace must be a "
-					"number (0: no limit)\n");
-			return 2;
-		}
-		cli->ao.ns_slow_calls_per_sec = (uint32_t)n;
-		break;
+		return parse_limit(optarg, "--slow-calls-per-namespace",
+				   &cli->ao.ns_slow_calls_per_sec);
 	case 'R':
 		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
 			fprintf(stderr,
