@@ -841,9 +841,12 @@ static int build_index(struct binary *b, struct rw_error *err)
 static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
 	struct code_range cr[DWARF_MAX_RANGES];
+	uint64_t total = 0;
 	size_t n = 0;
 	int ret = 0;
 
+	for (size_t i = 0; i < fi->nranges; i++)
+		total += fi->ranges[i].hi - fi->ranges[i].lo;
 	for (size_t i = 0; i < fi->nranges; i++) {
 		uint64_t lo = fi->ranges[i].lo, len = fi->ranges[i].hi - lo;
 		uint8_t *buf;
@@ -853,6 +856,12 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 					 : "the symbol has no size";
 			ret = 1;
 			goto out;
+		}
+		/* past the budget disasm__scan decodes nothing: nothing to read
+		 * (a 64 MiB function was read whole to be refused) */
+		if (total > DISASM_MAX_BYTES) {
+			cr[n++] = (struct code_range){ lo, NULL, len };
+			continue;
 		}
 		buf = malloc(len);
 		if (!buf) {
