@@ -1118,6 +1118,11 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	}
 	for (size_t i = 0; !e && i < nfresh; i++)
 		e = slot__activate(t, fresh[i], err);
+	/* the thresholds of slots shared with other targets, before this
+	 * process's probes count anything: a call counted under the old one
+	 * was neither sent nor dropped as slow */
+	for (size_t i = 0; !e && i < tt->nfuncs; i++)
+		slot__write(t, tt->slots[i]);
 	/* probes of their own in this process: another process of the file
 	 * (another pod of the image) never traps on them */
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
@@ -1132,10 +1137,6 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 		file__drop_slots(t, f, fresh, nfresh);
 		for (size_t i = 0; i < tt->nfuncs; i++)
 			tt->slots[i] = NULL;
-	} else {
-		/* thresholds of slots shared with other targets */
-		for (size_t i = 0; i < tt->nfuncs; i++)
-			slot__write(t, tt->slots[i]);
 	}
 	free(fresh);
 	return e;
@@ -1667,15 +1668,17 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 			return e;
 		}
 	} else {
+		/* its threshold first: calls counted from the attach on are sent as slow */
+		if (tt->threshold_ns &&
+		    (!s->meta.threshold_ns || tt->threshold_ns < s->meta.threshold_ns))
+			s->meta.threshold_ns = tt->threshold_ns;
+		slot__write(t, s);
 		/* probes of their own for this process, where the slot has left it */
 		e = slot__attach_pid(t, tt->file, s, tt->pid, err);
 		if (e)
 			return e;
 		/* a slot of a live batch, probes attached: active again */
 		s->meta.flags |= RW_FUNC_ACTIVE;
-		if (tt->threshold_ns &&
-		    (!s->meta.threshold_ns || tt->threshold_ns < s->meta.threshold_ns))
-			s->meta.threshold_ns = tt->threshold_ns;
 		slot__write(t, s);
 	}
 	s->users++;
