@@ -458,9 +458,8 @@ def test_two_probes_on_one_process_count_apart(cluster, make_pod):
     pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "first", spec(functions=["main.handleRequest"]))
-        early = wait_for("calls", lambda: has_calls(cluster, ns, "first", "node-a",
-                                                    ["main.handleRequest"], more_than=100),
-                         timeout=8)
+        wait_for("calls", lambda: has_calls(cluster, ns, "first", "node-a",
+                                            ["main.handleRequest"], more_than=100), timeout=8)
         cluster.apply_probe(ns, "second", spec())
         wait_for("calls", lambda: has_calls(cluster, ns, "second", "node-a"), timeout=8)
         # the second probe counts from its own start, not the first's: compare
@@ -481,11 +480,18 @@ def test_two_probes_on_one_process_count_apart(cluster, make_pod):
         cluster.kubectl("delete", "functionprobe", "first", "-n", ns)
         wait_for("the first probe's detach",
                  lambda: agent.find(msg_has="the probe was deleted", pod="web-1"), timeout=3)
-        # the second keeps counting, from where it was
+        # the second keeps counting, from where it was: its first report
+        # written after the delete has at least the calls it had before
+        deleted = time.time()
         now = fns(cluster.node_entry(ns, "second", "node-a"))["main.handleRequest"]["calls"]
-        later = wait_for("more calls", lambda: has_calls(cluster, ns, "second", "node-a",
-                                                         more_than=now), timeout=8)
-        assert fns(later)["main.handleRequest"]["calls"] > fns(early)["main.handleRequest"]["calls"]
+
+        def report_after_delete():
+            e = cluster.node_entry(ns, "second", "node-a")
+            return e if e and rfc3339(e["lastUpdate"]) > deleted else None
+        first_after = wait_for("a report after the delete", report_after_delete, timeout=8)
+        assert fns(first_after)["main.handleRequest"]["calls"] >= now, (first_after, now)
+        wait_for("more calls", lambda: has_calls(cluster, ns, "second", "node-a", more_than=now),
+                 timeout=8)
         assert agent.links() and agent.links() <= links
 
 
