@@ -53,6 +53,9 @@ struct agent {
 	size_t npods, nlimited;
 	uint64_t next_scan;
 	bool series_warned;
+	/* calibrating again: a round a turn of the loop (recalibrate) */
+	struct calibrator *calibrator;
+	uint64_t next_calibration;
 };
 
 static void pods_clear(struct agent *a)
@@ -319,35 +322,78 @@ static int start_watching(struct agent *a)
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 
+static void log_calibration(const struct calibration *cal, const char *msg)
+{
+	cJSON *ev = log_event(LOG_INFO, msg), *by;
+
+	if (!ev)
+		return;
+	cJSON_AddNumberToObject(ev, "bias_ns", (double)cal->bias_ns);
+	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)cal->bias_lo_ns);
+	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)cal->bias_hi_ns);
+	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)cal->call_cost_ns);
+	cJSON_AddNumberToObject(ev, "entry_only_call_cost_ns", (double)cal->entry_only_cost_ns);
+	by = cJSON_AddObjectToObject(ev, "bias_by_entry_ns");
+	for (int k = 0; by && k < PROBE_ENTRY__N; k++)
+		cJSON_AddNumberToObject(by, probe_entry__str(k), (double)cal->entry_bias_ns[k]);
+	log_emit(ev);
+}
+
 /* How much of a measured duration is the probes' own, and what a traced
- * call costs: measured once, here; without it durations stay as measured
- * and the overhead guard is off. */
+ * call costs: measured here, and again every --calibrate-every (recalibrate);
+ * without it durations stay as measured and the overhead guard is off. */
 static void calibrate_probes(struct agent *a)
 {
 	struct rw_error err = { "" };
-	cJSON *ev;
 
+	a->next_calibration = clock__mono_ns() + a->o.calibrate_every_ns;
 	if (calibrate__run(a->tracer, &a->env.cal, &err)) {
 		log_warn("cannot calibrate the probes' bias and cost (durations are reported as "
 			 "measured, the overhead guard is off): %s",
 			 err.msg);
 		return;
 	}
-	ev = log_event(LOG_INFO, "probes calibrated");
-	if (!ev)
-		return;
-	cJSON_AddNumberToObject(ev, "bias_ns", (double)a->env.cal.bias_ns);
-	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)a->env.cal.bias_lo_ns);
-	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)a->env.cal.bias_hi_ns);
-	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)a->env.cal.call_cost_ns);
-	{
-		cJSON *by = cJSON_AddObjectToObject(ev, "bias_by_entry_ns");
+	a->page.calibrations++;
+	log_calibration(&a->env.cal, "probes calibrated");
+}
 
-		for (int k = 0; by && k < PROBE_ENTRY__N; k++)
-			cJSON_AddNumberToObject(by, probe_entry__str(k),
-						(double)a->env.cal.entry_bias_ns[k]);
+/* Rounds of a calibration run at most this often: a burst of load slows a few. */
+#define CALIBRATION_ROUND_GAP_NS (NS_PER_S / 50)
+
+/*
+ * The bias and cost follow the machine (its load, its CPU's frequency): a
+ * calibration again every --calibrate-every, a round (a few milliseconds)
+ * per turn of the loop, so that nothing waits for it. The figures in use
+ * change only when it completes; a failed one leaves them as they were.
+ */
+static void recalibrate(struct agent *a, uint64_t now)
+{
+	struct rw_error err = { "" };
+	struct calibration cal;
+	int e;
+
+	if (!a->o.calibrate_every_ns || now < a->next_calibration)
+		return;
+	if (!a->calibrator)
+		e = calibrator__start(a->tracer, &a->calibrator, &err);
+	else
+		e = calibrator__step(a->calibrator, &cal, &err);
+	if (!e) { /* started, or rounds remain */
+		a->next_calibration = now + CALIBRATION_ROUND_GAP_NS;
+		return;
 	}
-	log_emit(ev);
+	calibrator__free(a->calibrator);
+	a->calibrator = NULL;
+	a->next_calibration = now + a->o.calibrate_every_ns;
+	if (e < 0) {
+		log_warn("cannot calibrate the probes again (the figures of the last calibration "
+			 "stay in use): %s",
+			 err.msg);
+		return;
+	}
+	a->env.cal = cal;
+	a->page.calibrations++;
+	log_calibration(&a->env.cal, "probes calibrated again");
 }
 
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
@@ -377,12 +423,12 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
 	if (!a->tracer)
 		goto fail;
-	calibrate_probes(a);
-	tracer__set_event_fn(a->tracer, on_slow_call, a);
 	a->page = (struct metrics_page){ .version = o->version,
 					 .attach_mode = tracer__attach_mode(a->tracer),
 					 .max_series = o->max_series,
 					 .cal = &a->env.cal };
+	calibrate_probes(a);
+	tracer__set_event_fn(a->tracer, on_slow_call, a);
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
@@ -443,6 +489,7 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			a->next_scan = now + SCAN_EVERY_NS;
 		}
 		tracer__tick(a->tracer);
+		recalibrate(a, now);
 		write_statuses(a);
 	}
 	return 0;
@@ -496,6 +543,7 @@ void agent__free(struct agent *a)
 	}
 	publisher__stop(a->pub);
 	analyzer__free(a->env.analyzer);
+	calibrator__free(a->calibrator);
 	tracer__free(a->tracer);
 	symbolizer__free(a->env.sym);
 	nodeprocs__free(a->env.procs);

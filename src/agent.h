@@ -36,6 +36,9 @@ struct agent_opts {
 	uint32_t ns_inflight, ns_slow_calls_per_sec;
 	/* the time limit of one binary's analysis (analyzer.h) */
 	uint64_t analysis_timeout_ns;
+	/* the probes' bias and cost are calibrated at start and again this
+	 * often (calibrate.h); 0: at start only */
+	uint64_t calibrate_every_ns;
 };
 
 struct agent;

@@ -28,6 +28,7 @@ __attribute__((noinline, used)) int retwatch_calibrate_target(int x)
 int retwatch_calibrate_push(int x);
 int retwatch_calibrate_nop(int x);
 int retwatch_calibrate_nop5(int x);
+int retwatch_calibrate_entry_only(int x);
 __asm__(".text\n"
 	".globl retwatch_calibrate_push\n"
 	".type retwatch_calibrate_push, @function\n"
@@ -51,19 +52,34 @@ __asm__(".text\n"
 	"	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
 	"	lea 1(%rdi), %eax\n"
 	"	ret\n"
-	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n");
+	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n"
+	/* no RET: it leaves by an indirect jump to its return address, so it is
+	 * probed at its entry only (entered at a LEA, as the first) */
+	".globl retwatch_calibrate_entry_only\n"
+	".type retwatch_calibrate_entry_only, @function\n"
+	"retwatch_calibrate_entry_only:\n"
+	"	lea 1(%rdi), %eax\n"
+	"	pop %rcx\n"
+	"	jmp *%rcx\n"
+	".size retwatch_calibrate_entry_only, . - retwatch_calibrate_entry_only\n");
 
-static int (*const targets[PROBE_ENTRY__N])(int) = {
+/* The targets: one per kind of entry, then one probed at its entry only. */
+#define CAL_ENTRY_ONLY PROBE_ENTRY__N
+#define CAL_TARGETS (PROBE_ENTRY__N + 1)
+
+static int (*const targets[CAL_TARGETS])(int) = {
 	[PROBE_ENTRY_STEPPED] = retwatch_calibrate_target,
 	[PROBE_ENTRY_PUSH] = retwatch_calibrate_push,
 	[PROBE_ENTRY_NOP] = retwatch_calibrate_nop,
 	[PROBE_ENTRY_NOP5] = retwatch_calibrate_nop5,
+	[CAL_ENTRY_ONLY] = retwatch_calibrate_entry_only,
 };
-static const char *const target_names[PROBE_ENTRY__N] = {
+static const char *const target_names[CAL_TARGETS] = {
 	[PROBE_ENTRY_STEPPED] = "retwatch_calibrate_target",
 	[PROBE_ENTRY_PUSH] = "retwatch_calibrate_push",
 	[PROBE_ENTRY_NOP] = "retwatch_calibrate_nop",
 	[PROBE_ENTRY_NOP5] = "retwatch_calibrate_nop5",
+	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
 };
 
 enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len)
@@ -147,78 +163,149 @@ static size_t target_func(const struct tracer_target *tt, int k)
 	return SIZE_MAX;
 }
 
-int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err)
-{
-	uint64_t untraced[PROBE_ENTRY__N][ROUNDS], traced[PROBE_ENTRY__N][ROUNDS];
-	uint64_t p50[PROBE_ENTRY__N][ROUNDS];
-	struct latency prev[PROBE_ENTRY__N] = { 0 }, now;
-	size_t fn[PROBE_ENTRY__N];
+/* A calibration in progress: the untraced rounds done, the traced ones a step at a time. */
+struct calibrator {
+	struct tracer *t;
 	struct tracer_target *tt;
-	char exe[64];
-	int sum = 0, e = 0;
+	size_t fn[CAL_TARGETS];
+	uint64_t untraced[CAL_TARGETS][ROUNDS], traced[CAL_TARGETS][ROUNDS];
+	uint64_t p50[PROBE_ENTRY__N][ROUNDS];
+	struct latency prev[CAL_TARGETS];
+	uint64_t calls;
+	int round, sum;
+};
 
-	memset(ret, 0, sizeof(*ret));
+int calibrator__start(struct tracer *t, struct calibrator **ret, struct rw_error *err)
+{
+	struct calibrator *c = calloc(1, sizeof(*c));
+	char exe[64];
+	int e;
+
+	*ret = NULL;
+	if (!c)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	c->t = t;
 	for (int r = 0; r < ROUNDS; r++)
-		for (int k = 0; k < PROBE_ENTRY__N; k++)
-			untraced[k][r] = time_round(k, &sum);
+		for (int k = 0; k < CAL_TARGETS; k++)
+			c->untraced[k][r] = time_round(k, &c->sum);
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", getpid());
-	tt = tracer__add(t, getpid(), exe, target_names, PROBE_ENTRY__N, 0, err);
-	if (!tt)
-		return -errno;
-	for (int k = 0; k < PROBE_ENTRY__N; k++) {
-		fn[k] = target_func(tt, k);
-		if (fn[k] == SIZE_MAX) {
+	c->tt = tracer__add(t, getpid(), exe, target_names, CAL_TARGETS, 0, err);
+	if (!c->tt) {
+		e = -(errno ? errno : EINVAL);
+		goto fail;
+	}
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		c->fn[k] = target_func(c->tt, k);
+		if (c->fn[k] == SIZE_MAX) {
 			e = rw_error_set(err, ENOENT, "%s is not among the functions probed",
 					 target_names[k]);
-			goto out;
+			goto fail;
 		}
 	}
-	for (int r = 0; r < ROUNDS; r++) {
-		if (r)
-			gap();
-		for (int k = 0; k < PROBE_ENTRY__N; k++) {
-			struct latency round;
+	if (tracer_target__func(c->tt, c->fn[CAL_ENTRY_ONLY])->info->mode != FUNC_MODE_ENTRY_ONLY) {
+		e = rw_error_set(err, EINVAL, "%s is not probed at its entry only",
+				 target_names[CAL_ENTRY_ONLY]);
+		goto fail;
+	}
+	*ret = c;
+	return 0;
+fail:
+	calibrator__free(c);
+	return e;
+}
 
-			traced[k][r] = time_round(k, &sum);
-			e = tracer_target__read(t, tt, fn[k], &now);
-			if (e) {
-				rw_error_set(err, -e,
-					     "failed to read the calibration histogram: %s",
-					     strerror(-e));
-				goto out;
-			}
-			ret->calls += latency__count(&now) - latency__count(&prev[k]);
-			/* this round's calls alone */
-			round = now;
-			latency__subtract(&round, &prev[k]);
-			round.min_ns = round.max_ns = 0; /* the cumulative ones would clamp */
-			p50[k][r] = latency__percentile(&round, 0.5);
-			prev[k] = now;
-		}
-	}
-	if (ret->calls < PROBE_ENTRY__N * ROUNDS * ROUND_CALLS / 2) {
+void calibrator__free(struct calibrator *c)
+{
+	if (!c)
+		return;
+	if (c->tt)
+		tracer__remove(c->t, c->tt);
+	free(c);
+}
+
+/* The calibration from the rounds done; 0, or -errno with a message. */
+static int calibrator__result(struct calibrator *c, struct calibration *ret, struct rw_error *err)
+{
+	uint64_t ret_cost;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->calls = c->calls;
+	if (c->calls < CAL_TARGETS * ROUNDS * ROUND_CALLS / 2)
 		/* the kernel knows processes by their pid in the host's namespace */
-		e = rw_error_set(err, ENODATA,
-				 "%ju of %d calls measured (in a PID namespace of its own, "
-				 "the probes cannot see this process)",
-				 (uintmax_t)ret->calls, PROBE_ENTRY__N * ROUNDS * ROUND_CALLS);
-		goto out;
-	}
-	for (int k = 0; k < PROBE_ENTRY__N; k++) {
-		ret->entry_bias_ns[k] = lower_median(p50[k], ROUNDS);
-		ret->entry_cost_ns[k] = calibrate__less(lower_median(traced[k], ROUNDS),
-							lower_median(untraced[k], ROUNDS));
+		return rw_error_set(err, ENODATA,
+				    "%ju of %d calls measured (in a PID namespace of its own, "
+				    "the probes cannot see this process)",
+				    (uintmax_t)c->calls, CAL_TARGETS * ROUNDS * ROUND_CALLS);
+	if (!c->sum)
+		return rw_error_set(err, EINVAL, "the calibration's calls did not run");
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		uint64_t cost = calibrate__less(lower_median(c->traced[k], ROUNDS),
+						lower_median(c->untraced[k], ROUNDS));
+
+		if (k == CAL_ENTRY_ONLY) {
+			ret->entry_only_cost_ns = cost;
+			continue;
+		}
+		ret->entry_bias_ns[k] = lower_median(c->p50[k], ROUNDS);
+		ret->entry_cost_ns[k] = cost;
 	}
 	ret->bias_ns = ret->entry_bias_ns[PROBE_ENTRY_STEPPED];
 	/* sorted by lower_median: the lowest and the highest round */
-	ret->bias_lo_ns = p50[PROBE_ENTRY_STEPPED][0];
-	ret->bias_hi_ns = p50[PROBE_ENTRY_STEPPED][ROUNDS - 1];
+	ret->bias_lo_ns = c->p50[PROBE_ENTRY_STEPPED][0];
+	ret->bias_hi_ns = c->p50[PROBE_ENTRY_STEPPED][ROUNDS - 1];
 	ret->call_cost_ns = ret->entry_cost_ns[PROBE_ENTRY_STEPPED];
-out:
-	tracer__remove(t, tt);
-	if (e || !sum) {
+	/* the RET's share of a call's cost: the same (stepped) entry with and without it */
+	ret_cost = calibrate__less(ret->call_cost_ns, ret->entry_only_cost_ns);
+	for (int k = 0; k < PROBE_ENTRY__N; k++)
+		ret->entry_only_ns[k] = k == PROBE_ENTRY_STEPPED
+						? ret->entry_only_cost_ns
+						: calibrate__less(ret->entry_cost_ns[k], ret_cost);
+	return 0;
+}
+
+int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err)
+{
+	int e;
+
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		struct latency now, round;
+
+		c->traced[k][c->round] = time_round(k, &c->sum);
+		e = tracer_target__read(c->t, c->tt, c->fn[k], &now);
+		if (e)
+			return rw_error_set(err, -e, "failed to read the calibration histogram: %s",
+					    strerror(-e));
+		c->calls += latency__count(&now) - latency__count(&c->prev[k]);
+		if (k < PROBE_ENTRY__N) {
+			/* this round's calls alone */
+			round = now;
+			latency__subtract(&round, &c->prev[k]);
+			round.min_ns = round.max_ns = 0; /* the cumulative ones would clamp */
+			c->p50[k][c->round] = latency__percentile(&round, 0.5);
+		}
+		c->prev[k] = now;
+	}
+	if (++c->round < ROUNDS)
+		return 0;
+	e = calibrator__result(c, ret, err);
+	return e ? e : 1;
+}
+
+int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err)
+{
+	struct calibrator *c;
+	int e;
+
+	memset(ret, 0, sizeof(*ret));
+	e = calibrator__start(t, &c, err);
+	if (e)
+		return e;
+	while (!(e = calibrator__step(c, ret, err)))
+		gap();
+	calibrator__free(c);
+	if (e < 0) {
 		memset(ret, 0, sizeof(*ret));
-		return e ? e : -EINVAL;
+		return e;
 	}
 	return 0;
 }

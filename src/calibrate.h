@@ -58,6 +58,10 @@ struct calibration {
 	/* the same two for a function entered at each kind of instruction
 	 * (bias_ns and call_cost_ns are PROBE_ENTRY_STEPPED's) */
 	uint64_t entry_bias_ns[PROBE_ENTRY__N], entry_cost_ns[PROBE_ENTRY__N];
+	/* what a call of a function probed at its entry alone costs (one trap,
+	 * one program): measured on one entered at a LEA; for the other kinds,
+	 * their call cost less the RET's share that measurement shows */
+	uint64_t entry_only_cost_ns, entry_only_ns[PROBE_ENTRY__N];
 };
 
 /* The bias and the call cost of a function entered at an instruction of kind e. */
@@ -72,11 +76,31 @@ static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe
 							   : cal->call_cost_ns;
 }
 
+/* The call cost of a function entered at kind e and probed at its entry alone. */
+static inline uint64_t calibrate__entry_only_cost(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_only_ns[e] ? cal->entry_only_ns[e]
+							   : calibrate__cost(cal, e);
+}
+
 /*
- * Calibrates with tracer t (probes attached for the run, removed after).
- * 0, or -errno with a message (then ret is all zeros: nothing is taken out).
+ * Calibrates with tracer t (probes attached for the run, removed after),
+ * in half a second. 0, or -errno with a message (then ret is all zeros:
+ * nothing is taken out).
  */
 int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
+
+/*
+ * The same a round at a time, for a loop that must not stop for half a
+ * second: start attaches the probes (and times the untraced rounds); each
+ * step times one traced round, a few milliseconds, and returns 0 while
+ * rounds remain, 1 when *ret holds the result, or -errno with a message.
+ * Rounds should be tens of milliseconds apart. free removes the probes.
+ */
+struct calibrator;
+int calibrator__start(struct tracer *t, struct calibrator **ret, struct rw_error *err);
+int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err);
+void calibrator__free(struct calibrator *c);
 
 /*
  * Reads an overhead budget: a percentage of one CPU ("2%", "0.5%") or a

@@ -109,9 +109,13 @@ static void overhead_family(FILE *f, const struct fprobe *probes, const char *na
 /* The probes' calibrated bias and cost, and the overhead guard per function. */
 static void render_guard(FILE *f, const struct metrics_page *mp, const struct fprobe *probes)
 {
+	prom_family(f, "retwatch_probe_calibrations_total", "counter",
+		    "Calibrations of the probes' bias and cost completed: at start, then every "
+		    "--calibrate-every.");
+	prom_sample(f, "retwatch_probe_calibrations_total", NULL, mp->calibrations);
 	prom_family(f, "retwatch_probe_bias_seconds", "gauge",
-		    "Part of the entry and RET traps inside a measured duration, calibrated at "
-		    "start; taken out of the durations in reports (not of this histogram).");
+		    "Part of the entry and RET traps inside a measured duration, as last "
+		    "calibrated; taken out of the durations in reports (not of this histogram).");
 	prom_sample_seconds(f, "retwatch_probe_bias_seconds", NULL, mp->cal ? mp->cal->bias_ns : 0);
 	prom_family(f, "retwatch_probe_bias_by_entry_seconds", "gauge",
 		    "The same for a function entered at each kind of instruction: the kernel "
@@ -126,9 +130,13 @@ static void render_guard(FILE *f, const struct metrics_page *mp, const struct fp
 	}
 	prom_family(f, "retwatch_probe_call_cost_seconds", "gauge",
 		    "What one traced call costs its thread (both traps and the BPF programs), "
-		    "calibrated at start: the overhead guard's unit.");
+		    "as last calibrated: the overhead guard's unit.");
 	prom_sample_seconds(f, "retwatch_probe_call_cost_seconds", NULL,
 			    mp->cal ? mp->cal->call_cost_ns : 0);
+	prom_family(f, "retwatch_probe_entry_only_call_cost_seconds", "gauge",
+		    "The same for a function probed at its entry alone (no RET probe: one trap).");
+	prom_sample_seconds(f, "retwatch_probe_entry_only_call_cost_seconds", NULL,
+			    mp->cal ? mp->cal->entry_only_cost_ns : 0);
 	overhead_family(f, probes, "retwatch_function_overhead",
 			"Share of one CPU the probes of each function cost its costliest traced "
 			"process (calls per second x the cost of a traced call), last interval.",

@@ -38,6 +38,7 @@ struct metrics_page {
 	size_t max_series;	       /* per-function series; 0: no limit */
 	size_t nseries, dropped;       /* of the last rendering */
 	const struct calibration *cal; /* the probes' bias and cost; may be NULL */
+	uint64_t calibrations;	       /* completed, the one at start included */
 };
 
 /* Renders the page (malloc'd, *ret_len bytes), or NULL. */

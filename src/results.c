@@ -343,12 +343,15 @@ void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void
 static void guard_one(struct results *r, struct member *m, size_t i, uint64_t now_ns,
 		      const struct calibration *cal, double max, results_guard_fn fn, void *ctx)
 {
-	uint64_t cost_ns = calibrate__cost(cal, r->rows[m->rows[i]].entry);
+	const struct results_row *row = &r->rows[m->rows[i]];
+	uint64_t cost_ns = row->mode == FUNC_MODE_ENTRY_ONLY
+				   ? calibrate__entry_only_cost(cal, row->entry)
+				   : calibrate__cost(cal, row->entry);
 	struct guard *g = &m->guard[i];
 	struct rw_error err = { "" };
 	struct results_guard ev = {
 		.pid = tracer_target__pid(m->target),
-		.function = r->rows[m->rows[i]].name,
+		.function = row->name,
 		.pod = m->pod,
 		.container = m->container,
 		.max = max,

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "analyzer.h"
+#include "clock.h"
 #include "kube.h"
 #include "kubeconfig.h"
 #include "latency.h"
@@ -33,6 +34,7 @@
 /* an eighth of the in-flight map each: 8 namespaces at their share fit */
 #define DEFAULT_NS_INFLIGHT (TRACER_MAX_CONTEXTS / 8)
 #define DEFAULT_NS_SLOW_CALLS 500
+#define DEFAULT_CALIBRATE_EVERY_NS (600 * NS_PER_S)
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -57,6 +59,7 @@ static void usage(FILE *f)
 		"                      [--max-inflight-per-namespace N]\n"
 		"                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
 		"                      [--list-page-size N] [--analysis-timeout DURATION]\n"
+		"                      [--calibrate-every DURATION]\n"
 		"       retwatch-agent --self-check | --version\n"
 		"\n"
 		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -117,6 +120,10 @@ static void usage(FILE *f)
 		"                         tables and the functions probed) may take this\n"
 		"                         long, off the main loop; past it the process is not\n"
 		"                         traced, with an error (default 5s)\n"
+		"  --calibrate-every DURATION\n"
+		"                         measure the probes' bias and cost again this often,\n"
+		"                         a few milliseconds at a time (default 10m; 0: at\n"
+		"                         start only)\n"
 		"  --self-check           probe a function of this binary, call it, check every\n"
 		"                         call was measured, and exit (0: this node can trace)\n"
 		"  --version              print the version\n"
@@ -251,6 +258,13 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'B':
+		if (latency__parse_duration(optarg, &cli->ao.calibrate_every_ns)) {
+			fprintf(stderr, "retwatch-agent: --calibrate-every must be a duration, "
+					"such as 10m or 30s (0: at start only)\n");
+			return 2;
+		}
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -279,6 +293,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "layer-root", required_argument, NULL, 'R' },
 		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "analysis-timeout", required_argument, NULL, 'T' },
+		{ "calibrate-every", required_argument, NULL, 'B' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -300,6 +315,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.ns_inflight = DEFAULT_NS_INFLIGHT,
 			.ns_slow_calls_per_sec = DEFAULT_NS_SLOW_CALLS,
 			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,
+			.calibrate_every_ns = DEFAULT_CALIBRATE_EVERY_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 	};

@@ -339,6 +339,7 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "probe_bias_lo_ns", json_u64(r->cal.bias_lo_ns));
 	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
 	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
+	cJSON_AddItemToObject(root, "entry_only_call_cost_ns", json_u64(r->cal.entry_only_cost_ns));
 	{
 		cJSON *by = cJSON_AddObjectToObject(root, "probe_bias_by_entry");
 

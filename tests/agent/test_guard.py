@@ -8,10 +8,13 @@ than spec.maxOverhead for two report intervals in a row.
 next to the workers' main.handleRequest (3 ms, a few hundred calls a second
 in all); podapp counts hotPath's calls itself ("hot_calls")."""
 
+import os
+import signal
 import time
 
 from agentproc import wait_for
-from test_agent import attached_log, fns, ns_of, rfc3339, spec
+from test_agent import (FUNCS, attached_log, count_afresh, fns, ns_of, report_after_pause,
+                        rfc3339, spec)
 from test_metrics import value
 
 HOT, SLOW = "main.hotPath", "main.handleRequest"
@@ -112,3 +115,39 @@ def test_bad_max_overhead_is_refused_by_the_schema(cluster):
     out = cluster.apply_probe(ns, "bad", spec(maxOverhead="lots"), check=False)
     assert out.returncode != 0 and "maxOverhead" in out.stderr, out.stderr
 
+
+
+def test_calibrated_again_a_round_at_a_time_while_every_call_is_counted(cluster, make_pod):
+    """--calibrate-every: the agent measures the bias and cost again, a round
+    per turn of its loop, with the probes it traces attached: they go on
+    counting every call, and the report and /metrics carry the new figures."""
+    ns = cluster.namespace()
+    c = make_pod(ns, "web-1", {"app": "web"}, "node-a").containers["app"]
+    with cluster.agent("node-a", extra=("--calibrate-every", "1s")) as agent:
+        cluster.apply_probe(ns, "lat", spec())
+        count_afresh(agent, c)
+        again = wait_for("two calibrations more",
+                         lambda: agent.find(msg_has="probes calibrated again", count=2), 15)
+        paused = time.time()
+        os.kill(c.pid, signal.SIGUSR2)
+        own = c.stats()["functions"]
+        for cal in [agent.find(msg_has="probes calibrated")[0]] + again:
+            assert 0 < cal["bias_lo_ns"] <= cal["bias_ns"] <= cal["bias_hi_ns"], cal
+            # one trap and one program against two of each
+            assert 0 < cal["entry_only_call_cost_ns"] < cal["call_cost_ns"], cal
+        entry = report_after_pause(cluster, ns, "lat", "node-a", paused, [own])
+        for name in FUNCS:
+            f = fns(entry)[name]
+            assert 0 <= f["calls"] - own[name]["calls"] <= 500, (name, f["calls"], own[name])
+            assert f["orphans"] == 0 and f.get("lost", 0) == 0, f
+        # the figures in use are those of the last calibration completed
+        last = agent.find(msg_has="probes calibrated again")[-1]
+        code, text = agent.get("/metrics")
+        assert code == 200
+        done = value(text, "retwatch_probe_calibrations_total")
+        assert done >= 3, text
+        if done == 1 + len(agent.find(msg_has="probes calibrated again")):
+            assert abs(value(text, "retwatch_probe_bias_seconds") - last["bias_ns"] / 1e9) < 1e-9
+            assert abs(value(text, "retwatch_probe_entry_only_call_cost_seconds") -
+                       last["entry_only_call_cost_ns"] / 1e9) < 1e-9
+        assert not agent.find(msg_has="cannot calibrate")

@@ -100,7 +100,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
                          "--max-functions-per-namespace=2048",
                          "--max-inflight-per-namespace=8192",
                          "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
-                         "--metrics-address=:9431",
+                         "--calibrate-every=10m", "--metrics-address=:9431",
                          "--metrics-max-series=5000"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
@@ -125,7 +125,7 @@ def test_values_change_the_daemonset(helm):
                      "--set", "reportWritesPerSecond=0",
                      "--set", "slowCallsPerSecond=0,maxFunctionsPerNamespace=64",
                      "--set", "maxInflightPerNamespace=0,slowCallsPerNamespace=7",
-                     "--set", "analysisTimeout=750ms",
+                     "--set", "analysisTimeout=750ms,calibrateEvery=0",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
                      "--set", "podAnnotations.team=perf",
@@ -136,7 +136,7 @@ def test_values_change_the_daemonset(helm):
                          "--report-writes-per-second=0", "--slow-calls-per-second=0",
                          "--max-functions-per-namespace=64",
                          "--max-inflight-per-namespace=0", "--slow-calls-per-namespace=7",
-                         "--analysis-timeout=750ms",
+                         "--analysis-timeout=750ms", "--calibrate-every=0",
                          "--metrics-address=none", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
@@ -179,6 +179,8 @@ def test_values_change_the_daemonset(helm):
     (["--set", "maxFunctionsPerNamespace=-1"], "at '/maxFunctionsPerNamespace': minimum"),
     (["--set", "maxInflightPerNamespace=-1"], "at '/maxInflightPerNamespace': minimum"),
     (["--set-string", "analysisTimeout=5"], "at '/analysisTimeout': '5' does not match pattern"),
+    (["--set-string", "calibrateEvery=often"], "at '/calibrateEvery'"),
+    (["--set", "calibrateEvery=5"], "at '/calibrateEvery'"),
     (["--set", "metrics.maxSeries=-5"], "at '/metrics/maxSeries': minimum"),
     (["--set-string", "perfEventUprobes=yes"], "at '/perfEventUprobes': got string, want boolean"),
     (["--set-string", "maxProbesPerNode=ten"], "at '/maxProbesPerNode': got string, want integer"),

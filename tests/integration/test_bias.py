@@ -37,6 +37,8 @@ def test_bias_is_reported():
     assert 0 < doc["probe_bias_lo_ns"] <= doc["probe_bias_ns"] <= doc["probe_bias_hi_ns"], doc
     # a traced call costs at least the part of its traps inside its duration
     assert doc["call_cost_ns"] >= doc["probe_bias_ns"], doc
+    # probed at its entry alone, a call pays one trap and one program of the two
+    assert 0 < doc["entry_only_call_cost_ns"] < doc["call_cost_ns"], doc
     assert "retwatch: probe bias " in r.retwatch.stderr, r.describe()
 
 
