@@ -162,6 +162,7 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 		return NULL;
 	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&sh->contexts, -1);
+		__sync_fetch_and_add(&sh->map_full, 1);
 		stat_inc(RW_STAT_CONTEXTS_FULL);
 		call__lost(c, fn_id);
 		return NULL;
@@ -230,6 +231,7 @@ static __always_inline struct rw_frame *frame__deep(const struct rw_ctx_key *key
 		__sync_fetch_and_add(&sh->chunks, 1);
 		if (bpf_map_update_elem(&frames_deep, &ck, empty, BPF_NOEXIST)) {
 			__sync_fetch_and_add(&sh->chunks, -1);
+			__sync_fetch_and_add(&sh->map_full, 1);
 			stat_inc(RW_STAT_CONTEXTS_FULL);
 			return NULL;
 		}
@@ -386,6 +388,17 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 	return false;
 }
 
+/* A call lost past RW_MAX_DEPTH: counted for its function and its process's share. */
+static __always_inline void call__too_deep(const struct call_ctx *c, __u32 fn_id)
+{
+	struct rw_share *sh = share__of(c->key.tgid);
+
+	if (sh)
+		__sync_fetch_and_add(&sh->too_deep, 1);
+	call__lost(c, fn_id);
+	stat_inc(RW_STAT_FRAMES_FULL);
+}
+
 /* Records a call entered now at ip; no room: counted as lost, not recorded. */
 static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
 					 __u32 fn_id, __u64 ip, __u32 flags)
@@ -400,8 +413,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 		}
 		fr->lost_depth = c->depth;
 		fr->lost_fn = fn_id;
-		call__lost(c, fn_id);
-		stat_inc(RW_STAT_FRAMES_FULL);
+		call__too_deep(c, fn_id);
 		return;
 	}
 	if (n < RW_MAX_FRAMES) {

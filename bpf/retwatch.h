@@ -74,8 +74,13 @@ struct rw_share {
 	__u64 max_events; /* per RW_RATE_WINDOW_NS, all CPUs; 0: no limit */
 	/* slow calls not sent: over max_events (also rw_hist.slow_dropped) */
 	__u64 events_refused;
+	/* calls not measured (also rw_hist.lost): entered with RW_MAX_DEPTH
+	 * frames in flight on their goroutine or thread */
+	__u64 too_deep;
+	/* ... or with no room left in the node's maps (frames, frames_deep) */
+	__u64 map_full;
 };
-_Static_assert(sizeof(struct rw_share) == 80, "rw_share layout");
+_Static_assert(sizeof(struct rw_share) == 96, "rw_share layout");
 
 /*
  * The BPF cookie of every attachment. Probes are attached per traced

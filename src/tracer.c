@@ -1454,6 +1454,8 @@ int tracer__share_read(const struct tracer *t, const char *name, struct tracer_s
 	ret->chunks_refused = __atomic_load_n(&m->chunks_refused, __ATOMIC_RELAXED);
 	ret->max_events = m->max_events;
 	ret->events_refused = __atomic_load_n(&m->events_refused, __ATOMIC_RELAXED);
+	ret->too_deep = __atomic_load_n(&m->too_deep, __ATOMIC_RELAXED);
+	ret->map_full = __atomic_load_n(&m->map_full, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -138,6 +138,9 @@ struct tracer_share {
 	uint64_t chunks, max_chunks, chunks_refused;
 	uint64_t max_events;	 /* a second; 0: no limit */
 	uint64_t events_refused; /* slow calls not sent: over max_events */
+	/* calls not measured: entered with TRACER_MAX_DEPTH calls in flight on
+	 * their goroutine or thread, or with the node's in-flight maps full */
+	uint64_t too_deep, map_full;
 };
 
 /* -ENOENT when no traced process has namespace name's share. */

@@ -269,6 +269,30 @@ def test_namespace_share_of_deep_calls(cluster, make_pod):
         assert calm["errors"] == [] and not fns(calm)["main.recurse"].get("lost"), calm
 
 
+def test_calls_past_the_depth_the_kernel_follows_are_lost_with_words(cluster, make_pod):
+    """A goroutine recursing 1,100 deep: the calls entered with 1,024 in
+    flight below them are not measured, counted in lost, and the report
+    says why and what to change; the 1,024 below are measured."""
+    ns = cluster.namespace()
+    make_pod(ns, "deep-1", {"app": "web"}, "node-a", containers={
+        "app": ("/app/podapp", "-workers", "1", "-gap", "1s", "-deep", "1", "-depth", "1100")})
+    with cluster.agent("node-a"):
+        cluster.apply_probe(ns, "deep", spec(functions=["main.recurse"], maxOverhead="0"))
+        entry = wait_for("lost calls and the error",
+                         lambda: (e := has_calls(cluster, ns, "deep", "node-a",
+                                                 ["main.recurse"], more_than=1024))
+                         and fns(e)["main.recurse"].get("lost", 0) > 0 and e["errors"] and e,
+                         timeout=20)
+        (err,) = entry["errors"]
+        for part in (f"processes of namespace {ns} on this node were entered with 1024 traced "
+                     "calls in flight below them", "recurse less deep"):
+            assert part in err, (part, err)
+        f = fns(entry)["main.recurse"]
+        # each round of 1,100 levels: 1,024 measured, 76 lost (a round may be under way)
+        rounds = f["lost"] / 76
+        assert abs(f["calls"] - 1024 * rounds) <= 1100, f
+
+
 def test_a_binary_past_the_analysis_time_limit_costs_its_probe_only(cluster, make_pod):
     """--analysis-timeout 300ms and a pod running kube-apiserver (119 MB of
     Go, read in 0.4 s, 1 s under ASan; podapp takes 0.03 s): its probe gets an
