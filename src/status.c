@@ -102,9 +102,27 @@ static int add_duration(cJSON *obj, const char *name, uint64_t ns)
 		       : -ENOMEM;
 }
 
+/*
+ * The non-empty buckets as one string (status.h). As [index, count] arrays
+ * the API server decoded, validated and held three values per bucket: a
+ * report of 64 functions over 2 pods cost it 3.2 times the CPU to write
+ * (measured at 400 nodes: 104 against 32 CPU seconds).
+ */
+static int add_bucket_counts(cJSON *obj, const struct latency *l)
+{
+	char text[STATUS_BUCKETS_TEXT_LEN];
+	size_t n = 0;
+
+	text[0] = '\0';
+	for (unsigned int i = 0; i < RW_HIST_BUCKETS; i++)
+		if (l->buckets[i])
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%u:%" PRIu64,
+					      n ? " " : "", i, l->buckets[i]);
+	return cJSON_AddStringToObject(obj, "bucketCounts", text) ? 0 : -ENOMEM;
+}
+
 int status_latency__to_json(const struct latency *l, cJSON *obj)
 {
-	cJSON *buckets, *pair;
 
 	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
 	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
@@ -120,38 +138,66 @@ int status_latency__to_json(const struct latency *l, cJSON *obj)
 	    add_duration(obj, "max", l->max_ns) ||
 	    !cJSON_AddNumberToObject(obj, "minNs", (double)l->min_ns) ||
 	    !cJSON_AddNumberToObject(obj, "maxNs", (double)l->max_ns) ||
-	    !cJSON_AddNumberToObject(obj, "sumNs", (double)l->sum_ns) ||
-	    !(buckets = cJSON_AddArrayToObject(obj, "buckets")))
+	    !cJSON_AddNumberToObject(obj, "sumNs", (double)l->sum_ns))
 		return -ENOMEM;
-	for (unsigned int i = 0; i < RW_HIST_BUCKETS; i++) {
-		if (!l->buckets[i])
-			continue;
-		pair = cJSON_CreateArray();
-		if (!pair || !cJSON_AddItemToArray(buckets, pair) ||
-		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber(i)) ||
-		    !cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)l->buckets[i])))
-			return -ENOMEM;
-	}
-	return 0;
+	return add_bucket_counts(obj, l);
 }
 
-/* A count: a whole number from 0 to 2^53 (what a JSON number holds exactly). */
+/* The largest count: what a JSON number holds exactly, 2^53. */
+#define COUNT_MAX 9007199254740992ULL
+
+/* A count: a whole number from 0 to COUNT_MAX. */
 static int count(const cJSON *v, uint64_t *ret)
 {
 	if (!v) {
 		*ret = 0;
 		return 0;
 	}
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)COUNT_MAX ||
 	    v->valuedouble != (double)(uint64_t)v->valuedouble)
 		return -EINVAL;
 	*ret = (uint64_t)v->valuedouble;
 	return 0;
 }
 
+/* Decimal digits at *s (1 to 19 of them: no overflow) into *ret, past them. */
+static int digits(const char **s, uint64_t *ret)
+{
+	const char *p = *s;
+	uint64_t v = 0;
+
+	while (*p >= '0' && *p <= '9' && p - *s < 19)
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	if (p == *s || (*p >= '0' && *p <= '9'))
+		return -EINVAL;
+	*s = p;
+	*ret = v;
+	return 0;
+}
+
+/* add_bucket_counts' text into ret->buckets: pairs in ascending index order, one space apart. */
+static int parse_bucket_counts(const char *s, struct latency *ret)
+{
+	long prev = -1;
+
+	while (*s) {
+		uint64_t idx, n;
+
+		if (prev >= 0 && *s++ != ' ')
+			return -EINVAL;
+		if (digits(&s, &idx) || *s++ != ':' || digits(&s, &n) || idx >= RW_HIST_BUCKETS ||
+		    (long)idx <= prev || n > COUNT_MAX)
+			return -EINVAL;
+		ret->buckets[idx] = n;
+		prev = (long)idx;
+	}
+	return 0;
+}
+
 int status_latency__from_json(const cJSON *obj, struct latency *ret)
 {
-	const cJSON *pair, *buckets = kobj_get(obj, "buckets");
+	const cJSON *pair, *buckets = kobj_get(obj, "buckets"),
+			   *text = kobj_get(obj, "bucketCounts");
 	long prev = -1;
 
 	memset(ret, 0, sizeof(*ret));
@@ -163,8 +209,12 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 	    count(kobj_get(obj, "slowDropped"), &ret->slow_dropped) ||
 	    count(kobj_get(obj, "minNs"), &ret->min_ns) ||
 	    count(kobj_get(obj, "maxNs"), &ret->max_ns) ||
-	    count(kobj_get(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)))
+	    count(kobj_get(obj, "sumNs"), &ret->sum_ns) || (buckets && !cJSON_IsArray(buckets)) ||
+	    (text && !cJSON_IsString(text)))
 		return -EINVAL;
+	if (text)
+		return parse_bucket_counts(text->valuestring, ret);
+	/* as agents before bucketCounts wrote them: [index, count] pairs */
 	cJSON_ArrayForEach(pair, buckets)
 	{
 		uint64_t idx, n;

@@ -65,11 +65,17 @@ void status__reports_selector(const char *uid, char *buf, size_t len);
 
 /*
  * Latency in a status: calls, orphans, p50/p95/p99/max as durations,
- * minNs/maxNs/sumNs exact, and "buckets": the non-empty buckets of bpf/hist.h
- * as [index, count] pairs in ascending index order.
+ * minNs/maxNs/sumNs exact, and "bucketCounts": the non-empty buckets of
+ * bpf/hist.h as "index:count" pairs, one space apart, in ascending index
+ * order ("96:5 97:12 113:1").
  */
 int status_latency__to_json(const struct latency *l, cJSON *obj);
-/* Reads what status_latency__to_json wrote; -EINVAL on anything out of range. */
+/* The longest bucketCounts, with its NUL: each bucket's "index:count " at most. */
+#define STATUS_BUCKETS_TEXT_LEN (RW_HIST_BUCKETS * (3 + 1 + 20 + 1) + 1)
+/*
+ * Reads what status_latency__to_json wrote, or the "buckets" of [index,
+ * count] pairs agents wrote before; -EINVAL on anything out of range.
+ */
 int status_latency__from_json(const cJSON *obj, struct latency *ret);
 
 /* A function's name, mode, reason, returnSites and latency, as a report and

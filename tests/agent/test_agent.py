@@ -38,6 +38,14 @@ def fns(entry):
     return {f["name"]: f for f in entry.get("functions", [])}
 
 
+def buckets(latency):
+    """A latency's non-empty buckets, {index: count}, from its bucketCounts
+    ("index:count" pairs, one space apart, ascending)."""
+    pairs = [tuple(int(x) for x in p.split(":")) for p in latency["bucketCounts"].split()]
+    assert [i for i, _ in pairs] == sorted({i for i, _ in pairs}), latency["bucketCounts"]
+    return dict(pairs)
+
+
 def has_calls(cluster, ns, name, node, funcs=FUNCS, more_than=0):
     """node's entry once every function of funcs has more than more_than calls."""
     entry = cluster.node_entry(ns, name, node)
@@ -116,11 +124,11 @@ def test_apply_shows_pods_calls_and_p50_within_5s(cluster, make_pod):
             (mine,) = f["pods"]
             assert (mine["name"], mine["container"], mine["revision"]) == \
                 ("web-1", "app", digest[:19])
-            assert {k: mine[k] for k in ("calls", "sumNs", "buckets")} == \
-                {k: f[k] for k in ("calls", "sumNs", "buckets")}
+            assert {k: mine[k] for k in ("calls", "sumNs", "bucketCounts")} == \
+                {k: f[k] for k in ("calls", "sumNs", "bucketCounts")}
             p50, median = ns_of(f["p50"]), own[name]["median_ns"]
             assert abs(p50 - median) / median < 0.05, (name, f["p50"], median)
-            assert f["calls"] == sum(n for _, n in f["buckets"])
+            assert f["calls"] == sum(buckets(f).values())
             # the agent also saw the few calls between its attach and the reset
             assert 0 <= f["calls"] - own[name]["calls"] <= 500, (name, f["calls"], own[name])
         # the Lease holder's summary and conditions
@@ -164,10 +172,9 @@ def test_two_nodes_merge_exactly_without_conflicts(cluster, make_pod):
                     w = want.setdefault(f["name"], {"calls": 0, "sumNs": 0, "buckets": {}})
                     w["calls"] += f["calls"]
                     w["sumNs"] += f["sumNs"]
-                    for i, n in f["buckets"]:
+                    for i, n in buckets(f).items():
                         w["buckets"][i] = w["buckets"].get(i, 0) + n
-            got = {f["name"]: {"calls": f["calls"], "sumNs": f["sumNs"],
-                               "buckets": {i: n for i, n in f["buckets"]}}
+            got = {f["name"]: {"calls": f["calls"], "sumNs": f["sumNs"], "buckets": buckets(f)}
                    for f in st["summary"]["functions"]}
             return got == want and got
 

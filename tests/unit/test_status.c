@@ -59,6 +59,64 @@ TEST(status_latency_rejects_bad_buckets)
 	return ok && l;
 }
 
+TEST(status_latency_bucket_counts_text)
+{
+	static const char *const bad[] = {
+		"{\"bucketCounts\":\"528:1\"}",
+		"{\"bucketCounts\":\"3:1 3:1\"}",
+		"{\"bucketCounts\":\"4:1 3:1\"}",
+		"{\"bucketCounts\":\"-1:1\"}",
+		"{\"bucketCounts\":\"1:1.5\"}",
+		"{\"bucketCounts\":\"1\"}",
+		"{\"bucketCounts\":\"1:\"}",
+		"{\"bucketCounts\":\":1\"}",
+		"{\"bucketCounts\":\" 1:1\"}",
+		"{\"bucketCounts\":\"1:1 \"}",
+		"{\"bucketCounts\":\"1:1  2:1\"}",
+		"{\"bucketCounts\":\"1:1,2:1\"}",
+		"{\"bucketCounts\":\"1:9007199254740993\"}",
+		"{\"bucketCounts\":\"1:99999999999999999999\"}",
+		"{\"bucketCounts\":\"00000000000000000001:1\"}",
+		"{\"bucketCounts\":5}",
+		"{\"bucketCounts\":[[1,1]]}",
+	};
+	struct latency *l = calloc(1, sizeof(*l)), *back = calloc(1, sizeof(*back));
+	cJSON *obj = cJSON_CreateObject(), *doc;
+	bool ok = l && back && obj;
+
+	for (size_t i = 0; ok && i < sizeof(bad) / sizeof(bad[0]); i++) {
+		doc = cJSON_Parse(bad[i]);
+		ok = CHECK(doc && status_latency__from_json(doc, back) == -EINVAL, "accepted %s",
+			   bad[i]);
+		cJSON_Delete(doc);
+	}
+	/* every bucket at the largest count fits, and comes back */
+	for (unsigned int i = 0; ok && i < RW_HIST_BUCKETS; i++)
+		l->buckets[i] = 9007199254740992ULL;
+	ok = ok && ASSERT_OK(status_latency__to_json(l, obj)) &&
+	     ASSERT_OK(status_latency__from_json(obj, back)) &&
+	     ASSERT_OK(memcmp(l->buckets, back->buckets, sizeof(l->buckets)));
+	cJSON_Delete(obj);
+	/* the text as written; the pairs of agents before it still read */
+	memset(l, 0, sizeof(*l));
+	latency__record(l, 1);
+	latency__record(l, 1);
+	latency__record(l, 20);
+	obj = cJSON_CreateObject();
+	ok = ok && obj && ASSERT_OK(status_latency__to_json(l, obj)) &&
+	     ASSERT_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(obj, "bucketCounts")),
+			  "1:2 20:1");
+	doc = cJSON_Parse("{\"calls\":3,\"buckets\":[[1,2],[20,1]]}");
+	ok = ok && doc && ASSERT_OK(status_latency__from_json(doc, back)) &&
+	     ASSERT_EQ(back->buckets[1], 2) && ASSERT_EQ(back->buckets[20], 1) &&
+	     ASSERT_EQ(back->calls, 3);
+	cJSON_Delete(doc);
+	cJSON_Delete(obj);
+	free(l);
+	free(back);
+	return ok;
+}
+
 /* The item of arr whose key is value. */
 static const cJSON *item_where(const cJSON *arr, const char *key, const char *value)
 {
@@ -152,6 +210,37 @@ out:
 
 /* What a node wrote, a restarted agent carries on from, exactly: from its
  * report, or from its entry in the probe's status (agents before reports). */
+
+/* o with every bucketCounts text turned into the [index, count] pairs of earlier agents. */
+static cJSON *as_pairs(cJSON *o)
+{
+	cJSON *text = cJSON_GetObjectItem(o, "bucketCounts"), *item;
+
+	if (cJSON_IsString(text)) {
+		cJSON *pairs = cJSON_CreateArray();
+		const char *p = text->valuestring;
+		unsigned int i;
+		unsigned long long n;
+		int len;
+
+		while (sscanf(p, "%u:%llu%n", &i, &n, &len) == 2) {
+			cJSON *pair = cJSON_CreateArray();
+
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber(i));
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)n));
+			cJSON_AddItemToArray(pairs, pair);
+			p += len;
+		}
+		cJSON_DeleteItemFromObject(o, "bucketCounts");
+		cJSON_AddItemToObject(o, "buckets", pairs);
+	}
+	cJSON_ArrayForEach(item, o)
+	{
+		if (cJSON_IsObject(item) || cJSON_IsArray(item))
+			as_pairs(item);
+	}
+	return o;
+}
 TEST(status_seed_round_trip)
 {
 	struct status_probe p = { "uid-1", "shop", "payments", 7 };
@@ -178,10 +267,10 @@ TEST(status_seed_round_trip)
 	     ASSERT_TRUE(status__seed_report(doc, 7, again)) && ASSERT_EQ(results__nrows(again), 1);
 	results__read(again, 0, NULL, NULL, &back);
 	ok = ok && ASSERT_TRUE(!memcmp(&back, l, sizeof(back)));
-	/* the same entry in a probe's status.nodes[] */
+	/* the same entry in a probe's status.nodes[], as agents wrote it then: [index, count] pairs */
 	status = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(status, "nodes"),
-			     cJSON_Duplicate(kobj_get(doc, "status"), true));
+			     as_pairs(cJSON_Duplicate(kobj_get(doc, "status"), true)));
 	ok = ok && ASSERT_TRUE(status__legacy_entry(status, "n1")) &&
 	     ASSERT_FALSE(status__legacy_entry(status, "n2")) &&
 	     ASSERT_FALSE(status__seed(status, "n2", 7, legacy)) &&
