@@ -354,12 +354,11 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 #define SUMMARY_EARLY_S 10
 #define SUMMARY_EARLY_RETRY_NS (NS_PER_S / 4)
 
-static bool summary_early(const struct fprobe *p, const cJSON *status)
+static bool summary_early(const struct fprobe *p, struct summarizer *sum)
 {
-	const cJSON *calls = kobj_get(kobj_get(status, "summary"), "calls");
-
-	return time(NULL) - p->created < SUMMARY_EARLY_S &&
-	       !(cJSON_IsNumber(calls) && calls->valuedouble > 0);
+	/* the summarizer's word, not the status: the agent's copy of it has
+	 * no summary (agent.c strips it), which kept this early for 10 s */
+	return time(NULL) - p->created < SUMMARY_EARLY_S && !summarizer__counted(sum, p->uid);
 }
 
 void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJSON *obj,
@@ -375,9 +374,8 @@ void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJS
 
 	if (now < p->next_summary)
 		return;
-	p->next_summary = now + (summary_early(p, kobj_get(obj, "status"))
-					 ? SUMMARY_EARLY_RETRY_NS
-					 : jittered(p->interval_ns));
+	p->next_summary = now + (summary_early(p, sum) ? SUMMARY_EARLY_RETRY_NS
+						       : jittered(p->interval_ns));
 	summarizer__request(sum, &sp, &st, kobj_get(obj, "status"),
 			    p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
 }

@@ -22,7 +22,8 @@ struct request {
 	uint64_t interval_ns;
 	uint64_t seq;
 	bool queued;
-	char *last; /* the summary last handed to the publisher, before stamping */
+	bool counted; /* the last summary made showed calls */
+	char *last;   /* the summary last handed to the publisher, before stamping */
 	struct request *next;
 };
 
@@ -130,9 +131,14 @@ static struct summary *gather(struct summarizer *s, const struct request *r)
 	return sum;
 }
 
-/* Makes r's summary; the text handed to the publisher, or NULL when unchanged or failed. */
-static char *summarize(struct summarizer *s, const struct request *r, const char *last)
+/*
+ * Makes r's summary; the text handed to the publisher, or NULL when
+ * unchanged or failed. *counted: the summary shows calls.
+ */
+static char *summarize(struct summarizer *s, const struct request *r, const char *last,
+		       bool *counted)
 {
+	const cJSON *calls;
 	struct status_probe p = { r->uid, r->ns, r->name, r->generation };
 	struct summary *sum = r->st.valid ? gather(s, r) : NULL;
 	uint64_t interval = r->interval_ns;
@@ -146,6 +152,8 @@ static char *summarize(struct summarizer *s, const struct request *r, const char
 					     s->writes_per_s);
 	doc = summary__doc(&p, &r->st, kobj_get(r->old, "status"), sum, interval);
 	summary__free(sum);
+	calls = kobj_get(kobj_get(doc, "summary"), "calls");
+	*counted = cJSON_IsNumber(calls) && calls->valuedouble > 0;
 	text = doc ? cJSON_PrintUnformatted(doc) : NULL;
 	status__summary_key(r->uid, key, sizeof(key));
 	if (!text || (last && !strcmp(text, last) && !publisher__failed(s->pub, key))) {
@@ -180,6 +188,7 @@ static void *run(void *arg)
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		struct request *r = oldest_queued(s), copy;
+		bool counted = false;
 		char *text;
 
 		if (!r) {
@@ -200,13 +209,15 @@ static void *run(void *arg)
 		copy.status_path = strdup(r->status_path);
 		pthread_mutex_unlock(&s->lock);
 		text = copy.uid && copy.ns && copy.name && copy.status_path
-			       ? summarize(s, &copy, copy.last)
+			       ? summarize(s, &copy, copy.last, &counted)
 			       : NULL;
 		pthread_mutex_lock(&s->lock);
 		s->c.summaries++;
 		s->c.writes += text != NULL;
 		/* the probe may have been forgotten while the lock was free */
 		r = copy.uid ? find(s, copy.uid) : NULL;
+		if (r)
+			r->counted = counted;
 		if (r && text) {
 			free(r->last);
 			r->last = text;
@@ -346,6 +357,18 @@ void summarizer__forget(struct summarizer *s, const char *uid)
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+bool summarizer__counted(struct summarizer *s, const char *uid)
+{
+	const struct request *r;
+	bool ret;
+
+	pthread_mutex_lock(&s->lock);
+	r = find(s, uid);
+	ret = r && r->counted;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
 }
 
 void summarizer__counters(struct summarizer *s, struct summarizer_counters *ret)

@@ -9,6 +9,7 @@
 #ifndef RETWATCH_SUMMARIZER_H
 #define RETWATCH_SUMMARIZER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -43,5 +44,7 @@ int summarizer__request(struct summarizer *s, const struct status_probe *p,
 /* Forgets probe uid (deleted). */
 void summarizer__forget(struct summarizer *s, const char *uid);
 void summarizer__counters(struct summarizer *s, struct summarizer_counters *ret);
+/* Whether the last summary made for probe uid showed calls. */
+bool summarizer__counted(struct summarizer *s, const char *uid);
 
 #endif

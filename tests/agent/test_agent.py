@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 
 from agentproc import Agent, system_link_ids, wait_for
@@ -500,6 +501,48 @@ def test_two_probes_on_one_process_count_apart(cluster, make_pod):
         wait_for("more calls", lambda: has_calls(cluster, ns, "second", "node-a", more_than=now),
                  timeout=8)
         assert agent.links() and agent.links() <= links
+
+
+def test_a_new_probe_summary_is_written_early_only_until_it_shows_calls(cluster, make_pod):
+    """A new probe's summary is asked for again every 0.25 s until it shows
+    calls, then once an interval: each write goes to every agent's watch.
+    Here more nodes report in the probe's first seconds (copies of node-a's
+    report), so each early summary would differ and be written. The agent's
+    copy of the probe has no summary: the early ones went on for the probe's
+    first 10 s, a write for each new report."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    events = []
+
+    def watch():
+        path = (f"/apis/retwatch.io/v1alpha1/namespaces/{ns}/functionprobes?watch=1"
+                "&fieldSelector=metadata.name%3Dearly&timeoutSeconds=12")
+        with cluster.cp.urlopen(path, timeout=30) as r:
+            for line in r:
+                events.append(json.loads(line))
+    with cluster.agent("node-a") as agent:
+        wait_for("the Lease", lambda: agent.find(msg_has="holding Lease"), timeout=20)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        time.sleep(0.5)
+        cluster.apply_probe(ns, "early", spec())
+        (mine,) = wait_for("node-a's report", lambda: cluster.reports(ns, "early"), timeout=8)
+        for i in range(16):
+            other = json.loads(json.dumps(mine))
+            other["metadata"] = {"name": f"early-other-{i}", "namespace": ns,
+                                 "labels": mine["metadata"]["labels"]
+                                 | {"retwatch.io/node": f"other-{i}"},
+                                 "ownerReferences": mine["metadata"]["ownerReferences"]}
+            other["node"] = f"other-{i}"
+            cluster.kubectl("create", "-f", "-", input=json.dumps(other))
+            time.sleep(0.3)
+        watcher.join(20)
+    writes = [e for e in events if e["type"] == "MODIFIED"]
+    nodes = [(e["object"].get("status", {}).get("summary") or {}).get("nodes", 0) for e in writes]
+    assert nodes and nodes[-1] > 1, events
+    # early ones until calls show (about 1 s), then one per 2 s interval:
+    # 7-8 here, against 20 (a write for nearly every new report) before
+    assert len(writes) <= 12, (len(writes), nodes)
 
 
 def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
