@@ -10,8 +10,11 @@ traced: far over 2% of a CPU) while main.sleepFor(10ms) is called about 100
 times a second (well under it); the tracee counts both.
 """
 
+import json
+import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -119,3 +122,63 @@ def test_detached_from_one_process_of_a_shared_file(monkeypatch, attach):
     slow = {p["pid"]: p for p in r.function(SLOW)["processes"]}
     assert slow[hot_pid]["calls"] == hot_report["calls"][SLOW], (slow, hot_report)
     assert slow[warm_pid]["calls"] == warm_report["calls"][SLOW], (slow, warm_report)
+
+
+# Two functions called in turn in a tight loop once told: entry_only leaves
+# by a jump to its return address (no RET: probed at its entry alone),
+# with_ret by a RET. Both enter at a LEA (single-stepped).
+HOT_C = r"""
+#include <unistd.h>
+
+int entry_only(int x);
+int with_ret(int x);
+__asm__(".text\n.globl entry_only\n.type entry_only,@function\nentry_only:\n"
+        "lea 1(%rdi),%eax\npop %rcx\njmp *%rcx\n.size entry_only,.-entry_only\n"
+        ".globl with_ret\n.type with_ret,@function\nwith_ret:\n"
+        "lea 1(%rdi),%eax\nret\n.size with_ret,.-with_ret\n");
+
+int main(int argc, char **argv)
+{
+        volatile int sink = 0;
+
+        while (access(argv[1], F_OK))
+                usleep(10000);
+        for (;;)
+                sink += entry_only(sink) + with_ret(sink);
+        return argc;
+}
+"""
+
+DETACH = re.compile(r"retwatch: (\w+) detached from process \d+: (\d+) calls/s cost "
+                    r"([0-9.]+)% of a CPU")
+
+
+def test_the_guard_charges_an_entry_only_call_one_trap(tmp_path):
+    """The guard's cost of a call of a function probed at its entry alone is
+    the calibrated entry-only cost (one trap, one program), not that of a
+    call probed at both ends: the overhead it reports, over the rate it
+    saw, is that cost."""
+    src, exe, go = tmp_path / "hot.c", tmp_path / "hot", tmp_path / "go"
+    src.write_text(HOT_C)
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
+    proc = subprocess.Popen([str(exe), str(go)])
+    try:
+        def workload():
+            go.write_text("go\n")
+            time.sleep(2 * INTERVAL + 1.5)
+
+        run, fns = tracing.trace_during([proc.pid], ["entry_only", "with_ret"], workload,
+                                        options=("--interval", str(INTERVAL),
+                                                 "--max-overhead", "2%"))
+        assert proc.poll() is None, "the target stopped"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert fns["entry_only"]["mode"] == "entry-only" and fns["with_ret"]["mode"] == "entry+ret"
+    doc = json.loads(run.stdout)
+    seen = {m[0]: float(m[2]) / 100 / int(m[1]) * 1e9 for m in DETACH.findall(run.stderr)}
+    assert set(seen) == {"entry_only", "with_ret"}, run.describe()
+    assert tracing.within(seen["entry_only"], doc["entry_only_call_cost_ns"], 0.02), (seen, doc)
+    assert tracing.within(seen["with_ret"], doc["call_cost_ns"], 0.02), (seen, doc)
+    # and the two differ: one trap against two
+    assert seen["entry_only"] < 0.75 * seen["with_ret"], seen
