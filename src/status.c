@@ -114,7 +114,8 @@ static int add_bucket_counts(cJSON *obj, const struct latency *l)
 	size_t n = 0;
 
 	text[0] = '\0';
-	for (unsigned int i = 0; i < RW_HIST_BUCKETS; i++)
+	/* sized for every bucket at the largest count: never cut short */
+	for (unsigned int i = 0; i < RW_HIST_BUCKETS && n < sizeof(text); i++)
 		if (l->buckets[i])
 			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%u:%" PRIu64,
 					      n ? " " : "", i, l->buckets[i]);
@@ -123,7 +124,6 @@ static int add_bucket_counts(cJSON *obj, const struct latency *l)
 
 int status_latency__to_json(const struct latency *l, cJSON *obj)
 {
-
 	if (!cJSON_AddNumberToObject(obj, "calls", (double)l->calls) ||
 	    !cJSON_AddNumberToObject(obj, "orphans", (double)l->orphans) ||
 	    (l->lost && !cJSON_AddNumberToObject(obj, "lost", (double)l->lost)) ||

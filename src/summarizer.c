@@ -133,7 +133,8 @@ static struct summary *gather(struct summarizer *s, const struct request *r)
 
 /*
  * Makes r's summary; the text handed to the publisher, or NULL when
- * unchanged or failed. *counted: the summary shows calls.
+ * unchanged or failed. *counted: the summary shows calls (left as it was
+ * when the reports could not be listed).
  */
 static char *summarize(struct summarizer *s, const struct request *r, const char *last,
 		       bool *counted)
@@ -188,7 +189,7 @@ static void *run(void *arg)
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		struct request *r = oldest_queued(s), copy;
-		bool counted = false;
+		bool counted;
 		char *text;
 
 		if (!r) {
@@ -198,6 +199,7 @@ static void *run(void *arg)
 		/* work on a copy: a newer request may replace this one meanwhile */
 		r->queued = false;
 		copy = *r;
+		counted = r->counted; /* as it was, when the reports cannot be listed */
 		copy.old = r->old;
 		r->old = NULL;
 		copy.last = r->last ? strdup(r->last) : NULL;
