@@ -169,6 +169,7 @@ _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
 _Static_assert(TRACER_MAX_DEPTH == RW_MAX_DEPTH, "tracer.h says the kernel's bound");
 _Static_assert(TRACER_MAX_CONTEXTS == RW_MAX_CONTEXTS, "tracer.h says the in-flight map's room");
+_Static_assert(TRACER_MAX_CHUNKS == RW_MAX_CHUNKS, "tracer.h says the deep chunks' room");
 _Static_assert(TRACER_DEEP_FRAMES == RW_MAX_FRAMES && RW_MAX_FRAMES == RW_CHUNK_FRAMES,
 	       "tracer.h says where chunks begin and their size");
 _Static_assert(RW_STAT__MAX <= TRACER_MAX_COUNTS, "tracer_counters.all holds every counter");

@@ -52,8 +52,9 @@ struct tracer_opts {
 #define TRACER_SLOW_CALLS_PER_SEC 100
 /* The in-flight map's room: goroutines and threads with traced calls in flight. */
 #define TRACER_MAX_CONTEXTS 65536
-/* Calls nested deeper than this take chunks of as many frames each. */
+/* Calls nested deeper than this take chunks of as many frames each, of this many in all. */
 #define TRACER_DEEP_FRAMES 64
+#define TRACER_MAX_CHUNKS 4096
 /* tracer__poll delivers at most this many events a call: a flood waits for the next. */
 #define TRACER_POLL_MAX_EVENTS 1024
 

@@ -257,14 +257,17 @@ void traceset__share_errors(const struct traceset *ts, struct errlist *errs)
 			     "the most the kernel follows: trace functions that recurse less deep",
 			     sh.too_deep, ts->ns, TRACER_MAX_DEPTH);
 	if (sh.map_full)
-		errlist__add(errs,
-			     "calls not measured (each function's lost): %" PRIu64 " calls in "
-			     "the processes of namespace %s on this node found the node's "
-			     "in-flight map full (%d goroutines and threads with traced calls in "
-			     "flight, every namespace's): trace fewer pods or functions on this "
-			     "node, or lower --max-inflight-per-namespace (the chart's "
-			     "maxInflightPerNamespace) so that no namespace takes it all",
-			     sh.map_full, ts->ns, TRACER_MAX_CONTEXTS);
+		errlist__add(
+			errs,
+			"calls not measured (each function's lost): %" PRIu64 " calls in "
+			"the processes of namespace %s on this node found the node's "
+			"in-flight maps full (%d goroutines and threads with traced calls in "
+			"flight, and %d chunks of calls nested deeper than %d, every "
+			"namespace's): trace fewer pods or functions on this node, or lower "
+			"--max-inflight-per-namespace (the chart's maxInflightPerNamespace) so "
+			"that no namespace takes them all",
+			sh.map_full, ts->ns, TRACER_MAX_CONTEXTS, TRACER_MAX_CHUNKS,
+			TRACER_DEEP_FRAMES);
 	if (sh.events_refused)
 		errlist__add(errs,
 			     "slow calls not sent (each function's slowDropped): the processes of "
