@@ -42,7 +42,7 @@ FUZZ_SECONDS ?= 12
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
-.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo manifests helm charttest imagetest clustertest cluster-demo cluster-bench cluster-down
+.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -153,20 +153,21 @@ imagetest:
 clustertest:
 	$(Q)python3 -m pytest -q -p no:cacheprovider tests/cluster
 
-# The main job in a cluster: the local single-node cluster of tests/cluster
-# (left running), the agent installed with helm, the demo payment service as
-# a Deployment, the example FunctionProbe and its live numbers; needs root.
-cluster-demo: deps
+# The main job, as users run it, on this machine: the local single-node
+# cluster of tests/cluster (no cluster of one's own needed; left running),
+# the agent installed with helm, the demo payment service as a Deployment,
+# the example FunctionProbe and its live numbers; needs root.
+demo: deps
 	$(Q)python3 tests/cluster/demo.py up
+
+# Stops the cluster of demo and removes everything it made.
+demo-down:
+	$(Q)python3 tests/cluster/demo.py down
 
 # Timings and memory of the agent's pod in the single-node cluster
 # (bench/cluster_bench.py: prints figures, asserts nothing); needs root.
 cluster-bench:
 	$(Q)python3 bench/cluster_bench.py
-
-# Stops the cluster of cluster-demo and removes everything it made.
-cluster-down:
-	$(Q)python3 tests/cluster/demo.py down
 
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
@@ -177,8 +178,9 @@ FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bp
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 
-# The main job on a local default: trace the Go demo service's payment flow.
-demo: deps all
+# The same engine without a cluster: `retwatch trace` of the Go demo
+# service's payment flow, run here as a plain process.
+demo-cli: deps all
 	$(call msg,GO,build/demo/demo)
 	$(Q)mkdir -p build/demo && cd tests/fixtures/go && GOFLAGS=-buildvcs=false go build -o ../../../build/demo/demo .
 	$(Q)bash scripts/demo.sh $(OUTPUT)/retwatch build/demo/demo

@@ -1,5 +1,5 @@
 """A real single-node Kubernetes cluster on this machine, for the tests of
-the agent as a DaemonSet pod (conftest.py) and for `make cluster-demo`.
+the agent as a DaemonSet pod (conftest.py) and for `make demo`.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet
 (tests/cluster/build.sh), Debian's containerd and runc, and the CNI bridge and
@@ -276,7 +276,7 @@ class Cluster:
         self once the node is Ready. While this process runs the cluster, it
         holds LOCK: another run on this machine waits for it instead of
         killing its cluster (one left by a killed run or by `make
-        cluster-demo` has no holder and is replaced)."""
+        demo` has no holder and is replaced)."""
         start = time.monotonic()
         self._take_lock()
         self.cleanup()
@@ -315,7 +315,7 @@ class Cluster:
             fcntl.flock(self._lock, fcntl.LOCK_EX)
 
     def down(self):
-        """Stop a cluster left running (make cluster-down): not one another
+        """Stop a cluster left running (make demo-down): not one another
         run is using; wait for that run to end."""
         self._take_lock()
         self.stop()

@@ -1,11 +1,11 @@
-"""The cluster demo (make cluster-demo): the local single-node cluster
-(cluster.py), the agent installed with helm, the Go demo payment service
-(tests/fixtures/go) as a Deployment, and the example FunctionProbe
+"""The demo (make demo): the local single-node cluster (cluster.py), the
+agent installed with helm, the Go demo payment service (tests/fixtures/go)
+as a Deployment, and the example FunctionProbe
 (manifests/examples/payments-probe.yaml); shows its live numbers and leaves
-the cluster up.
+the cluster up. A run that fails stops the cluster it started.
 
-    python3 tests/cluster/demo.py up     # make cluster-demo
-    python3 tests/cluster/demo.py down   # make cluster-down
+    python3 tests/cluster/demo.py up     # make demo
+    python3 tests/cluster/demo.py down   # make demo-down
 
 Needs root. Standard library only.
 """
@@ -63,20 +63,41 @@ def function_table(status):
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def up():
-    start = time.monotonic()
-    workdir = tempfile.mkdtemp(prefix="retwatch-demo-")
-    step("building the Kubernetes binaries (the first time: several minutes)", start)
+def build(start):
+    """The cluster's binaries, helm and the images: (cluster, helm, images)."""
+    step("building what the cluster runs; cached: a first run builds Kubernetes from its Go\n"
+         "          modules, helm and the images, about 10 minutes on 2 cores", start)
+    built = time.monotonic()
+    step("Kubernetes: etcd, kube-apiserver, controller manager, scheduler, kubelet", start)
     c = clusterlib.Cluster(clusterlib.build_bindir())
-    step("building the images (pause, agent, demo service) with buildah", start)
+    step("helm", start)
+    helm = os.path.join(conftest.helm_bindir(), "helm")
+    step("the images (pause, agent from the Dockerfile, demo service) with buildah", start)
+    workdir = tempfile.mkdtemp(prefix="retwatch-demo-")
     try:
         images = clusterlib.build_images(workdir) + [build_demo_image(workdir)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    helm = os.path.join(conftest.helm_bindir(), "helm")
+    step(f"built in {time.monotonic() - built:.0f} s", start)
+    return c, helm, images
+
+
+def up():
+    start = time.monotonic()
+    c, helm, images = build(start)
     step("starting the cluster", start)
-    c.start()
+    try:
+        c.start()
+        show(c, helm, images, start)
+    except BaseException:
+        c.stop()  # nothing left running; its logs stay in LAST_LOGS
+        raise
     c.release()  # the cluster outlives this process
+
+
+def show(c, helm, images, start):
+    """Installs the agent, the service and the probe into the started cluster c;
+    prints the probe's live numbers."""
     for image in images:
         c.import_image(image)
     node = conftest.Node(c, helm)
@@ -119,7 +140,7 @@ or, with your own tools, inside that namespace:
   export KUBECONFIG={c.admin_kubeconfig}
   nsenter --net=/proc/{holder}/ns/net {kubectl} get pods -A
 
-Stop it with: make cluster-down""")
+Stop it with: make demo-down""")
 
 
 def main(argv):
@@ -127,7 +148,15 @@ def main(argv):
         clusterlib.Cluster(None).down()
         return 0
     if argv == ["up"]:
-        up()
+        try:
+            up()
+        except (subprocess.CalledProcessError, clusterlib.ClusterError, AssertionError,
+                OSError) as e:
+            print(f"""
+make demo failed: {e}
+The cluster is stopped; its daemons' logs are in {clusterlib.LAST_LOGS}.
+The same engine runs without a cluster: make demo-cli""", file=sys.stderr)
+            return 1
         return 0
     print("usage: demo.py up | down", file=sys.stderr)
     return 2
