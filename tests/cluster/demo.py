@@ -66,7 +66,7 @@ def function_table(status):
 def build(start):
     """The cluster's binaries, helm and the images: (cluster, helm, images)."""
     step("building what the cluster runs; cached: a first run builds Kubernetes from its Go\n"
-         "          modules, helm and the images, about 10 minutes on 2 cores", start)
+         "          modules, helm and the images, about 13 minutes on 2 cores", start)
     built = time.monotonic()
     step("Kubernetes: etcd, kube-apiserver, controller manager, scheduler, kubelet", start)
     c = clusterlib.Cluster(clusterlib.build_bindir())
