@@ -106,6 +106,78 @@ static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx 
 	return true;
 }
 
+/* The frames of key in the context index; NULL when it has none there. */
+static __always_inline struct rw_frames *idx__find(const struct rw_ctx_key *key)
+{
+	__u32 h = rw_idx_hash(key->tgid, key->id);
+
+#pragma unroll
+	for (int i = 0; i < RW_IDX_PROBES; i++) {
+		__u32 s = (h + i) & (RW_IDX_SLOTS - 1);
+		struct rw_idx_slot *sl = bpf_map_lookup_elem(&ctx_idx, &s);
+
+		if (!sl)
+			return NULL;
+		if (sl->id == key->id && sl->tgid == key->tgid)
+			return bpf_map_lookup_elem(&ctx_frames, &s);
+		if (sl->id == RW_IDX_EMPTY)
+			return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * Claims a slot of the context index for key (not in it: the caller looked),
+ * its frames made empty and fresh (a sweep must not take them for idle
+ * before their first push); NULL when the key's probes found no room.
+ */
+static __always_inline struct rw_frames *idx__claim(const struct rw_ctx_key *key)
+{
+	__u32 h = rw_idx_hash(key->tgid, key->id);
+
+	if (key->id <= RW_IDX_TOMB) /* thread 1 (init) would read as a tombstone */
+		return NULL;
+	for (int i = 0; i < RW_IDX_PROBES; i++) {
+		__u32 s = (h + i) & (RW_IDX_SLOTS - 1);
+		struct rw_idx_slot *sl = bpf_map_lookup_elem(&ctx_idx, &s);
+		struct rw_frames *fr;
+		__u64 cur;
+
+		if (!sl)
+			return NULL;
+		cur = sl->id;
+		if (cur != RW_IDX_EMPTY && cur != RW_IDX_TOMB)
+			continue;
+		if (__sync_val_compare_and_swap(&sl->id, cur, key->id) != cur)
+			continue;
+		fr = bpf_map_lookup_elem(&ctx_frames, &s);
+		if (!fr) {
+			sl->id = RW_IDX_TOMB;
+			return NULL;
+		}
+		fr->n = 0;
+		fr->lost_depth = 0;
+		fr->lost_fn = 0;
+		fr->last_ns = bpf_ktime_get_ns();
+		fr->stack_lo = 0;
+		fr->stack_hi = 0;
+		asm volatile("" ::: "memory");
+		sl->tgid = key->tgid; /* last: the sweep skips a slot until it is set */
+		return fr;
+	}
+	return NULL;
+}
+
+/* key's frames, in the context index or else in the frames hash map. */
+static __always_inline struct rw_frames *frames__lookup(const struct rw_ctx_key *key)
+{
+	struct rw_frames *fr = idx__find(key);
+
+	if (fr)
+		return fr;
+	return bpf_map_lookup_elem(&frames, key);
+}
+
 /* A call that could not be recorded: lost to its function. */
 static __always_inline void call__lost(const struct call_ctx *c, __u32 fn_id)
 {
@@ -142,7 +214,7 @@ static __always_inline bool share__take_context(struct rw_share *sh, const struc
  */
 static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 fn_id)
 {
-	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	struct rw_frames *fr = frames__lookup(&c->key);
 	__u64 lo = 0, hi = 0;
 	struct rw_share *sh;
 	__u32 zero = 0;
@@ -160,6 +232,16 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 	}
 	if (!share__take_context(sh, c, fn_id))
 		return NULL;
+	fr = idx__claim(&c->key);
+	if (fr) {
+		if (c->go) {
+			fr->stack_lo = lo;
+			fr->stack_hi = hi;
+			c->depth = hi - c->sp;
+		}
+		return fr;
+	}
+	stat_inc(RW_STAT_CONTEXTS_HASHED);
 	if (bpf_map_update_elem(&frames, &c->key, empty, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&sh->contexts, -1);
 		__sync_fetch_and_add(&sh->map_full, 1);
@@ -184,7 +266,7 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 /* The frames of c's goroutine or thread if any, with c->depth set; else NULL. */
 static __always_inline struct rw_frames *frames__find(struct call_ctx *c)
 {
-	struct rw_frames *fr = bpf_map_lookup_elem(&frames, &c->key);
+	struct rw_frames *fr = frames__lookup(&c->key);
 
 	return fr && frames__depth(fr, c) ? fr : NULL;
 }

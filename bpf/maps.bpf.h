@@ -30,7 +30,7 @@ struct {
 	__type(value, __u32);
 } proc_share SEC(".maps");
 
-/* In-flight frames per goroutine or thread; allocated as they appear. */
+/* In-flight frames per goroutine or thread the context index has no room for; allocated as they appear. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RW_MAX_CONTEXTS);
@@ -38,6 +38,29 @@ struct {
 	__type(key, struct rw_ctx_key);
 	__type(value, struct rw_frames);
 } frames SEC(".maps");
+
+/*
+ * The context index (retwatch.h, RW_IDX_*): slot s holds a goroutine's or
+ * thread's key, ctx_frames[s] its frames. Arrays, so every lookup is inlined
+ * by the verifier: no helper call, no hashing by the kernel. Mapped by
+ * userspace, which frees slots.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_IDX_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rw_idx_slot);
+} ctx_idx SEC(".maps");
+
+/* The frames of ctx_idx's slots, slot for slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_IDX_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rw_frames);
+} ctx_frames SEC(".maps");
 
 /* In-flight frames deeper than RW_MAX_FRAMES, a chunk at a time; made as they are needed. */
 struct {

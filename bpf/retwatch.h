@@ -198,6 +198,36 @@ struct rw_frames {
 };
 _Static_assert(sizeof(struct rw_frames) == 40 + 32 * RW_MAX_FRAMES, "rw_frames layout");
 
+/*
+ * The context index: an open-addressing table of goroutines' and threads'
+ * keys in a plain array, whose lookups the verifier inlines (a hash map's
+ * lookup is a call that hashes the key: about 65 ns of a hit here). Slot s
+ * of ctx_idx holds a context's key, ctx_frames[s] its frames. A slot is
+ * claimed with a compare-and-swap of id (from empty or a tombstone), then
+ * tgid is written: the same key is never inserted by two CPUs at once (a
+ * goroutine or thread runs on one CPU at a time). Probed linearly,
+ * RW_IDX_PROBES slots from the key's hash; a key that finds no room goes to
+ * the frames hash map. Userspace frees a slot: tgid = 0, then id = tombstone
+ * (a lookup probes past tombstones, a claim reuses them).
+ */
+#define RW_IDX_BITS 12
+#define RW_IDX_SLOTS (1U << RW_IDX_BITS)
+#define RW_IDX_PROBES 8
+#define RW_IDX_EMPTY 0ULL
+#define RW_IDX_TOMB 1ULL
+
+struct rw_idx_slot {
+	__u64 id;
+	__u32 tgid;
+	__u32 pad;
+};
+_Static_assert(sizeof(struct rw_idx_slot) == 16, "rw_idx_slot layout");
+
+static inline __u32 rw_idx_hash(__u32 tgid, __u64 id)
+{
+	return ((id ^ ((__u64)tgid << 40) ^ tgid) * 0x9E3779B97F4A7C15ULL) >> (64 - RW_IDX_BITS);
+}
+
 /* Frames [chunk * RW_CHUNK_FRAMES, (chunk + 1) * RW_CHUNK_FRAMES) of a goroutine or thread. */
 struct rw_chunk_key {
 	__u32 tgid;
@@ -340,6 +370,9 @@ enum rw_stat {
 	RW_STAT_SHARE_CONTEXTS,
 	/* slow-call events not sent: over their namespace's rate */
 	RW_STAT_SHARE_EVENTS,
+	/* goroutines and threads whose frames went to the frames hash map:
+	 * their probes in the context index found no room (not a loss) */
+	RW_STAT_CONTEXTS_HASHED,
 	RW_STAT__MAX,
 };
 

@@ -362,7 +362,7 @@ int rw_ret(struct pt_regs *regs)
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
-	fr = bpf_map_lookup_elem(&frames, &c.key);
+	fr = frames__lookup(&c.key);
 	if (!fr) {
 		if (!tail)
 			stat_inc(RW_STAT_UNMATCHED_RET);

@@ -135,6 +135,9 @@ struct tracer {
 	uint64_t next_sweep_ns;	    /* tracer__tick's next sweep, on clock__mono_ns */
 	uint64_t swept;		    /* frames the sweeps dropped */
 	struct rw_share *shares_mm; /* the shares map, mapped */
+	/* the context index and its frames (retwatch.h, RW_IDX_*), mapped */
+	struct rw_idx_slot *idx_mm;
+	struct rw_frames *idx_frames_mm;
 	struct share *shares;
 	uint32_t share_contexts, share_events; /* each new share's limits */
 	/* processes no longer traced: the next sweep drops their frames (no hit
@@ -164,6 +167,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_TAIL_EXITS] = "tail_exits",
 	[RW_STAT_SHARE_CONTEXTS] = "share_contexts",
 	[RW_STAT_SHARE_EVENTS] = "share_events",
+	[RW_STAT_CONTEXTS_HASHED] = "contexts_hashed",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -373,6 +377,16 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	if (t->shares_mm == MAP_FAILED) {
 		t->shares_mm = NULL;
 		e = rw_error_set(err, errno, "failed to map the namespaces' shares: %s",
+				 strerror(errno));
+		goto fail;
+	}
+	t->idx_mm = mmap(NULL, RW_IDX_SLOTS * sizeof(struct rw_idx_slot), PROT_READ | PROT_WRITE,
+			 MAP_SHARED, bpf_map__fd(t->skel->maps.ctx_idx), 0);
+	t->idx_frames_mm = mmap(NULL, RW_IDX_SLOTS * sizeof(struct rw_frames),
+				PROT_READ | PROT_WRITE, MAP_SHARED,
+				bpf_map__fd(t->skel->maps.ctx_frames), 0);
+	if (t->idx_mm == MAP_FAILED || t->idx_frames_mm == MAP_FAILED) {
+		e = rw_error_set(err, errno, "failed to map the context index: %s",
 				 strerror(errno));
 		goto fail;
 	}
@@ -662,6 +676,10 @@ void tracer__free(struct tracer *t)
 	}
 	if (t->shares_mm)
 		munmap(t->shares_mm, RW_MAX_SHARES * sizeof(struct rw_share));
+	if (t->idx_mm && t->idx_mm != MAP_FAILED)
+		munmap(t->idx_mm, RW_IDX_SLOTS * sizeof(struct rw_idx_slot));
+	if (t->idx_frames_mm && t->idx_frames_mm != MAP_FAILED)
+		munmap(t->idx_frames_mm, RW_IDX_SLOTS * sizeof(struct rw_frames));
 	trace__destroy(t->skel);
 	for (int i = 0; t->hist_page_fds && i < RW_MAX_HIST_PAGES; i++)
 		if (t->hist_page_fds[i] >= 0)
@@ -1833,6 +1851,51 @@ static int count_swept_frames(struct tracer *t, const struct rw_ctx_key *key,
 	return dropped;
 }
 
+/* key's slot in the context index, or -1. */
+static int idx__find(const struct tracer *t, const struct rw_ctx_key *key)
+{
+	uint32_t h = rw_idx_hash(key->tgid, key->id);
+
+	for (int i = 0; i < RW_IDX_PROBES; i++) {
+		uint32_t s = (h + i) & (RW_IDX_SLOTS - 1);
+		const volatile struct rw_idx_slot *sl = &t->idx_mm[s];
+
+		if (sl->id == key->id && sl->tgid == key->tgid)
+			return s;
+		if (sl->id == RW_IDX_EMPTY)
+			return -1;
+	}
+	return -1;
+}
+
+/*
+ * Frees the context index's slots of pid (0: any) or untouched for
+ * max_age_ns, as sweep does the hash map's: tgid cleared first, so no
+ * reader matches it, then the slot a tombstone. The frames dropped.
+ */
+static int sweep_idx(struct tracer *t, uint32_t pid, uint64_t max_age_ns, uint64_t now)
+{
+	int dropped = 0;
+
+	for (uint32_t s = 0; s < RW_IDX_SLOTS; s++) {
+		volatile struct rw_idx_slot *sl = &t->idx_mm[s];
+		struct rw_ctx_key key = { .tgid = sl->tgid, .id = sl->id };
+		struct rw_frames *fr = &t->idx_frames_mm[s];
+
+		if (key.id == RW_IDX_EMPTY || key.id == RW_IDX_TOMB || !key.tgid)
+			continue;
+		if (pid ? key.tgid != pid
+			: !stale(fr, now, max_age_ns) && !pid__retired(t, key.tgid))
+			continue;
+		sl->tgid = 0;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		sl->id = RW_IDX_TOMB;
+		share__put(&t->shares_mm[share__idx_of(t, key.tgid)].contexts);
+		dropped += count_swept_frames(t, &key, fr);
+	}
+	return dropped;
+}
+
 /* Deletes the deep chunks of pid (0: any) whose goroutine or thread has no frames left. */
 static void sweep_chunks(struct tracer *t, uint32_t pid)
 {
@@ -1847,7 +1910,8 @@ static void sweep_chunks(struct tracer *t, uint32_t pid)
 
 		key = next;
 		prev = &key;
-		if (pid ? key.tgid != pid : !bpf_map_lookup_elem(ffd, &owner, &fr))
+		if (pid ? key.tgid != pid
+			: !bpf_map_lookup_elem(ffd, &owner, &fr) || idx__find(t, &owner) >= 0)
 			continue;
 		if (ndoomed == cap) {
 			struct rw_chunk_key *more = realloc(doomed, (cap * 2 + 16) * sizeof(*more));
@@ -1906,6 +1970,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 		dropped += count_swept_frames(t, &doomed[i], &fr);
 	}
 	free(doomed);
+	dropped += sweep_idx(t, pid, max_age_ns, now);
 	sweep_chunks(t, pid);
 	t->swept += dropped;
 	/* the retired processes' frames are gone: their shares go too */
@@ -1941,6 +2006,14 @@ int64_t tracer__inflight(struct tracer *t)
 		prev = &key;
 		if (!bpf_map_lookup_elem(fd, &key, &fr))
 			n += fr.n < RW_MAX_DEPTH ? fr.n : RW_MAX_DEPTH;
+	}
+	for (uint32_t s = 0; s < RW_IDX_SLOTS; s++) {
+		uint32_t k;
+
+		if (!t->idx_mm[s].tgid || t->idx_mm[s].id <= RW_IDX_TOMB)
+			continue;
+		k = t->idx_frames_mm[s].n;
+		n += k < RW_MAX_DEPTH ? k : RW_MAX_DEPTH;
 	}
 	return n;
 }

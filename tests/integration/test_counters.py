@@ -35,7 +35,7 @@ ALL = {
     "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
     "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
-    "share_contexts", "share_events",
+    "share_contexts", "share_events", "contexts_hashed",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {
@@ -282,3 +282,18 @@ def test_tick_sweeps_a_call_untouched_for_a_minute(driver):
     assert rep["functions"]["held_call"] == {"calls": 0, "orphans": 1, "lost": 0}, rep
     assert c["all"]["unmatched_ret"] == 1, f"its RET found a frame\n{rep}"
     assert c["purged"] == 0 and rep["inflight"] == 0, rep
+
+
+def test_more_goroutines_in_calls_than_the_context_index_holds(driver):
+    """6,000 goroutines in calls at once, where the context index (an array
+    the programs search without a helper call) holds 4,096: those it has no
+    room for go to the frames hash map, counted as contexts_hashed, and every
+    call is measured either way; nothing left in flight once they return."""
+    rep, tracee = trace(driver, NATIVE, "crowd", ["sleep_for"])
+    check_consistent(rep)
+    c = rep["counters"]
+    assert tracee["calls"]["main.sleepFor"] == 6000, tracee
+    assert rep["functions"]["main.sleepFor"] == {"calls": 6000, "orphans": 0, "lost": 0}, rep
+    assert all(n == 0 for n in c["unmeasured"].values()), rep
+    assert 0 < c["all"]["contexts_hashed"] < 6000, rep
+    assert (c["purged"], c["swept"], rep["reaped"], rep["inflight_before"]) == (0, 0, 0, 0), rep
