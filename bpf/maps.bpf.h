@@ -42,8 +42,8 @@ struct {
 /*
  * The context index (retwatch.h, RW_IDX_*): slot s holds a goroutine's or
  * thread's key, ctx_frames[s] its frames. Arrays, so every lookup is inlined
- * by the verifier: no helper call, no hashing by the kernel. Mapped by
- * userspace, which frees slots.
+ * by the verifier: no helper call, no hashing by the kernel. ctx_idx is
+ * mapped by userspace, which frees slots.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -57,7 +57,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, RW_IDX_SLOTS);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct rw_frames);
 } ctx_frames SEC(".maps");

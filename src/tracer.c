@@ -135,9 +135,9 @@ struct tracer {
 	uint64_t next_sweep_ns;	    /* tracer__tick's next sweep, on clock__mono_ns */
 	uint64_t swept;		    /* frames the sweeps dropped */
 	struct rw_share *shares_mm; /* the shares map, mapped */
-	/* the context index and its frames (retwatch.h, RW_IDX_*), mapped */
+	/* the context index (retwatch.h, RW_IDX_*), mapped; its frames are
+	 * read by lookup, so its 8.5 MB are not mapped into the process */
 	struct rw_idx_slot *idx_mm;
-	struct rw_frames *idx_frames_mm;
 	struct share *shares;
 	uint32_t share_contexts, share_events; /* each new share's limits */
 	/* processes no longer traced: the next sweep drops their frames (no hit
@@ -382,10 +382,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	}
 	t->idx_mm = mmap(NULL, RW_IDX_SLOTS * sizeof(struct rw_idx_slot), PROT_READ | PROT_WRITE,
 			 MAP_SHARED, bpf_map__fd(t->skel->maps.ctx_idx), 0);
-	t->idx_frames_mm = mmap(NULL, RW_IDX_SLOTS * sizeof(struct rw_frames),
-				PROT_READ | PROT_WRITE, MAP_SHARED,
-				bpf_map__fd(t->skel->maps.ctx_frames), 0);
-	if (t->idx_mm == MAP_FAILED || t->idx_frames_mm == MAP_FAILED) {
+	if (t->idx_mm == MAP_FAILED) {
 		e = rw_error_set(err, errno, "failed to map the context index: %s",
 				 strerror(errno));
 		goto fail;
@@ -678,8 +675,6 @@ void tracer__free(struct tracer *t)
 		munmap(t->shares_mm, RW_MAX_SHARES * sizeof(struct rw_share));
 	if (t->idx_mm && t->idx_mm != MAP_FAILED)
 		munmap(t->idx_mm, RW_IDX_SLOTS * sizeof(struct rw_idx_slot));
-	if (t->idx_frames_mm && t->idx_frames_mm != MAP_FAILED)
-		munmap(t->idx_frames_mm, RW_IDX_SLOTS * sizeof(struct rw_frames));
 	trace__destroy(t->skel);
 	for (int i = 0; t->hist_page_fds && i < RW_MAX_HIST_PAGES; i++)
 		if (t->hist_page_fds[i] >= 0)
@@ -1875,23 +1870,26 @@ static int idx__find(const struct tracer *t, const struct rw_ctx_key *key)
  */
 static int sweep_idx(struct tracer *t, uint32_t pid, uint64_t max_age_ns, uint64_t now)
 {
-	int dropped = 0;
+	int fd = bpf_map__fd(t->skel->maps.ctx_frames), dropped = 0;
+	struct rw_frames fr;
 
 	for (uint32_t s = 0; s < RW_IDX_SLOTS; s++) {
 		volatile struct rw_idx_slot *sl = &t->idx_mm[s];
 		struct rw_ctx_key key = { .tgid = sl->tgid, .id = sl->id };
-		struct rw_frames *fr = &t->idx_frames_mm[s];
 
 		if (key.id == RW_IDX_EMPTY || key.id == RW_IDX_TOMB || !key.tgid)
 			continue;
-		if (pid ? key.tgid != pid
-			: !stale(fr, now, max_age_ns) && !pid__retired(t, key.tgid))
+		if (pid && key.tgid != pid)
+			continue;
+		if (bpf_map_lookup_elem(fd, &s, &fr))
+			continue;
+		if (!pid && !stale(&fr, now, max_age_ns) && !pid__retired(t, key.tgid))
 			continue;
 		sl->tgid = 0;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		sl->id = RW_IDX_TOMB;
 		share__put(&t->shares_mm[share__idx_of(t, key.tgid)].contexts);
-		dropped += count_swept_frames(t, &key, fr);
+		dropped += count_swept_frames(t, &key, &fr);
 	}
 	return dropped;
 }
@@ -2007,13 +2005,12 @@ int64_t tracer__inflight(struct tracer *t)
 		if (!bpf_map_lookup_elem(fd, &key, &fr))
 			n += fr.n < RW_MAX_DEPTH ? fr.n : RW_MAX_DEPTH;
 	}
+	fd = bpf_map__fd(t->skel->maps.ctx_frames);
 	for (uint32_t s = 0; s < RW_IDX_SLOTS; s++) {
-		uint32_t k;
-
-		if (!t->idx_mm[s].tgid || t->idx_mm[s].id <= RW_IDX_TOMB)
+		if (!t->idx_mm[s].tgid || t->idx_mm[s].id <= RW_IDX_TOMB ||
+		    bpf_map_lookup_elem(fd, &s, &fr))
 			continue;
-		k = t->idx_frames_mm[s].n;
-		n += k < RW_MAX_DEPTH ? k : RW_MAX_DEPTH;
+		n += fr.n < RW_MAX_DEPTH ? fr.n : RW_MAX_DEPTH;
 	}
 	return n;
 }
