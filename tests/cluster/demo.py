@@ -10,6 +10,7 @@ the cluster up. A run that fails stops the cluster it started.
 Needs root. Standard library only.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,8 @@ import conftest  # noqa: E402
 
 DEMO_IMAGE = "localhost/retwatch-demo:cluster"
 PROBE = os.path.join(clusterlib.REPO, "manifests", "examples", "payments-probe.yaml")
+# What the builds print (go, buildah, apt in the image's build stage).
+BUILD_LOG = os.path.join(os.path.dirname(clusterlib.LAST_LOGS), "demo-build.log")
 
 
 def step(msg, start):
@@ -63,19 +66,44 @@ def function_table(status):
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+@contextlib.contextmanager
+def output_to(path):
+    """This process's and its children's stdout and stderr go to path."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, "a") as f:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, s in ((1, saved[0]), (2, saved[1])):
+            os.dup2(s, fd)
+            os.close(s)
+
+
 def build(start):
     """The cluster's binaries, helm and the images: (cluster, helm, images)."""
+    os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
+    open(BUILD_LOG, "w").close()
     step("building what the cluster runs; cached: a first run builds Kubernetes from its Go\n"
-         "          modules, helm and the images, about 13 minutes on 2 cores", start)
+         "          modules, helm and the images, about 13 minutes on 2 cores\n"
+         f"          (their output: {BUILD_LOG})", start)
     built = time.monotonic()
     step("Kubernetes: etcd, kube-apiserver, controller manager, scheduler, kubelet", start)
-    c = clusterlib.Cluster(clusterlib.build_bindir())
+    with output_to(BUILD_LOG):
+        c = clusterlib.Cluster(clusterlib.build_bindir())
     step("helm", start)
-    helm = os.path.join(conftest.helm_bindir(), "helm")
+    with output_to(BUILD_LOG):
+        helm = os.path.join(conftest.helm_bindir(), "helm")
     step("the images (pause, agent from the Dockerfile, demo service) with buildah", start)
     workdir = tempfile.mkdtemp(prefix="retwatch-demo-")
     try:
-        images = clusterlib.build_images(workdir) + [build_demo_image(workdir)]
+        with output_to(BUILD_LOG):
+            images = clusterlib.build_images(workdir) + [build_demo_image(workdir)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     step(f"built in {time.monotonic() - built:.0f} s", start)
@@ -154,7 +182,8 @@ def main(argv):
                 OSError) as e:
             print(f"""
 make demo failed: {e}
-The cluster is stopped; its daemons' logs are in {clusterlib.LAST_LOGS}.
+The cluster is stopped; its daemons' logs are in {clusterlib.LAST_LOGS},
+the builds' output in {BUILD_LOG}.
 The same engine runs without a cluster: make demo-cli""", file=sys.stderr)
             return 1
         return 0
