@@ -20,6 +20,10 @@ struct member {
 	char *pod, *container;
 	size_t *rows;
 	struct guard *guard; /* per function */
+	/* per function, while the results are held (results__hold): the
+	 * reading of its counters then, and whether it could be read */
+	struct latency *held;
+	bool *held_ok;
 	struct member *next;
 };
 
@@ -37,6 +41,7 @@ struct results {
 	size_t nrows;
 	struct member *members;
 	struct group *groups;
+	bool holding; /* results__read answers from the members' held readings */
 };
 
 static bool streq(const char *a, const char *b)
@@ -59,6 +64,8 @@ static void member__free(struct member *m)
 	free(m->container);
 	free(m->rows);
 	free(m->guard);
+	free(m->held);
+	free(m->held_ok);
 	free(m);
 }
 
@@ -262,6 +269,45 @@ size_t results__ntargets(const struct results *r)
 	return n;
 }
 
+int results__hold(struct results *r)
+{
+	for (struct member *m = r->members; m; m = m->next) {
+		size_t n = tracer_target__nfuncs(m->target);
+
+		if (!m->held && n) {
+			m->held = calloc(n, sizeof(*m->held));
+			m->held_ok = calloc(n, sizeof(*m->held_ok));
+			if (!m->held || !m->held_ok) {
+				free(m->held);
+				free(m->held_ok);
+				m->held = NULL;
+				m->held_ok = NULL;
+				return -ENOMEM;
+			}
+		}
+		for (size_t i = 0; i < n; i++)
+			m->held_ok[i] = !tracer_target__read(r->t, m->target, i, &m->held[i]);
+	}
+	r->holding = true;
+	return 0;
+}
+
+void results__release(struct results *r)
+{
+	r->holding = false;
+}
+
+/* Function i of member m as counted now, or when the results were held. */
+static bool member_read(struct results *r, const struct member *m, size_t i, struct latency *ret)
+{
+	if (!r->holding)
+		return !tracer_target__read(r->t, m->target, i, ret);
+	if (!m->held_ok || !m->held_ok[i])
+		return false;
+	*ret = m->held[i];
+	return true;
+}
+
 void results__read(struct results *r, size_t k, const char *pod, const char *container,
 		   struct latency *ret)
 {
@@ -281,7 +327,7 @@ void results__read(struct results *r, size_t k, const char *pod, const char *con
 		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
 			struct latency l;
 
-			if (m->rows[i] == k && !tracer_target__read(r->t, m->target, i, &l))
+			if (m->rows[i] == k && member_read(r, m, i, &l))
 				latency__merge(ret, &l);
 		}
 	}

@@ -71,6 +71,15 @@ size_t results__ntargets(const struct results *r);
 void results__read(struct results *r, size_t i, const char *pod, const char *container,
 		   struct latency *ret);
 
+/*
+ * Reads every live process's counters once: results__read answers from
+ * that reading until results__release, so a row's total and its groups'
+ * add up though the kernel counts on between reads. -ENOMEM, and nothing is
+ * held. Nothing may be added or retired while held.
+ */
+int results__hold(struct results *r);
+void results__release(struct results *r);
+
 /* The call of a slow-call event, when one of r's processes made it. */
 bool results__find_call(const struct results *r, const struct tracer_event *ev,
 			struct results_call *ret);

@@ -348,6 +348,9 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 	cJSON_AddNumberToObject(e, "processes", (double)ntraced);
 	add_errors(e, errs);
 	fns = cJSON_AddArrayToObject(e, "functions");
+	/* one reading, so the pods' calls add up to the function's; live
+	 * reads (that may not) when there is no memory for it */
+	(void)results__hold(r);
 	for (size_t k = 0; k < results__nrows(r); k++) {
 		const struct results_row *row = results__row(r, k);
 		struct groups_ctx g = { r, k, NULL, pods, npods };
@@ -363,6 +366,7 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
 	}
+	results__release(r);
 	return e;
 }
 

@@ -649,6 +649,35 @@ def test_reports_say_which_pods_and_which_revision_are_slow(cluster, make_pod):
         assert sum(p["calls"] for p in f["pods"]) == f["calls"]
 
 
+def test_a_reports_pods_add_up_to_its_functions_calls_while_they_count_fast(cluster, make_pod):
+    """Two pods calling a function in a tight loop (hundreds of thousands of
+    calls a second): each report's pods' calls add up to the function's, as
+    the summary's revisions do, though the kernel counts on while the agent
+    reads."""
+    ns = cluster.namespace()
+    for i in (1, 2):
+        make_pod(ns, f"web-{i}", {"app": "web"}, "node-a", owner="web-5d8f",
+                 containers={"app": ["/app/podapp", "-hot", "1"]})
+    seen = {}
+    with cluster.agent("node-a"):
+        # no overhead budget: the guard would detach the hot function
+        cluster.apply_probe(ns, "fast", spec(functions=["main.hotPath"], maxOverhead="0"))
+
+        def three_reports():
+            e = cluster.node_entry(ns, "fast", "node-a")
+            f = e and fns(e).get("main.hotPath")
+            if f and len(f.get("pods", [])) == 2 and f["calls"]:
+                seen[e["lastUpdate"]] = f
+            return len(seen) >= 3
+        wait_for("three reports of calls", three_reports, timeout=20, interval=0.3)
+        s = wait_for("a summary", lambda: fns(cluster.status(ns, "fast").get("summary", {}))
+                     .get("main.hotPath"), timeout=10)
+    for f in seen.values():
+        assert sum(p["calls"] for p in f["pods"]) == f["calls"], f
+    assert min(f["calls"] for f in seen.values()) > 10000, seen
+    assert sum(r["calls"] for r in s["revisions"]) == s["calls"], s
+
+
 def test_deleting_the_probe_deletes_its_reports(cluster, make_pod):
     ns = cluster.namespace()
     make_pod(ns, "web-1", {"app": "web"}, "node-a")
