@@ -504,7 +504,7 @@ int results__read_process(struct results *r, size_t k, pid_t pid, struct latency
 		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
 			struct latency l;
 
-			if (m->rows[i] != k || tracer_target__read(r->t, m->target, i, &l))
+			if (m->rows[i] != k || !member_read(r, m, i, &l))
 				continue;
 			latency__merge(ret, &l);
 			*ret_detached |= tracer_target__detached(m->target, i);

@@ -72,8 +72,8 @@ void results__read(struct results *r, size_t i, const char *pod, const char *con
 		   struct latency *ret);
 
 /*
- * Reads every live process's counters once: results__read answers from
- * that reading until results__release, so a row's total and its groups'
+ * Reads every live process's counters once: results__read and
+ * results__read_process answer from that reading until results__release, so a row's total and its groups'
  * add up though the kernel counts on between reads. -ENOMEM, and nothing is
  * held. Nothing may be added or retired while held.
  */

@@ -73,6 +73,31 @@ def test_without_guard_every_call_is_counted():
     assert hot["detached"] == 0 and hot["calls"] == r.report["calls"][HOT], (hot, r.report)
 
 
+def test_processes_add_up_to_the_function_while_they_count_fast():
+    """Two processes in their tight loops when retwatch stops: its last
+    document's processes add up to the function's calls, read at one moment
+    though the kernel counts on while retwatch writes it."""
+    def release(result, tracees):
+        for t in tracees:
+            t.release()
+        time.sleep(2)
+        result.proc.send_signal(signal.SIGINT)
+        result.proc.wait(tracing.EXIT_TIMEOUT)
+        for i, t in enumerate(tracees):
+            t.finish()
+            result.reports[i] = t.report()
+
+    r = tracing.run([(NATIVE, "hot"), (NATIVE, "hot")], (HOT,),
+                    options=("--max-overhead", "0"), release=release)
+    assert r.retwatch.returncode == 0, r.describe()
+    hot = r.function(HOT)
+    assert len(hot["processes"]) == 2, hot
+    assert sum(p["calls"] for p in hot["processes"]) == hot["calls"], hot
+    # the tracees went on calling after retwatch stopped
+    assert hot["calls"] > 10000 and sum(t["calls"][HOT] for t in r.reports) > hot["calls"], \
+        (hot, r.reports)
+
+
 @pytest.mark.parametrize("value", ["-1", "101%", "two", "2%%", ""])
 def test_bad_max_overhead_is_named(value):
     argv = (harness.RETWATCH, "trace", "--pid", "1", "--max-overhead", value, "f")
