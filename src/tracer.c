@@ -29,6 +29,12 @@
 #define MORESTACK "runtime.morestack"
 /* tracer__tick: frames untouched this long are of calls that will not return */
 #define SWEEP_AGE_NS (60 * NS_PER_S)
+/*
+ * A context with no call in flight holds only its slot (and the stack bounds
+ * it cached): given back after this long untouched, as the goroutines a
+ * server starts per request end (their ids never come back).
+ */
+#define SWEEP_IDLE_AGE_NS (5 * NS_PER_S)
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
 
 /* One function of one file, with a slot in the kernel's funcs map. */
@@ -1813,6 +1819,9 @@ static void count_swept(struct tracer *t, uint32_t tgid, uint32_t fn_id)
 /* BPF may have touched the frames after we read the clock: that is fresh too. */
 static bool stale(const struct rw_frames *fr, uint64_t now, uint64_t max_age_ns)
 {
+	/* nothing in flight, nor a lost call's return to tell from a new call */
+	if (!fr->n && !fr->lost_depth && max_age_ns > SWEEP_IDLE_AGE_NS)
+		max_age_ns = SWEEP_IDLE_AGE_NS;
 	return fr->last_ns < now && now - fr->last_ns >= max_age_ns;
 }
 

@@ -191,7 +191,8 @@ int tracer__fd(const struct tracer *t);
  * Call on every turn of the caller's loop: at most every 5 s, drops the
  * in-flight frames untouched for 60 s (calls that will never return: a
  * killed thread, a lost goroutine) and counts them as orphans of their
- * function. Returns how many it dropped (0 when no sweep was due).
+ * function, and gives back the contexts with no call in flight untouched
+ * for 5 s. Returns how many frames it dropped (0 when no sweep was due).
  */
 int tracer__tick(struct tracer *t);
 /*
