@@ -20,10 +20,9 @@ struct member {
 	char *pod, *container;
 	size_t *rows;
 	struct guard *guard; /* per function */
-	/* per function, while the results are held (results__hold): the
-	 * reading of its counters then, and whether it could be read */
+	/* while a row is held (results__hold): what its functions of the row
+	 * counted then, merged; NULL when none could be read */
 	struct latency *held;
-	bool *held_ok;
 	struct member *next;
 };
 
@@ -41,7 +40,8 @@ struct results {
 	size_t nrows;
 	struct member *members;
 	struct group *groups;
-	bool holding; /* results__read answers from the members' held readings */
+	bool holding; /* row held_row is read from the members' held counts */
+	size_t held_row;
 };
 
 static bool streq(const char *a, const char *b)
@@ -65,7 +65,6 @@ static void member__free(struct member *m)
 	free(m->rows);
 	free(m->guard);
 	free(m->held);
-	free(m->held_ok);
 	free(m);
 }
 
@@ -269,43 +268,55 @@ size_t results__ntargets(const struct results *r)
 	return n;
 }
 
-int results__hold(struct results *r)
+/* What m counted in row k (its functions of the row, merged): now, or when
+ * the row was held. false when none could be read. */
+static bool member_count(struct results *r, const struct member *m, size_t k, struct latency *ret)
 {
-	for (struct member *m = r->members; m; m = m->next) {
-		size_t n = tracer_target__nfuncs(m->target);
+	bool any = false;
 
-		if (!m->held && n) {
-			m->held = calloc(n, sizeof(*m->held));
-			m->held_ok = calloc(n, sizeof(*m->held_ok));
-			if (!m->held || !m->held_ok) {
-				free(m->held);
-				free(m->held_ok);
-				m->held = NULL;
-				m->held_ok = NULL;
-				return -ENOMEM;
-			}
+	if (r->holding && k == r->held_row) {
+		if (m->held)
+			*ret = *m->held;
+		return m->held;
+	}
+	memset(ret, 0, sizeof(*ret));
+	for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+		struct latency l;
+
+		if (m->rows[i] == k && !tracer_target__read(r->t, m->target, i, &l)) {
+			latency__merge(ret, &l);
+			any = true;
 		}
-		for (size_t i = 0; i < n; i++)
-			m->held_ok[i] = !tracer_target__read(r->t, m->target, i, &m->held[i]);
+	}
+	return any;
+}
+
+int results__hold(struct results *r, size_t k)
+{
+	results__release(r);
+	for (struct member *m = r->members; m; m = m->next) {
+		struct latency l;
+
+		if (!member_count(r, m, k, &l))
+			continue;
+		if (!(m->held = malloc(sizeof(*m->held)))) {
+			results__release(r);
+			return -ENOMEM;
+		}
+		*m->held = l;
 	}
 	r->holding = true;
+	r->held_row = k;
 	return 0;
 }
 
 void results__release(struct results *r)
 {
+	for (struct member *m = r->members; m; m = m->next) {
+		free(m->held);
+		m->held = NULL;
+	}
 	r->holding = false;
-}
-
-/* Function i of member m as counted now, or when the results were held. */
-static bool member_read(struct results *r, const struct member *m, size_t i, struct latency *ret)
-{
-	if (!r->holding)
-		return !tracer_target__read(r->t, m->target, i, ret);
-	if (!m->held_ok || !m->held_ok[i])
-		return false;
-	*ret = m->held[i];
-	return true;
 }
 
 void results__read(struct results *r, size_t k, const char *pod, const char *container,
@@ -322,14 +333,12 @@ void results__read(struct results *r, size_t k, const char *pod, const char *con
 				latency__merge(ret, &g->lat[k]);
 	}
 	for (struct member *m = r->members; m; m = m->next) {
+		struct latency l;
+
 		if (pod && !(streq(m->pod, pod) && streq(m->container, container)))
 			continue;
-		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
-			struct latency l;
-
-			if (m->rows[i] == k && member_read(r, m, i, &l))
-				latency__merge(ret, &l);
-		}
+		if (member_count(r, m, k, &l))
+			latency__merge(ret, &l);
 	}
 }
 
@@ -499,17 +508,14 @@ int results__read_process(struct results *r, size_t k, pid_t pid, struct latency
 	memset(ret, 0, sizeof(*ret));
 	*ret_detached = false;
 	for (struct member *m = r->members; m; m = m->next) {
-		if (tracer_target__pid(m->target) != pid)
-			continue;
-		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
-			struct latency l;
+		struct latency l;
 
-			if (m->rows[i] != k || !member_read(r, m, i, &l))
-				continue;
-			latency__merge(ret, &l);
-			*ret_detached |= tracer_target__detached(m->target, i);
-			e = 0;
-		}
+		if (tracer_target__pid(m->target) != pid || !member_count(r, m, k, &l))
+			continue;
+		latency__merge(ret, &l);
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			*ret_detached |= m->rows[i] == k && tracer_target__detached(m->target, i);
+		e = 0;
 	}
 	return e;
 }

@@ -72,12 +72,12 @@ void results__read(struct results *r, size_t i, const char *pod, const char *con
 		   struct latency *ret);
 
 /*
- * Reads every live process's counters once: results__read and
- * results__read_process answer from that reading until results__release, so a row's total and its groups'
- * add up though the kernel counts on between reads. -ENOMEM, and nothing is
- * held. Nothing may be added or retired while held.
+ * Reads row i in every live process once: results__read and
+ * results__read_process answer from that reading of the row until
+ * results__release (or the next hold), so its total and its groups' add up
+ * though the kernel counts on between reads. -ENOMEM, and nothing is held.
  */
-int results__hold(struct results *r);
+int results__hold(struct results *r, size_t i);
 void results__release(struct results *r);
 
 /* The call of a slow-call event, when one of r's processes made it. */

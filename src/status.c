@@ -348,14 +348,14 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 	cJSON_AddNumberToObject(e, "processes", (double)ntraced);
 	add_errors(e, errs);
 	fns = cJSON_AddArrayToObject(e, "functions");
-	/* one reading, so the pods' calls add up to the function's; live
-	 * reads (that may not) when there is no memory for it */
-	(void)results__hold(r);
 	for (size_t k = 0; k < results__nrows(r); k++) {
 		const struct results_row *row = results__row(r, k);
 		struct groups_ctx g = { r, k, NULL, pods, npods };
 		struct latency l;
 
+		/* one reading, so the pods' calls add up to the function's; live
+		 * reads (that may not) when there is no memory for it */
+		(void)results__hold(r, k);
 		results__read(r, k, NULL, NULL, &l);
 		cJSON *f = status__function(row->name, func_mode__str(row->mode), row->reason,
 					    (double)row->nreturns, &l);
@@ -365,8 +365,8 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		cJSON_AddStringToObject(f, "probeEntry", probe_entry__str(row->entry));
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
+		results__release(r);
 	}
-	results__release(r);
 	return e;
 }
 

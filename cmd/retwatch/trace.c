@@ -325,16 +325,17 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
-	struct latency *now;
 	char *text;
 
-	/* one reading: the processes' calls add up to the function's */
-	(void)results__hold(r->results);
-	now = collect(r);
-	for (size_t i = 0; now && i < results__nrows(r->results); i++)
-		cJSON_AddItemToArray(funcs, json_row(r, i, &now[i]));
-	results__release(r->results);
-	free(now);
+	for (size_t i = 0; i < results__nrows(r->results); i++) {
+		struct latency l;
+
+		/* one reading: the processes' calls add up to the function's */
+		(void)results__hold(r->results, i);
+		results__read(r->results, i, NULL, NULL, &l);
+		cJSON_AddItemToArray(funcs, json_row(r, i, &l));
+		results__release(r->results);
+	}
 	cJSON_AddItemToObject(root, "functions", funcs);
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
 	cJSON_AddItemToObject(root, "lost_events", json_u64(c->lost_events));
