@@ -31,8 +31,8 @@
 #define SWEEP_AGE_NS (60 * NS_PER_S)
 /*
  * A context with no call in flight holds only its slot (and the stack bounds
- * it cached): given back after this long untouched, as the goroutines a
- * server starts per request end (their ids never come back).
+ * it cached): given back after this long untouched, as the threads a server
+ * starts per request end (a thread id comes back only after pid_max others).
  */
 #define SWEEP_IDLE_AGE_NS (5 * NS_PER_S)
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
