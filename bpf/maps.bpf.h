@@ -88,6 +88,17 @@ struct {
 		});
 } hist_pages SEC(".maps");
 
+/*
+ * The histogram slot of each (function, process) traced: what a shared
+ * probe's entry (RW_COOKIE_SHARED) looks up, its cookie naming no process.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_HISTS);
+	__type(key, struct rw_hist_key);
+	__type(value, __u32);
+} proc_hists SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RW_STAT__MAX);

@@ -83,12 +83,13 @@ struct rw_share {
 _Static_assert(sizeof(struct rw_share) == 96, "rw_share layout");
 
 /*
- * The BPF cookie of every attachment. Probes are attached per traced
+ * The BPF cookie of every attachment. Most probes are attached per traced
  * process (the kernel runs them for that process alone), so a cookie names
  * a (function, process): the function slot in bits 0-15 (an index into the
  * funcs map), the histogram slot of that function in that process in bits
  * 16-31 (none for runtime.morestack's probe), flags in bits 32-39, and the
- * process (its tgid) in bits 40-63.
+ * process (its tgid) in bits 40-63. A shared probe (RW_COOKIE_SHARED) is
+ * every process's: its cookie names the function alone.
  */
 #define RW_COOKIE_FN_MASK 0xffffULL
 #define RW_COOKIE_HIST_SHIFT 16
@@ -107,6 +108,15 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * RET ends the traced call when SP is the traced call's entry SP.
  */
 #define RW_COOKIE_TAIL (1ULL << 33)
+/*
+ * A probe attached once for every process that maps the file, where every
+ * process running it is traced (links grow with files and functions, not
+ * with processes): the process is the hit's, its histogram slot is found in
+ * the proc_hists map. Counted only while its function is RW_FUNC_SHARED, as
+ * a per-process probe only while it is not: both kinds stay attached while
+ * a function changes kind, and each hit counts once.
+ */
+#define RW_COOKIE_SHARED (1ULL << 34)
 
 /* struct rw_func.flags */
 #define RW_FUNC_ACTIVE (1U << 0)
@@ -122,6 +132,8 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * orphan.
  */
 #define RW_FUNC_TAIL_UNTIMED (1U << 4)
+/* Probed by shared probes (RW_COOKIE_SHARED), not per-process ones. */
+#define RW_FUNC_SHARED (1U << 5)
 
 /* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
 #define RW_G_STACK_LO 0
@@ -373,6 +385,9 @@ enum rw_stat {
 	/* goroutines and threads whose frames went to the frames hash map:
 	 * their probes in the context index found no room (not a loss) */
 	RW_STAT_CONTEXTS_HASHED,
+	/* entries of a shared probe in a process not traced for its function
+	 * (it maps the file; not a loss: nothing of it is measured) */
+	RW_STAT_UNTRACED_HITS,
 	RW_STAT__MAX,
 };
 

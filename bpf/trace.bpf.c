@@ -2,9 +2,11 @@
 /*
  * The two programs of the tracing engine: rw_entry at every traced function's
  * entry (and at runtime.morestack of Go binaries), rw_ret at every RET
- * instruction. Each attachment is one process's (the kernel runs it for
- * that process alone), and its cookie names its function slot and that
- * function's histogram slot in that process.
+ * instruction. Most attachments are one process's (the kernel runs them
+ * for that process alone), and their cookie names the function slot and that
+ * function's histogram slot in that process; a shared attachment is every
+ * process's that maps the file, and the hit's process finds its histogram
+ * slot in proc_hists.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,15 +37,47 @@ static __always_inline __u32 cookie__hist(__u64 cookie)
 }
 
 /*
- * The hit's pid_tgid. The attachment is one process's, and its cookie says
- * which: a Go hit (keyed by goroutine) needs no more; a native hit (keyed
- * by thread) asks for its tid, a helper call.
+ * The hit's pid_tgid. A per-process attachment's cookie says which process:
+ * a Go hit (keyed by goroutine) needs no more; a native hit (keyed by
+ * thread) asks for its tid, a helper call, as does every shared hit.
  */
 static __always_inline __u64 hit__pid_tgid(__u64 cookie, bool go)
 {
-	if (go)
+	if (go && !(cookie & RW_COOKIE_SHARED))
 		return cookie >> RW_COOKIE_TGID_SHIFT << 32;
 	return bpf_get_current_pid_tgid();
+}
+
+/*
+ * Whether this attachment is the one fn counts by: while a function changes
+ * between shared and per-process probes both are attached, and a hit runs
+ * both; the other one's run is not a second call.
+ */
+static __always_inline bool hit__counts(const struct rw_func *fn, __u64 cookie)
+{
+	return !(fn->flags & RW_FUNC_SHARED) == !(cookie & RW_COOKIE_SHARED);
+}
+
+/*
+ * The histogram slot of (fn_id, tgid) at an entry: the cookie's, or for a
+ * shared probe proc_hists'; false in a process not traced for fn_id.
+ */
+static __always_inline bool hit__hist(__u64 cookie, __u32 fn_id, __u32 tgid, __u32 *ret)
+{
+	struct rw_hist_key k = { .fn_id = fn_id, .tgid = tgid };
+	__u32 *h;
+
+	if (!(cookie & RW_COOKIE_SHARED)) {
+		*ret = cookie__hist(cookie);
+		return true;
+	}
+	h = bpf_map_lookup_elem(&proc_hists, &k);
+	if (!h) {
+		stat_inc(RW_STAT_UNTRACED_HITS);
+		return false;
+	}
+	*ret = *h;
+	return true;
 }
 
 static __always_inline void hist__record(struct rw_hist *h, __u64 ns)
@@ -114,23 +148,25 @@ int rw_entry(struct pt_regs *regs)
 	const struct rw_func *fn;
 	struct rw_frames *fr;
 	struct call_ctx c;
-	__u32 flags;
+	__u32 flags, hist;
 
-	/* no process filter: the kernel runs this attachment for its process alone */
+	/* restarts are marked by either kind of probe alike: twice is once */
 	if (cookie & RW_COOKIE_MORESTACK) {
 		on_morestack(regs, cookie);
 		return 0;
 	}
 	fn = func__lookup(fn_id);
-	if (!fn)
+	if (!fn || !hit__counts(fn, cookie))
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
+	if (!hit__hist(cookie, fn_id, pid_tgid >> 32, &hist))
+		return 0;
 	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		hist__count_entry(cookie__hist(cookie), fn_id, pid_tgid >> 32);
+		hist__count_entry(hist, fn_id, pid_tgid >> 32);
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);
-	c.hist = cookie__hist(cookie);
+	c.hist = hist;
 	fr = frames__get(&c, fn_id);
 	if (!fr)
 		return 0;
@@ -356,9 +392,8 @@ int rw_ret(struct pt_regs *regs)
 	struct rw_frame *top;
 	struct call_ctx c;
 
-	/* no process filter: the kernel runs this attachment for its process alone */
 	fn = func__lookup(fn_id);
-	if (!fn)
+	if (!fn || !hit__counts(fn, cookie))
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
@@ -379,8 +414,10 @@ int rw_ret(struct pt_regs *regs)
 		stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
-	/* the cookie's slot: the frame's may be of an earlier attachment */
-	flags = frame__close(regs, fr, top, fn, &c, now, cookie__hist(cookie), tail);
+	/* the cookie's slot: the frame's may be of an earlier attachment; a
+	 * shared probe's cookie has none, and its frame's is the entry's */
+	flags = frame__close(regs, fr, top, fn, &c, now,
+			     cookie & RW_COOKIE_SHARED ? top->hist : cookie__hist(cookie), tail);
 	for (int i = 0; i < RW_MAX_TAIL_OVER && (flags & RW_FRAME_TAIL_OVER); i++) {
 		top = frames__top(fr, &c.key);
 		if (!top || top->depth != c.depth)

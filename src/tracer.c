@@ -22,6 +22,7 @@
 
 #include "../bpf/retwatch.h"
 #include "clock.h"
+#include "exeprocs.h"
 #include "tracer.h"
 #include "trace.skel.h"
 #include "uprobe.h"
@@ -36,6 +37,29 @@
  */
 #define SWEEP_IDLE_AGE_NS (5 * NS_PER_S)
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
+/*
+ * Whether each function's probes should be shared by every process of its
+ * file, or each traced process's own, is checked this often: a process of
+ * the file that is not traced (another namespace's pod of the same image)
+ * traps on shared probes until then.
+ */
+#define SHARE_CHECK_EVERY_NS (1 * NS_PER_S)
+/* A decision at attach time trusts a list of the node's processes this old. */
+#define SHARE_SCAN_FRESH_NS (NS_PER_S / 2)
+/*
+ * A process of the file not traced for a function keeps its probes shared
+ * this long: while it is about to be (the agent attaches a probe's pods a
+ * few at a time; a new replica of the same namespace starts), or was just
+ * (a probe being deleted). Only for processes the caller says are of the
+ * same tenant (tracer_opts.tenant_of), or that were traced for it.
+ */
+#define SHARE_GRACE_NS (10 * NS_PER_S)
+/* ... a process just started that the caller cannot place yet, this long. */
+#define SHARE_UNKNOWN_GRACE_NS (2 * NS_PER_S)
+/* ... and a process that stopped being traced for it, this long. */
+#define SHARE_DROP_GRACE_NS (2 * NS_PER_S)
+/* Changes between shared and per-process probes stop for the turn after this long. */
+#define SHARE_CHANGE_BUDGET_NS (NS_PER_S / 10)
 
 /* One function of one file, with a slot in the kernel's funcs map. */
 struct slot {
@@ -45,18 +69,36 @@ struct slot {
 	unsigned int users;
 	struct rw_func meta;
 	/*
-	 * Its probes, a batch per traced process (chained by next), each with
-	 * the process as its filter: a uprobe attached for every process would
-	 * trap in each that maps the file, traced or not (another pod of the
-	 * same image paid 8 us a call of a function probed in its neighbour).
+	 * Each traced process's histogram slot, and its probes, a batch per
+	 * traced process (chained by next), each with the process as its
+	 * filter: a uprobe attached for every process would trap in each that
+	 * maps the file, traced or not (another pod of the same image paid 8 us
+	 * a call of a function probed in its neighbour).
 	 */
 	struct batch *pids;
+	/*
+	 * Where every process running the file is traced for the function
+	 * (meta.flags RW_FUNC_SHARED), its probes are these, attached once for
+	 * all of them, and the batches hold no links: a hundred replicas of
+	 * one image cost two links per function, not two hundred.
+	 */
+	struct batch *shared;
+	uint64_t made_ns;
+	/* processes that stopped being traced for it lately: their grace */
+	struct dropped_pid *dropped;
+	size_t ndropped;
 };
 
-/* Probes attached together, in one process. */
+struct dropped_pid {
+	pid_t pid;
+	uint64_t ns;
+};
+
+/* Probes attached together, in one process (or every process: shared). */
 struct batch {
 	struct uprobe_links entry, ret;
-	pid_t pid; /* they trap in this process alone */
+	pid_t pid;	/* they trap in this process alone; -1: in every process */
+	uint32_t fn_id; /* a function's: its slot, with pid the key of proc_hists */
 	/* a function's: the histogram slot of (function, pid), in the cookies */
 	bool has_hist;
 	uint32_t hist;
@@ -89,6 +131,8 @@ struct attached_file {
 	struct slot **slots;
 	size_t nslots;
 	struct batch *morestack; /* Go: the restart marker, a batch per traced process */
+	/* ... or one for every process, where every function's probes are shared */
+	struct batch *morestack_shared;
 	unsigned int users;
 	struct attached_file *next;
 };
@@ -151,6 +195,12 @@ struct tracer {
 	 * pass over the map for however many went. Sorted by sweep. */
 	pid_t *retired;
 	size_t nretired, retired_cap;
+	/* the node's processes by executable, for shared probes */
+	struct exeprocs exe;
+	uint64_t next_share_check_ns;
+	const char *(*tenant_of)(pid_t pid, void *ctx);
+	void *tenant_ctx;
+	uint64_t share_changes, share_change_failures;
 };
 
 static const char *const stat_names[] = {
@@ -174,6 +224,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_SHARE_CONTEXTS] = "share_contexts",
 	[RW_STAT_SHARE_EVENTS] = "share_events",
 	[RW_STAT_CONTEXTS_HASHED] = "contexts_hashed",
+	[RW_STAT_UNTRACED_HITS] = "untraced_hits",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -339,6 +390,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->slow_calls_per_sec = opts ? opts->slow_calls_per_sec : 0;
 	t->share_contexts = opts ? opts->share_contexts : 0;
 	t->share_events = opts ? opts->share_slow_calls_per_sec : 0;
+	t->tenant_of = opts ? opts->tenant_of : NULL;
+	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;
@@ -605,8 +658,12 @@ static void batch__free(struct tracer *t, struct batch *b)
 		return;
 	uprobe_links__close(&b->entry);
 	uprobe_links__close(&b->ret);
-	if (b->has_hist)
+	if (b->has_hist) {
+		struct rw_hist_key k = { .fn_id = b->fn_id, .tgid = (uint32_t)b->pid };
+
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.proc_hists), &k);
 		hist_slot__release(t, b->hist);
+	}
 	free(b);
 }
 
@@ -620,6 +677,7 @@ static void file__free(struct tracer *t, struct attached_file *f)
 		f->morestack = b->next;
 		batch__free(t, b);
 	}
+	batch__free(t, f->morestack_shared);
 	for (size_t i = 0; i < f->nslots; i++) {
 		while (f->slots[i]->pids) {
 			struct batch *b = f->slots[i]->pids;
@@ -627,6 +685,8 @@ static void file__free(struct tracer *t, struct attached_file *f)
 			f->slots[i]->pids = b->next;
 			batch__free(t, b);
 		}
+		batch__free(t, f->slots[i]->shared);
+		free(f->slots[i]->dropped);
 		free(f->slots[i]);
 	}
 	free(f->slots);
@@ -692,6 +752,7 @@ void tracer__free(struct tracer *t)
 	idpool__clear(&t->fn_ids);
 	idpool__clear(&t->hist_ids);
 	free(t->retired);
+	exeprocs__clear(&t->exe);
 	free(t->percpu_buf);
 	free(t);
 }
@@ -821,17 +882,18 @@ static uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t 
 	       (uint64_t)(uint32_t)pid << RW_COOKIE_TGID_SHIFT;
 }
 
-/* Go binaries: mark restarts of a function's entry after runtime.morestack, in process pid. */
-static void file__attach_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
+/*
+ * runtime.morestack's probe in process pid (-1: in every process), made;
+ * NULL when the file is not Go or it failed.
+ */
+static struct batch *morestack__attach(struct tracer *t, struct attached_file *f, pid_t pid)
 {
 	const char *pattern = MORESTACK;
 	struct binary_match m = { 0 };
-	uint64_t offset, cookie = cookie__make(0, 0, pid, RW_COOKIE_MORESTACK);
-	struct batch *b;
+	uint64_t offset, cookie = pid < 0 ? RW_COOKIE_MORESTACK | RW_COOKIE_SHARED
+					  : cookie__make(0, 0, pid, RW_COOKIE_MORESTACK);
+	struct batch *b = NULL;
 
-	for (b = f->morestack; b; b = b->next)
-		if (b->pid == pid)
-			return;
 	if (!binary__is_go(f->bin) || binary__match(f->bin, &pattern, 1, 1, &m, NULL) ||
 	    m.nfuncs != 1 || !(b = calloc(1, sizeof(*b))))
 		goto out;
@@ -842,12 +904,59 @@ static void file__attach_morestack(struct tracer *t, struct attached_file *f, pi
 	if (uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
 			      f->path, &offset, &cookie, 1, pid, NULL)) {
 		batch__free(t, b);
-		goto out;
+		b = NULL;
 	}
-	b->next = f->morestack;
-	f->morestack = b;
 out:
 	binary_match__clear(&m);
+	return b;
+}
+
+/* Go binaries: mark restarts of a function's entry after runtime.morestack, in process pid. */
+static void file__attach_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
+{
+	struct batch *b;
+
+	if (f->morestack_shared)
+		return; /* every process has it */
+	for (b = f->morestack; b; b = b->next)
+		if (b->pid == pid)
+			return;
+	b = morestack__attach(t, f, pid);
+	if (b) {
+		b->next = f->morestack;
+		f->morestack = b;
+	}
+}
+
+/*
+ * The morestack probe is shared where every function of the file is (every
+ * process running the file is traced), else each traced process's own.
+ * Both kinds mark a restart alike, so the new kind goes on before the old
+ * one comes off.
+ */
+static void file__sync_morestack(struct tracer *t, struct attached_file *f)
+{
+	bool want = f->nslots > 0;
+
+	for (size_t i = 0; i < f->nslots; i++)
+		want = want && (f->slots[i]->meta.flags & RW_FUNC_SHARED);
+	if (want && !f->morestack_shared) {
+		f->morestack_shared = morestack__attach(t, f, -1);
+		while (f->morestack_shared && f->morestack) {
+			struct batch *b = f->morestack;
+
+			f->morestack = b->next;
+			batch__free(t, b);
+		}
+	} else if (!want && f->morestack_shared) {
+		struct batch *b = f->morestack_shared;
+
+		f->morestack_shared = NULL;
+		for (const struct tracer_target *tt = t->targets; tt; tt = tt->next)
+			if (tt->file == f)
+				file__attach_morestack(t, f, tt->pid);
+		batch__free(t, b);
+	}
 }
 
 /* Takes the morestack probe out of process pid. */
@@ -914,7 +1023,8 @@ static int batch__attach(struct tracer *t, struct attached_file *f, struct slot 
 			 struct rw_error *err)
 {
 	uint64_t *eoff = NULL, *ecookie = NULL, *roff = NULL, *rcookie = NULL;
-	uint64_t cookie = cookie__make(s->fn_id, b->hist, b->pid, 0);
+	uint64_t cookie = b->pid < 0 ? s->fn_id | RW_COOKIE_SHARED
+				     : cookie__make(s->fn_id, b->hist, b->pid, 0);
 	struct slot **slots = &s;
 	size_t ne = 0, nr = 0, nret = 0, n = 1;
 	int e = -ENOMEM;
@@ -1001,6 +1111,7 @@ static int file__new_slot(struct tracer *t, struct attached_file *f, const struc
 	}
 	s->address = fi->address;
 	s->info = fi;
+	s->made_ns = clock__mono_ns();
 	s->meta.size = fi->size;
 	s->meta.max_events = t->slow_calls_per_sec;
 	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
@@ -1063,49 +1174,281 @@ static bool slot_used_in(const struct tracer *t, const struct slot *s, pid_t pid
 	return false;
 }
 
-/* Attaches slot s's probes in process pid alone, unless they are there. */
+/* ---- shared probes: one link per function for every process of a file ---- */
+
+static const char *share__name_of(const struct tracer *t, pid_t pid);
+
+/* The node's processes by executable, listed again when older than max_age_ns. */
+static void exe__refresh(struct tracer *t, uint64_t max_age_ns)
+{
+	uint64_t now = clock__mono_ns();
+
+	if (t->exe.scanned_ns && now - t->exe.scanned_ns < max_age_ns)
+		return;
+	exeprocs__scan(&t->exe, "/proc", now);
+}
+
+static struct batch *slot__batch(const struct slot *s, pid_t pid)
+{
+	for (struct batch *b = s->pids; b; b = b->next)
+		if (b->pid == pid)
+			return b;
+	return NULL;
+}
+
+static bool batch__attached(const struct batch *b)
+{
+	return b->entry.multi_fd >= 0 || b->entry.n;
+}
+
+/* Whether a target of the tracer is process pid's. */
+static bool pid_traced(const struct tracer *t, pid_t pid)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o->pid == pid)
+			return true;
+	return false;
+}
+
+/* Whether process m, which runs s's file and is not traced for s, may trap on s's shared probes for now. */
+static bool slot__graced(const struct tracer *t, const struct slot *s, const struct exeproc *m,
+			 uint64_t now)
+{
+	uint64_t since = m->first_ns > s->made_ns ? m->first_ns : s->made_ns;
+	const char *tenant;
+
+	/* it was traced for s a moment ago: a probe is being deleted */
+	for (size_t k = 0; k < s->ndropped; k++)
+		if (s->dropped[k].pid == m->pid && now - s->dropped[k].ns < SHARE_DROP_GRACE_NS)
+			return true;
+	/* traced for other functions, not this one: it would trap for nothing */
+	if (pid_traced(t, m->pid) || !t->tenant_of || now - since >= SHARE_GRACE_NS)
+		return false;
+	/* new to the function: one of its tenant's, about to be traced */
+	tenant = t->tenant_of(m->pid, t->tenant_ctx);
+	/* a process just started may not be known to the caller yet */
+	if (!tenant)
+		return now - m->first_ns < SHARE_UNKNOWN_GRACE_NS;
+	for (const struct batch *b = s->pids; tenant && b; b = b->next) {
+		const char *name = share__name_of(t, b->pid);
+
+		if (name && !strcmp(name, tenant))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether s's probes may be one attachment for every process mapping its
+ * file: the file is the executable of each process traced for s, and every
+ * process running it is traced for s (or about to be: slot__graced), at
+ * least two of them. A library (libc) is never shared: who maps it is not
+ * known without reading every process's mappings.
+ */
+static bool slot__shareable(const struct tracer *t, const struct attached_file *f,
+			    const struct slot *s, uint64_t now)
+{
+	size_t running = 0;
+
+	for (const struct batch *b = s->pids; b; b = b->next) {
+		const struct exeproc *e = exeprocs__find(&t->exe, b->pid);
+
+		/* not listed: gone since (its target goes soon), or newer than the list */
+		if (e && (e->dev != f->dev || e->ino != f->ino))
+			return false;
+	}
+	for (size_t i = 0; i < t->exe.n; i++) {
+		const struct exeproc *m = &t->exe.procs[i];
+
+		if (m->dev != f->dev || m->ino != f->ino)
+			continue;
+		if (!slot__batch(s, m->pid) && !slot__graced(t, s, m, now))
+			return false;
+		running++;
+	}
+	return running >= 2;
+}
+
+/* s's probes become one attachment for every process; its batches' links close. */
+static int slot__share(struct tracer *t, struct attached_file *f, struct slot *s,
+		       struct rw_error *err)
+{
+	struct batch *sh = calloc(1, sizeof(*sh));
+	int e;
+
+	if (!sh)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	uprobe_links__init(&sh->entry);
+	uprobe_links__init(&sh->ret);
+	sh->pid = -1;
+	e = batch__attach(t, f, s, sh, err);
+	if (e) {
+		batch__free(t, sh);
+		return e;
+	}
+	/* from here on the shared probes count, the batches' not: each hit once */
+	s->meta.flags |= RW_FUNC_SHARED;
+	e = slot__write(t, s);
+	if (e) {
+		s->meta.flags &= ~RW_FUNC_SHARED;
+		batch__free(t, sh);
+		return rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
+	}
+	s->shared = sh;
+	for (struct batch *b = s->pids; b; b = b->next) {
+		uprobe_links__close(&b->entry);
+		uprobe_links__close(&b->ret);
+	}
+	t->share_changes++;
+	return 0;
+}
+
+/* s's probes become each traced process's own again; the shared ones close. */
+static int slot__unshare(struct tracer *t, struct attached_file *f, struct slot *s,
+			 struct rw_error *err)
+{
+	int e = 0;
+
+	for (struct batch *b = s->pids; !e && b; b = b->next)
+		if (!batch__attached(b))
+			e = batch__attach(t, f, s, b, err);
+	if (!e) {
+		s->meta.flags &= ~RW_FUNC_SHARED;
+		e = slot__write(t, s);
+		if (e)
+			rw_error_set(err, -e, "failed to store a function slot: %s", strerror(-e));
+	}
+	if (e) {
+		/* still shared: the batches' links would count nothing */
+		s->meta.flags |= RW_FUNC_SHARED;
+		for (struct batch *b = s->pids; b; b = b->next) {
+			uprobe_links__close(&b->entry);
+			uprobe_links__close(&b->ret);
+		}
+		return e;
+	}
+	batch__free(t, s->shared);
+	s->shared = NULL;
+	t->share_changes++;
+	return 0;
+}
+
+/* Attaches slot s's probes for process pid, unless they are there: shared where they can be. */
 static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
 			    struct rw_error *err)
 {
+	struct rw_hist_key k = { .fn_id = s->fn_id, .tgid = (uint32_t)pid };
+	const struct exeproc *ep;
 	struct batch *b;
 	int e;
 
-	for (b = s->pids; b; b = b->next)
-		if (b->pid == pid)
-			return 0;
+	if (slot__batch(s, pid))
+		return 0;
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
 	b->pid = pid;
+	b->fn_id = s->fn_id;
 	e = hist_slot__alloc(t, s->fn_id, (uint32_t)pid, &b->hist, err);
 	if (e) {
 		free(b);
 		return e;
 	}
 	b->has_hist = true;
-	e = batch__attach(t, f, s, b, err);
-	if (e) {
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.proc_hists), &k, &b->hist, BPF_ANY)) {
+		e = rw_error_set(err, errno, "failed to store a histogram slot: %s",
+				 strerror(errno));
 		batch__free(t, b);
 		return e;
 	}
 	b->next = s->pids;
 	s->pids = b;
-	return 0;
+	for (size_t i = 0; i < s->ndropped; i++)
+		if (s->dropped[i].pid == pid)
+			s->dropped[i] = s->dropped[--s->ndropped];
+	exe__refresh(t, SHARE_SCAN_FRESH_NS);
+	if (!exeprocs__find(&t->exe, pid))
+		exe__refresh(t, 0);
+	ep = exeprocs__find(&t->exe, pid);
+	if (s->shared) {
+		/* the shared probes count it now; unless it maps the file as a library */
+		if (ep && ep->dev == f->dev && ep->ino == f->ino)
+			return 0;
+		e = slot__unshare(t, f, s, err);
+	} else if (slot__shareable(t, f, s, clock__mono_ns()) && !slot__share(t, f, s, NULL)) {
+		return 0;
+	}
+	if (!e && !batch__attached(b))
+		e = batch__attach(t, f, s, b, err);
+	if (e) {
+		s->pids = b->next;
+		batch__free(t, b);
+	}
+	return e;
 }
 
-/* Takes slot s's probes out of process pid. */
+/* Takes slot s's probes (or its share of the shared ones) out of process pid. */
 static void slot__drop_pid(struct tracer *t, struct slot *s, pid_t pid)
 {
 	for (struct batch **p = &s->pids; *p; p = &(*p)->next) {
 		if ((*p)->pid == pid) {
 			struct batch *b = *p;
+			struct dropped_pid *d;
 
 			*p = b->next;
 			batch__free(t, b);
+			if (!s->shared)
+				return;
+			/* it traps on the shared probes until the next check */
+			d = realloc(s->dropped, (s->ndropped + 1) * sizeof(*d));
+			if (d) {
+				s->dropped = d;
+				d[s->ndropped++] = (struct dropped_pid){ pid, clock__mono_ns() };
+			}
 			return;
 		}
+	}
+}
+
+/* Drops the graces that have run out. */
+static void slot__prune_dropped(struct slot *s, uint64_t now)
+{
+	for (size_t i = 0; i < s->ndropped;)
+		if (now - s->dropped[i].ns >= SHARE_DROP_GRACE_NS)
+			s->dropped[i] = s->dropped[--s->ndropped];
+		else
+			i++;
+}
+
+/*
+ * Every SHARE_CHECK_EVERY_NS: each function's probes shared where every
+ * process running its file is traced for it, each process's own where not
+ * (a process of the file that is not traced appeared, or one stopped being
+ * traced), within SHARE_CHANGE_BUDGET_NS a turn.
+ */
+static void share__check(struct tracer *t, uint64_t now)
+{
+	uint64_t deadline = now + SHARE_CHANGE_BUDGET_NS;
+
+	if (now < t->next_share_check_ns || !t->files)
+		return;
+	t->next_share_check_ns = now + SHARE_CHECK_EVERY_NS;
+	exe__refresh(t, 0);
+	for (struct attached_file *f = t->files; f; f = f->next) {
+		for (size_t i = 0; i < f->nslots && clock__mono_ns() < deadline; i++) {
+			struct slot *s = f->slots[i];
+			bool want;
+
+			slot__prune_dropped(s, now);
+			want = slot__shareable(t, f, s, now);
+			if (want == !!s->shared)
+				continue;
+			if (want ? slot__share(t, f, s, NULL) : slot__unshare(t, f, s, NULL))
+				t->share_change_failures++;
+		}
+		file__sync_morestack(t, f);
 	}
 }
 
@@ -1147,8 +1490,10 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	 * (another pod of the image) never traps on them */
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
 		e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
-	if (!e)
+	if (!e) {
+		file__sync_morestack(t, f);
 		file__attach_morestack(t, f, tt->pid);
+	}
 	if (e) {
 		/* tt is not among the targets yet: what it alone needed goes */
 		for (size_t i = 0; i < tt->nfuncs; i++)
@@ -1300,6 +1645,17 @@ static uint32_t share__idx_of(const struct tracer *t, uint32_t tgid)
 	    idx >= RW_MAX_SHARES)
 		return 0;
 	return idx;
+}
+
+/* The name of process pid's share, or NULL when it has none. */
+static const char *share__name_of(const struct tracer *t, pid_t pid)
+{
+	uint32_t idx = share__idx_of(t, (uint32_t)pid);
+
+	for (const struct share *sh = t->shares; idx && sh; sh = sh->next)
+		if (sh->idx == idx)
+			return sh->name;
+	return NULL;
 }
 
 /* One of *n, taken by the programs, given back (never below 0). */
@@ -1586,6 +1942,8 @@ static void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
 	while (s->pids)
 		slot__drop_pid(t, s, s->pids->pid);
+	batch__free(t, s->shared);
+	free(s->dropped);
 	for (size_t k = 0; k < f->nslots; k++) {
 		if (f->slots[k] == s) {
 			f->slots[k] = f->slots[--f->nslots];
@@ -1618,6 +1976,8 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	for (size_t i = 0; i < tt->nfuncs; i++)
 		if (tt->slots[i])
 			slot__unuse(t, tt->file, tt->slots[i], tt->pid);
+	if (tt->file && tt->file->users > 1)
+		file__sync_morestack(t, tt->file);
 	/* its probes are gone: no hit will end its calls in flight */
 	if (last)
 		pid__retire(t, tt->pid);
@@ -1990,6 +2350,7 @@ int tracer__tick(struct tracer *t)
 {
 	uint64_t now = clock__mono_ns();
 
+	share__check(t, now);
 	if (now < t->next_sweep_ns)
 		return 0;
 	t->next_sweep_ns = now + SWEEP_EVERY_NS;

@@ -46,6 +46,17 @@ struct tracer_opts {
 	 */
 	uint32_t share_contexts;
 	uint32_t share_slow_calls_per_sec;
+	/*
+	 * The tenant (a share's name, as tracer__share takes it) about to
+	 * trace a process not traced yet (a pod its probes select), or NULL.
+	 * Where every process running a file is traced for a function, its
+	 * probes are attached once for all of them; a process the function's
+	 * tenant is about to trace does not stop that for a few seconds, any
+	 * other process does. May be NULL: then every process running the file
+	 * must be traced.
+	 */
+	const char *(*tenant_of)(pid_t pid, void *ctx);
+	void *tenant_ctx;
 };
 
 /* Slow-call events the default limit lets through a second (tracer_opts). */

@@ -419,6 +419,78 @@ def test_histograms_of_many_functions_in_two_processes(monkeypatch):
         assert got == ["0"], f"{counter}: {got}\n{r.describe()}"
 
 
+def wait_links(pid, want, timeout=3):
+    """How many BPF links process pid holds open, once want (or at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while (n := len(tracing.held_bpf_ids(pid)[1])) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return n
+
+
+@pytest.mark.parametrize("tracee", [NATIVE, C[0]], ids=lambda t: t.id)
+def test_processes_of_one_file_share_probes(tracee, monkeypatch):
+    """Three processes of one executable, all traced: each function is
+    probed once for all of them (an entry link and a RET link, and Go's
+    runtime.morestack marker), not once per process: the links do not grow
+    with the processes. Every call is still counted, each in its own
+    process's histogram (a hit counted in another's would show in
+    other_process)."""
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")
+    want = 2 + (1 if tracee.kind == "go" else 0)
+    held = []
+
+    def release(result, started):
+        # the links a change of kind made to go close on threads of their own
+        held.append(wait_links(result.proc.pid, want))
+        for t in started:
+            t.release()
+        for i, t in enumerate(started):
+            result.reports[i] = t.finish()
+
+    r = tracing.run_ok([(tracee, "sleep")] * 3, [tracee.fn("sleep_for")], release=release)
+    assert held == [want], f"{held} links, not one per function and program\n{r.describe()}"
+    f = r.function(tracee.fn("sleep_for"))
+    assert f["calls"] == sum(rep["calls"][tracee.fn("sleep_for")] for rep in r.reports), \
+        r.describe()
+    for counter in ("other_process", "no_hist", "untraced_hits"):
+        got = re.findall(rf"^retwatch: stat {counter} (\d+)$", r.retwatch.stderr, re.M)
+        assert got == ["0"], f"{counter}: {got}\n{r.describe()}"
+
+
+def test_shared_probes_leave_a_new_untraced_process():
+    """Two traced processes of a file share its probes; a third process of
+    the same file starts, not traced: within a few seconds the probes become
+    each traced process's own again, so the newcomer never traps on them,
+    and the traced processes' calls are all counted throughout."""
+    other = []
+
+    def release(result, started):
+        pid = result.proc.pid
+        assert wait_links(pid, 3) == 3, "the two processes' probes are not shared"
+        other.append(tracing.TraceeProcess(NATIVE, "sleep"))
+        got = wait_links(pid, 6, timeout=8)
+        assert got == 6, f"{got} links with an untraced process of the file, not each process's own"
+        for t in started + other:
+            t.release()
+        for i, t in enumerate(started):
+            result.reports[i] = t.finish()
+        other[0].finish()
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")
+    try:
+        r = tracing.run_ok([(NATIVE, "sleep")] * 2, ["main.sleepFor"], release=release)
+    finally:
+        monkeypatch.undo()
+        for t in other:
+            t.kill()
+    name = NATIVE.fn("sleep_for")
+    assert r.function(name)["calls"] == sum(rep["calls"][name] for rep in r.reports), \
+        r.describe()
+    got = re.findall(r"^retwatch: stat untraced_hits (\d+)$", r.retwatch.stderr, re.M)
+    assert got == ["0"], f"the untraced process trapped: {got}\n{r.describe()}"
+
+
 def hist_pages_held(pid):
     """How many pages of histograms (per-CPU arrays named rw_hist_page)
     process pid holds."""

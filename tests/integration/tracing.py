@@ -312,6 +312,9 @@ def trace_during(pids, patterns, workload, options=()):
         line = err.wait_for(lambda l: l.startswith(TRACING_LINE), ATTACH_TIMEOUT)
         assert line, f"retwatch did not attach\n{err.text}"
         workload()
+        # a server's reply reaches the workload before the server's thread
+        # runs the RET of the call that wrote it
+        time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         proc.wait(EXIT_TIMEOUT)
         out.join()

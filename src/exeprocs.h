@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which processes run which executable: each process's /proc/PID/exe as a
+ * (device, inode), the identity a uprobe attaches to. The tracer asks it
+ * whether every process running a file is traced, the condition for probing
+ * the file once for all of them.
+ */
+#ifndef RETWATCH_EXEPROCS_H
+#define RETWATCH_EXEPROCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct exeproc {
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+	uint64_t first_ns; /* when a scan first listed the process (clock__mono_ns) */
+};
+
+struct exeprocs {
+	struct exeproc *procs; /* by pid */
+	size_t n;
+	uint64_t scanned_ns; /* the last scan's time; 0: never */
+};
+
+/*
+ * Lists the processes under proc ("/proc") again; a process listed before
+ * keeps its first_ns. Kernel threads and processes whose executable cannot
+ * be read (gone meanwhile) are left out. 0 or -errno (the old list stays).
+ */
+int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns);
+/* The entry of pid, or NULL when the last scan did not list it. */
+const struct exeproc *exeprocs__find(const struct exeprocs *ep, pid_t pid);
+void exeprocs__clear(struct exeprocs *ep);
+/* Whether process pid runs the file (dev, ino) now (its /proc/PID/exe, read now). */
+bool exeprocs__runs(const char *proc, pid_t pid, dev_t dev, ino_t ino);
+
+#endif
