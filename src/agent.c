@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "metricspage.h"
 #include "nodeprocs.h"
+#include "placement.h"
 #include "publisher.h"
 #include "status.h"
 #include "summarizer.h"
@@ -396,17 +397,41 @@ static void recalibrate(struct agent *a, uint64_t now)
 	log_calibration(&a->env.cal, "probes calibrated again");
 }
 
+/*
+ * The namespace whose probes select the pod process pid runs in
+ * (tracer_opts.tenant_of), about to trace it: a probe's functions stay
+ * probed once for every replica of an image while its new replicas are
+ * attached, not while pods it does not select run the image.
+ */
+static const char *tenant_of(pid_t pid, void *ctx)
+{
+	struct agent *a = ctx;
+	const char *uid = nodeprocs__pod_of(a->env.procs, pid);
+	const struct pod *pod = NULL;
+
+	for (size_t i = 0; uid && !pod && i < a->npods; i++)
+		if (!strcmp(a->pods[i].uid, uid))
+			pod = &a->pods[i];
+	for (const struct fprobe *p = a->probes; pod && p; p = p->next)
+		if (p->valid && !p->expired && !p->limited && !strcmp(p->ns, pod->ns) &&
+		    placement__selects(&p->spec, pod->ns, pod))
+			return pod->ns;
+	return NULL;
+}
+
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode,
 				     .partial = true,
 				     .slow_calls_per_sec = o->slow_calls_per_sec,
 				     .share_contexts = o->ns_inflight,
-				     .share_slow_calls_per_sec = o->ns_slow_calls_per_sec };
+				     .share_slow_calls_per_sec = o->ns_slow_calls_per_sec,
+				     .tenant_of = tenant_of };
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)
 		goto nomem;
+	topts.tenant_ctx = a;
 	a->o = *o;
 	a->k = k;
 	a->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

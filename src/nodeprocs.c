@@ -201,6 +201,17 @@ size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *p
 	return n;
 }
 
+const char *nodeprocs__pod_of(const struct nodeprocs *np, pid_t pid)
+{
+	struct proc_ent key = { .pid = pid };
+	const struct proc_ent *pe;
+
+	if (!np->n)
+		return NULL;
+	pe = bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp);
+	return pe && pe->cid[0] ? pe->pod_uid : NULL;
+}
+
 bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p)
 {
 	char cid[CGROUP_ID_LEN + 1];

@@ -572,17 +572,29 @@ def test_missing_crd_and_rbac_leave_the_agent_running(cluster, workdir):
 
 def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
     """Each container sees its own overlay of the image, but uprobes land on
-    the layer's file that all of them share: each process gets probes of its
-    own (filtered to it, so that a pod of the image the probe does not select
-    never traps), and each process's calls are counted once."""
-    ns = cluster.namespace()
+    the layer's file that all of them share. Where the probe selects every
+    process running it, each function is probed once for all of them (an
+    entry and a RET link, and Go's morestack marker): the links do not grow
+    with the pods. A pod of the image in another namespace, which no probe
+    selects, must not trap on them: while it runs, the probes are each traced
+    process's own (filtered to it), and shared again once it is gone. Each
+    process's calls are counted once throughout."""
+    ns, other_ns = cluster.namespace(), cluster.namespace()
     pods = [make_pod(ns, f"web-{i}", {"app": "web"}, "node-a") for i in range(3)]
+    shared = 2 * len(FUNCS) + 1
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "image", spec())
         for p in pods:
             count_afresh(agent, p.containers["app"])
-        links_for_all = agent.links()
-        time.sleep(2)
+        wait_for("one link per function and program for the three pods",
+                 lambda: len(agent.links()) == shared, timeout=5)
+        neighbour = make_pod(other_ns, "web-0", {"app": "web"}, "node-a")
+        wait_for("links of each traced process's own, with another namespace's pod of the image",
+                 lambda: len(agent.links()) == 3 * shared, timeout=8)
+        neighbour.delete()
+        wait_for("shared links again once it is gone",
+                 lambda: len(agent.links()) == shared, timeout=8)
+        time.sleep(1)
         paused = time.time()
         for p in pods:
             os.kill(p.containers["app"].pid, signal.SIGUSR2)
@@ -594,16 +606,35 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
             assert f["orphans"] == 0, f
             mine = sum(o[name]["calls"] for o in own)
             assert 0 <= f["calls"] - mine <= 3 * 500, (name, f["calls"], mine)
-        # a pod's own links: entry, return and morestack probes, three times
         cluster.kubectl("delete", "functionprobe", "image", "-n", ns)
         wait_for("the links to go", lambda: not agent.links(), timeout=2)
+        # one pod of three selected: the other two never trap, so its
+        # probes are its own
         cluster.kubectl("label", "pod", "web-0", "-n", ns, "single=yes")
         cluster.apply_probe(ns, "single", spec(selector={"matchLabels": {
             "app": "web", "single": "yes"}}))
         wait_for("the attach", lambda: agent.find(msg_has="attached to process", probe="single"),
                  timeout=5)
-        wait_for("the single pod's links", lambda: 3 * len(agent.links()) == len(links_for_all),
-                 timeout=5)
+        wait_for("the single pod's links", lambda: len(agent.links()) == shared, timeout=5)
+        time.sleep(2)
+        assert len(agent.links()) == shared
+        pid = pods[0].containers["app"].pid
+        assert agent_link_pids(agent) == {pid}, agent_link_pids(agent)
+
+
+def agent_link_pids(agent):
+    """The processes the agent's uprobe links are filtered to (0: every process)."""
+    pids = set()
+    for fd in os.listdir(f"/proc/{agent.pid}/fdinfo"):
+        try:
+            with open(f"/proc/{agent.pid}/fdinfo/{fd}") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "link_type:\tuprobe_multi" in text:
+            m = re.search(r"^pid:\s*(\d+)", text, re.M)
+            pids.add(int(m.group(1)) if m else 0)
+    return pids
 
 
 def rows(entries, key):
