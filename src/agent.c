@@ -30,6 +30,7 @@
 #include "status.h"
 #include "summarizer.h"
 #include "symbolize.h"
+#include "uprobe.h"
 
 /* New processes of traced containers are found this often. */
 #define SCAN_EVERY_NS (NS_PER_S)
@@ -268,6 +269,8 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	ret->ns_refused = a->env.ns_refused;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
+	ret->bpf_links = uprobe_links__open();
+	open_files__read(&ret->files);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;
 		ret->ntraces += traceset__count(p->traces);
@@ -548,6 +551,9 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddNumberToObject(ev, "analyses", (double)c.analyzer.analyses);
 	cJSON_AddNumberToObject(ev, "analysis_timeouts", (double)c.analyzer.timeouts);
 	cJSON_AddNumberToObject(ev, "analyses_abandoned_running", (double)c.analyzer.abandoned);
+	cJSON_AddNumberToObject(ev, "bpf_links", (double)c.bpf_links);
+	cJSON_AddNumberToObject(ev, "open_files", (double)c.files.open);
+	cJSON_AddNumberToObject(ev, "open_files_limit", (double)c.files.soft);
 	log_emit(ev);
 }
 

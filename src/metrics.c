@@ -23,7 +23,10 @@
 #define RENDER_WAIT_S 5
 /* /healthz fails once the main thread has not turned for this long. */
 #define STALL_NS (30ULL * 1000000000ULL)
-#define MAX_CONNECTIONS 16
+/* Connections at once, and from one address: a client that holds many
+ * leaves the kubelet's probes and Prometheus room. */
+#define MAX_CONNECTIONS 32
+#define MAX_CONNECTIONS_PER_IP 8
 #define CONNECTION_TIMEOUT_S 10
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -194,16 +197,25 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("metrics endpoint: %s", msg);
 }
 
+/*
+ * A thread per connection: a scrape waits for the main loop inside its
+ * handler (up to RENDER_WAIT_S), and /healthz must not wait behind it.
+ * Every thread waits with poll(): select() takes no descriptor from
+ * FD_SETSIZE (1024) on, and an agent holding thousands of BPF links gets
+ * sockets numbered past it (libmicrohttpd's epoll mode refuses a thread
+ * per connection).
+ */
 static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sockaddr *sa,
 				    uint16_t port, unsigned int extra_flags)
 {
-	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+	return MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 					MHD_USE_ERROR_LOG | extra_flags,
 				/* the logger first, or the options before it log on stderr;
 				 * the address is sa, port only names it in messages */
 				port, NULL, NULL, handle, ms, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
 				NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-				(unsigned int)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned int)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				(unsigned int)MAX_CONNECTIONS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
 				(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
 }
 
@@ -218,6 +230,11 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 
 	if (metrics__parse_address(address, host, sizeof(host), &port, err))
 		return NULL;
+	if (MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
+		rw_error_set(err, ENOTSUP,
+			     "failed to serve metrics: libmicrohttpd was built without poll()");
+		return NULL;
+	}
 	ms = calloc(1, sizeof(*ms));
 	if (!ms) {
 		rw_error_set(err, ENOMEM, "out of memory");

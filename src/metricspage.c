@@ -235,6 +235,13 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      "1 while this agent holds the Lease that makes it write every probe's summary.",
 	      c->leader);
 	render_summaries(f, &c->sum);
+	gauge(f, "retwatch_bpf_links", "gauge",
+	      "Descriptors of the uprobes' BPF links (and perf events) this agent holds open.",
+	      c->bpf_links);
+	gauge(f, "retwatch_open_files", "gauge", "Descriptors this agent holds open.",
+	      c->files.open);
+	gauge(f, "retwatch_open_files_limit", "gauge",
+	      "This agent's limit of open descriptors (RLIMIT_NOFILE, soft).", c->files.soft);
 }
 
 /* The per-function families of every probe, into four streams. */

@@ -15,6 +15,7 @@
 #include "calibrate.h"
 #include "fprobe.h"
 #include "informer.h"
+#include "openfiles.h"
 #include "publisher.h"
 #include "summarizer.h"
 #include "tracer.h"
@@ -31,6 +32,8 @@ struct agent_counters {
 	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
 	struct analyzer_counters analyzer;
 	bool leader;
+	size_t bpf_links; /* uprobe link and perf-event descriptors open */
+	struct open_files files;
 };
 
 struct metrics_page {

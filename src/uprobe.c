@@ -36,6 +36,28 @@ _Static_assert(sizeof(struct link_create_uprobe_multi) == 64, "bpf_attr layout")
 /* ENOTSUPP, which the kernel returns for an instruction it cannot probe. */
 #define KERNEL_ENOTSUPP 524
 
+/* Link and perf-event descriptors open: made here, not yet closed. */
+static size_t links_open;
+
+/* Counts fd (a descriptor just made, or -errno) as open. */
+static int link_opened(int fd)
+{
+	if (fd >= 0)
+		__atomic_add_fetch(&links_open, 1, __ATOMIC_RELAXED);
+	return fd;
+}
+
+static void link_close(int fd)
+{
+	close(fd);
+	__atomic_sub_fetch(&links_open, 1, __ATOMIC_RELAXED);
+}
+
+size_t uprobe_links__open(void)
+{
+	return __atomic_load_n(&links_open, __ATOMIC_RELAXED);
+}
+
 static const char *cause(int e)
 {
 	if (e == KERNEL_ENOTSUPP)
@@ -57,7 +79,7 @@ static int link_create_multi(int prog_fd, const char *path, const uint64_t *offs
 	};
 	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 
-	return fd < 0 ? -errno : fd;
+	return link_opened(fd < 0 ? -errno : fd);
 }
 
 bool uprobe_multi_supported(int prog_fd)
@@ -67,7 +89,7 @@ bool uprobe_multi_supported(int prog_fd)
 
 	/* "/" is no regular file: a kernel that knows the link type says so */
 	if (fd >= 0)
-		close(fd);
+		link_close(fd);
 	return fd >= 0 || fd == -EBADF;
 }
 
@@ -103,7 +125,7 @@ static void *reap(void *arg)
 		fd = reaper.fds[--reaper.n];
 		reaper.busy++;
 		pthread_mutex_unlock(&reaper.lock);
-		close(fd);
+		link_close(fd);
 		pthread_mutex_lock(&reaper.lock);
 		if (--reaper.busy == 0 && !reaper.n)
 			pthread_cond_broadcast(&reaper.idle);
@@ -149,7 +171,7 @@ static void reap_fd(int fd)
 		pthread_cond_signal(&reaper.work);
 	pthread_mutex_unlock(&reaper.lock);
 	if (!queued)
-		close(fd);
+		link_close(fd);
 }
 
 bool uprobe_links__closing(void)
@@ -210,7 +232,7 @@ static int perf_uprobe_open(int type, const char *path, uint64_t offset, pid_t p
 	int fd = syscall(__NR_perf_event_open, &attr, pid > 0 ? pid : -1, pid > 0 ? -1 : 0, -1,
 			 PERF_FLAG_FD_CLOEXEC);
 
-	return fd < 0 ? -errno : fd;
+	return link_opened(fd < 0 ? -errno : fd);
 }
 
 static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
@@ -233,11 +255,11 @@ static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
 			return rw_error_set(err, -pfd,
 					    "failed to create a uprobe at offset 0x%llx: %s",
 					    (unsigned long long)offsets[i], cause(-pfd));
-		lfd = bpf_link_create(prog_fd, pfd, BPF_PERF_EVENT, &opts);
+		lfd = link_opened(bpf_link_create(prog_fd, pfd, BPF_PERF_EVENT, &opts));
 		if (lfd < 0) {
 			int e = -errno;
 
-			close(pfd);
+			link_close(pfd);
 			return rw_error_set(err, -e,
 					    "failed to attach a uprobe at offset 0x%llx: %s",
 					    (unsigned long long)offsets[i], cause(-e));

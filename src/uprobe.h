@@ -36,6 +36,12 @@ void uprobe_links__close(struct uprobe_links *l);
 bool uprobe_links__closing(void);
 /* Waits until every link handed to the reaper is closed. */
 void uprobe_links__wait_closed(void);
+/*
+ * Descriptors the process holds for uprobes now: uprobe_multi links, and
+ * perf-event uprobes with their links; handed to the reaper, one counts
+ * until it is closed.
+ */
+size_t uprobe_links__open(void);
 
 /*
  * Attaches prog_fd (loaded for uprobe_multi when multi) at each offset of

@@ -19,6 +19,7 @@
 #include "latency.h"
 #include "log.h"
 #include "metrics.h"
+#include "openfiles.h"
 #include "overlay.h"
 #include "selfcheck.h"
 
@@ -390,6 +391,28 @@ static int start_metrics(const char *address, struct metrics_server **ret, struc
 	return 0;
 }
 
+/* Says how many descriptors the agent may hold: the tracer has raised the
+ * soft limit to the hard one, and every traced function of a process holds
+ * uprobe links. */
+static void log_open_files(void)
+{
+	struct open_files of;
+	int e = open_files__read(&of);
+	cJSON *ev;
+
+	if (e) {
+		log_warn("failed to read the open files limit: %s", strerror(-e));
+		return;
+	}
+	ev = log_event(LOG_INFO, "open files limit %llu (hard %llu), %zu open",
+		       (unsigned long long)of.soft, (unsigned long long)of.hard, of.open);
+	if (!ev)
+		return;
+	cJSON_AddNumberToObject(ev, "open_files_limit", (double)of.soft);
+	cJSON_AddNumberToObject(ev, "open_files_hard_limit", (double)of.hard);
+	log_emit(ev);
+}
+
 /* Runs the agent until SIGTERM or SIGINT, logging its counters on SIGUSR1 and
  * at the end. 1 when the agent could not go on, or when it was stopped before
  * its first turn; else 0. */
@@ -437,6 +460,7 @@ static int run(struct cli *cli)
 		log_error("failed to start: %s", err.msg);
 		goto out;
 	}
+	log_open_files();
 	e = run_agent(a);
 out:
 	agent__free(a);

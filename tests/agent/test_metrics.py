@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from agentproc import wait_for
-from test_agent import FUNCS, attached_log, fns, rfc3339, spec
+from test_agent import FUNCS, attached_log, fns, rfc3339, spec, stats
 
 HIST = "retwatch_function_duration_seconds"
 
@@ -242,3 +242,69 @@ def test_probes_over_the_node_limit_wait(cluster, make_pod):
         wait_for("the second probe to attach",
                  lambda: (cluster.node_entry(ns, "second", "node-a") or {}).get("attached"),
                  timeout=6)
+
+
+# 64 functions of the Go runtime that podapp calls seldom or never, each with
+# RETs: a traced process holds an entry link and a return link for each
+RUNTIME_FUNCS = ["runtime.print*", "runtime.debug*", "runtime.check*", "runtime.mProf*",
+                 "runtime.schedinit", "runtime.schedtrace"]
+CALM_ARGS = ("/app/podapp", "-workers", "1", "-gap", "50ms")
+
+
+def timed_get(agent, path):
+    """(status or the error, body, seconds) of a GET of the agent's endpoint."""
+    start = time.monotonic()
+    try:
+        code, body = agent.get(path)
+    except OSError as e:
+        code, body = repr(e), ""
+    return code, body, time.monotonic() - start
+
+
+def soft_nofile(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        return int(re.search(r"^Max open files\s+(\d+)", f.read(), re.M).group(1))
+
+
+def test_endpoint_answers_with_more_than_1024_descriptors_open(cluster, make_pod):
+    """Issue 24: an agent probing many pods holds a BPF link per traced
+    function and process for its entry, another for its returns, and one for
+    runtime.morestack: 9 pods x 64 functions, 1,161 links. The sockets it
+    accepts are then numbered past FD_SETSIZE, which select() cannot wait
+    on; /healthz, /readyz and /metrics still answer, and the metrics and the
+    stats line say how many descriptors it holds and may hold."""
+    ns, neighbour = cluster.namespace(), cluster.namespace()
+    # the image runs where no probe looks too: the traced processes keep
+    # links of their own rather than one per file shared by every process
+    idle = make_pod(neighbour, "many-idle", {"app": "many"}, "node-a",
+                    containers={"app": CALM_ARGS})
+    pods = [make_pod(ns, f"many-{i}", {"app": "many"}, "node-a", containers={"app": CALM_ARGS})
+            for i in range(9)]
+    with cluster.agent("node-a") as agent:
+        limit = wait_for("the open files limit in the log",
+                         lambda: agent.find(msg_has="open files limit"), timeout=5)[0]
+        assert limit["open_files_limit"] == soft_nofile(agent.pid) > 1024, limit
+        cluster.apply_probe(ns, "many", spec(selector={"matchLabels": {"app": "many"}},
+                                             functions=RUNTIME_FUNCS, maxOverhead="0"))
+        for p in pods:
+            attached_log(agent, p.containers["app"].pid, timeout=20)
+        held = wait_for("over 1,024 links held", lambda: (n := len(agent.links())) > 1024 and n,
+                        timeout=10)
+        assert not agent.find(msg_has=f"attached to process {idle.containers['app'].pid}:")
+        fds = len(os.listdir(f"/proc/{agent.pid}/fd"))
+        assert fds > held
+
+        took = {}
+        for path in ("/healthz", "/readyz", "/metrics"):
+            code, text, took[path] = timed_get(agent, path)
+            assert code == 200, (path, code, agent.tail())
+            assert took[path] < 1, (path, took[path])
+        assert value(text, "retwatch_bpf_links") == held
+        assert fds - 64 < value(text, "retwatch_open_files") < fds + 64
+        assert value(text, "retwatch_open_files_limit") == soft_nofile(agent.pid)
+        line = stats(agent)
+        assert line["bpf_links"] == held
+        assert line["open_files"] > held
+        assert line["open_files_limit"] == soft_nofile(agent.pid)
+        print(f"links {held}, descriptors {fds}, answered in "
+              + ", ".join(f"{p} {t * 1000:.0f} ms" for p, t in took.items()))

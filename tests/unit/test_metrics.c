@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* The Prometheus text format's writers and the HTTP endpoint, over loopback. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -228,5 +231,92 @@ TEST(metrics_every_address_serves_ipv4)
 	ok = ASSERT_NEQ(metrics_server__port(ms), 0) &&
 	     ASSERT_EQ(get(metrics_server__port(ms), "/readyz", "GET", &b), 200);
 	metrics_server__stop(ms);
+	return ok;
+}
+
+struct scrape {
+	uint16_t port;
+	struct body b;
+	long code;
+};
+
+static void *scrape(void *arg)
+{
+	struct scrape *sc = arg;
+
+	sc->code = get(sc->port, "/metrics", "GET", &sc->b);
+	return NULL;
+}
+
+#define FILLED (FD_SETSIZE + 16)
+
+/* Opens descriptors until the highest is FILLED: what the server accepts
+ * next is numbered past what select() takes. *ret_n are open in fds. */
+static bool fill_descriptors(int *fds, size_t *ret_n)
+{
+	int fd = -1;
+
+	*ret_n = 0;
+	while (fd < FILLED && *ret_n <= FILLED) {
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return CHECK(false, "open: %s", strerror(errno));
+		fds[(*ret_n)++] = fd;
+	}
+	return ASSERT_TRUE(fd >= FILLED);
+}
+
+/*
+ * An agent holding thousands of BPF links: every socket the server accepts
+ * is numbered past FD_SETSIZE. Each is served, and /healthz answers while a
+ * scrape waits for the main loop.
+ */
+TEST(metrics_serves_descriptors_past_fd_setsize)
+{
+	struct rw_error err = { "" };
+	struct metrics_server *ms = NULL;
+	struct scrape sc = { .code = -1 };
+	int *fds = calloc(FILLED + 1, sizeof(*fds));
+	struct rlimit was, rl;
+	struct body b;
+	pthread_t th;
+	bool ok = false, started = false;
+	size_t n = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &was) || was.rlim_max < FILLED + 256) {
+		test__skip("the open files hard limit is under FD_SETSIZE + 272");
+		free(fds);
+		return true;
+	}
+	rl = was;
+	if (rl.rlim_cur < FILLED + 256)
+		rl.rlim_cur = FILLED + 256;
+	if (!ASSERT_TRUE(fds) || !ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl)))
+		goto cleanup;
+	ms = metrics_server__start("127.0.0.1:0", &err);
+	if (!CHECK(ms, "%s", err.msg) || !fill_descriptors(fds, &n))
+		goto cleanup;
+	metrics_server__beat(ms, true, NULL);
+	sc.port = metrics_server__port(ms);
+	if (!ASSERT_OK(pthread_create(&th, NULL, scrape, &sc)))
+		goto cleanup;
+	started = true;
+	/* the scrape waits for a rendering: /healthz does not wait behind it */
+	for (int i = 0; i < 2000 && !metrics_server__wanted(ms); i++)
+		usleep(1000);
+	ok = ASSERT_EQ(get(sc.port, "/healthz", "GET", &b), 200) && ASSERT_STREQ(b.buf, "ok\n") &&
+	     ASSERT_EQ(get(sc.port, "/readyz", "GET", &b), 200);
+	metrics_server__publish(ms, strdup("t_total 1\n"), 10);
+	pthread_join(th, NULL);
+	started = false;
+	ok = ok && ASSERT_EQ(sc.code, 200) && ASSERT_STREQ(sc.b.buf, "t_total 1\n");
+cleanup:
+	metrics_server__stop(ms); /* a waiting scrape gets its 503 now */
+	if (started)
+		pthread_join(th, NULL);
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	setrlimit(RLIMIT_NOFILE, &was);
 	return ok;
 }
