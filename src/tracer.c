@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -1188,6 +1189,19 @@ static void exe__refresh(struct tracer *t, uint64_t max_age_ns)
 	exeprocs__scan(&t->exe, "/proc", now);
 }
 
+/*
+ * Whether process e runs file f. A container's executable is seen through
+ * its overlay mount (a device of its own, major 0), with the inode number
+ * of the layer's file beneath when the layers share a filesystem, as the
+ * runtimes' snapshots do; f is that layer's file. Another file with the
+ * same inode number on another anonymous device is taken for f too: that
+ * only keeps probes per process.
+ */
+static bool exe__is(const struct exeproc *e, const struct attached_file *f)
+{
+	return e->ino == f->ino && (e->dev == f->dev || !major(e->dev));
+}
+
 static struct batch *slot__batch(const struct slot *s, pid_t pid)
 {
 	for (struct batch *b = s->pids; b; b = b->next)
@@ -1254,13 +1268,13 @@ static bool slot__shareable(const struct tracer *t, const struct attached_file *
 		const struct exeproc *e = exeprocs__find(&t->exe, b->pid);
 
 		/* not listed: gone since (its target goes soon), or newer than the list */
-		if (e && (e->dev != f->dev || e->ino != f->ino))
+		if (e && !exe__is(e, f))
 			return false;
 	}
 	for (size_t i = 0; i < t->exe.n; i++) {
 		const struct exeproc *m = &t->exe.procs[i];
 
-		if (m->dev != f->dev || m->ino != f->ino)
+		if (!exe__is(m, f))
 			continue;
 		if (!slot__batch(s, m->pid) && !slot__graced(t, s, m, now))
 			return false;
@@ -1374,7 +1388,7 @@ static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct sl
 	ep = exeprocs__find(&t->exe, pid);
 	if (s->shared) {
 		/* the shared probes count it now; unless it maps the file as a library */
-		if (ep && ep->dev == f->dev && ep->ino == f->ino)
+		if (ep && exe__is(ep, f))
 			return 0;
 		e = slot__unshare(t, f, s, err);
 	} else if (slot__shareable(t, f, s, clock__mono_ns()) && !slot__share(t, f, s, NULL)) {
