@@ -1215,15 +1215,6 @@ static bool batch__attached(const struct batch *b)
 	return b->entry.multi_fd >= 0 || b->entry.n;
 }
 
-/* Whether a target of the tracer is process pid's. */
-static bool pid_traced(const struct tracer *t, pid_t pid)
-{
-	for (const struct tracer_target *o = t->targets; o; o = o->next)
-		if (o->pid == pid)
-			return true;
-	return false;
-}
-
 /* Whether process m, which runs s's file and is not traced for s, may trap on s's shared probes for now. */
 static bool slot__graced(const struct tracer *t, const struct slot *s, const struct exeproc *m,
 			 uint64_t now)
@@ -1235,10 +1226,9 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 	for (size_t k = 0; k < s->ndropped; k++)
 		if (s->dropped[k].pid == m->pid && now - s->dropped[k].ns < SHARE_DROP_GRACE_NS)
 			return true;
-	/* traced for other functions, not this one: it would trap for nothing */
-	if (pid_traced(t, m->pid) || !t->tenant_of || now - since >= SHARE_GRACE_NS)
+	if (!t->tenant_of || now - since >= SHARE_GRACE_NS)
 		return false;
-	/* new to the function: one of its tenant's, about to be traced */
+	/* new, or the function is: its tenant's, about to be traced for it */
 	tenant = t->tenant_of(m->pid, t->tenant_ctx);
 	/* a process just started may not be known to the caller yet */
 	if (!tenant)
