@@ -30,7 +30,12 @@ _Static_assert(RW_MAX_DEPTH % RW_CHUNK_FRAMES == 0 && RW_MAX_FRAMES % RW_CHUNK_F
 /* User stack frames sent with a slow call. */
 #define RW_STACK_DEPTH 32
 
-#define RW_MAX_FUNCS 16384
+/*
+ * Function slots, one per (file, function) traced: as many as histograms,
+ * so that a namespace's share of one (tracer_opts, the agent's
+ * --max-functions-per-namespace) is a share of the other (2 MiB).
+ */
+#define RW_MAX_FUNCS 65536
 #define RW_MAX_CONTEXTS 65536
 /*
  * Histograms, one per (function, process), in pages of RW_HIST_PAGE: a

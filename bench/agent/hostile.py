@@ -31,7 +31,7 @@ Cases (issue 16's numbering):
   4b   4,000 functions "main.dup", half of them ABI wrappers, in a Go file
   4c   64 unmatched patterns of 250 characters over 8,000 names of 250
   5a   64 globs matching 256 functions each: 16,384, over the namespace's
-       share of functions (--max-functions-per-namespace, default 2,048)
+       share of functions (--max-functions-per-namespace, default 8,192)
   5b   more goroutines with calls in flight than the namespace's share
        (--max-inflight-per-namespace): podapp -workers 1.5 x the share
   5c   deep recursion over the namespace's share of deep chunks (share / 16

@@ -31,7 +31,7 @@
 #define DEFAULT_MAX_PROBES 100
 #define DEFAULT_MAX_SERIES 5000
 #define DEFAULT_REPORT_WRITES 50
-#define DEFAULT_MAX_NS_FUNCS 2048
+#define DEFAULT_MAX_NS_FUNCS 8192
 /* an eighth of the in-flight map each: 8 namespaces at their share fit */
 #define DEFAULT_NS_INFLIGHT (TRACER_MAX_CONTEXTS / 8)
 #define DEFAULT_NS_SLOW_CALLS 500

@@ -97,7 +97,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert c["image"] == "retwatch-agent:0.1.0"
     assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
                          "--report-writes-per-second=50", "--slow-calls-per-second=100",
-                         "--max-functions-per-namespace=2048",
+                         "--max-functions-per-namespace=8192",
                          "--max-inflight-per-namespace=8192",
                          "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
                          "--calibrate-every=10m", "--metrics-address=:9431",
