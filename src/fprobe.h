@@ -40,7 +40,8 @@ struct fprobe {
 	char *status_path, *report_path;
 	uint64_t interval_ns; /* the spec's, or longer when the summary writer asks */
 	uint64_t next_write, next_summary;
-	char *last_entry; /* the report last sent, before stamping */
+	bool write_attached; /* written while processes waited to be attached: again once they are */
+	char *last_entry;    /* the report last sent, before stamping */
 	bool wrote;
 	bool legacy; /* its entry in the probe's status (agents before reports) is to go */
 	/* slow calls logged in the window begun at slow_window_ns, and those

@@ -47,6 +47,7 @@ struct traceset {
 	char *ns, *name;
 	struct trace *traces;
 	struct failure *failures;
+	size_t pending; /* this turn's processes not attached yet (traceset__pending) */
 };
 
 struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
@@ -156,8 +157,17 @@ void traceset__free(struct traceset *ts, const char *why)
 	free(ts);
 }
 
+void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
+{
+	env->attach_budget_ns = budget_ns;
+	env->attach_spent_ns = 0;
+	env->attach_waiting = 0;
+	env->attach_reading = 0;
+}
+
 void traceset__begin(struct traceset *ts)
 {
+	ts->pending = 0;
 	for (struct trace *t = ts->traces; t; t = t->next)
 		t->seen = false;
 	for (struct failure *f = ts->failures; f; f = f->next)
@@ -183,6 +193,11 @@ size_t traceset__count(const struct traceset *ts)
 	for (const struct trace *t = ts->traces; t; t = t->next)
 		n++;
 	return n;
+}
+
+size_t traceset__pending(const struct traceset *ts)
+{
+	return ts->pending;
 }
 
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns)
@@ -617,38 +632,25 @@ static const char **exe_patterns(const struct probe_spec *spec, size_t *ret_n)
 	return out;
 }
 
-void traceset__want(struct traceset *ts, const struct placement_proc *pp,
-		    const struct probe_spec *spec, struct errlist *errs)
+/*
+ * Attaches a process placement found for the first time (or again after a
+ * failure, f). False when its executable is being read: the loop is woken
+ * when the reading ends, and a later turn attaches it.
+ */
+static bool attach(struct traceset *ts, const struct placement_proc *pp,
+		   const struct probe_spec *spec, struct failure *f, const char *key,
+		   struct errlist *errs)
 {
-	struct trace *t = trace_find(ts, pp);
 	struct rw_error err = { "" };
 	struct tracer_target *tt;
-	char key[128], path[96];
+	struct trace *t;
+	char path[96];
 	const char **pats;
-	struct failure *f;
 	size_t npats;
 	bool refused, hints_pending = false;
 	int e;
 	int real;
 
-	if (t) {
-		t->seen = true;
-		if (t->hints_pending)
-			warning_again(ts, t);
-		if (t->warning)
-			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
-				     t->warning);
-		update_libs(ts, t, errs);
-		return;
-	}
-	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
-		 (uintmax_t)pp->dev, (uintmax_t)pp->ino);
-	f = failure_find(ts, key);
-	if (f && clock__mono_ns() < f->retry_ns) {
-		f->seen = true;
-		errlist__add(errs, "%s", f->msg);
-		return;
-	}
 	/* attach through the image layer's file, shared by every container of the image */
 	real = real_exe(pp->proc.pid);
 	if (real >= 0)
@@ -663,18 +665,17 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 					  pats, npats, &err)
 			: ANALYSIS_READY) {
 	case ANALYSIS_PENDING:
-		/* the loop is woken when the analysis ends */
 		free(pats);
 		if (real >= 0)
 			close(real);
-		return;
+		return false;
 	case ANALYSIS_FAILED:
 		free(pats);
 		if (real >= 0)
 			close(real);
 		rw_error_replace(&err, path, pp->exe);
 		attach_failed(ts, pp, f, key, &err, errs);
-		return;
+		return true;
 	case ANALYSIS_READY: break;
 	}
 	/* its calls in flight and slow calls count against the namespace's share */
@@ -700,13 +701,65 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		/* the hint's libraries are being read: try again soon, for it */
 		if (hints_pending && (f = failure_find(ts, key)))
 			f->retry_ns = clock__mono_ns() + HINT_RETRY_NS;
-		return;
+		return true;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);
 	t = trace_find(ts, pp);
 	if (!t)
-		return;
+		return true;
 	t->libs = shlib_procs__new(pp->proc.pid, (const char *const *)spec->functions,
 				   spec->nfunctions, spec->threshold_ns);
 	update_libs(ts, t, errs);
+	return true;
+}
+
+void traceset__want(struct traceset *ts, const struct placement_proc *pp,
+		    const struct probe_spec *spec, struct errlist *errs)
+{
+	struct traceset_env *env = ts->env;
+	struct trace *t = trace_find(ts, pp);
+	struct failure *f;
+	uint64_t start;
+	char key[128];
+
+	if (t) {
+		t->seen = true;
+		if (t->hints_pending)
+			warning_again(ts, t);
+		if (t->warning)
+			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
+				     t->warning);
+		update_libs(ts, t, errs);
+		return;
+	}
+	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
+		 (uintmax_t)pp->dev, (uintmax_t)pp->ino);
+	f = failure_find(ts, key);
+	if (f && clock__mono_ns() < f->retry_ns) {
+		f->seen = true;
+		errlist__add(errs, "%s", f->msg);
+		return;
+	}
+	/*
+	 * The turn's time for attaching is spent: a later turn attaches it
+	 * (what failed before stays said until then). The first attach of a
+	 * turn always starts, so each turn makes progress.
+	 */
+	if (env->attach_budget_ns && env->attach_spent_ns >= env->attach_budget_ns) {
+		if (f) {
+			f->seen = true;
+			errlist__add(errs, "%s", f->msg);
+		}
+		ts->pending++;
+		env->attach_waiting++;
+		return;
+	}
+	start = clock__mono_ns();
+	if (attach(ts, pp, spec, f, key, errs)) {
+		env->attach_tries++;
+	} else {
+		ts->pending++;
+		env->attach_reading++;
+	}
+	env->attach_spent_ns += clock__mono_ns() - start;
 }

@@ -45,6 +45,15 @@ struct traceset_env {
 	/* the probes' bias and a traced call's cost, calibrated at start (all
 	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
 	struct calibration cal;
+	/*
+	 * This turn's attaching (traceset__turn): new processes are attached
+	 * until attach_spent_ns reaches attach_budget_ns (0: no limit); the
+	 * others wait for a later turn, neither an error nor forgotten.
+	 */
+	uint64_t attach_budget_ns, attach_spent_ns;
+	size_t attach_waiting; /* processes left for a later turn, this turn */
+	size_t attach_reading; /* processes whose executable is being read, this turn */
+	uint64_t attach_tries; /* attaches made or failed, since the start */
 };
 
 /* A traced process, as the status lists it. */
@@ -59,6 +68,8 @@ struct traceset *traceset__new(struct traceset_env *env, struct results *r, cons
 /* Retires every process (why goes to the log); NULL is fine. */
 void traceset__free(struct traceset *ts, const char *why);
 
+/* Starts a turn's attaching over every set of env: budget_ns for new attaches (0: no limit). */
+void traceset__turn(struct traceset_env *env, uint64_t budget_ns);
 /* A turn: begin, want each process placement finds, end retires the rest. */
 void traceset__begin(struct traceset *ts);
 void traceset__want(struct traceset *ts, const struct placement_proc *pp,
@@ -68,6 +79,9 @@ void traceset__end(struct traceset *ts, const char *why);
 void traceset__retire_all(struct traceset *ts, const char *why);
 
 size_t traceset__count(const struct traceset *ts);
+/* The processes of this turn not attached yet: waiting for a turn's time or for their
+ * executable's reading. */
+size_t traceset__pending(const struct traceset *ts);
 /* The (process, function) pairs the sets of namespace ns trace now. */
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
 /* Says in errs when the namespace's share of the in-flight map or of slow-call events ran out. */
