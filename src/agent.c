@@ -36,15 +36,16 @@
 /* New processes of traced containers are found this often. */
 #define SCAN_EVERY_NS (NS_PER_S)
 /*
- * A turn of the loop spends at most about this long on new attaches (and
- * one more attach begun before it ran out): a process whose probes are its
- * own costs two links per function, 64 functions about 130 ms (ASan build,
- * 25 processes mapping the file), so two probes over 25 pods kept the loop
- * in turns of 2.9 and 1.7 s. The processes not reached wait for the next
- * turn, 100 ms later: /metrics, slow calls and the other probes' reports
- * wait about this long, not for every pod, and pods go live one by one.
+ * A turn of the loop spends at most about this long attaching and detaching
+ * processes (and one more begun before it ran out): a process whose probes
+ * are its own costs two links per function, 64 functions about 130 ms
+ * (ASan build, 25 processes mapping the file), so two probes over 25 pods
+ * kept the loop in turns of 2.9 and 1.7 s; detaching one takes a tenth of
+ * that. The processes not reached wait for the next turn, 100 ms later:
+ * /metrics, slow calls and the other probes' reports wait about this long,
+ * not for every pod, and pods go live one by one.
  */
-#define ATTACH_BUDGET_NS (NS_PER_S / 5)
+#define TURN_BUDGET_NS (NS_PER_S / 5)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 
 struct agent {
@@ -264,7 +265,7 @@ static void reconcile(struct agent *a)
 	nodeprocs__scan(a->env.procs);
 	a->nlimited = fprobes__limit(a->probes, a->pods, a->npods, a->o.max_probes);
 	start = clock__mono_ns();
-	traceset__turn(&a->env, ATTACH_BUDGET_NS);
+	traceset__turn(&a->env, TURN_BUDGET_NS);
 	place_all(a);
 	attach_progress(a, tries, start);
 }
@@ -348,6 +349,7 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	ret->nlimited = a->nlimited;
 	ret->ns_refused = a->env.ns_refused;
 	ret->attach_pending = a->env.attach_waiting + a->env.attach_reading;
+	ret->detach_pending = a->env.detach_waiting;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
 	ret->bpf_links = uprobe_links__open();
@@ -609,8 +611,9 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			continue;
 		if (!a->seeds)
 			load_seeds(a);
-		/* processes left to attach: the next turn goes on at once */
-		if (woken(a) || now >= a->next_scan || a->env.attach_waiting) {
+		/* processes left to attach or detach: the next turn goes on at once */
+		if (woken(a) || now >= a->next_scan || a->env.attach_waiting ||
+		    a->env.detach_waiting) {
 			reconcile(a);
 			/* the probes there were took theirs */
 			cJSON_Delete(a->seeds);
@@ -673,6 +676,7 @@ void agent__free(struct agent *a)
 		a->probes = p->next;
 		fprobe__free(p, "the agent is stopping");
 	}
+	traceset__finish(&a->env);
 	publisher__stop(a->pub);
 	analyzer__free(a->env.analyzer);
 	calibrator__free(a->calibrator);

@@ -52,7 +52,8 @@ struct fprobe {
 
 /* A probe first seen in obj (a FunctionProbe) by node's agent. NULL on ENOMEM or without uid. */
 struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node);
-/* Detaches (why goes to the log); NULL is fine. */
+/* Frees p; its processes are detached over the next turns (traceset__leave: why goes to the
+ * log). NULL is fine. */
 void fprobe__free(struct fprobe *p, const char *why);
 /* Takes obj's spec when its generation changed, the interval the summary
  * writer asks for, and ends the lifetime. A fresh probe carries on from

@@ -48,6 +48,7 @@ struct traceset {
 	struct trace *traces;
 	struct failure *failures;
 	size_t pending; /* this turn's processes not attached yet (traceset__pending) */
+	char *left;	/* handed over to env (traceset__leave): why, for the log */
 };
 
 struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
@@ -124,19 +125,40 @@ static void failures_drop(struct traceset *ts, bool all)
 	}
 }
 
-static void retire(struct traceset *ts, bool all, const char *why)
+/* Whether the turn's time for attaching and detaching is spent. */
+static bool out_of_time(const struct traceset_env *env)
 {
+	return env->budget_ns && env->spent_ns >= env->budget_ns;
+}
+
+/*
+ * Retires the processes not seen this turn (all: every one). Paced: while
+ * the turn's time lasts; the others stay attached, and a later turn
+ * retires them (reading a process's 64 counts and detaching it took 7 to
+ * 100 ms, 24 of a deleted probe kept a turn 0.6 s: ASan build).
+ */
+static void retire(struct traceset *ts, bool all, const char *why, bool paced)
+{
+	struct traceset_env *env = ts->env;
 	struct trace **tp = &ts->traces;
 
 	while (*tp) {
 		struct trace *t = *tp;
+		uint64_t start;
 
-		if (all || !t->seen) {
-			*tp = t->next;
-			trace_retire(ts, t, why);
-		} else {
+		if (!all && t->seen) {
 			tp = &t->next;
+			continue;
 		}
+		if (paced && out_of_time(env)) {
+			env->detach_waiting++;
+			tp = &t->next;
+			continue;
+		}
+		start = clock__mono_ns();
+		*tp = t->next;
+		trace_retire(ts, t, why);
+		env->spent_ns += clock__mono_ns() - start;
 	}
 }
 
@@ -150,19 +172,62 @@ void traceset__free(struct traceset *ts, const char *why)
 			break;
 		}
 	}
-	retire(ts, true, why);
+	retire(ts, true, why, false);
 	failures_drop(ts, true);
 	free(ts->ns);
 	free(ts->name);
+	free(ts->left);
 	free(ts);
+}
+
+/* A set left, its processes retired: gone with its results table. */
+static void left_free(struct traceset *ts)
+{
+	struct results *r = ts->results;
+
+	traceset__free(ts, ts->left ? ts->left : "the probe is gone");
+	results__free(r);
+}
+
+void traceset__leave(struct traceset *ts, const char *why)
+{
+	if (!ts)
+		return;
+	failures_drop(ts, true);
+	ts->left = strdup(why ? why : "");
+	if (!ts->traces || !ts->left)
+		left_free(ts);
+}
+
+void traceset__finish(struct traceset_env *env)
+{
+	struct traceset *ts, *next;
+
+	for (ts = env->all; ts; ts = next) {
+		next = ts->next_in_env;
+		if (ts->left)
+			left_free(ts);
+	}
 }
 
 void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
 {
-	env->attach_budget_ns = budget_ns;
-	env->attach_spent_ns = 0;
+	struct traceset *ts, *next;
+
+	env->budget_ns = budget_ns;
+	env->spent_ns = 0;
 	env->attach_waiting = 0;
 	env->attach_reading = 0;
+	env->detach_waiting = 0;
+	/* first what was left: it holds slots and shares that attaches may need */
+	for (ts = env->all; ts; ts = next) {
+		next = ts->next_in_env;
+		if (!ts->left)
+			continue;
+		retire(ts, true, ts->left, true);
+		if (!ts->traces)
+			left_free(ts);
+	}
 }
 
 void traceset__begin(struct traceset *ts)
@@ -176,13 +241,13 @@ void traceset__begin(struct traceset *ts)
 
 void traceset__end(struct traceset *ts, const char *why)
 {
-	retire(ts, false, why);
+	retire(ts, false, why, true);
 	failures_drop(ts, false);
 }
 
 void traceset__retire_all(struct traceset *ts, const char *why)
 {
-	retire(ts, true, why);
+	retire(ts, true, why, false);
 	failures_drop(ts, true);
 }
 
@@ -741,11 +806,11 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		return;
 	}
 	/*
-	 * The turn's time for attaching is spent: a later turn attaches it
-	 * (what failed before stays said until then). The first attach of a
-	 * turn always starts, so each turn makes progress.
+	 * The turn's time for attaching and detaching is spent: a later turn
+	 * attaches it (what failed before stays said until then). The first
+	 * attach or detach of a turn always starts, so each turn makes progress.
 	 */
-	if (env->attach_budget_ns && env->attach_spent_ns >= env->attach_budget_ns) {
+	if (out_of_time(env)) {
 		if (f) {
 			f->seen = true;
 			errlist__add(errs, "%s", f->msg);
@@ -761,5 +826,5 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		ts->pending++;
 		env->attach_reading++;
 	}
-	env->attach_spent_ns += clock__mono_ns() - start;
+	env->spent_ns += clock__mono_ns() - start;
 }
