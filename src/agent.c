@@ -9,6 +9,7 @@
  *   -> publisher (server-side apply)        and metricspage (/metrics)
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,17 @@
 
 /* New processes of traced containers are found this often. */
 #define SCAN_EVERY_NS (NS_PER_S)
+/*
+ * A turn of the loop spends at most about this long attaching and detaching
+ * processes (and one more begun before it ran out): a process whose probes
+ * are its own costs two links per function, 64 functions about 130 ms
+ * (ASan build, 25 processes mapping the file), so two probes over 25 pods
+ * kept the loop in turns of 2.9 and 1.7 s; detaching one takes a tenth of
+ * that. The processes not reached wait for the next turn, 100 ms later:
+ * /metrics, slow calls and the other probes' reports wait about this long,
+ * not for every pod, and pods go live one by one.
+ */
+#define TURN_BUDGET_NS (NS_PER_S / 5)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 
 struct agent {
@@ -54,6 +66,14 @@ struct agent {
 	struct pod *pods; /* views of pods_snap */
 	size_t npods, nlimited;
 	uint64_t next_scan;
+	size_t rotation; /* the probe placed first: another each turn, so each has its go */
+	/* attaching over several turns: since when, the attaches made by then */
+	uint64_t backlog_since_ns, backlog_tries;
+	size_t backlog_turns;
+	/* readiness: the first reconcile ran, and the attaches it found (waiting then)
+	 * left to make */
+	bool reconciled;
+	size_t start_left;
 	bool series_warned;
 	/* calibrating again: a round a turn of the loop (recalibrate) */
 	struct calibrator *calibrator;
@@ -177,16 +197,77 @@ static void sync_probes(struct agent *a)
 	}
 }
 
+/*
+ * Places every probe, a different one first each turn: the turn's time for
+ * attaching goes to the first probes with processes to attach, so a probe
+ * of many pods does not hold up another's one.
+ */
+static void place_all(struct agent *a)
+{
+	struct fprobe *first = a->probes, *p;
+	size_t n = 0;
+
+	for (p = a->probes; p; p = p->next)
+		n++;
+	for (size_t k = n ? a->rotation++ % n : 0; k; k--)
+		first = first->next;
+	for (p = first; p; p = p->next)
+		fprobe__place(p, a->pods, a->npods, a->env.procs, a->o.max_probes);
+	for (p = a->probes; p != first; p = p->next)
+		fprobe__place(p, a->pods, a->npods, a->env.procs, a->o.max_probes);
+}
+
+/* What a turn (begun at start, with tries made before it) left to attach: the log
+ * says when a backlog is cleared, and readiness waits for what the first turn found. */
+static void attach_progress(struct agent *a, uint64_t tries, uint64_t start)
+{
+	const struct traceset_env *env = &a->env;
+	size_t made = env->attach_tries - tries, left = env->attach_waiting + env->attach_reading;
+	uint64_t since;
+	cJSON *ev;
+
+	if (!a->reconciled || !left)
+		a->start_left = left;
+	else
+		a->start_left -= made < a->start_left ? made : a->start_left;
+	a->reconciled = true;
+	if (env->attach_waiting && !a->backlog_since_ns) {
+		a->backlog_since_ns = start;
+		a->backlog_tries = tries;
+		a->backlog_turns = 0;
+	}
+	if (!a->backlog_since_ns)
+		return;
+	a->backlog_turns++;
+	if (env->attach_waiting)
+		return;
+	since = a->backlog_since_ns;
+	a->backlog_since_ns = 0;
+	ev = log_event(LOG_INFO, "attach backlog cleared: %" PRIu64 " processes in %zu turns",
+		       env->attach_tries - a->backlog_tries, a->backlog_turns);
+	if (!ev)
+		return;
+	cJSON_AddStringToObject(ev, "event", "attach_backlog_cleared");
+	cJSON_AddNumberToObject(ev, "processes", (double)(env->attach_tries - a->backlog_tries));
+	cJSON_AddNumberToObject(ev, "turns", (double)a->backlog_turns);
+	cJSON_AddNumberToObject(ev, "seconds", (double)(clock__mono_ns() - since) / NS_PER_S);
+	log_emit(ev);
+}
+
 static void reconcile(struct agent *a)
 {
+	uint64_t tries = a->env.attach_tries, start;
+
 	informer__sync(a->probes_inf, &a->probes_snap);
 	if (informer__sync(a->pods_inf, &a->pods_snap))
 		pods_load(a);
 	sync_probes(a);
 	nodeprocs__scan(a->env.procs);
 	a->nlimited = fprobes__limit(a->probes, a->pods, a->npods, a->o.max_probes);
-	for (struct fprobe *p = a->probes; p; p = p->next)
-		fprobe__place(p, a->pods, a->npods, a->env.procs, a->o.max_probes);
+	start = clock__mono_ns();
+	traceset__turn(&a->env, TURN_BUDGET_NS);
+	place_all(a);
+	attach_progress(a, tries, start);
 }
 
 static void write_statuses(struct agent *a)
@@ -267,6 +348,8 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	ret->attach_failures = a->env.attach_failures;
 	ret->nlimited = a->nlimited;
 	ret->ns_refused = a->env.ns_refused;
+	ret->attach_pending = a->env.attach_waiting + a->env.attach_reading;
+	ret->detach_pending = a->env.detach_waiting;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
 	ret->bpf_links = uprobe_links__open();
@@ -277,20 +360,39 @@ static void counters_read(struct agent *a, struct agent_counters *ret)
 	}
 }
 
+/*
+ * Ready: it has listed the probes and pods, and attached the processes it
+ * found then (or tried as many attaches: pods that come meanwhile do not
+ * hold it back). Attaching later changes nothing: liveness is the loop's.
+ */
+static bool ready(const struct agent *a, char *why_not, size_t len)
+{
+	if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf)) {
+		snprintf(
+			why_not, len,
+			"waiting for the first list of FunctionProbes and pods from the API server");
+		return false;
+	}
+	if (a->reconciled && !a->start_left)
+		return true;
+	if (!a->reconciled)
+		snprintf(why_not, len, "placing the probes on this node's pods");
+	else
+		snprintf(why_not, len, "attaching %zu processes found at start", a->start_left);
+	return false;
+}
+
 static void serve_metrics(struct agent *a)
 {
 	struct metrics_server *ms = a->o.metrics;
-	bool ready = informer__synced(a->probes_inf) && informer__synced(a->pods_inf);
 	struct agent_counters c;
+	char why_not[128];
 	size_t len = 0;
 	char *text;
 
 	if (!ms)
 		return;
-	metrics_server__beat(ms, ready,
-			     ready ? NULL
-				   : "waiting for the first list of FunctionProbes and pods from "
-				     "the API server");
+	metrics_server__beat(ms, ready(a, why_not, sizeof(why_not)), why_not);
 	if (!metrics_server__wanted(ms))
 		return;
 	counters_read(a, &c);
@@ -509,7 +611,9 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			continue;
 		if (!a->seeds)
 			load_seeds(a);
-		if (woken(a) || now >= a->next_scan) {
+		/* processes left to attach or detach: the next turn goes on at once */
+		if (woken(a) || now >= a->next_scan || a->env.attach_waiting ||
+		    a->env.detach_waiting) {
 			reconcile(a);
 			/* the probes there were took theirs */
 			cJSON_Delete(a->seeds);
@@ -572,6 +676,7 @@ void agent__free(struct agent *a)
 		a->probes = p->next;
 		fprobe__free(p, "the agent is stopping");
 	}
+	traceset__finish(&a->env);
 	publisher__stop(a->pub);
 	analyzer__free(a->env.analyzer);
 	calibrator__free(a->calibrator);

@@ -14,11 +14,20 @@
 /* Longer than any interval a summary writer asks for (a day): a forgery. */
 #define MAX_INTERVAL_NS (86400 * NS_PER_S)
 
+/* The traces and results of the spec before are retired over the next turns. */
+static void let_go(struct fprobe *p, const char *why)
+{
+	if (p->traces)
+		traceset__leave(p->traces, why);
+	else
+		results__free(p->results);
+	p->traces = NULL;
+	p->results = NULL;
+}
+
 static int renew(struct fprobe *p, const char *why)
 {
-	traceset__free(p->traces, why);
-	results__free(p->results);
-	p->traces = NULL;
+	let_go(p, why);
 	p->results = results__new(p->env->tracer);
 	if (p->results)
 		p->traces = traceset__new(p->env, p->results, p->ns, p->name);
@@ -60,8 +69,7 @@ void fprobe__free(struct fprobe *p, const char *why)
 {
 	if (!p)
 		return;
-	traceset__free(p->traces, why);
-	results__free(p->results);
+	let_go(p, why);
 	errlist__clear(&p->errors);
 	probe_spec__free(&p->spec);
 	free(p->uid);
@@ -121,12 +129,13 @@ void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, const cJ
 	if (fresh && status__legacy_entry(status, node))
 		p->legacy = true;
 	take_interval(p, status);
+	/* its processes are retired as a turn's time allows (fprobe__place) */
 	if (p->valid && !p->expired &&
 	    time(NULL) >= p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S)) {
-		traceset__retire_all(p->traces, "the probe's lifetime ended");
 		errlist__clear(&p->errors);
 		p->expired = true;
-		log_info("probe %s/%s expired: probes detached, results kept", p->ns, p->name);
+		log_info("probe %s/%s expired: its probes are detached, results kept", p->ns,
+			 p->name);
 	}
 }
 
@@ -184,9 +193,16 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 		if (selected(p, &pods[i]))
 			placement__pod(&p->spec, &pods[i], np, &p->errors, want, p);
 	results__prune_groups(p->results, keep_pod, &v);
-	traceset__end(p->traces, p->limited ? "the node's probe limit was reached"
-					    : "its pod, container or process is gone");
+	traceset__end(p->traces, p->limited   ? "the node's probe limit was reached"
+				 : p->expired ? "the probe's lifetime ended"
+					      : "its pod, container or process is gone");
 	traceset__share_errors(p->traces, &p->errors);
+	/* the pods attached over several turns are all in a report at once,
+	 * not an interval later: one write more per report written meanwhile */
+	if (p->write_attached && !traceset__pending(p->traces)) {
+		p->write_attached = false;
+		p->next_write = 0;
+	}
 }
 
 /* Oldest first, so the probes over the limit are the newest. */
@@ -312,6 +328,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	if (!p->valid || now < p->next_write)
 		return;
 	p->next_write = now + jittered(p->interval_ns);
+	p->write_attached = traceset__pending(p->traces) > 0;
 	/* the overhead guard looks once a report interval */
 	if (p->env->cal.call_cost_ns)
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);

@@ -40,7 +40,8 @@ struct fprobe {
 	char *status_path, *report_path;
 	uint64_t interval_ns; /* the spec's, or longer when the summary writer asks */
 	uint64_t next_write, next_summary;
-	char *last_entry; /* the report last sent, before stamping */
+	bool write_attached; /* written while processes waited to be attached: again once they are */
+	char *last_entry;    /* the report last sent, before stamping */
 	bool wrote;
 	bool legacy; /* its entry in the probe's status (agents before reports) is to go */
 	/* slow calls logged in the window begun at slow_window_ns, and those
@@ -51,7 +52,8 @@ struct fprobe {
 
 /* A probe first seen in obj (a FunctionProbe) by node's agent. NULL on ENOMEM or without uid. */
 struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node);
-/* Detaches (why goes to the log); NULL is fine. */
+/* Frees p; its processes are detached over the next turns (traceset__leave: why goes to the
+ * log). NULL is fine. */
 void fprobe__free(struct fprobe *p, const char *why);
 /* Takes obj's spec when its generation changed, the interval the summary
  * writer asks for, and ends the lifetime. A fresh probe carries on from

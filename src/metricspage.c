@@ -217,6 +217,14 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      "FunctionProbes with pods on this node not traced: over --max-probes.", c->nlimited);
 	gauge(f, "retwatch_traced_processes", "gauge", "Processes traced, counted once per probe.",
 	      c->ntraces);
+	gauge(f, "retwatch_attach_pending", "gauge",
+	      "Processes found and not attached yet, counted once per probe: waiting for a turn "
+	      "of the agent's loop with time to attach them, or for their executable's reading.",
+	      c->attach_pending);
+	gauge(f, "retwatch_detach_pending", "gauge",
+	      "Processes to detach (their pod, probe or spec is gone) left attached for a later "
+	      "turn of the agent's loop, counted once per probe.",
+	      c->detach_pending);
 	gauge(f, "retwatch_namespace_share_refusals_total", "counter",
 	      "Attaches refused: the process's functions would pass its namespace's "
 	      "--max-functions-per-namespace.",

@@ -47,6 +47,8 @@ struct traceset {
 	char *ns, *name;
 	struct trace *traces;
 	struct failure *failures;
+	size_t pending; /* this turn's processes not attached yet (traceset__pending) */
+	char *left;	/* handed over to env (traceset__leave): why, for the log */
 };
 
 struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
@@ -123,19 +125,40 @@ static void failures_drop(struct traceset *ts, bool all)
 	}
 }
 
-static void retire(struct traceset *ts, bool all, const char *why)
+/* Whether the turn's time for attaching and detaching is spent. */
+static bool out_of_time(const struct traceset_env *env)
 {
+	return env->budget_ns && env->spent_ns >= env->budget_ns;
+}
+
+/*
+ * Retires the processes not seen this turn (all: every one). Paced: while
+ * the turn's time lasts; the others stay attached, and a later turn
+ * retires them (reading a process's 64 counts and detaching it took 7 to
+ * 100 ms, 24 of a deleted probe kept a turn 0.6 s: ASan build).
+ */
+static void retire(struct traceset *ts, bool all, const char *why, bool paced)
+{
+	struct traceset_env *env = ts->env;
 	struct trace **tp = &ts->traces;
 
 	while (*tp) {
 		struct trace *t = *tp;
+		uint64_t start;
 
-		if (all || !t->seen) {
-			*tp = t->next;
-			trace_retire(ts, t, why);
-		} else {
+		if (!all && t->seen) {
 			tp = &t->next;
+			continue;
 		}
+		if (paced && out_of_time(env)) {
+			env->detach_waiting++;
+			tp = &t->next;
+			continue;
+		}
+		start = clock__mono_ns();
+		*tp = t->next;
+		trace_retire(ts, t, why);
+		env->spent_ns += clock__mono_ns() - start;
 	}
 }
 
@@ -149,15 +172,67 @@ void traceset__free(struct traceset *ts, const char *why)
 			break;
 		}
 	}
-	retire(ts, true, why);
+	retire(ts, true, why, false);
 	failures_drop(ts, true);
 	free(ts->ns);
 	free(ts->name);
+	free(ts->left);
 	free(ts);
+}
+
+/* A set left, its processes retired: gone with its results table. */
+static void left_free(struct traceset *ts)
+{
+	struct results *r = ts->results;
+
+	traceset__free(ts, ts->left ? ts->left : "the probe is gone");
+	results__free(r);
+}
+
+void traceset__leave(struct traceset *ts, const char *why)
+{
+	if (!ts)
+		return;
+	failures_drop(ts, true);
+	ts->left = strdup(why ? why : "");
+	if (!ts->traces || !ts->left)
+		left_free(ts);
+}
+
+void traceset__finish(struct traceset_env *env)
+{
+	struct traceset *ts, *next;
+
+	for (ts = env->all; ts; ts = next) {
+		next = ts->next_in_env;
+		if (ts->left)
+			left_free(ts);
+	}
+}
+
+void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
+{
+	struct traceset *ts, *next;
+
+	env->budget_ns = budget_ns;
+	env->spent_ns = 0;
+	env->attach_waiting = 0;
+	env->attach_reading = 0;
+	env->detach_waiting = 0;
+	/* first what was left: it holds slots and shares that attaches may need */
+	for (ts = env->all; ts; ts = next) {
+		next = ts->next_in_env;
+		if (!ts->left)
+			continue;
+		retire(ts, true, ts->left, true);
+		if (!ts->traces)
+			left_free(ts);
+	}
 }
 
 void traceset__begin(struct traceset *ts)
 {
+	ts->pending = 0;
 	for (struct trace *t = ts->traces; t; t = t->next)
 		t->seen = false;
 	for (struct failure *f = ts->failures; f; f = f->next)
@@ -166,13 +241,13 @@ void traceset__begin(struct traceset *ts)
 
 void traceset__end(struct traceset *ts, const char *why)
 {
-	retire(ts, false, why);
+	retire(ts, false, why, true);
 	failures_drop(ts, false);
 }
 
 void traceset__retire_all(struct traceset *ts, const char *why)
 {
-	retire(ts, true, why);
+	retire(ts, true, why, false);
 	failures_drop(ts, true);
 }
 
@@ -183,6 +258,11 @@ size_t traceset__count(const struct traceset *ts)
 	for (const struct trace *t = ts->traces; t; t = t->next)
 		n++;
 	return n;
+}
+
+size_t traceset__pending(const struct traceset *ts)
+{
+	return ts->pending;
 }
 
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns)
@@ -617,38 +697,25 @@ static const char **exe_patterns(const struct probe_spec *spec, size_t *ret_n)
 	return out;
 }
 
-void traceset__want(struct traceset *ts, const struct placement_proc *pp,
-		    const struct probe_spec *spec, struct errlist *errs)
+/*
+ * Attaches a process placement found for the first time (or again after a
+ * failure, f). False when its executable is being read: the loop is woken
+ * when the reading ends, and a later turn attaches it.
+ */
+static bool attach(struct traceset *ts, const struct placement_proc *pp,
+		   const struct probe_spec *spec, struct failure *f, const char *key,
+		   struct errlist *errs)
 {
-	struct trace *t = trace_find(ts, pp);
 	struct rw_error err = { "" };
 	struct tracer_target *tt;
-	char key[128], path[96];
+	struct trace *t;
+	char path[96];
 	const char **pats;
-	struct failure *f;
 	size_t npats;
 	bool refused, hints_pending = false;
 	int e;
 	int real;
 
-	if (t) {
-		t->seen = true;
-		if (t->hints_pending)
-			warning_again(ts, t);
-		if (t->warning)
-			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
-				     t->warning);
-		update_libs(ts, t, errs);
-		return;
-	}
-	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
-		 (uintmax_t)pp->dev, (uintmax_t)pp->ino);
-	f = failure_find(ts, key);
-	if (f && clock__mono_ns() < f->retry_ns) {
-		f->seen = true;
-		errlist__add(errs, "%s", f->msg);
-		return;
-	}
 	/* attach through the image layer's file, shared by every container of the image */
 	real = real_exe(pp->proc.pid);
 	if (real >= 0)
@@ -663,18 +730,17 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 					  pats, npats, &err)
 			: ANALYSIS_READY) {
 	case ANALYSIS_PENDING:
-		/* the loop is woken when the analysis ends */
 		free(pats);
 		if (real >= 0)
 			close(real);
-		return;
+		return false;
 	case ANALYSIS_FAILED:
 		free(pats);
 		if (real >= 0)
 			close(real);
 		rw_error_replace(&err, path, pp->exe);
 		attach_failed(ts, pp, f, key, &err, errs);
-		return;
+		return true;
 	case ANALYSIS_READY: break;
 	}
 	/* its calls in flight and slow calls count against the namespace's share */
@@ -700,13 +766,65 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		/* the hint's libraries are being read: try again soon, for it */
 		if (hints_pending && (f = failure_find(ts, key)))
 			f->retry_ns = clock__mono_ns() + HINT_RETRY_NS;
-		return;
+		return true;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);
 	t = trace_find(ts, pp);
 	if (!t)
-		return;
+		return true;
 	t->libs = shlib_procs__new(pp->proc.pid, (const char *const *)spec->functions,
 				   spec->nfunctions, spec->threshold_ns);
 	update_libs(ts, t, errs);
+	return true;
+}
+
+void traceset__want(struct traceset *ts, const struct placement_proc *pp,
+		    const struct probe_spec *spec, struct errlist *errs)
+{
+	struct traceset_env *env = ts->env;
+	struct trace *t = trace_find(ts, pp);
+	struct failure *f;
+	uint64_t start;
+	char key[128];
+
+	if (t) {
+		t->seen = true;
+		if (t->hints_pending)
+			warning_again(ts, t);
+		if (t->warning)
+			errlist__add(errs, "pod %s, container %s: %s", t->pub.pod, t->pub.container,
+				     t->warning);
+		update_libs(ts, t, errs);
+		return;
+	}
+	snprintf(key, sizeof(key), "%d:%" PRIu64 ":%ju:%ju", pp->proc.pid, pp->proc.starttime,
+		 (uintmax_t)pp->dev, (uintmax_t)pp->ino);
+	f = failure_find(ts, key);
+	if (f && clock__mono_ns() < f->retry_ns) {
+		f->seen = true;
+		errlist__add(errs, "%s", f->msg);
+		return;
+	}
+	/*
+	 * The turn's time for attaching and detaching is spent: a later turn
+	 * attaches it (what failed before stays said until then). The first
+	 * attach or detach of a turn always starts, so each turn makes progress.
+	 */
+	if (out_of_time(env)) {
+		if (f) {
+			f->seen = true;
+			errlist__add(errs, "%s", f->msg);
+		}
+		ts->pending++;
+		env->attach_waiting++;
+		return;
+	}
+	start = clock__mono_ns();
+	if (attach(ts, pp, spec, f, key, errs)) {
+		env->attach_tries++;
+	} else {
+		ts->pending++;
+		env->attach_reading++;
+	}
+	env->spent_ns += clock__mono_ns() - start;
 }

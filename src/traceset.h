@@ -45,6 +45,17 @@ struct traceset_env {
 	/* the probes' bias and a traced call's cost, calibrated at start (all
 	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
 	struct calibration cal;
+	/*
+	 * This turn's attaching and detaching (traceset__turn): processes are
+	 * attached and detached until spent_ns reaches budget_ns (0: no
+	 * limit); the others wait for a later turn, neither an error nor
+	 * forgotten.
+	 */
+	uint64_t budget_ns, spent_ns;
+	size_t attach_waiting; /* processes left for a later turn to attach, this turn */
+	size_t attach_reading; /* processes whose executable is being read, this turn */
+	size_t detach_waiting; /* processes left attached for a later turn to detach, this turn */
+	uint64_t attach_tries; /* attaches made or failed, since the start */
 };
 
 /* A traced process, as the status lists it. */
@@ -56,10 +67,22 @@ struct traced {
 /* ns and name: the probe's, for the log. NULL on ENOMEM. */
 struct traceset *traceset__new(struct traceset_env *env, struct results *r, const char *ns,
 			       const char *name);
-/* Retires every process (why goes to the log); NULL is fine. */
+/* Retires every process now (why goes to the log); NULL is fine. */
 void traceset__free(struct traceset *ts, const char *why);
+/*
+ * Hands ts and its results table over to its env: its processes are
+ * retired over the next turns (why goes to the log), then both are freed.
+ * NULL is fine.
+ */
+void traceset__leave(struct traceset *ts, const char *why);
+/* Retires the processes of the sets left now, and frees them. */
+void traceset__finish(struct traceset_env *env);
 
-/* A turn: begin, want each process placement finds, end retires the rest. */
+/* Starts a turn over env's sets: budget_ns for attaching and detaching (0: no limit), the
+ * sets left first. */
+void traceset__turn(struct traceset_env *env, uint64_t budget_ns);
+/* A turn: begin, want each process placement finds, end retires the rest (as the turn's time
+ * allows: a later turn the others). */
 void traceset__begin(struct traceset *ts);
 void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		    const struct probe_spec *spec, struct errlist *errs);
@@ -68,6 +91,9 @@ void traceset__end(struct traceset *ts, const char *why);
 void traceset__retire_all(struct traceset *ts, const char *why);
 
 size_t traceset__count(const struct traceset *ts);
+/* The processes of this turn not attached yet: waiting for a turn's time or for their
+ * executable's reading. */
+size_t traceset__pending(const struct traceset *ts);
 /* The (process, function) pairs the sets of namespace ns trace now. */
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
 /* Says in errs when the namespace's share of the in-flight map or of slow-call events ran out. */
