@@ -611,7 +611,7 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			continue;
 		if (!a->seeds)
 			load_seeds(a);
-		/* processes left to attach or detach: the next turn goes on at once */
+		/* processes left to attach or detach: the next turn goes on, not a scan later */
 		if (woken(a) || now >= a->next_scan || a->env.attach_waiting ||
 		    a->env.detach_waiting) {
 			reconcile(a);

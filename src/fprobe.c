@@ -199,7 +199,7 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 	traceset__share_errors(p->traces, &p->errors);
 	/* the pods attached over several turns are all in a report at once,
 	 * not an interval later: one write more per report written meanwhile */
-	if (p->write_attached && !traceset__pending(p->traces)) {
+	if (p->write_attached && !traceset__waiting(p->traces)) {
 		p->write_attached = false;
 		p->next_write = 0;
 	}
@@ -328,7 +328,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	if (!p->valid || now < p->next_write)
 		return;
 	p->next_write = now + jittered(p->interval_ns);
-	p->write_attached = traceset__pending(p->traces) > 0;
+	p->write_attached = traceset__waiting(p->traces) > 0;
 	/* the overhead guard looks once a report interval */
 	if (p->env->cal.call_cost_ns)
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);

@@ -29,7 +29,7 @@ struct agent_counters {
 	int64_t inflight;
 	uint64_t api_requests, attach_failures;
 	size_t nprobes, nlimited, ntraces;
-	/* processes found, not attached yet (traceset__pending); not wanted, not detached yet */
+	/* processes found, not attached yet; not wanted, not detached yet (traceset_env) */
 	size_t attach_pending, detach_pending;
 	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
 	struct analyzer_counters analyzer;

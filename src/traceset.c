@@ -47,7 +47,7 @@ struct traceset {
 	char *ns, *name;
 	struct trace *traces;
 	struct failure *failures;
-	size_t pending; /* this turn's processes not attached yet (traceset__pending) */
+	size_t waiting; /* this turn's processes left for a later turn (traceset__waiting) */
 	char *left;	/* handed over to env (traceset__leave): why, for the log */
 };
 
@@ -232,7 +232,7 @@ void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
 
 void traceset__begin(struct traceset *ts)
 {
-	ts->pending = 0;
+	ts->waiting = 0;
 	for (struct trace *t = ts->traces; t; t = t->next)
 		t->seen = false;
 	for (struct failure *f = ts->failures; f; f = f->next)
@@ -260,9 +260,9 @@ size_t traceset__count(const struct traceset *ts)
 	return n;
 }
 
-size_t traceset__pending(const struct traceset *ts)
+size_t traceset__waiting(const struct traceset *ts)
 {
-	return ts->pending;
+	return ts->waiting;
 }
 
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns)
@@ -815,7 +815,7 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 			f->seen = true;
 			errlist__add(errs, "%s", f->msg);
 		}
-		ts->pending++;
+		ts->waiting++;
 		env->attach_waiting++;
 		return;
 	}
@@ -823,7 +823,6 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	if (attach(ts, pp, spec, f, key, errs)) {
 		env->attach_tries++;
 	} else {
-		ts->pending++;
 		env->attach_reading++;
 	}
 	env->spent_ns += clock__mono_ns() - start;

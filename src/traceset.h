@@ -91,9 +91,8 @@ void traceset__end(struct traceset *ts, const char *why);
 void traceset__retire_all(struct traceset *ts, const char *why);
 
 size_t traceset__count(const struct traceset *ts);
-/* The processes of this turn not attached yet: waiting for a turn's time or for their
- * executable's reading. */
-size_t traceset__pending(const struct traceset *ts);
+/* The processes of this turn left for a later turn's time to attach. */
+size_t traceset__waiting(const struct traceset *ts);
 /* The (process, function) pairs the sets of namespace ns trace now. */
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
 /* Says in errs when the namespace's share of the in-flight map or of slow-call events ran out. */
