@@ -506,7 +506,8 @@ static void recalibrate(struct agent *a, uint64_t now)
  * The namespace whose probes select the pod process pid runs in
  * (tracer_opts.tenant_of), about to trace it: a probe's functions stay
  * probed once for every replica of an image while its new replicas are
- * attached, not while pods it does not select run the image.
+ * attached, not while pods it does not select run the image. NULL while
+ * the process or its pod is not known yet (a pod starting).
  */
 static const char *tenant_of(pid_t pid, void *ctx)
 {
@@ -514,14 +515,18 @@ static const char *tenant_of(pid_t pid, void *ctx)
 	const char *uid = nodeprocs__pod_of(a->env.procs, pid);
 	const struct pod *pod = NULL;
 
-	for (size_t i = 0; uid && !pod && i < a->npods; i++)
+	if (!uid || !*uid)
+		return uid; /* not listed yet; in no pod: no tenant's */
+	for (size_t i = 0; !pod && i < a->npods; i++)
 		if (!strcmp(a->pods[i].uid, uid))
 			pod = &a->pods[i];
-	for (const struct fprobe *p = a->probes; pod && p; p = p->next)
+	if (!pod)
+		return NULL;
+	for (const struct fprobe *p = a->probes; p; p = p->next)
 		if (p->valid && !p->expired && !p->limited && !strcmp(p->ns, pod->ns) &&
 		    placement__selects(&p->spec, pod->ns, pod))
 			return pod->ns;
-	return NULL;
+	return "";
 }
 
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)

@@ -209,7 +209,9 @@ const char *nodeprocs__pod_of(const struct nodeprocs *np, pid_t pid)
 	if (!np->n)
 		return NULL;
 	pe = bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp);
-	return pe && pe->cid[0] ? pe->pod_uid : NULL;
+	if (!pe)
+		return NULL;
+	return pe->cid[0] ? pe->pod_uid : "";
 }
 
 bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p)

@@ -37,7 +37,7 @@ int nodeprocs__add(struct nodeprocs *np, pid_t pid, uint64_t starttime, const ch
 size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *pod_uid,
 			    struct nodeproc **ret_procs);
 /* The uid of the pod whose container process pid runs in, as the last scan
- * read it; NULL when in none or not listed. */
+ * read it: "" when in none, NULL when the scan did not list it. */
 const char *nodeprocs__pod_of(const struct nodeprocs *np, pid_t pid);
 /* Whether the process still runs, as the same process. */
 bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p);

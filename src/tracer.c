@@ -52,11 +52,10 @@
  * this long: while it is about to be (the agent attaches a probe's pods a
  * few at a time; a new replica of the same namespace starts), or was just
  * (a probe being deleted). Only for processes the caller says are of the
- * same tenant (tracer_opts.tenant_of), or that were traced for it.
+ * same tenant (tracer_opts.tenant_of) or does not know yet (a pod just
+ * started), or that were traced for it.
  */
 #define SHARE_GRACE_NS (10 * NS_PER_S)
-/* ... a process just started that the caller cannot place yet, this long. */
-#define SHARE_UNKNOWN_GRACE_NS (2 * NS_PER_S)
 /* ... and a process that stopped being traced for it, this long. */
 #define SHARE_DROP_GRACE_NS (2 * NS_PER_S)
 /* Changes between shared and per-process probes stop for the turn after this long. */
@@ -1232,8 +1231,8 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 	tenant = t->tenant_of(m->pid, t->tenant_ctx);
 	/* a process just started may not be known to the caller yet */
 	if (!tenant)
-		return now - m->first_ns < SHARE_UNKNOWN_GRACE_NS;
-	for (const struct batch *b = s->pids; tenant && b; b = b->next) {
+		return now - m->first_ns < SHARE_GRACE_NS;
+	for (const struct batch *b = s->pids; *tenant && b; b = b->next) {
 		const char *name = share__name_of(t, b->pid);
 
 		if (name && !strcmp(name, tenant))

@@ -48,12 +48,13 @@ struct tracer_opts {
 	uint32_t share_slow_calls_per_sec;
 	/*
 	 * The tenant (a share's name, as tracer__share takes it) about to
-	 * trace a process not traced yet (a pod its probes select), or NULL.
-	 * Where every process running a file is traced for a function, its
-	 * probes are attached once for all of them; a process the function's
-	 * tenant is about to trace does not stop that for a few seconds, any
-	 * other process does. May be NULL: then every process running the file
-	 * must be traced.
+	 * trace a process not traced yet (a pod its probes select), "" for no
+	 * tenant, NULL while the caller does not know the process yet. Where
+	 * every process running a file is traced for a function, its probes
+	 * are attached once for all of them; a process the function's tenant is
+	 * about to trace, or a new one not known yet, does not stop that for a
+	 * few seconds, any other process does. May be NULL: then every process
+	 * running the file must be traced.
 	 */
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;

@@ -211,6 +211,45 @@ def _join_system_cgroup():
     return preexec
 
 
+def stop_agents(grace=30.0):
+    """SIGTERM the retwatch agents in CGROUP_ROOT, as the kubelet stops a pod,
+    and wait up to grace seconds for them to exit: an agent stopped so
+    releases its uprobe links many at once, where one SIGKILLed releases
+    them one after another while it exits, uninterruptible. Returns how long
+    they took (None: none ran)."""
+    def named(name):
+        found = []
+        for pid in cgroup_pids():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() == name:
+                        found.append(pid)
+            except OSError:
+                pass
+        return found
+
+    def agents():
+        return named("retwatch-agent")
+
+    pids, start = agents(), time.monotonic()
+    if not pids:
+        return None
+    # the kubelet would start the agent again
+    for pid in named("kubelet"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    while agents() and time.monotonic() - start < grace:
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
 def kill_all(timeout=30.0):
     """SIGKILL every process in CGROUP_ROOT until none is left; remove its
     cgroups. Processes are found by the cgroups, so a run killed before it
@@ -327,6 +366,9 @@ class Cluster:
             self._lock = None
 
     def cleanup(self):
+        took = stop_agents()
+        if took is not None:
+            log(f"agent stopped by SIGTERM in {took:.1f} s")
         kill_all()
         # the last run's logs stay for a look after the fact
         if os.path.isdir(self.logs):
