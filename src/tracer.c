@@ -1188,6 +1188,14 @@ static void exe__refresh(struct tracer *t, uint64_t max_age_ns)
 	exeprocs__scan(&t->exe, "/proc", now);
 }
 
+/* The list, fresh enough to decide on process pid's functions, and with it. */
+static void exe__refresh_for(struct tracer *t, pid_t pid)
+{
+	exe__refresh(t, SHARE_SCAN_FRESH_NS);
+	if (!exeprocs__find(&t->exe, pid))
+		exe__refresh(t, 0);
+}
+
 /*
  * Whether process e runs file f. A container's executable is seen through
  * its overlay mount (a device of its own, major 0), with the inode number
@@ -1336,7 +1344,11 @@ static int slot__unshare(struct tracer *t, struct attached_file *f, struct slot 
 	return 0;
 }
 
-/* Attaches slot s's probes for process pid, unless they are there: shared where they can be. */
+/*
+ * Attaches slot s's probes for process pid, unless they are there: shared
+ * where they can be. Call exe__refresh_for(pid) first, once for all of the
+ * process's functions.
+ */
 static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
 			    struct rw_error *err)
 {
@@ -1371,10 +1383,7 @@ static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct sl
 	for (size_t i = 0; i < s->ndropped; i++)
 		if (s->dropped[i].pid == pid)
 			s->dropped[i] = s->dropped[--s->ndropped];
-	exe__refresh(t, SHARE_SCAN_FRESH_NS);
-	if (!exeprocs__find(&t->exe, pid))
-		exe__refresh(t, 0);
-	ep = exeprocs__find(&t->exe, pid);
+	ep = exeprocs__find(&t->exe, pid); /* exe__refresh_for(pid): the caller's */
 	if (s->shared) {
 		/* the shared probes count it now; unless it maps the file as a library */
 		if (ep && exe__is(ep, f))
@@ -1489,8 +1498,11 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 	 * was neither sent nor dropped as slow */
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
 		slot__write(t, tt->slots[i]);
-	/* probes of their own in this process: another process of the file
-	 * (another pod of the image) never traps on them */
+	/* probes of their own in this process (another process of the file,
+	 * another pod of the image, never traps on them), or shared by every
+	 * process of the file where all are traced */
+	if (!e)
+		exe__refresh_for(t, tt->pid);
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
 		e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
 	if (!e) {
@@ -2038,6 +2050,7 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 	if (tt->slots[i])
 		return 0;
 	fi = tt->funcs[i].info;
+	exe__refresh_for(t, tt->pid);
 	s = file__find_slot(tt->file, fi->address);
 	if (!s) {
 		e = file__new_slot(t, tt->file, fi, &s, err);

@@ -211,6 +211,14 @@ def _join_system_cgroup():
     return preexec
 
 
+def _signal(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 def stop_agents(grace=30.0):
     """SIGTERM the retwatch agents in CGROUP_ROOT, as the kubelet stops a pod,
     and wait up to grace seconds for them to exit: an agent stopped so
@@ -234,17 +242,8 @@ def stop_agents(grace=30.0):
     pids, start = agents(), time.monotonic()
     if not pids:
         return None
-    # the kubelet would start the agent again
-    for pid in named("kubelet"):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    _signal(named("kubelet"), signal.SIGKILL)  # it would start the agent again
+    _signal(pids, signal.SIGTERM)
     while agents() and time.monotonic() - start < grace:
         time.sleep(0.1)
     return time.monotonic() - start
@@ -270,11 +269,7 @@ def kill_all(timeout=30.0):
                         f.write("THAWED")
                 except OSError:
                     pass
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _signal(pids, signal.SIGKILL)
         time.sleep(0.1)
     for d in _cgroup_dirs():
         for _ in range(50):
