@@ -430,7 +430,7 @@ static int start_watching(struct agent *a)
 
 static void log_calibration(const struct calibration *cal, const char *msg)
 {
-	cJSON *ev = log_event(LOG_INFO, msg), *by;
+	cJSON *ev = log_event(LOG_INFO, "%s", msg), *by;
 
 	if (!ev)
 		return;
