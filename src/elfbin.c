@@ -47,8 +47,12 @@ const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off)
 	GElf_Shdr sh;
 
 	/* elf_strptr() can hand out a string that runs off the end of a
-	 * hostile string table: check for the terminator ourselves */
-	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+	 * hostile string table: check for the terminator ourselves. A
+	 * compressed table holds no strings until inflated, and libelf's
+	 * elf_strptr() (which libdw looks sections up with) refuses it: names
+	 * read here must be the names libdw sees (unwind__section_ok). */
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB ||
+	    (sh.sh_flags & SHF_COMPRESSED))
 		return NULL;
 	d = elf_getdata(scn, NULL);
 	if (!d || !d->d_buf || off >= d->d_size)

@@ -654,8 +654,9 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
  * ELF side. A section's bytes are read on first use through elf_rawdata(),
  * which checks them against the file size; a lookup touches two or three
  * sections, not the whole file. Only a file without section headers is read
- * whole (elf_rawfile()), with each segment bounds-checked here. Mixing the two
- * on one Elf would leak: libelf drops sections read before elf_rawfile().
+ * by segments (elf_getdata_rawchunk(), bounds-checked by libelf), never with
+ * elf_rawfile(): that leaks every section the caller read before it (libelf
+ * then takes their buffers for parts of the file's image and never frees them).
  */
 
 struct region {
@@ -722,10 +723,9 @@ static void img_free(struct elfimg *img)
 
 static int img_init(struct elfimg *img, Elf *elf, int fd, struct rw_error *err)
 {
-	size_t fsize = 0, nsec = 0, nphdr = 0, shstrndx = 0, cap;
-	const uint8_t *raw = NULL;
+	size_t nsec = 0, nphdr = 0, shstrndx = 0, cap;
+	bool from_segments;
 	Elf_Scn *scn = NULL;
-	bool from_sections;
 	struct stat st;
 	GElf_Ehdr eh;
 
@@ -774,35 +774,28 @@ static int img_init(struct elfimg *img, Elf *elf, int fd, struct rw_error *err)
 		r->exec = sh.sh_flags & SHF_EXECINSTR;
 		img->nreg++;
 	}
-	/* only a file with no section headers at all: elf_rawfile() would leak
-	 * the sections the caller already read */
-	from_sections = img->nreg > 0 || nsec > 1;
 	/* No section headers (sstrip and friends): the loadable segments. */
-	if (!from_sections) {
-		raw = (const uint8_t *)elf_rawfile(elf, &fsize);
-		if (!raw)
-			return rw_error_set(err, EINVAL, "cannot read the ELF file: %s",
-					    elf_errmsg(-1));
-	}
-	for (size_t i = 0; !from_sections && i < nphdr; i++) {
+	from_segments = !img->nreg && nsec <= 1;
+	for (size_t i = 0; from_segments && i < nphdr; i++) {
 		GElf_Phdr ph;
+		Elf_Data *d;
 
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !ph.p_filesz ||
 		    ph.p_vaddr + ph.p_filesz < ph.p_vaddr)
 			continue;
-		if (!in_bounds(ph.p_offset, ph.p_filesz, fsize))
+		d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+		if (!d || !d->d_buf || d->d_size < ph.p_filesz)
 			return rw_error_set(
 				err, EINVAL,
-				"truncated ELF file: segment at offset 0x%llx (0x%llx bytes) runs past its end (0x%zx bytes)",
+				"truncated ELF file: segment at offset 0x%llx (0x%llx bytes) runs past its end: %s",
 				(unsigned long long)ph.p_offset, (unsigned long long)ph.p_filesz,
-				fsize);
+				elf_errmsg(-1));
 		img->reg[img->nreg++] = (struct region){
 			.addr = ph.p_vaddr,
-			.data = raw + ph.p_offset,
+			.data = d->d_buf,
 			.size = ph.p_filesz,
 			.writable = ph.p_flags & PF_W,
-			/* a segment is read whole anyway (elf_rawfile): code
-			 * and data may share it */
+			/* a segment is read whole: code and data may share it */
 		};
 	}
 	return 0;

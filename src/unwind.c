@@ -471,8 +471,13 @@ bool unwind__section_ok(Elf *elf, const char *name, bool eh_frame)
 		if (!gelf_getshdr(scn, &sh))
 			return false;
 		n = elf_safe_strptr(elf, shstrndx, sh.sh_name);
+		/* and found by libdw's own lookup (elf_strptr()): where that finds
+		 * no .eh_frame, dwarf_getcfi_elf() reads the file through its
+		 * segments with elf_rawfile(), after which libelf never frees the
+		 * sections already read (a leak per file) */
 		if (n && !strcmp(n, name))
 			return !(sh.sh_flags & SHF_COMPRESSED) &&
+			       elf_strptr(elf, shstrndx, sh.sh_name) &&
 			       unwind__table_ok(elf, elf_getdata(scn, NULL), eh_frame);
 	}
 	return false;
