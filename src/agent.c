@@ -178,6 +178,7 @@ static void sync_probes(struct agent *a)
 
 		p = probe_find(a, kobj_uid(obj));
 		if (!p && (p = fprobe__new(obj, &a->env, a->o.node))) {
+			p->budget = a->o.report_budget;
 			p->next = a->probes;
 			a->probes = p;
 			fresh = true;
@@ -417,7 +418,8 @@ static int start_watching(struct agent *a)
 	char query[512], esc[384], sel[300];
 
 	a->pub = publisher__start(a->k, a->o.node, a->o.lease_ns, STATUS_LEASE_NAME, a->o.lease_s);
-	a->sum = a->pub ? summarizer__start(a->k, a->pub, a->o.report_writes) : NULL;
+	a->sum = a->pub ? summarizer__start(a->k, a->pub, a->o.report_writes, a->o.report_budget)
+			: NULL;
 	snprintf(sel, sizeof(sel), "spec.nodeName=%s", a->o.node);
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */

@@ -24,6 +24,7 @@ struct agent_opts {
 	size_t max_probes;		/* probes traced at once; 0: no limit */
 	size_t max_series;		/* per-function metrics series; 0: no limit */
 	double report_writes;		/* a probe's report writes a second; 0: no limit */
+	size_t report_budget;		/* bytes of a report, of a summary (reportfit.h) */
 	size_t list_page;		/* objects per list request */
 	/* slow calls the kernel sends a second per function, process and CPU,
 	 * and the agent logs a second per probe; 0: no limit */

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include "fprobe.h"
 #include "log.h"
 #include "placement.h"
+#include "reportfit.h"
 #include "status.h"
 #include "summarizer.h"
 
@@ -45,6 +47,7 @@ struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const cha
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	p->folded_kept = SIZE_MAX;
 	p->uid = strdup(uid);
 	p->ns = strdup(ns ? ns : "");
 	p->name = strdup(name ? name : "");
@@ -318,6 +321,41 @@ static void on_guard(const struct results_guard *g, void *ctx)
 	log_emit(ev);
 }
 
+/*
+ * Keeps the report within its byte budget, halving the budget when the
+ * server refused the last one for its size (its etcd takes less than the
+ * agent was told): a report is made smaller and sent again, never dropped.
+ */
+static void fit_report(struct fprobe *p, struct publisher *pub, const char *key, cJSON *entry)
+{
+	struct reportfit fit;
+	size_t kept;
+
+	if (!p->budget)
+		p->budget = REPORTFIT_DEFAULT_BUDGET;
+	if (publisher__too_large(pub, key) && p->last_bytes && p->budget > REPORTFIT_MIN_BUDGET) {
+		size_t cut = p->last_bytes / 2;
+
+		cut = cut < REPORTFIT_MIN_BUDGET ? REPORTFIT_MIN_BUDGET : cut;
+		if (cut < p->budget) {
+			log_warn("the API server refused the report of probe %s/%s (%zu bytes) as "
+				 "too large: its budget is now %zu bytes (--report-budget is more "
+				 "than this cluster's etcd takes)",
+				 p->ns, p->name, p->last_bytes, cut);
+			p->budget = cut;
+		}
+	}
+	if (reportfit__entry(entry, p->budget, &fit))
+		return; /* out of memory: sent as it is */
+	kept = fit.whole == fit.bytes ? SIZE_MAX : fit.kept;
+	if (kept != p->folded_kept && kept != SIZE_MAX)
+		log_info("report of probe %s/%s over its budget (%zu bytes; %zu whole): each "
+			 "function lists its %zu slowest of up to %zu pods, the rest folded by "
+			 "revision",
+			 p->ns, p->name, p->budget, fit.whole, fit.kept, fit.pods);
+	p->folded_kept = kept;
+}
+
 void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,
 			  const char *manager, const struct pod *pods, size_t npods, uint64_t now)
 {
@@ -341,6 +379,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	status__add_bias(entry, &p->env->cal);
 	status__add_overhead(entry, p->results);
 	status__report_key(p->uid, key, sizeof(key));
+	fit_report(p, pub, key, entry);
 	/* sent when it changed, or when the last send failed */
 	text = cJSON_PrintUnformatted(entry);
 	if (!text ||
@@ -350,6 +389,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 		return;
 	}
 	body = status__report_body(&sp, node, entry, p->interval_ns);
+	p->last_bytes = body ? strlen(body) : 0;
 	if (body && !publisher__apply(pub, key, p->report_path, manager, body)) {
 		free(p->last_entry);
 		p->last_entry = text;

@@ -42,6 +42,10 @@ struct fprobe {
 	uint64_t next_write, next_summary;
 	bool write_attached; /* written while processes waited to be attached: again once they are */
 	char *last_entry;    /* the report last sent, before stamping */
+	/* the report's byte budget (reportfit.h): the agent's, cut when the
+	 * server refused one as too large; the last report's size */
+	size_t budget, last_bytes;
+	size_t folded_kept; /* pods per function the last fit kept (SIZE_MAX: none folded) */
 	bool wrote;
 	bool legacy; /* its entry in the probe's status (agents before reports) is to go */
 	/* slow calls logged in the window begun at slow_window_ns, and those

@@ -22,7 +22,8 @@ struct patch {
 	char *key, *path, *manager, *body;
 	uint64_t seq; /* when it was queued: the oldest goes first */
 	bool queued, failed;
-	bool del; /* a DELETE of path, not a patch */
+	bool too_large; /* the last send was refused for its size */
+	bool del;	/* a DELETE of path, not a patch */
 	struct patch *next;
 };
 
@@ -81,8 +82,15 @@ static bool send_delete(struct publisher *p, const char *path, long timeout_ms)
 }
 
 /* Sends one patch; called without the lock. */
+/* Whether the server refused a write for its size: 413 from the API server,
+ * or etcd's "request is too large" past --max-request-bytes. */
+static bool refused_as_too_large(int status, const char *resp)
+{
+	return status == 413 || (status / 100 >= 4 && resp && strstr(resp, "request is too large"));
+}
+
 static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body,
-		       long timeout_ms)
+		       long timeout_ms, bool *ret_too_large)
 {
 	struct rw_error err = { "" };
 	char *url = NULL, *resp = NULL, esc[256], why[512];
@@ -98,6 +106,7 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 	else if (status / 100 != 2)
 		log_warn("failed to write status %s: HTTP %d: %s", path, status,
 			 kube__error_text(resp, why, sizeof(why)));
+	*ret_too_large = refused_as_too_large(status, resp);
 	free(resp);
 	free(url);
 	/* 404: the probe is gone; 409 on uid: it was replaced. Neither is retried. */
@@ -127,7 +136,7 @@ static void send_queued(struct publisher *p)
 
 	for (;;) {
 		char *key, *path, *manager, *body;
-		bool ok, del;
+		bool ok, del, too_large = false;
 		long timeout_ms = PATCH_TIMEOUT_MS;
 
 		if (p->stop) {
@@ -150,7 +159,7 @@ static void send_queued(struct publisher *p)
 		pthread_mutex_unlock(&p->lock);
 		ok = key && path && manager && body &&
 		     (del ? send_delete(p, path, timeout_ms)
-			  : send_patch(p, path, manager, body, timeout_ms));
+			  : send_patch(p, path, manager, body, timeout_ms, &too_large));
 		free(path);
 		free(manager);
 		free(body);
@@ -160,8 +169,10 @@ static void send_queued(struct publisher *p)
 			p->c.failures++;
 		/* the key may have been forgotten while the lock was free */
 		pt = key ? find(p, key) : NULL;
-		if (pt)
+		if (pt) {
 			pt->failed = !ok;
+			pt->too_large = too_large;
+		}
 		/* a deleted object's key is done with, unless a newer write waits */
 		if (pt && ok && del && !pt->queued)
 			drop(p, key);
@@ -492,6 +503,18 @@ bool publisher__failed(struct publisher *p, const char *key)
 	failed = pt && pt->failed;
 	pthread_mutex_unlock(&p->lock);
 	return failed;
+}
+
+bool publisher__too_large(struct publisher *p, const char *key)
+{
+	struct patch *pt;
+	bool too_large;
+
+	pthread_mutex_lock(&p->lock);
+	pt = find(p, key);
+	too_large = pt && pt->too_large;
+	pthread_mutex_unlock(&p->lock);
+	return too_large;
 }
 
 bool publisher__leader(struct publisher *p)

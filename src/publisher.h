@@ -43,6 +43,9 @@ int publisher__delete(struct publisher *p, const char *key, const char *path);
 void publisher__forget(struct publisher *p, const char *key);
 /* Whether the last patch sent for key failed (so the same content must be sent again). */
 bool publisher__failed(struct publisher *p, const char *key);
+/* Whether the last patch sent for key was refused for its size (413, or
+ * etcd's "request is too large"): the same content must be sent smaller. */
+bool publisher__too_large(struct publisher *p, const char *key);
 /* Whether this agent holds the Lease now. */
 bool publisher__leader(struct publisher *p);
 void publisher__counters(struct publisher *p, struct publisher_counters *ret);

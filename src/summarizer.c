@@ -8,6 +8,7 @@
 
 #include "kobj.h"
 #include "log.h"
+#include "reportfit.h"
 #include "summarizer.h"
 
 /* Reports per list request: a page is all the memory a summary's input takes. */
@@ -31,6 +32,7 @@ struct summarizer {
 	struct kube *k;
 	struct publisher *pub;
 	double writes_per_s;
+	size_t budget; /* bytes of a probe's status (reportfit.h) */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -153,6 +155,10 @@ static char *summarize(struct summarizer *s, const struct request *r, const char
 					     s->writes_per_s);
 	doc = summary__doc(&p, &r->st, kobj_get(r->old, "status"), sum, interval);
 	summary__free(sum);
+	if (doc && !reportfit__summary(doc, s->budget))
+		log_warn("the status of probe %s/%s is over its byte budget (%zu bytes) with its "
+			 "summary cut down: raise --report-budget",
+			 r->ns, r->name, s->budget);
 	calls = kobj_get(kobj_get(doc, "summary"), "calls");
 	*counted = cJSON_IsNumber(calls) && calls->valuedouble > 0;
 	text = doc ? cJSON_PrintUnformatted(doc) : NULL;
@@ -239,7 +245,8 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, double writes_per_s)
+struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, double writes_per_s,
+				     size_t budget)
 {
 	struct summarizer *s = calloc(1, sizeof(*s));
 
@@ -248,6 +255,7 @@ struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, doub
 	s->k = k;
 	s->pub = pub;
 	s->writes_per_s = writes_per_s;
+	s->budget = budget ? budget : REPORTFIT_DEFAULT_BUDGET;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	if (pthread_create(&s->thread, NULL, run, s)) {

@@ -29,8 +29,10 @@ struct summarizer_counters {
 };
 
 /* writes_per_s: the reports of one probe take at most this many writes a
- * second across the cluster (0: no limit); nodes stretch their interval. */
-struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, double writes_per_s);
+ * second across the cluster (0: no limit); nodes stretch their interval.
+ * budget: the bytes of a probe's status (0: REPORTFIT_DEFAULT_BUDGET). */
+struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, double writes_per_s,
+				     size_t budget);
 /* Finishes the summary under way, then stops; NULL is fine. */
 void summarizer__stop(struct summarizer *s);
 

@@ -169,8 +169,9 @@ static void add_slowest(struct merged *m, const cJSON *pod, const char *node, co
 	m->nslowest++;
 }
 
-/* Adds the pod's calls to its revision's row (past the first few: "other"). */
-static void add_revision(struct merged *m, const char *rev, const struct latency *l)
+/* Adds the calls of pods (one, or a row of folded ones) to their revision's
+ * row (past the first few: "other"). */
+static void add_revision(struct merged *m, const char *rev, size_t pods, const struct latency *l)
 {
 	struct rev_row *r = NULL;
 
@@ -189,7 +190,7 @@ static void add_revision(struct merged *m, const char *rev, const struct latency
 			return;
 		m->nrevs = SUMMARY_REVISIONS + 1;
 	}
-	r->pods++;
+	r->pods += pods;
 	latency__merge(&r->l, l);
 }
 
@@ -209,12 +210,20 @@ static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint6
 	cJSON_ArrayForEach(pod, kobj_get(fn, "pods"))
 	{
 		const char *rev = kobj_str(pod, "revision");
+		/* pods a report over its byte budget folded into one row (reportfit.h) */
+		int64_t folded = kobj_int(pod, "folded", 0);
 
-		if (!kobj_str(pod, "name") || status_latency__from_json(pod, &l))
+		if (status_latency__from_json(pod, &l))
 			continue;
 		rev = rev && *rev ? rev : NO_REVISION;
+		if (folded > 0 && folded <= MAX_NODE_PROCESSES) {
+			add_revision(m, rev, (size_t)folded, &l);
+			continue;
+		}
+		if (!kobj_str(pod, "name"))
+			continue;
 		add_slowest(m, pod, node, rev, &l);
-		add_revision(m, rev, &l);
+		add_revision(m, rev, 1, &l);
 	}
 }
 
@@ -229,7 +238,7 @@ static bool seen(const struct summary *s, const char *node)
 /* One node's results (a report's status, or a legacy status.nodes[] entry). */
 static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 {
-	int64_t procs = kobj_int(entry, "processes", 0), bias;
+	int64_t procs = kobj_int(entry, "processes", 0), bias, omitted;
 	const cJSON *fn, *err;
 	char **more;
 
@@ -247,6 +256,9 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 		return 0;
 	s->nodes++;
 	s->pods += cJSON_GetArraySize(kobj_get(entry, "pods"));
+	/* pods a report over its byte budget left out of its list (reportfit.h) */
+	omitted = kobj_int(entry, "podsOmitted", 0);
+	s->pods += omitted > 0 && omitted <= MAX_NODE_PROCESSES ? omitted : 0;
 	/* another agent wrote it: a count, bounded, or nothing */
 	s->processes += procs >= 0 && procs <= MAX_NODE_PROCESSES ? procs : 0;
 	s->attached |= cJSON_IsTrue(kobj_get(entry, "attached"));

@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "openfiles.h"
 #include "overlay.h"
+#include "reportfit.h"
 #include "selfcheck.h"
 
 #ifndef RETWATCH_VERSION
@@ -55,6 +56,7 @@ static void usage(FILE *f)
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
+		"                      [--report-budget BYTES]\n"
 		"                      [--slow-calls-per-second N]\n"
 		"                      [--max-functions-per-namespace N]\n"
 		"                      [--max-inflight-per-namespace N]\n"
@@ -91,6 +93,12 @@ static void usage(FILE *f)
 		"                         second across the cluster: nodes write less often\n"
 		"                         than spec.reportInterval when many report (default\n"
 		"                         50; 0: no limit; read from the summary writer)\n"
+		"  --report-budget BYTES  a probe's report of this node, and a probe's status,\n"
+		"                         stay under BYTES (such as 1Mi, 512Ki or 1048576;\n"
+		"                         default 1Mi, at least 32Ki): past it, each function\n"
+		"                         keeps its slowest pods and folds the rest into a row\n"
+		"                         per revision; etcd refuses objects past its\n"
+		"                         --max-request-bytes (1.5Mi by default)\n"
 		"  --slow-calls-per-second N\n"
 		"                         the kernel sends at most N slow calls a second per\n"
 		"                         function and process on each CPU, and the agent logs\n"
@@ -147,6 +155,30 @@ static int parse_count(const char *s, size_t *ret)
 	if (errno || v > SIZE_MAX)
 		return -EINVAL;
 	*ret = (size_t)v;
+	return 0;
+}
+
+/* A size in bytes: digits, then nothing, Ki or Mi. */
+static int parse_bytes(const char *s, size_t *ret)
+{
+	size_t digits = strspn(s, "0123456789"), shift;
+	char num[32];
+
+	if (!digits || digits >= sizeof(num))
+		return -EINVAL;
+	if (!strcmp(s + digits, ""))
+		shift = 0;
+	else if (!strcmp(s + digits, "Ki"))
+		shift = 10;
+	else if (!strcmp(s + digits, "Mi"))
+		shift = 20;
+	else
+		return -EINVAL;
+	memcpy(num, s, digits);
+	num[digits] = '\0';
+	if (parse_count(num, ret) || *ret > (SIZE_MAX >> 21))
+		return -EINVAL;
+	*ret <<= shift;
 	return 0;
 }
 
@@ -221,6 +253,14 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->ao.report_writes = (double)writes;
 		break;
+	case 'b':
+		if (parse_bytes(optarg, &cli->ao.report_budget) ||
+		    cli->ao.report_budget < REPORTFIT_MIN_BUDGET) {
+			fprintf(stderr, "retwatch-agent: --report-budget takes a size of at least "
+					"32Ki, such as 1Mi, 512Ki or 1048576 (bytes)\n");
+			return 2;
+		}
+		break;
 	case 's':
 		return parse_limit(optarg, "--slow-calls-per-second", &cli->ao.slow_calls_per_sec);
 	case 'F':
@@ -287,6 +327,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
+		{ "report-budget", required_argument, NULL, 'b' },
 		{ "slow-calls-per-second", required_argument, NULL, 's' },
 		{ "max-functions-per-namespace", required_argument, NULL, 'F' },
 		{ "max-inflight-per-namespace", required_argument, NULL, 'I' },
@@ -310,6 +351,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.max_probes = DEFAULT_MAX_PROBES,
 			.max_series = DEFAULT_MAX_SERIES,
 			.report_writes = DEFAULT_REPORT_WRITES,
+			.report_budget = REPORTFIT_DEFAULT_BUDGET,
 			.list_page = 500,
 			.slow_calls_per_sec = TRACER_SLOW_CALLS_PER_SEC,
 			.max_ns_funcs = DEFAULT_MAX_NS_FUNCS,
