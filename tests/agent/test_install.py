@@ -96,7 +96,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
         "RollingUpdate"
     assert c["image"] == "retwatch-agent:0.1.0"
     assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
-                         "--report-writes-per-second=50", "--slow-calls-per-second=100",
+                         "--report-writes-per-second=50", "--report-budget=1Mi",
+                         "--slow-calls-per-second=100",
                          "--max-functions-per-namespace=8192",
                          "--max-inflight-per-namespace=8192",
                          "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
@@ -122,7 +123,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
 
 def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "metrics.enabled=false,logLevel=debug,maxProbesPerNode=0",
-                     "--set", "reportWritesPerSecond=0",
+                     "--set", "reportWritesPerSecond=0,reportBudget=512Ki",
                      "--set", "slowCallsPerSecond=0,maxFunctionsPerNamespace=64",
                      "--set", "maxInflightPerNamespace=0,slowCallsPerNamespace=7",
                      "--set", "analysisTimeout=750ms,calibrateEvery=0",
@@ -133,7 +134,8 @@ def test_values_change_the_daemonset(helm):
     assert not any(kind.startswith("ValidatingAdmission") for kind, _ in objects)
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
-                         "--report-writes-per-second=0", "--slow-calls-per-second=0",
+                         "--report-writes-per-second=0", "--report-budget=512Ki",
+                         "--slow-calls-per-second=0",
                          "--max-functions-per-namespace=64",
                          "--max-inflight-per-namespace=0", "--slow-calls-per-namespace=7",
                          "--analysis-timeout=750ms", "--calibrate-every=0",
@@ -181,6 +183,7 @@ def test_values_change_the_daemonset(helm):
     (["--set-string", "analysisTimeout=5"], "at '/analysisTimeout': '5' does not match pattern"),
     (["--set-string", "calibrateEvery=often"], "at '/calibrateEvery'"),
     (["--set", "calibrateEvery=5"], "at '/calibrateEvery'"),
+    (["--set-string", "reportBudget=1MB"], "at '/reportBudget': '1MB' does not match pattern"),
     (["--set", "metrics.maxSeries=-5"], "at '/metrics/maxSeries': minimum"),
     (["--set-string", "perfEventUprobes=yes"], "at '/perfEventUprobes': got string, want boolean"),
     (["--set-string", "maxProbesPerNode=ten"], "at '/maxProbesPerNode': got string, want integer"),
