@@ -308,3 +308,121 @@ def test_endpoint_answers_with_more_than_1024_descriptors_open(cluster, make_pod
         assert line["open_files_limit"] == soft_nofile(agent.pid)
         print(f"links {held}, descriptors {fds}, answered in "
               + ", ".join(f"{p} {t * 1000:.0f} ms" for p, t in took.items()))
+
+
+# ---- issue 25: the health port, /metrics behind a token, the chart's policy ----
+
+HOLD_S = 60
+TRICKLE_S = 5  # under the metrics port's 10 s idle timeout
+
+
+def health_port(agent):
+    (ev,) = wait_for("the health port in the log",
+                     lambda: agent.find(msg_has="on health port"), timeout=10)
+    return int(ev["msg"].rsplit(" ", 1)[1])
+
+
+def metrics_port(agent):
+    return int(agent.metrics_url().split(":")[2].split("/")[0])
+
+
+def http_get(port, path, token=None, timeout=5):
+    """(status or the error's name, body, seconds) of a GET on 127.0.0.1:port."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            code, body = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        code, body = e.code, e.read().decode()
+    except OSError as e:
+        code, body = type(e).__name__, str(e)
+    return code, body, time.monotonic() - start
+
+
+def hold(port, source):
+    """A connection to port from address source that has begun a request
+    and sends nothing more (until trickle())."""
+    s = socket.socket()
+    s.bind((source, 0))
+    s.settimeout(2)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
+    return s
+
+
+def trickle(socks, port):
+    """One more header line on each held connection, so that none times out;
+    one the agent closed is opened again (as a client bent on it would)."""
+    reopened = 0
+    for i, s in enumerate(socks):
+        try:
+            s.sendall(b"X-Idle: 1\r\n")
+            continue
+        except OSError:
+            pass
+        s.close()
+        try:
+            socks[i] = hold(port, s_source(i))
+        except OSError:
+            socks[i] = socket.socket()
+        reopened += 1
+    return reopened
+
+
+def s_source(i):
+    # 8 connections from each of 127.0.0.2 .. 127.0.0.5: the port's per-address
+    # limit is 8, its limit 32
+    return f"127.0.0.{2 + i // 8}"
+
+
+def test_health_port_answers_while_the_metrics_port_is_held(cluster):
+    """Issue 25: 32 idle connections to the metrics port (from four
+    addresses, 8 each: its per-address limit) fill it for 60 s; the health
+    port's /healthz answers within 1 s every time, the agent keeps running,
+    and the refused connections do not each write a log line."""
+    with cluster.agent("node-a", extra=["--health-address", "127.0.0.1:0"]) as agent:
+        hport, mport = health_port(agent), metrics_port(agent)
+        assert hport != mport
+        assert http_get(hport, "/healthz")[:2] == (200, "ok\n")
+        wait_for("/readyz on the health port",
+                 lambda: http_get(hport, "/readyz")[:2] == (200, "ok\n"), timeout=5)
+        assert http_get(hport, "/metrics")[0] == 404  # not there: its own port
+        socks = [hold(mport, s_source(i)) for i in range(32)]
+        try:
+            time.sleep(0.5)
+            # the metrics port is full: another client gets nothing there
+            code, _, _ = http_get(mport, "/healthz", timeout=2)
+            assert code != 200, "the metrics port should be held by the 32 connections"
+            refused = 1
+            answers, reopened = [], 0
+            start = last_trickle = time.monotonic()
+            while time.monotonic() - start < HOLD_S:
+                if time.monotonic() - last_trickle >= TRICKLE_S:
+                    reopened += trickle(socks, mport)
+                    last_trickle = time.monotonic()
+                # more refused connections, which the agent logs
+                for _ in range(5):
+                    refused += http_get(mport, "/healthz", timeout=1)[0] != 200
+                answers.append(http_get(hport, "/healthz", timeout=5))
+                time.sleep(0.5)
+            bad = [(c, b) for c, b, _ in answers if c != 200]
+            slowest = max(t for _, _, t in answers)
+            print(f"{len(answers)} /healthz answers on the health port over {HOLD_S} s with "
+                  f"32 connections held on the metrics port: slowest {slowest * 1000:.1f} ms; "
+                  f"{refused} connections refused on the metrics port, {reopened} reopened")
+            assert not bad, bad[:3]
+            assert slowest < 1, slowest
+            assert agent.proc.poll() is None
+            # one line per 10 s at most, with a count of those left out
+            lines = agent.find(msg_has="metrics endpoint:")
+            assert refused >= 100 and len(lines) <= HOLD_S / 10 + 3, (refused, len(lines))
+            wait_for("a count of the messages left out",
+                     lambda: agent.find(msg_has="more messages left out"), timeout=12)
+        finally:
+            for s in socks:
+                s.close()
+        # the metrics port serves again once they are gone
+        wait_for("/metrics again", lambda: http_get(mport, "/metrics")[0] == 200, timeout=15)
