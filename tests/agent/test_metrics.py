@@ -426,3 +426,122 @@ def test_health_port_answers_while_the_metrics_port_is_held(cluster):
                 s.close()
         # the metrics port serves again once they are gone
         wait_for("/metrics again", lambda: http_get(mport, "/metrics")[0] == 200, timeout=15)
+
+
+def service_account_token(cluster, ns, name):
+    cluster.kubectl("create", "serviceaccount", name, "-n", ns, check=False)
+    return cluster.kubectl("create", "token", name, "-n", ns).stdout.strip()
+
+
+def test_metrics_needs_a_token_whose_user_may_get_it(cluster):
+    """Issue 25: with --metrics-auth kube (the chart's default) /metrics
+    refuses a request without a token (401) or with one the API server does
+    not accept (401), and a ServiceAccount not bound to the chart's
+    metrics-reader ClusterRole (403); bound, its token reads the metrics.
+    /healthz needs no token."""
+    ns = cluster.namespace()
+    with cluster.agent("node-a", extra=["--metrics-auth", "kube"]) as agent:
+        port = metrics_port(agent)
+        code, body, _ = http_get(port, "/metrics")
+        assert code == 401 and "Bearer" in body, (code, body)
+        assert http_get(port, "/metrics", token="not-a-token")[0] == 401
+        assert http_get(port, "/metrics", token="x" * 9000)[0] == 401
+        assert http_get(port, "/healthz")[:2] == (200, "ok\n")
+
+        token = service_account_token(cluster, ns, "prometheus")
+        code, body, _ = http_get(port, "/metrics", token=token)
+        assert code == 403 and "may not get /metrics" in body, (code, body)
+
+        cluster.kubectl("create", "clusterrolebinding", f"{ns}-prometheus-metrics",
+                        "--clusterrole=retwatch-agent-metrics-reader",
+                        f"--serviceaccount={ns}:prometheus")
+        # a refusal is kept 10 s: a new token of the same account is asked afresh
+        token = service_account_token(cluster, ns, "prometheus")
+        code, body, _ = http_get(port, "/metrics", token=token)
+        assert code == 200 and "retwatch_build_info" in body, (code, body[:300])
+        # the answer is kept: more scrapes send no review
+        reviews = value(body, "retwatch_metrics_auth_reviews_total")
+        assert reviews >= 2  # a TokenReview and a SubjectAccessReview at least
+        times = [http_get(port, "/metrics", token=token) for _ in range(3)]
+        assert all(c == 200 for c, _, _ in times)
+        assert value(times[-1][1], "retwatch_metrics_auth_reviews_total") == reviews
+        print("scrapes with a cached token: " +
+              ", ".join(f"{t * 1000:.1f} ms" for _, _, t in times))
+        assert agent.proc.poll() is None
+
+
+# ---- the chart: the health port, the NetworkPolicy, the reviews' RBAC ----
+
+from test_install import CHART as CHART_DIR, agent_container, helm, render  # noqa: E402,F401
+
+
+def policy(objects):
+    return objects["NetworkPolicy", "retwatch-agent"]["spec"]
+
+
+def test_chart_probes_use_the_health_port(helm):
+    objects = render(helm)
+    _, c = agent_container(objects)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"metrics": 9431, "health": 9432}
+    assert "--health-address=:9432" in c["args"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+    _, c = agent_container(render(helm, "--set", "health.port=9500"))
+    assert "--health-address=:9500" in c["args"]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["health"] == 9500
+    res = helm("template", "retwatch", CHART_DIR, "--set", "health.port=0", check=False)
+    assert res.returncode != 0 and "at '/health/port': minimum" in res.stderr
+
+
+def test_chart_network_policy_admits_only_the_scrapers(helm):
+    objects = render(helm)
+    ds = objects["DaemonSet", "retwatch-agent"]["spec"]
+    assert not ds["template"]["spec"].get("hostNetwork"), \
+        "a NetworkPolicy does not apply to a hostNetwork pod"
+    spec = policy(objects)
+    assert spec["podSelector"] == ds["selector"]
+    assert spec["policyTypes"] == ["Ingress"]
+    # the metrics port from the default scrapers; the health port from no
+    # pod (the node, which NetworkPolicies always admit, probes it)
+    assert spec["ingress"] == [{
+        "ports": [{"port": "metrics", "protocol": "TCP"}],
+        "from": [{"namespaceSelector": {"matchLabels": {
+                      "kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]}]
+
+    spec = policy(render(
+        helm, "--set", "networkPolicy.scrapers.namespaceSelector.matchLabels.team=obs",
+        "--set", "networkPolicy.scrapers.podSelector=null",
+        "--set", "networkPolicy.healthFrom[0].ipBlock.cidr=10.0.0.0/16"))
+    metrics, health = spec["ingress"]
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring", "team": "obs"}}, "podSelector": {}}]
+    assert health == {"ports": [{"port": "health", "protocol": "TCP"}],
+                      "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]}
+
+    # no metrics port: nothing is admitted but the node
+    assert policy(render(helm, "--set", "metrics.enabled=false"))["ingress"] == []
+    assert not any(kind == "NetworkPolicy"
+                   for kind, _ in render(helm, "--set", "networkPolicy.enabled=false"))
+
+
+def test_chart_grants_the_reviews_and_a_metrics_reader_role(helm):
+    objects = render(helm)
+    _, c = agent_container(objects)
+    assert "--metrics-auth=kube" in c["args"]
+    rules = objects["ClusterRole", "retwatch-agent"]["rules"]
+    assert {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+            "verbs": ["create"]} in rules
+    assert {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+            "verbs": ["create"]} in rules
+    assert objects["ClusterRole", "retwatch-agent-metrics-reader"]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+    objects = render(helm, "--set", "metrics.auth=false")
+    _, c = agent_container(objects)
+    assert "--metrics-auth=none" in c["args"]
+    assert ("ClusterRole", "retwatch-agent-metrics-reader") not in objects
+    assert not [r for r in objects["ClusterRole", "retwatch-agent"]["rules"]
+                if "tokenreviews" in r["resources"]]
