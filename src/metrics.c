@@ -193,6 +193,65 @@ static enum MHD_Result serve_health(struct metrics_server *ms, struct MHD_Connec
 	return respond_text(c, code, msg);
 }
 
+/* Logs skipped messages' count once LOG_EVERY_NS has passed since the last
+ * line; with ms->log_mu held. */
+static void log_skipped(struct metrics_server *ms, uint64_t now)
+{
+	cJSON *ev;
+
+	if (!ms->log_skipped || now - ms->logged_ns < LOG_EVERY_NS)
+		return;
+	ev = log_event(LOG_WARN, "metrics endpoint: %" PRIu64 " more messages left out in %.0f s",
+		       ms->log_skipped, (double)(now - ms->logged_ns) / 1e9);
+	if (ev)
+		cJSON_AddNumberToObject(ev, "left_out", (double)ms->log_skipped);
+	log_emit(ev);
+	ms->log_skipped = 0;
+	ms->logged_ns = now;
+}
+
+/*
+ * The endpoint's messages, such as libmicrohttpd's on a connection refused
+ * at the limit: a client that opens connections as fast as it can must not
+ * fill the log, so one line per LOG_EVERY_NS, and then how many were left
+ * out.
+ */
+static void vlog_limited(struct metrics_server *ms, const char *fmt, va_list ap)
+{
+	uint64_t now = clock__mono_ns();
+	char msg[512];
+
+	pthread_mutex_lock(&ms->log_mu);
+	if (ms->logged_ns && now - ms->logged_ns < LOG_EVERY_NS) {
+		ms->log_skipped++;
+		pthread_mutex_unlock(&ms->log_mu);
+		return;
+	}
+	log_skipped(ms, now);
+	ms->logged_ns = now;
+	pthread_mutex_unlock(&ms->log_mu);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("metrics endpoint: %s", msg);
+}
+
+static void log_limited(struct metrics_server *ms, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void log_limited(struct metrics_server *ms, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog_limited(ms, fmt, ap);
+	va_end(ap);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	vlog_limited(cls, fmt, ap);
+}
+
 /* The request's answer when /metrics needs a token: MHD_YES after queueing
  * a refusal, else (the user may read it) the caller goes on. */
 static bool refused(struct metrics_server *ms, struct MHD_Connection *c, enum MHD_Result *ret)
@@ -209,7 +268,7 @@ static bool refused(struct metrics_server *ms, struct MHD_Connection *c, enum MH
 	if (code == MHD_HTTP_OK)
 		return false;
 	if (code == MHD_HTTP_SERVICE_UNAVAILABLE)
-		log_warn("metrics endpoint: failed to review a scrape's token: %s", why);
+		log_limited(ms, "failed to review a scrape's token: %s", why);
 	n = asprintf(&body, "%s\n", why);
 	r = n < 0 ? NULL : MHD_create_response_from_buffer((size_t)n, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -279,48 +338,6 @@ static enum MHD_Result handle_health(void *cls, struct MHD_Connection *c, const 
 		return serve_health(ms, c, true);
 	return respond_text(c, MHD_HTTP_NOT_FOUND,
 			    "not found: try /healthz or /readyz (/metrics has its own port)");
-}
-
-/* Logs skipped messages' count once LOG_EVERY_NS has passed since the last
- * line; with ms->log_mu held. */
-static void log_skipped(struct metrics_server *ms, uint64_t now)
-{
-	cJSON *ev;
-
-	if (!ms->log_skipped || now - ms->logged_ns < LOG_EVERY_NS)
-		return;
-	ev = log_event(LOG_WARN, "metrics endpoint: %" PRIu64 " more messages left out in %.0f s",
-		       ms->log_skipped, (double)(now - ms->logged_ns) / 1e9);
-	if (ev)
-		cJSON_AddNumberToObject(ev, "left_out", (double)ms->log_skipped);
-	log_emit(ev);
-	ms->log_skipped = 0;
-	ms->logged_ns = now;
-}
-
-/*
- * libmicrohttpd's messages, such as a connection refused at the limit: a
- * client that opens connections as fast as it can must not fill the log, so
- * one line per LOG_EVERY_NS, and then how many were left out.
- */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	struct metrics_server *ms = cls;
-	uint64_t now = clock__mono_ns();
-	char msg[512];
-
-	pthread_mutex_lock(&ms->log_mu);
-	if (ms->logged_ns && now - ms->logged_ns < LOG_EVERY_NS) {
-		ms->log_skipped++;
-		pthread_mutex_unlock(&ms->log_mu);
-		return;
-	}
-	log_skipped(ms, now);
-	ms->logged_ns = now;
-	pthread_mutex_unlock(&ms->log_mu);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	msg[strcspn(msg, "\n")] = '\0';
-	log_warn("metrics endpoint: %s", msg);
 }
 
 /*

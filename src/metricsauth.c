@@ -31,7 +31,8 @@ struct metrics_auth {
 	struct kube *k;
 	pthread_mutex_t mu; /* guards cache */
 	struct cached cache[METRICS_AUTH_CACHE];
-	uint64_t reviews; /* atomic */
+	uint64_t reviews;	/* atomic */
+	unsigned int reviewing; /* atomic: tokens under review now */
 };
 
 struct metrics_auth *metrics_auth__new(struct kube *k)
@@ -72,7 +73,7 @@ static bool bearer(const char *authorization, const char **ret_token, size_t *re
 	t = authorization + 7;
 	while (*t == ' ')
 		t++;
-	n = strnlen(t, METRICS_AUTH_MAX_TOKEN + 1);
+	n = strlen(t); /* libmicrohttpd bounds a request's headers (32 KiB) */
 	while (n && t[n - 1] == ' ')
 		n--;
 	if (!n || n > METRICS_AUTH_MAX_TOKEN)
@@ -150,8 +151,10 @@ static cJSON *review(struct metrics_auth *ma, const char *path, cJSON *body, cha
 	int code;
 
 	cJSON_Delete(body);
-	if (!text) {
-		snprintf(why, why_len, "out of memory");
+	if (!text || !ma->k) {
+		snprintf(why, why_len,
+			 text ? "no API server to review the token" : "out of memory");
+		free(text);
 		return NULL;
 	}
 	__atomic_add_fetch(&ma->reviews, 1, __ATOMIC_RELAXED);
@@ -277,6 +280,13 @@ int metrics_auth__check(struct metrics_auth *ma, const char *authorization, char
 	code = cache_get(ma, token, n, why, len);
 	if (code)
 		return code;
+	/* clients with fresh tokens on every connection must not turn into as
+	 * many requests to the API server */
+	if (__atomic_add_fetch(&ma->reviewing, 1, __ATOMIC_RELAXED) > METRICS_AUTH_REVIEWING) {
+		snprintf(why, len, "too many tokens under review at once: try again");
+		code = 503;
+		goto out;
+	}
 	user = authenticate(ma, token, n, &code, why, len);
 	if (user) {
 		code = authorize(ma, user, why, len);
@@ -284,5 +294,7 @@ int metrics_auth__check(struct metrics_auth *ma, const char *authorization, char
 	}
 	if (code != 503)
 		cache_put(ma, token, n, code, why);
+out:
+	__atomic_sub_fetch(&ma->reviewing, 1, __ATOMIC_RELAXED);
 	return code;
 }

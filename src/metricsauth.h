@@ -21,13 +21,16 @@ struct metrics_auth;
 
 /* A bearer token longer than this is refused without a review. */
 #define METRICS_AUTH_MAX_TOKEN 8192
+/* Tokens under review at once; more get 503 (not cached). */
+#define METRICS_AUTH_REVIEWING 8
 /* Answers kept at once; the oldest goes first. */
 #define METRICS_AUTH_CACHE 128
 /* How long an answer is kept: an allowed token, a refused one. */
 #define METRICS_AUTH_ALLOWED_NS (60ULL * 1000000000ULL)
 #define METRICS_AUTH_DENIED_NS (10ULL * 1000000000ULL)
 
-/* Reviews through k (which must outlive it). NULL with errno on error. */
+/* Reviews through k (which must outlive it; NULL: a well-formed token gets
+ * 503, for tests of the header's checks). NULL with errno on error. */
 struct metrics_auth *metrics_auth__new(struct kube *k);
 /* NULL is fine. */
 void metrics_auth__free(struct metrics_auth *ma);
