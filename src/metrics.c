@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metricsauth.h"
 
 /* A scrape waits this long for the main thread, which turns every 100 ms. */
 #define RENDER_WAIT_S 5
@@ -28,11 +29,24 @@
 #define MAX_CONNECTIONS 32
 #define MAX_CONNECTIONS_PER_IP 8
 #define CONNECTION_TIMEOUT_S 10
+/* The health listener answers from one thread that never waits: a client
+ * costs it a socket, not a thread, and is dropped after HEALTH_TIMEOUT_S
+ * (the kubelet's probe takes milliseconds). Its own limits: the metrics
+ * port's clients cannot use them up. */
+#define HEALTH_CONNECTIONS 64
+#define HEALTH_CONNECTIONS_PER_IP 4
+#define HEALTH_TIMEOUT_S 3
+/* The endpoint's own messages (a refused connection, a timed-out one): one
+ * line per this long, with a count of those left out. */
+#define LOG_EVERY_NS (10ULL * 1000000000ULL)
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct metrics_server {
-	struct MHD_Daemon *d;
-	uint16_t port;
+	struct MHD_Daemon *d, *health;
+	uint16_t port, health_port;
+	struct metrics_auth *auth; /* NULL: /metrics is open */
+	pthread_mutex_t log_mu;	   /* guards the two below */
+	uint64_t logged_ns, log_skipped;
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* a rendering was published */
 	/* scrapes ask for rendering number `asked`; `rendered` is the newest */
@@ -116,7 +130,7 @@ static enum MHD_Result serve_metrics(struct metrics_server *ms, struct MHD_Conne
 {
 	struct timespec deadline;
 	uint64_t want;
-	char *copy = NULL;
+	char *copy = NULL, tail[256];
 	size_t len = 0;
 	int e = 0;
 
@@ -129,13 +143,27 @@ static enum MHD_Result serve_metrics(struct metrics_server *ms, struct MHD_Conne
 	while (ms->rendered < want && e != ETIMEDOUT)
 		e = pthread_cond_timedwait(&ms->cv, &ms->mu, &deadline);
 	if (ms->rendered >= want && ms->text) {
-		copy = malloc(ms->len ? ms->len : 1);
+		copy = malloc(ms->len + sizeof(tail));
 		if (copy) {
 			memcpy(copy, ms->text, ms->len);
 			len = ms->len;
 		}
 	}
 	pthread_mutex_unlock(&ms->mu);
+	/* the reviews are the HTTP server's own: counted here, not by the page */
+	if (copy && ms->auth) {
+		int n = snprintf(tail, sizeof(tail),
+				 "# HELP retwatch_metrics_auth_reviews_total TokenReviews and "
+				 "SubjectAccessReviews sent for scrapes of /metrics\n"
+				 "# TYPE retwatch_metrics_auth_reviews_total counter\n"
+				 "retwatch_metrics_auth_reviews_total %" PRIu64 "\n",
+				 metrics_auth__reviews(ms->auth));
+
+		if (n > 0 && (size_t)n < sizeof(tail)) {
+			memcpy(copy + len, tail, (size_t)n);
+			len += (size_t)n;
+		}
+	}
 	if (!copy)
 		return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "the agent's main loop did not render the metrics in time");
@@ -165,21 +193,124 @@ static enum MHD_Result serve_health(struct metrics_server *ms, struct MHD_Connec
 	return respond_text(c, code, msg);
 }
 
+/* Logs skipped messages' count once LOG_EVERY_NS has passed since the last
+ * line; with ms->log_mu held. */
+static void log_skipped(struct metrics_server *ms, uint64_t now)
+{
+	cJSON *ev;
+
+	if (!ms->log_skipped || now - ms->logged_ns < LOG_EVERY_NS)
+		return;
+	ev = log_event(LOG_WARN, "metrics endpoint: %" PRIu64 " more messages left out in %.0f s",
+		       ms->log_skipped, (double)(now - ms->logged_ns) / 1e9);
+	if (ev)
+		cJSON_AddNumberToObject(ev, "left_out", (double)ms->log_skipped);
+	log_emit(ev);
+	ms->log_skipped = 0;
+	ms->logged_ns = now;
+}
+
+/*
+ * The endpoint's messages, such as libmicrohttpd's on a connection refused
+ * at the limit: a client that opens connections as fast as it can must not
+ * fill the log, so one line per LOG_EVERY_NS, and then how many were left
+ * out.
+ */
+static void vlog_limited(struct metrics_server *ms, const char *fmt, va_list ap)
+{
+	uint64_t now = clock__mono_ns();
+	char msg[512];
+
+	pthread_mutex_lock(&ms->log_mu);
+	if (ms->logged_ns && now - ms->logged_ns < LOG_EVERY_NS) {
+		ms->log_skipped++;
+		pthread_mutex_unlock(&ms->log_mu);
+		return;
+	}
+	log_skipped(ms, now);
+	ms->logged_ns = now;
+	pthread_mutex_unlock(&ms->log_mu);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("metrics endpoint: %s", msg);
+}
+
+static void log_limited(struct metrics_server *ms, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void log_limited(struct metrics_server *ms, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog_limited(ms, fmt, ap);
+	va_end(ap);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	vlog_limited(cls, fmt, ap);
+}
+
+/* The request's answer when /metrics needs a token: MHD_YES after queueing
+ * a refusal, else (the user may read it) the caller goes on. */
+static bool refused(struct metrics_server *ms, struct MHD_Connection *c, enum MHD_Result *ret)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	struct MHD_Response *r;
+	char why[256], *body = NULL;
+	int code, n;
+
+	if (!ms->auth)
+		return false;
+	code = metrics_auth__check(ms->auth, h, why, sizeof(why));
+	if (code == MHD_HTTP_OK)
+		return false;
+	if (code == MHD_HTTP_SERVICE_UNAVAILABLE)
+		log_limited(ms, "failed to review a scrape's token: %s", why);
+	n = asprintf(&body, "%s\n", why);
+	r = n < 0 ? NULL : MHD_create_response_from_buffer((size_t)n, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(n < 0 ? NULL : body);
+		*ret = MHD_NO;
+		return true;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	if (code == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"retwatch-agent\"");
+	*ret = MHD_queue_response(c, (unsigned int)code, r);
+	MHD_destroy_response(r);
+	return true;
+}
+
+/* What both listeners check first: no body, GET or HEAD. MHD_YES/MHD_NO
+ * when answered, else -1. */
+static int check_request(struct MHD_Connection *c, const char *method, size_t *upload_data_size)
+{
+	if (*upload_data_size)
+		return MHD_NO; /* no request here has a body */
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+	return -1;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_data_size, void **con_cls)
 {
 	struct metrics_server *ms = cls;
+	enum MHD_Result ret;
+	int done = check_request(c, method, upload_data_size);
 
 	(void)version;
 	(void)upload_data;
 	(void)con_cls;
-	if (*upload_data_size)
-		return MHD_NO; /* no request here has a body */
-	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
-		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+	if (done >= 0)
+		return (enum MHD_Result)done;
 	if (!strcmp(url, "/metrics"))
-		return serve_metrics(ms, c);
+		return refused(ms, c, &ret) ? ret : serve_metrics(ms, c);
 	if (!strcmp(url, "/healthz"))
 		return serve_health(ms, c, false);
 	if (!strcmp(url, "/readyz"))
@@ -187,19 +318,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /readyz");
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* The health listener: answers at once, never waits for the main thread. */
+static enum MHD_Result handle_health(void *cls, struct MHD_Connection *c, const char *url,
+				     const char *method, const char *version,
+				     const char *upload_data, size_t *upload_data_size,
+				     void **con_cls)
 {
-	char msg[512];
+	struct metrics_server *ms = cls;
+	int done = check_request(c, method, upload_data_size);
 
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	msg[strcspn(msg, "\n")] = '\0';
-	log_warn("metrics endpoint: %s", msg);
+	(void)version;
+	(void)upload_data;
+	(void)con_cls;
+	if (done >= 0)
+		return (enum MHD_Result)done;
+	if (!strcmp(url, "/healthz"))
+		return serve_health(ms, c, false);
+	if (!strcmp(url, "/readyz"))
+		return serve_health(ms, c, true);
+	return respond_text(c, MHD_HTTP_NOT_FOUND,
+			    "not found: try /healthz or /readyz (/metrics has its own port)");
 }
 
 /*
  * A thread per connection: a scrape waits for the main loop inside its
- * handler (up to RENDER_WAIT_S), and /healthz must not wait behind it.
+ * handler (up to RENDER_WAIT_S), and its token's review for the API server.
  * Every thread waits with poll(): select() takes no descriptor from
  * FD_SETSIZE (1024) on, and an agent holding thousands of BPF links gets
  * sockets numbered past it (libmicrohttpd's epoll mode refuses a thread
@@ -213,23 +356,70 @@ static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sock
 				/* the logger first, or the options before it log on stderr;
 				 * the address is sa, port only names it in messages */
 				port, NULL, NULL, handle, ms, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-				NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
+				ms, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
 				(unsigned int)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 				(unsigned int)MAX_CONNECTIONS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
 				(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
 }
 
-struct metrics_server *metrics_server__start(const char *address, struct rw_error *err)
+/* The health listener: one thread polls every connection (its handler
+ * never blocks), so holding its connections costs a client sockets only. */
+static struct MHD_Daemon *listen_health(struct metrics_server *ms, const struct sockaddr *sa,
+					uint16_t port, unsigned int extra_flags)
+{
+	return MHD_start_daemon(
+		MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | extra_flags, port, NULL, NULL,
+		handle_health, ms, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, ms, MHD_OPTION_SOCK_ADDR,
+		sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HEALTH_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)HEALTH_CONNECTIONS_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HEALTH_TIMEOUT_S, MHD_OPTION_END);
+}
+
+typedef struct MHD_Daemon *(*listen_fn)(struct metrics_server *ms, const struct sockaddr *sa,
+					uint16_t port, unsigned int extra_flags);
+
+/* Listens on address with fn: ret_port gets the port bound. NULL with err
+ * set when it cannot. */
+static struct MHD_Daemon *listen_at(struct metrics_server *ms, const char *address, listen_fn fn,
+				    const char *flag, uint16_t *ret_port, struct rw_error *err)
 {
 	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
 	struct sockaddr_in s4 = { .sin_family = AF_INET };
-	struct metrics_server *ms;
 	const union MHD_DaemonInfo *info;
 	char host[INET6_ADDRSTRLEN];
+	struct MHD_Daemon *d;
 	uint16_t port;
 
 	if (metrics__parse_address(address, host, sizeof(host), &port, err))
 		return NULL;
+	s4.sin_port = s6.sin6_port = htons(port);
+	if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
+		d = fn(ms, (struct sockaddr *)&s6, port, MHD_USE_IPv6);
+	} else if (host[0]) {
+		inet_pton(AF_INET, host, &s4.sin_addr);
+		d = fn(ms, (struct sockaddr *)&s4, port, 0);
+	} else {
+		/* every address: both families where the kernel has IPv6 */
+		s6.sin6_addr = in6addr_any;
+		d = fn(ms, (struct sockaddr *)&s6, port, MHD_USE_DUAL_STACK);
+		if (!d)
+			d = fn(ms, (struct sockaddr *)&s4, port, 0);
+	}
+	if (!d) {
+		rw_error_set(err, EADDRINUSE,
+			     "failed to listen on %s (is the port in use? give another with %s)",
+			     address, flag);
+		return NULL;
+	}
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	*ret_port = info ? info->port : port;
+	return d;
+}
+
+struct metrics_server *metrics_server__start(const char *address, struct rw_error *err)
+{
+	struct metrics_server *ms;
+
 	if (MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
 		rw_error_set(err, ENOTSUP,
 			     "failed to serve metrics: libmicrohttpd was built without poll()");
@@ -241,6 +431,7 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 		return NULL;
 	}
 	pthread_mutex_init(&ms->mu, NULL);
+	pthread_mutex_init(&ms->log_mu, NULL);
 	pthread_cond_init(&ms->cv, NULL);
 	ms->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ms->wake_fd < 0) {
@@ -249,30 +440,32 @@ struct metrics_server *metrics_server__start(const char *address, struct rw_erro
 		return NULL;
 	}
 	snprintf(ms->why_not, sizeof(ms->why_not), "starting");
-	s4.sin_port = s6.sin6_port = htons(port);
-	if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
-		ms->d = listen_on(ms, (struct sockaddr *)&s6, port, MHD_USE_IPv6);
-	} else if (host[0]) {
-		inet_pton(AF_INET, host, &s4.sin_addr);
-		ms->d = listen_on(ms, (struct sockaddr *)&s4, port, 0);
-	} else {
-		/* every address: both families where the kernel has IPv6 */
-		s6.sin6_addr = in6addr_any;
-		ms->d = listen_on(ms, (struct sockaddr *)&s6, port, MHD_USE_DUAL_STACK);
-		if (!ms->d)
-			ms->d = listen_on(ms, (struct sockaddr *)&s4, port, 0);
-	}
-	if (!ms->d) {
-		rw_error_set(err, EADDRINUSE,
-			     "failed to listen on %s for metrics (is the port in use? give "
-			     "another with --metrics-address)",
-			     address);
+	if (address &&
+	    !(ms->d = listen_at(ms, address, listen_on, "--metrics-address", &ms->port, err))) {
 		metrics_server__stop(ms);
 		return NULL;
 	}
-	info = MHD_get_daemon_info(ms->d, MHD_DAEMON_INFO_BIND_PORT);
-	ms->port = info ? info->port : port;
 	return ms;
+}
+
+int metrics_server__serve_health(struct metrics_server *ms, const char *address,
+				 struct rw_error *err)
+{
+	if (ms->health)
+		return rw_error_set(err, EBUSY, "the health listener is already serving");
+	ms->health = listen_at(ms, address, listen_health, "--health-address", &ms->health_port,
+			       err);
+	return ms->health ? 0 : -EADDRINUSE;
+}
+
+uint16_t metrics_server__health_port(const struct metrics_server *ms)
+{
+	return ms->health_port;
+}
+
+void metrics_server__require_auth(struct metrics_server *ms, struct metrics_auth *auth)
+{
+	ms->auth = auth;
 }
 
 int metrics_server__fd(const struct metrics_server *ms)
@@ -293,8 +486,11 @@ void metrics_server__stop(struct metrics_server *ms)
 	metrics_server__publish(ms, NULL, 0);
 	if (ms->d)
 		MHD_stop_daemon(ms->d);
+	if (ms->health)
+		MHD_stop_daemon(ms->health);
 	pthread_cond_destroy(&ms->cv);
 	pthread_mutex_destroy(&ms->mu);
+	pthread_mutex_destroy(&ms->log_mu);
 	if (ms->wake_fd >= 0)
 		close(ms->wake_fd);
 	free(ms->text);
@@ -308,6 +504,10 @@ void metrics_server__beat(struct metrics_server *ms, bool ready, const char *why
 	ms->ready = ready;
 	snprintf(ms->why_not, sizeof(ms->why_not), "%s", why_not ? why_not : "");
 	pthread_mutex_unlock(&ms->mu);
+	/* the count of messages left out, once a burst is over */
+	pthread_mutex_lock(&ms->log_mu);
+	log_skipped(ms, clock__mono_ns());
+	pthread_mutex_unlock(&ms->log_mu);
 }
 
 bool metrics_server__wanted(struct metrics_server *ms)

@@ -17,6 +17,7 @@
 #include "latency.h"
 #include "rwerr.h"
 
+struct metrics_auth;
 struct metrics_server;
 
 /*
@@ -28,10 +29,23 @@ int metrics__parse_address(const char *s, char *ret_host, size_t host_len, uint1
 			   struct rw_error *err);
 
 /* Listens on address (as metrics__parse_address reads it; port 0 picks a
- * free one). NULL on error, with a message. */
+ * free one; NULL: no /metrics listener, only the health one). NULL on
+ * error, with a message. */
 struct metrics_server *metrics_server__start(const char *address, struct rw_error *err);
 /* The port it listens on. */
 uint16_t metrics_server__port(const struct metrics_server *ms);
+/*
+ * Serves /healthz and /readyz on address too, from a listener of their own
+ * that the clients of /metrics cannot use up: its own connection limits,
+ * short timeouts, one thread that never waits. -errno with a message.
+ */
+int metrics_server__serve_health(struct metrics_server *ms, const char *address,
+				 struct rw_error *err);
+/* The port of the health listener (0: none). */
+uint16_t metrics_server__health_port(const struct metrics_server *ms);
+/* /metrics answers only requests that auth allows (metricsauth.h), from
+ * now on; auth must outlive ms. NULL: everyone. */
+void metrics_server__require_auth(struct metrics_server *ms, struct metrics_auth *auth);
 /* Stops serving; NULL is fine. */
 void metrics_server__stop(struct metrics_server *ms);
 

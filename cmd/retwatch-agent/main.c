@@ -19,6 +19,7 @@
 #include "latency.h"
 #include "log.h"
 #include "metrics.h"
+#include "metricsauth.h"
 #include "openfiles.h"
 #include "overlay.h"
 #include "reportfit.h"
@@ -55,6 +56,8 @@ static void usage(FILE *f)
 		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
+		"                      [--health-address ADDR:PORT|none]\n"
+		"                      [--metrics-auth kube|none]\n"
 		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
 		"                      [--report-budget BYTES]\n"
 		"                      [--slow-calls-per-second N]\n"
@@ -82,6 +85,13 @@ static void usage(FILE *f)
 		"  --metrics-address A    serve /metrics (Prometheus), /healthz and /readyz on\n"
 		"                         A, such as :9431 (the default), 127.0.0.1:9431 or\n"
 		"                         [::1]:9431; none serves nothing\n"
+		"  --health-address A     serve /healthz and /readyz on A too, from a listener\n"
+		"                         of their own that clients of /metrics cannot use\n"
+		"                         up (the kubelet's probes); default none\n"
+		"  --metrics-auth MODE    kube (the default): /metrics answers only a bearer\n"
+		"                         token whose user the API server's TokenReview and\n"
+		"                         SubjectAccessReview allow to get /metrics; none:\n"
+		"                         anyone who reaches the port\n"
 		"  --max-probes N         trace at most N probes at once on this node; others\n"
 		"                         wait, with an error in their status (default 100;\n"
 		"                         0: no limit)\n"
@@ -185,7 +195,8 @@ static int parse_bytes(const char *s, size_t *ret)
 /* What the command line asks for. */
 struct cli {
 	struct agent_opts ao;
-	const char *kubeconfig, *context, *metrics_address;
+	const char *kubeconfig, *context, *metrics_address, *health_address;
+	bool metrics_auth;
 	const char *layer_roots[OVERLAY_MAX_ROOTS];
 	size_t nlayer_roots;
 	bool self_check;
@@ -233,6 +244,14 @@ static int parse_option(int c, struct cli *cli)
 		}
 		break;
 	case 'm': cli->metrics_address = optarg; break;
+	case 'H': cli->health_address = optarg; break;
+	case 'A':
+		if (strcmp(optarg, "kube") && strcmp(optarg, "none")) {
+			fprintf(stderr, "retwatch-agent: --metrics-auth must be kube or none\n");
+			return 2;
+		}
+		cli->metrics_auth = !strcmp(optarg, "kube");
+		break;
 	case 'P':
 		if (parse_count(optarg, &cli->ao.max_probes)) {
 			fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
@@ -324,6 +343,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "metrics-address", required_argument, NULL, 'm' },
+		{ "health-address", required_argument, NULL, 'H' },
+		{ "metrics-auth", required_argument, NULL, 'A' },
 		{ "max-probes", required_argument, NULL, 'P' },
 		{ "metrics-max-series", required_argument, NULL, 'S' },
 		{ "report-writes-per-second", required_argument, NULL, 'W' },
@@ -361,6 +382,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.calibrate_every_ns = DEFAULT_CALIBRATE_EVERY_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
+		.health_address = "none",
+		.metrics_auth = true,
 	};
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		e = parse_option(c, ret);
@@ -418,18 +441,35 @@ static int setup_kube(struct cli *cli, struct kube_creds *ret, struct rw_error *
 	return 0;
 }
 
-/* Serves /metrics, /healthz and /readyz on address; "none" serves nothing and
- * leaves *ret NULL. -EINVAL when it cannot (err says why; the metrics module
- * gives no errno). */
-static int start_metrics(const char *address, struct metrics_server **ret, struct rw_error *err)
+/* Serves /metrics, /healthz and /readyz on the metrics address, /healthz and
+ * /readyz on the health address ("none": not there; both none: *ret NULL),
+ * /metrics to the users auth allows (NULL: anyone). -EINVAL when it cannot
+ * (err says why; the metrics module gives no errno). */
+static int start_metrics(const struct cli *cli, struct metrics_auth *auth,
+			 struct metrics_server **ret, struct rw_error *err)
 {
+	bool metrics = strcmp(cli->metrics_address, "none"),
+	     health = strcmp(cli->health_address, "none");
+
 	*ret = NULL;
-	if (!strcmp(address, "none"))
+	if (!metrics && !health)
 		return 0;
-	*ret = metrics_server__start(address, err);
+	*ret = metrics_server__start(metrics ? cli->metrics_address : NULL, err);
 	if (!*ret)
 		return -EINVAL;
-	log_info("serving /metrics, /healthz and /readyz on port %u", metrics_server__port(*ret));
+	if (health && metrics_server__serve_health(*ret, cli->health_address, err))
+		return -EINVAL;
+	metrics_server__require_auth(*ret, metrics ? auth : NULL);
+	if (metrics)
+		log_info("serving /metrics, /healthz and /readyz on port %u",
+			 metrics_server__port(*ret));
+	if (metrics)
+		log_info("/metrics %s", auth ? "answers only users allowed to get /metrics "
+					       "(TokenReview, SubjectAccessReview)"
+					     : "answers anyone (--metrics-auth none)");
+	if (health)
+		log_info("serving /healthz and /readyz on health port %u",
+			 metrics_server__health_port(*ret));
 	return 0;
 }
 
@@ -481,22 +521,26 @@ static int run_agent(struct agent *a)
 static int run(struct cli *cli)
 {
 	struct metrics_server *ms = NULL;
+	struct metrics_auth *auth = NULL;
 	struct kube_creds creds = { 0 };
 	struct rw_error err = { "" };
 	struct agent *a = NULL;
 	struct kube *k = NULL;
 	int e = 1;
 
-	if (setup_kube(cli, &creds, &err) || start_metrics(cli->metrics_address, &ms, &err)) {
+	if (setup_kube(cli, &creds, &err) || !(k = kube__new(&creds, &err))) {
+		log_error("%s", err.msg);
+		goto out;
+	}
+	if (cli->metrics_auth && !(auth = metrics_auth__new(k))) {
+		log_error("out of memory");
+		goto out;
+	}
+	if (start_metrics(cli, auth, &ms, &err)) {
 		log_error("%s", err.msg);
 		goto out;
 	}
 	cli->ao.metrics = ms;
-	k = kube__new(&creds, &err);
-	if (!k) {
-		log_error("%s", err.msg);
-		goto out;
-	}
 	a = agent__new(k, &cli->ao, &err);
 	if (!a) {
 		log_error("failed to start: %s", err.msg);
@@ -506,7 +550,8 @@ static int run(struct cli *cli)
 	e = run_agent(a);
 out:
 	agent__free(a);
-	metrics_server__stop(ms);
+	metrics_server__stop(ms); /* its threads first: they use auth and k */
+	metrics_auth__free(auth);
 	kube__free(k);
 	kube_creds__free(&creds);
 	return e;

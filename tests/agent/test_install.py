@@ -78,8 +78,10 @@ def test_package_holds_the_crds(helm, tmp_path):
 def test_daemonset_runs_the_agent_as_it_needs(helm):
     objects = render(helm)
     assert sorted(objects) == [
-        ("ClusterRole", "retwatch-agent"), ("ClusterRoleBinding", "retwatch-agent"),
-        ("DaemonSet", "retwatch-agent"), ("Role", "retwatch-agent-lease"),
+        ("ClusterRole", "retwatch-agent"), ("ClusterRole", "retwatch-agent-metrics-reader"),
+        ("ClusterRoleBinding", "retwatch-agent"),
+        ("DaemonSet", "retwatch-agent"), ("NetworkPolicy", "retwatch-agent"),
+        ("Role", "retwatch-agent-lease"),
         ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
         ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
@@ -102,12 +104,14 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
                          "--max-inflight-per-namespace=8192",
                          "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
                          "--calibrate-every=10m", "--metrics-address=:9431",
-                         "--metrics-max-series=5000"]
+                         "--metrics-max-series=5000", "--metrics-auth=kube",
+                         "--health-address=:9432"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
-    assert c["ports"] == [{"name": "metrics", "containerPort": 9431, "protocol": "TCP"}]
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["ports"] == [{"name": "metrics", "containerPort": 9431, "protocol": "TCP"},
+                          {"name": "health", "containerPort": 9432, "protocol": "TCP"}]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert c["resources"]["requests"] and c["resources"]["limits"]
     sc = c["securityContext"]
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
@@ -139,10 +143,12 @@ def test_values_change_the_daemonset(helm):
                          "--max-functions-per-namespace=64",
                          "--max-inflight-per-namespace=0", "--slow-calls-per-namespace=7",
                          "--analysis-timeout=750ms", "--calibrate-every=0",
-                         "--metrics-address=none", "--extra"]
+                         "--metrics-address=none", "--health-address=:9432", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
-    assert "ports" not in c and "livenessProbe" not in c and "readinessProbe" not in c
+    # no metrics port, but the health port and its probes stay
+    assert [p["name"] for p in c["ports"]] == ["health"]
+    assert c["livenessProbe"]["httpGet"]["port"] == "health"
     assert pod["priorityClassName"] == "system-node-critical"
     assert c["image"] == "retwatch-agent:dev"
     annotations = objects["DaemonSet", "retwatch-agent"]["spec"]["template"]["metadata"][
@@ -151,7 +157,7 @@ def test_values_change_the_daemonset(helm):
 
     objects = render(helm, "--set", "metrics.port=9500,metrics.maxSeries=10")
     _, c = agent_container(objects)
-    assert c["args"][-2:] == ["--metrics-address=:9500", "--metrics-max-series=10"]
+    assert c["args"][-4:-2] == ["--metrics-address=:9500", "--metrics-max-series=10"]
     assert c["ports"][0]["containerPort"] == 9500
 
     objects = render(helm, "--set", "perfEventUprobes=true")
@@ -162,6 +168,7 @@ def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "serviceAccount.create=false,serviceAccount.name=mine",
                      "--set", "rbac.create=false")
     assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
+                               ("NetworkPolicy", "retwatch-agent"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
                                ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
     # the admission policy follows the ServiceAccount the agent runs as
@@ -256,6 +263,9 @@ NEEDED = [
     ("get", "leases.coordination.k8s.io/retwatch-summary", "retwatch"),
     ("create", "leases.coordination.k8s.io", "retwatch"),
     ("update", "leases.coordination.k8s.io/retwatch-summary", "retwatch"),
+    # reviews of the tokens that scrapers of /metrics present
+    ("create", "tokenreviews.authentication.k8s.io", None),
+    ("create", "subjectaccessreviews.authorization.k8s.io", None),
 ]
 REFUSED = [
     ("create", "functionprobes.retwatch.io", "shop"),
@@ -342,8 +352,9 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     assert "kubectl get fprobe" in res.stdout  # the NOTES
     objects = objects_of(helm, "second", ns, kubeconfig)
     assert sorted(kind for kind, _, _ in objects) == [
-        "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
-        "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy", "Role",
+        "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding"]
     assert all(name.startswith("second-retwatch-agent") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
     sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
@@ -378,7 +389,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 8
+        assert len(objects) == 10
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)

@@ -308,3 +308,240 @@ def test_endpoint_answers_with_more_than_1024_descriptors_open(cluster, make_pod
         assert line["open_files_limit"] == soft_nofile(agent.pid)
         print(f"links {held}, descriptors {fds}, answered in "
               + ", ".join(f"{p} {t * 1000:.0f} ms" for p, t in took.items()))
+
+
+# ---- issue 25: the health port, /metrics behind a token, the chart's policy ----
+
+HOLD_S = 60
+TRICKLE_S = 5  # under the metrics port's 10 s idle timeout
+
+
+def health_port(agent):
+    (ev,) = wait_for("the health port in the log",
+                     lambda: agent.find(msg_has="on health port"), timeout=10)
+    return int(ev["msg"].rsplit(" ", 1)[1])
+
+
+def metrics_port(agent):
+    return int(agent.metrics_url().split(":")[2].split("/")[0])
+
+
+def http_get(port, path, token=None, timeout=5):
+    """(status or the error's name, body, seconds) of a GET on 127.0.0.1:port."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            code, body = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        code, body = e.code, e.read().decode()
+    except OSError as e:
+        code, body = type(e).__name__, str(e)
+    return code, body, time.monotonic() - start
+
+
+def hold(port, source):
+    """A connection to port from address source that has begun a request
+    and sends nothing more (until trickle())."""
+    s = socket.socket()
+    s.bind((source, 0))
+    s.settimeout(2)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
+    return s
+
+
+def trickle(socks, port):
+    """One more header line on each held connection, so that none times out;
+    one the agent closed is opened again (as a client bent on it would)."""
+    reopened = 0
+    for i, s in enumerate(socks):
+        try:
+            s.sendall(b"X-Idle: 1\r\n")
+            continue
+        except OSError:
+            pass
+        s.close()
+        try:
+            socks[i] = hold(port, s_source(i))
+        except OSError:
+            socks[i] = socket.socket()
+        reopened += 1
+    return reopened
+
+
+def s_source(i):
+    # 8 connections from each of 127.0.0.2 .. 127.0.0.5: the port's per-address
+    # limit is 8, its limit 32
+    return f"127.0.0.{2 + i // 8}"
+
+
+def test_health_port_answers_while_the_metrics_port_is_held(cluster):
+    """Issue 25: 32 idle connections to the metrics port (from four
+    addresses, 8 each: its per-address limit) fill it for 60 s; the health
+    port's /healthz answers within 1 s every time, the agent keeps running,
+    and the refused connections do not each write a log line."""
+    with cluster.agent("node-a", extra=["--health-address", "127.0.0.1:0"]) as agent:
+        hport, mport = health_port(agent), metrics_port(agent)
+        assert hport != mport
+        assert http_get(hport, "/healthz")[:2] == (200, "ok\n")
+        wait_for("/readyz on the health port",
+                 lambda: http_get(hport, "/readyz")[:2] == (200, "ok\n"), timeout=5)
+        assert http_get(hport, "/metrics")[0] == 404  # not there: its own port
+        socks = [hold(mport, s_source(i)) for i in range(32)]
+        try:
+            time.sleep(0.5)
+            # the metrics port is full: another client gets nothing there
+            code, _, _ = http_get(mport, "/healthz", timeout=2)
+            assert code != 200, "the metrics port should be held by the 32 connections"
+            refused = 1
+            answers, reopened = [], 0
+            start = last_trickle = time.monotonic()
+            while time.monotonic() - start < HOLD_S:
+                if time.monotonic() - last_trickle >= TRICKLE_S:
+                    reopened += trickle(socks, mport)
+                    last_trickle = time.monotonic()
+                # more refused connections, which the agent logs
+                for _ in range(5):
+                    refused += http_get(mport, "/healthz", timeout=1)[0] != 200
+                answers.append(http_get(hport, "/healthz", timeout=5))
+                time.sleep(0.5)
+            bad = [(c, b) for c, b, _ in answers if c != 200]
+            slowest = max(t for _, _, t in answers)
+            print(f"{len(answers)} /healthz answers on the health port over {HOLD_S} s with "
+                  f"32 connections held on the metrics port: slowest {slowest * 1000:.1f} ms; "
+                  f"{refused} connections refused on the metrics port, {reopened} reopened")
+            assert not bad, bad[:3]
+            assert slowest < 1, slowest
+            assert agent.proc.poll() is None
+            # one line per 10 s at most, with a count of those left out
+            lines = agent.find(msg_has="metrics endpoint:")
+            assert refused >= 100 and len(lines) <= HOLD_S / 10 + 3, (refused, len(lines))
+            wait_for("a count of the messages left out",
+                     lambda: agent.find(msg_has="more messages left out"), timeout=12)
+        finally:
+            for s in socks:
+                s.close()
+        # the metrics port serves again once they are gone
+        wait_for("/metrics again", lambda: http_get(mport, "/metrics")[0] == 200, timeout=15)
+
+
+def service_account_token(cluster, ns, name):
+    cluster.kubectl("create", "serviceaccount", name, "-n", ns, check=False)
+    return cluster.kubectl("create", "token", name, "-n", ns).stdout.strip()
+
+
+def test_metrics_needs_a_token_whose_user_may_get_it(cluster):
+    """Issue 25: with --metrics-auth kube (the chart's default) /metrics
+    refuses a request without a token (401) or with one the API server does
+    not accept (401), and a ServiceAccount not bound to the chart's
+    metrics-reader ClusterRole (403); bound, its token reads the metrics.
+    /healthz needs no token."""
+    ns = cluster.namespace()
+    with cluster.agent("node-a", extra=["--metrics-auth", "kube"]) as agent:
+        port = metrics_port(agent)
+        code, body, _ = http_get(port, "/metrics")
+        assert code == 401 and "Bearer" in body, (code, body)
+        assert http_get(port, "/metrics", token="not-a-token")[0] == 401
+        assert http_get(port, "/metrics", token="x" * 9000)[0] == 401
+        assert http_get(port, "/healthz")[:2] == (200, "ok\n")
+
+        token = service_account_token(cluster, ns, "prometheus")
+        code, body, _ = http_get(port, "/metrics", token=token)
+        assert code == 403 and "may not get /metrics" in body, (code, body)
+
+        cluster.kubectl("create", "clusterrolebinding", f"{ns}-prometheus-metrics",
+                        "--clusterrole=retwatch-agent-metrics-reader",
+                        f"--serviceaccount={ns}:prometheus")
+        # a refusal is kept 10 s: a new token of the same account is asked afresh
+        token = service_account_token(cluster, ns, "prometheus")
+        code, body, _ = http_get(port, "/metrics", token=token)
+        assert code == 200 and "retwatch_build_info" in body, (code, body[:300])
+        # the answer is kept: more scrapes send no review
+        reviews = value(body, "retwatch_metrics_auth_reviews_total")
+        assert reviews >= 2  # a TokenReview and a SubjectAccessReview at least
+        times = [http_get(port, "/metrics", token=token) for _ in range(3)]
+        assert all(c == 200 for c, _, _ in times)
+        assert value(times[-1][1], "retwatch_metrics_auth_reviews_total") == reviews
+        print("scrapes with a cached token: " +
+              ", ".join(f"{t * 1000:.1f} ms" for _, _, t in times))
+        assert agent.proc.poll() is None
+
+
+# ---- the chart: the health port, the NetworkPolicy, the reviews' RBAC ----
+
+from test_install import CHART as CHART_DIR, agent_container, helm, render  # noqa: E402,F401
+
+
+def policy(objects):
+    return objects["NetworkPolicy", "retwatch-agent"]["spec"]
+
+
+def test_chart_probes_use_the_health_port(helm):
+    objects = render(helm)
+    _, c = agent_container(objects)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"metrics": 9431, "health": 9432}
+    assert "--health-address=:9432" in c["args"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+    _, c = agent_container(render(helm, "--set", "health.port=9500"))
+    assert "--health-address=:9500" in c["args"]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["health"] == 9500
+    res = helm("template", "retwatch", CHART_DIR, "--set", "health.port=0", check=False)
+    assert res.returncode != 0 and "at '/health/port': minimum" in res.stderr
+
+
+def test_chart_network_policy_admits_only_the_scrapers(helm):
+    objects = render(helm)
+    ds = objects["DaemonSet", "retwatch-agent"]["spec"]
+    assert not ds["template"]["spec"].get("hostNetwork"), \
+        "a NetworkPolicy does not apply to a hostNetwork pod"
+    spec = policy(objects)
+    assert spec["podSelector"] == ds["selector"]
+    assert spec["policyTypes"] == ["Ingress"]
+    # the metrics port from the default scrapers; the health port from no
+    # pod (the node, which NetworkPolicies always admit, probes it)
+    assert spec["ingress"] == [{
+        "ports": [{"port": "metrics", "protocol": "TCP"}],
+        "from": [{"namespaceSelector": {"matchLabels": {
+                      "kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]}]
+
+    spec = policy(render(
+        helm, "--set", "networkPolicy.scrapers.namespaceSelector.matchLabels.team=obs",
+        "--set", "networkPolicy.scrapers.podSelector=null",
+        "--set", "networkPolicy.healthFrom[0].ipBlock.cidr=10.0.0.0/16"))
+    metrics, health = spec["ingress"]
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring", "team": "obs"}}, "podSelector": {}}]
+    assert health == {"ports": [{"port": "health", "protocol": "TCP"}],
+                      "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]}
+
+    # no metrics port: nothing is admitted but the node
+    assert policy(render(helm, "--set", "metrics.enabled=false"))["ingress"] == []
+    assert not any(kind == "NetworkPolicy"
+                   for kind, _ in render(helm, "--set", "networkPolicy.enabled=false"))
+
+
+def test_chart_grants_the_reviews_and_a_metrics_reader_role(helm):
+    objects = render(helm)
+    _, c = agent_container(objects)
+    assert "--metrics-auth=kube" in c["args"]
+    rules = objects["ClusterRole", "retwatch-agent"]["rules"]
+    assert {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+            "verbs": ["create"]} in rules
+    assert {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+            "verbs": ["create"]} in rules
+    assert objects["ClusterRole", "retwatch-agent-metrics-reader"]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+    objects = render(helm, "--set", "metrics.auth=false")
+    _, c = agent_container(objects)
+    assert "--metrics-auth=none" in c["args"]
+    assert ("ClusterRole", "retwatch-agent-metrics-reader") not in objects
+    assert not [r for r in objects["ClusterRole", "retwatch-agent"]["rules"]
+                if "tokenreviews" in r["resources"]]

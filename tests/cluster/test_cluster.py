@@ -565,6 +565,135 @@ def system_link_ids():
     return {link["id"] for link in json.loads(out or "[]")}
 
 
+# Run in the cluster's network namespace: holds 32 connections to the agent's
+# metrics port (8 from each of four addresses, the port's per-address limit)
+# for HOLD seconds, a header line on each every 5 s (its idle timeout is
+# 10 s), and asks the health port for /healthz every second meanwhile.
+HOLDER = r"""
+import json, socket, sys, time, urllib.request
+ip, mport, hport, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+sources = sys.argv[5:]
+
+def held(i):
+    s = socket.socket()
+    s.bind((sources[i // 8], 0))
+    s.settimeout(2)
+    s.connect((ip, mport))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
+    return s
+
+def get(port, path, timeout):
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(f"http://{ip}:{port}{path}", timeout=timeout) as r:
+            code = r.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    except OSError as e:
+        code = type(e).__name__
+    return code, time.monotonic() - start
+
+socks = [held(i) for i in range(32)]
+time.sleep(0.5)
+full = get(mport, "/healthz", 2)[0]
+answers, reopened, start, last = [], 0, time.monotonic(), time.monotonic()
+while time.monotonic() - start < hold:
+    if time.monotonic() - last >= 5:
+        for i, s in enumerate(socks):
+            try:
+                s.sendall(b"X-Idle: 1\r\n")
+            except OSError:
+                s.close()
+                socks[i] = held(i)
+                reopened += 1
+        last = time.monotonic()
+    answers.append(get(hport, "/healthz", 5))
+    time.sleep(1)
+for s in socks:
+    s.close()
+released, back = time.monotonic(), None
+while back is None and time.monotonic() - released < 30:
+    if get(mport, "/healthz", 2)[0] == 200:
+        back = time.monotonic() - released
+    else:
+        time.sleep(0.5)
+print(json.dumps({"full": full, "answers": answers, "reopened": reopened, "back": back}))
+"""
+HOLD_S = 60
+HOLD_SOURCES = [f"10.247.255.{i}" for i in range(2, 6)]
+
+
+def test_health_port_outlasts_held_metrics_connections(node):
+    """Issue 25: 32 idle connections held for 60 s to the agent pod's metrics
+    port (from four addresses of the node's network namespace, standing for
+    four pods) leave /healthz on the health port answering within 1 s every
+    time; the kubelet's probes, which use that port, neither restart the
+    agent nor take it out of Ready."""
+    pod = node.ready_agent_pod()
+    ip = pod["status"]["podIP"]
+    restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+    for a in HOLD_SOURCES:
+        node.c.run_in_netns(["ip", "addr", "add", f"{a}/32", "dev", "lo"], check=True)
+    try:
+        holder = subprocess.Popen(
+            node.c.in_netns(["python3", "-c", HOLDER, ip, "9431", "9432", str(HOLD_S),
+                             *HOLD_SOURCES]), stdout=subprocess.PIPE, text=True)
+        unready = []
+        while holder.poll() is None:
+            p = node.kubectl_json("get", "pod", "-n", AGENT_NS, pod["metadata"]["name"])
+            if not pod_ready(p):
+                unready.append(time.monotonic())
+            time.sleep(2)
+        out = json.loads(holder.stdout.read())
+        assert holder.returncode == 0
+    finally:
+        for a in HOLD_SOURCES:
+            node.c.run_in_netns(["ip", "addr", "del", f"{a}/32", "dev", "lo"])
+    slowest = max(t for _, t in out["answers"])
+    node.timings["slowest /healthz with 32 metrics connections held 60 s"] = slowest
+    print(f"{len(out['answers'])} /healthz answers, slowest {slowest * 1000:.1f} ms; "
+          f"/healthz on the full metrics port: {out['full']}; reopened {out['reopened']}; "
+          f"the metrics port answered again {out['back']} s after they closed")
+    assert out["full"] != 200, "the 32 connections should fill the metrics port"
+    assert all(code == 200 for code, _ in out["answers"]), out["answers"]
+    assert slowest < 1, slowest
+    assert not unready, f"the agent's pod was not Ready {len(unready)} times"
+    assert out["back"] is not None, "the metrics port did not answer again once they closed"
+    p = node.kubectl_json("get", "pod", "-n", AGENT_NS, pod["metadata"]["name"])
+    assert p["status"]["containerStatuses"][0]["restartCount"] == restarts
+
+
+def test_metrics_refuse_a_pod_without_a_token(node):
+    """Issue 25: another pod's GET /metrics without a token is refused (401;
+    the cluster's CNI bridge does not enforce the chart's NetworkPolicy, so
+    the request reaches the agent); with the token of a ServiceAccount bound
+    to the chart's metrics-reader ClusterRole it reads the metrics."""
+    ip = node.ready_agent_pod()["status"]["podIP"]
+    ns = "metrics-client"
+    node.kubectl("create", "namespace", ns)
+    try:
+        apply(node, deployment(ns, "client", 1, {"app": "client"}))
+        (pod,) = running_pods(node, ns, "app=client", 1)
+        name = pod["metadata"]["name"]
+
+        def wget(*headers):
+            return node.kubectl("exec", "-n", ns, name, "-c", "app", "--", "/bin/busybox",
+                                "wget", "-q", "-O-", *headers,
+                                f"http://{ip}:9431/metrics", check=False)
+        res = wget()
+        assert res.returncode != 0 and "401" in res.stderr, (res.stdout[:200], res.stderr)
+        node.kubectl("create", "serviceaccount", "prometheus", "-n", ns)
+        node.kubectl("create", "clusterrolebinding", "metrics-client-prometheus",
+                     "--clusterrole=retwatch-agent-metrics-reader",
+                     f"--serviceaccount={ns}:prometheus")
+        token = node.kubectl("create", "token", "prometheus", "-n", ns).stdout.strip()
+        res = wget("--header", f"Authorization: Bearer {token}")
+        assert res.returncode == 0 and "retwatch_build_info" in res.stdout, res.stderr
+    finally:
+        node.kubectl("delete", "clusterrolebinding", "metrics-client-prometheus", check=False)
+        node.kubectl("delete", "namespace", ns, "--wait=false")
+
+
 def test_helm_uninstall_detaches_and_exits_0(node):
     """Last: it removes the agent. The kubelet's SIGTERM reaches the agent,
     which detaches everything and exits 0 within the grace period."""

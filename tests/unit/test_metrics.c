@@ -8,9 +8,14 @@
 #include <sys/select.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 
 #include "metrics.h"
+#include "metricsauth.h"
 #include "test.h"
 
 TEST(metrics_parse_address)
@@ -318,5 +323,101 @@ cleanup:
 		close(fds[i]);
 	free(fds);
 	setrlimit(RLIMIT_NOFILE, &was);
+	return ok;
+}
+
+/* ---- issue 25: the health listener, the bearer header's checks ---- */
+
+/* A connection to port from source that began a request and says no more;
+ * -1 when the server refused it. */
+static int hold(const char *source, uint16_t port)
+{
+	struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, source, &from.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	to.sin_port = htons(port);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof(from)) ||
+	    connect(fd, (struct sockaddr *)&to, sizeof(to)) ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+TEST(metrics_health_listener_outlasts_held_connections)
+{
+	struct rw_error err = { "" };
+	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", &err);
+	int fds[64];
+	size_t n = 0;
+	struct body b;
+	bool ok = false;
+	char source[32];
+
+	if (!CHECK(ms, "%s", err.msg))
+		return false;
+	if (!CHECK(!metrics_server__serve_health(ms, "127.0.0.1:0", &err), "%s", err.msg))
+		goto cleanup;
+	metrics_server__beat(ms, true, NULL);
+	/* every connection of the metrics port (8 from each of four addresses),
+	 * and 16 of the health port from one address */
+	for (int i = 0; i < 32; i++) {
+		snprintf(source, sizeof(source), "127.0.0.%d", 2 + i / 8);
+		fds[n] = hold(source, metrics_server__port(ms));
+		n += fds[n] >= 0;
+	}
+	for (int i = 0; i < 16; i++) {
+		fds[n] = hold("127.0.0.6", metrics_server__health_port(ms));
+		n += fds[n] >= 0;
+	}
+	usleep(200 * 1000);
+	ok = ASSERT_TRUE(n >= 32) &&
+	     ASSERT_EQ(get(metrics_server__health_port(ms), "/healthz", "GET", &b), 200) &&
+	     ASSERT_STREQ(b.buf, "ok\n") &&
+	     ASSERT_EQ(get(metrics_server__health_port(ms), "/readyz", "GET", &b), 200) &&
+	     ASSERT_EQ(get(metrics_server__health_port(ms), "/metrics", "GET", &b), 404) &&
+	     ASSERT_EQ(get(metrics_server__health_port(ms), "/healthz", "POST", &b), 405);
+cleanup:
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	metrics_server__stop(ms);
+	return ok;
+}
+
+TEST(metrics_auth_refuses_a_malformed_header_unreviewed)
+{
+	static const char *const bad[] = {
+		NULL,	      "",	    "Basic dXNlcjpwdw==", "Bearer",	 "Bearer ",
+		"Bearer    ", "Bearer a b", "Bearer a\tb",	  "Bearer \x7f", "Bearer\ttoken",
+	};
+	struct metrics_auth *ma = metrics_auth__new(NULL);
+	char why[256], *huge = malloc(METRICS_AUTH_MAX_TOKEN + 16);
+	bool ok = ASSERT_TRUE(ma) && ASSERT_TRUE(huge);
+
+	for (size_t i = 0; ok && i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok = CHECK(metrics_auth__check(ma, bad[i], why, sizeof(why)) == 401, "header %zu",
+			   i) &&
+		     ASSERT_STRCONTAINS(why, "Bearer");
+	if (ok) {
+		memcpy(huge, "Bearer ", 7);
+		memset(huge + 7, 'x', METRICS_AUTH_MAX_TOKEN + 1);
+		huge[7 + METRICS_AUTH_MAX_TOKEN + 1] = '\0';
+		ok = ASSERT_EQ(metrics_auth__check(ma, huge, why, sizeof(why)), 401);
+		/* a token of the longest length and a second word: not its prefix */
+		memcpy(huge + 7 + METRICS_AUTH_MAX_TOKEN, " y", 3);
+		ok = ok && ASSERT_EQ(metrics_auth__check(ma, huge, why, sizeof(why)), 401);
+		/* one byte shorter is well formed: reviewed (here: nobody to ask) */
+		huge[7 + METRICS_AUTH_MAX_TOKEN] = '\0';
+		ok = ok && ASSERT_EQ(metrics_auth__reviews(ma), 0) &&
+		     ASSERT_EQ(metrics_auth__check(ma, huge, why, sizeof(why)), 503) &&
+		     ASSERT_EQ(metrics_auth__check(ma, "bearer abc.def", why, sizeof(why)), 503);
+	}
+	free(huge);
+	metrics_auth__free(ma);
 	return ok;
 }
