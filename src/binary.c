@@ -2229,13 +2229,28 @@ static void cache_evict(struct binary_cache *c)
 	}
 }
 
+/* What a path that is not a regular file names, for an error. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a file";
+}
+
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
 {
 	struct binary *b;
 	struct stat st;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO for reading waits for a writer (for ever) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		ret = errno;
 		rw_error_set(err, ret, "failed to open %s: %s", path, strerror(ret));
@@ -2247,6 +2262,14 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		rw_error_set(err, ret, "failed to stat %s: %s", path, strerror(ret));
 		close(fd);
 		errno = ret;
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rw_error_set(err, EINVAL,
+			     "%s is not a regular file (%s): name an executable or library", path,
+			     file_kind(st.st_mode));
+		close(fd);
+		errno = EINVAL;
 		return NULL;
 	}
 	for (b = cache ? cache->head : NULL; b; b = b->next) {

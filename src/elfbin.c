@@ -390,7 +390,8 @@ struct elfbin *elfbin__open_debug_fd(int fd, const char *path, struct rw_error *
 
 struct elfbin *elfbin__open(const char *path, struct rw_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO for reading waits for a writer (open_fd refuses it) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
 	if (fd < 0) {
 		int e = errno;

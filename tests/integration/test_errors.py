@@ -3,6 +3,9 @@ never by a signal or with a sanitizer report."""
 
 import os
 import re
+import socket
+import subprocess
+import time
 
 import pytest
 
@@ -53,6 +56,30 @@ def test_nonexistent_path_is_named():
 
 def test_directory_is_refused():
     harness.inspect("--json", fixture("c"), "main").assert_refused()
+
+
+def test_fifo_device_and_socket_are_refused_at_once(tmp_path):
+    """Not files to read: refused without opening for long (reading a FIFO
+    waits for a writer, for ever)."""
+    fifo, sock = tmp_path / "fifo", tmp_path / "sock"
+    os.mkfifo(fifo)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock))
+    try:
+        for path, kind in ((fifo, "a FIFO"), ("/dev/zero", "a device"), (sock, None)):
+            start = time.monotonic()
+            try:
+                run = harness.inspect("--json", str(path), "main")
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"inspect of {path} did not end") from None
+            took = time.monotonic() - start
+            run.assert_refused()
+            assert str(path) in run.stderr, run.describe()
+            if kind:
+                assert kind in run.stderr, run.describe()
+            assert took < 1.0, (path, took)
+    finally:
+        listener.close()
 
 
 def test_fully_stripped_c_binary_has_nothing_to_match():
