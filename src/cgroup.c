@@ -394,8 +394,7 @@ static int read_at(int dir, const char *name, char *buf, size_t size, size_t *re
 	return ret;
 }
 
-/* Field 22 of /proc/PID/stat. The name (field 2) may hold spaces and ")". */
-static int parse_starttime(const char *text, size_t len, uint64_t *ret)
+int cgroup__parse_starttime(const char *text, size_t len, uint64_t *ret)
 {
 	const char *p = memrchr(text, ')', len), *end = text + len, *start = text;
 	uint64_t v = 0;
@@ -435,7 +434,25 @@ static int read_starttime(int dir, uint64_t *ret)
 	/* a real one is a few hundred bytes: a full buffer is not one */
 	if (len == sizeof(buf))
 		return -EINVAL;
-	return parse_starttime(buf, len, ret);
+	return cgroup__parse_starttime(buf, len, ret);
+}
+
+int cgroup__pid_starttime(const char *proc, pid_t pid, uint64_t *ret_starttime)
+{
+	char path[PATH_MAX];
+	int dir, ret;
+
+	if (pid <= 0)
+		return -EINVAL;
+	ret = snprintf(path, sizeof(path), "%s/%d", proc, (int)pid);
+	if (ret < 0 || (size_t)ret >= sizeof(path))
+		return -ENAMETOOLONG;
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+	ret = read_starttime(dir, ret_starttime);
+	close(dir);
+	return ret == -ESRCH ? -ENOENT : ret;
 }
 
 /* Reads PROC/PID/cgroup and parses it, for a pod's container when ret_uid is not NULL. */
