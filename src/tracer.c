@@ -2378,6 +2378,17 @@ int tracer__reap(struct tracer *t, struct tracer_target *tt)
 	return sweep(t, tt->pid, 0);
 }
 
+void tracer__forget_pid(struct tracer *t, pid_t pid)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o->pid == pid)
+			return;
+	/* the process is gone: its frames and share need not wait for the sweep */
+	sweep(t, pid, 0);
+	pid__unretire(t, pid);
+	share__drop_pid(t, pid);
+}
+
 int64_t tracer__inflight(struct tracer *t)
 {
 	int fd = bpf_map__fd(t->skel->maps.frames);
