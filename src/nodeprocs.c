@@ -107,12 +107,14 @@ void nodeprocs__scan(struct nodeprocs *np)
 	while ((de = readdir(d))) {
 		struct proc_ent key = { .pid = (pid_t)strtol(de->d_name, NULL, 10), .init = -1 };
 
-		/* a process gone since readdir, or whose stat cannot be read, is not listed */
-		if (key.pid <= 0 || cgroup__pid_starttime(np->proc, key.pid, &key.starttime))
+		if (key.pid <= 0)
 			continue;
 		next = grow(next, n, &cap);
 		if (!next)
 			break;
+		/* a process gone since readdir, or whose stat cannot be read, is not listed */
+		if (cgroup__pid_starttime(np->proc, key.pid, &key.starttime))
+			continue;
 		old = find(np, key.pid);
 		if (carry_over(old, key.starttime, now)) {
 			next[n++] = *old;
