@@ -101,6 +101,9 @@ static void trace_retire(struct traceset *ts, struct trace *t, const char *why)
 	results__retire(ts->results, t->target, exited);
 	for (size_t i = 0; i < shlib_procs__ntargets(t->libs); i++)
 		results__retire(ts->results, shlib_procs__target(t->libs, i), exited);
+	/* gone: its share goes now, free for a process that gets its pid */
+	if (exited)
+		tracer__forget_pid(ts->env->tracer, t->pub.pid);
 	symbolizer__forget(ts->env->sym, t->pub.pid);
 	log_emit(
 		event(ts, t, log_event(LOG_INFO, "detached from process %d: %s", t->pub.pid, why)));
@@ -230,7 +233,6 @@ static void retire_reused(struct traceset *ts)
 		}
 		*tp = t->next;
 		trace_retire(ts, t, "the process exited, its pid taken by another process");
-		tracer__forget_pid(ts->env->tracer, p.pid);
 	}
 }
 
