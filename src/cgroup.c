@@ -394,8 +394,7 @@ static int read_at(int dir, const char *name, char *buf, size_t size, size_t *re
 	return ret;
 }
 
-/* Field 22 of /proc/PID/stat. The name (field 2) may hold spaces and ")". */
-static int parse_starttime(const char *text, size_t len, uint64_t *ret)
+int cgroup__parse_starttime(const char *text, size_t len, uint64_t *ret)
 {
 	const char *p = memrchr(text, ')', len), *end = text + len, *start = text;
 	uint64_t v = 0;
@@ -423,19 +422,34 @@ static int parse_starttime(const char *text, size_t len, uint64_t *ret)
 	return 0;
 }
 
-/* The start time of the process whose /proc directory is dir. */
-static int read_starttime(int dir, uint64_t *ret)
+/* The start time in stat file name under directory fd dir. */
+static int read_starttime_at(int dir, const char *name, uint64_t *ret)
 {
 	char buf[STAT_MAX];
 	size_t len;
-	int err = read_at(dir, "stat", buf, sizeof(buf), &len);
+	int err = read_at(dir, name, buf, sizeof(buf), &len);
 
 	if (err)
 		return err;
 	/* a real one is a few hundred bytes: a full buffer is not one */
 	if (len == sizeof(buf))
 		return -EINVAL;
-	return parse_starttime(buf, len, ret);
+	return cgroup__parse_starttime(buf, len, ret);
+}
+
+int cgroup__pid_starttime(const char *proc, pid_t pid, uint64_t *ret_starttime)
+{
+	char path[PATH_MAX];
+	int ret;
+
+	if (pid <= 0)
+		return -EINVAL;
+	ret = snprintf(path, sizeof(path), "%s/%d/stat", proc, (int)pid);
+	if (ret < 0 || (size_t)ret >= sizeof(path))
+		return -ENAMETOOLONG;
+	/* one file: no directory to open first (every process, every scan) */
+	ret = read_starttime_at(AT_FDCWD, path, ret_starttime);
+	return ret == -ESRCH ? -ENOENT : ret;
 }
 
 /* Reads PROC/PID/cgroup and parses it, for a pod's container when ret_uid is not NULL. */
@@ -470,7 +484,7 @@ static int pid_read(const char *proc, pid_t pid, char *ret_uid, char *ret_id,
 		ret = ret_uid ? cgroup__parse_pod(buf, len, uid, id)
 			      : cgroup__parse_container_id(buf, len, id);
 	if (!ret && ret_starttime)
-		ret = read_starttime(dir, &start);
+		ret = read_starttime_at(dir, "stat", &start);
 cleanup:
 	free(buf);
 	if (dir >= 0)

@@ -91,4 +91,14 @@ int cgroup__pid_container(const char *proc, pid_t pid, char *ret_id, uint64_t *r
 int cgroup__pid_pod(const char *proc, pid_t pid, char *ret_uid, char *ret_id,
 		    uint64_t *ret_starttime);
 
+/*
+ * Field 22 of a /proc/PID/stat text (starttime, clock ticks since boot).
+ * The name (field 2) is the process's own choice and may hold spaces, ")"
+ * and newlines: fields are counted from the last ")". -EINVAL when
+ * malformed (a field missing or empty, not a number, over 64 bits).
+ */
+int cgroup__parse_starttime(const char *text, size_t len, uint64_t *ret);
+/* The start time of process pid alone (PROC/PID/stat). -ENOENT (gone), -EINVAL, -errno. */
+int cgroup__pid_starttime(const char *proc, pid_t pid, uint64_t *ret_starttime);
+
 #endif

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cgroup.h"
+
 static int by_pid(const void *a, const void *b)
 {
 	const struct exeproc *x = a, *y = b;
@@ -33,6 +35,16 @@ const struct exeproc *exeprocs__find(const struct exeprocs *ep, pid_t pid)
 	return bsearch(&key, ep->procs, ep->n, sizeof(key), by_pid);
 }
 
+const struct exeproc *exeprocs__current(const struct exeprocs *ep, const char *proc, pid_t pid)
+{
+	const struct exeproc *e = exeprocs__find(ep, pid);
+	uint64_t st;
+
+	if (!e || cgroup__pid_starttime(proc, pid, &st) || st != e->starttime)
+		return NULL;
+	return e;
+}
+
 int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns)
 {
 	struct exeproc *v = NULL, *more;
@@ -48,12 +60,13 @@ int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns)
 		char path[64], *end;
 		struct stat st;
 		long pid = strtol(d->d_name, &end, 10);
+		uint64_t start;
 
-		if (*end || pid <= 0)
+		if (*end || pid <= 0 || pid > INT32_MAX)
 			continue;
 		snprintf(path, sizeof(path), "%s/%ld/exe", proc, pid);
 		/* a kernel thread has none; a process gone meanwhile neither */
-		if (stat(path, &st))
+		if (cgroup__pid_starttime(proc, (pid_t)pid, &start) || stat(path, &st))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 256;
@@ -67,10 +80,13 @@ int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns)
 		old = exeprocs__find(ep, (pid_t)pid);
 		v[n++] = (struct exeproc){
 			.pid = (pid_t)pid,
+			.starttime = start,
 			.dev = st.st_dev,
 			.ino = st.st_ino,
-			/* the same process running another file (exec) is new to it */
-			.first_ns = old && old->dev == st.st_dev && old->ino == st.st_ino
+			/* the same process running another file (exec) is new to it, and
+			 * so is another process with its pid */
+			.first_ns = old && old->starttime == start && old->dev == st.st_dev &&
+						    old->ino == st.st_ino
 					    ? old->first_ns
 					    : now_ns,
 		};
@@ -80,7 +96,8 @@ int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns)
 		free(v);
 		return e;
 	}
-	qsort(v, n, sizeof(*v), by_pid);
+	if (n)
+		qsort(v, n, sizeof(*v), by_pid);
 	free(ep->procs);
 	ep->procs = v;
 	ep->n = n;

@@ -15,6 +15,7 @@
 
 struct exeproc {
 	pid_t pid;
+	uint64_t starttime; /* with pid, names the process across pid reuse (/proc/PID/stat) */
 	dev_t dev;
 	ino_t ino;
 	uint64_t first_ns; /* when a scan first listed the process (clock__mono_ns) */
@@ -28,12 +29,16 @@ struct exeprocs {
 
 /*
  * Lists the processes under proc ("/proc") again; a process listed before
- * keeps its first_ns. Kernel threads and processes whose executable cannot
- * be read (gone meanwhile) are left out. 0 or -errno (the old list stays).
+ * (the same pid and start time, running the same file) keeps its first_ns: a
+ * pid another process took over is new. Kernel threads and processes whose
+ * executable or start time cannot be read (gone meanwhile) are left out.
+ * 0 or -errno (the old list stays).
  */
 int exeprocs__scan(struct exeprocs *ep, const char *proc, uint64_t now_ns);
 /* The entry of pid, or NULL when the last scan did not list it. */
 const struct exeproc *exeprocs__find(const struct exeprocs *ep, pid_t pid);
+/* The same, unless pid's process now (its start time under proc, read now) is another one. */
+const struct exeproc *exeprocs__current(const struct exeprocs *ep, const char *proc, pid_t pid);
 void exeprocs__clear(struct exeprocs *ep);
 /* Whether process pid runs the file (dev, ino) now (its /proc/PID/exe, read now). */
 bool exeprocs__runs(const char *proc, pid_t pid, dev_t dev, ino_t ino);

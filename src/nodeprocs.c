@@ -24,6 +24,7 @@ struct proc_ent {
 	char cid[CGROUP_ID_LEN + 1];	  /* "" when in no pod's container */
 	char pod_uid[CGROUP_UID_MAX + 1]; /* the pod of that container */
 	signed char init;		  /* pid 1 of its namespace: 1, 0, or -1 not known yet */
+	bool reread;			  /* its cgroup changed under an attach: read it again */
 };
 
 struct nodeprocs {
@@ -71,10 +72,30 @@ static struct proc_ent *grow(struct proc_ent *v, size_t n, size_t *cap)
 	return g;
 }
 
+static const struct proc_ent *find(const struct nodeprocs *np, pid_t pid)
+{
+	struct proc_ent key = { .pid = pid };
+
+	return np->n ? bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp) : NULL;
+}
+
+/*
+ * A process listed by the last scan whose pid, start time and container
+ * still hold is carried over as it was. Everything else is read afresh: a
+ * pid another process took over (its start time says so) is a new process,
+ * never its predecessor's container.
+ */
+static bool carry_over(const struct proc_ent *old, uint64_t starttime, uint64_t now)
+{
+	return old && old->starttime == starttime && !old->reread &&
+	       (old->cid[0] || now - old->seen_ns > PROC_SETTLE_NS);
+}
+
 void nodeprocs__scan(struct nodeprocs *np)
 {
-	struct proc_ent *next = NULL, *old;
-	uint64_t now = clock__mono_ns();
+	struct proc_ent *next = NULL;
+	const struct proc_ent *old;
+	uint64_t now = clock__mono_ns(), st;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d = opendir(np->proc);
@@ -91,14 +112,23 @@ void nodeprocs__scan(struct nodeprocs *np)
 		next = grow(next, n, &cap);
 		if (!next)
 			break;
-		old = np->n ? bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp) : NULL;
-		if (old && (old->cid[0] || now - old->seen_ns > PROC_SETTLE_NS)) {
+		/* a process gone since readdir, or whose stat cannot be read, is not listed */
+		if (cgroup__pid_starttime(np->proc, key.pid, &key.starttime))
+			continue;
+		old = find(np, key.pid);
+		if (carry_over(old, key.starttime, now)) {
 			next[n++] = *old;
 			continue;
 		}
+		if (old && old->starttime != key.starttime)
+			old = NULL;
 		key.seen_ns = old ? old->seen_ns : now;
-		if (cgroup__pid_pod(np->proc, key.pid, key.pod_uid, key.cid, &key.starttime))
+		/* cgroup and start time through one directory: the same process's */
+		if (cgroup__pid_pod(np->proc, key.pid, key.pod_uid, key.cid, &st))
 			key.cid[0] = key.pod_uid[0] = '\0';
+		else if (st != key.starttime)
+			/* taken over between the two reads: the cgroup is the newer one's */
+			key.starttime = st, key.seen_ns = now;
 		next[n++] = key;
 	}
 	closedir(d);
@@ -203,12 +233,8 @@ size_t nodeprocs__container(struct nodeprocs *np, const char *cid, const char *p
 
 const char *nodeprocs__pod_of(const struct nodeprocs *np, pid_t pid)
 {
-	struct proc_ent key = { .pid = pid };
-	const struct proc_ent *pe;
+	const struct proc_ent *pe = find(np, pid);
 
-	if (!np->n)
-		return NULL;
-	pe = bsearch(&key, np->procs, np->n, sizeof(key), proc_cmp);
 	if (!pe)
 		return NULL;
 	return pe->cid[0] ? pe->pod_uid : "";
@@ -216,8 +242,30 @@ const char *nodeprocs__pod_of(const struct nodeprocs *np, pid_t pid)
 
 bool nodeprocs__alive(const struct nodeprocs *np, const struct nodeproc *p)
 {
-	char cid[CGROUP_ID_LEN + 1];
 	uint64_t st = 0;
 
-	return !cgroup__pid_container(np->proc, p->pid, cid, &st) && st == p->starttime;
+	return !cgroup__pid_starttime(np->proc, p->pid, &st) && st == p->starttime;
+}
+
+bool nodeprocs__listed(const struct nodeprocs *np, const struct nodeproc *p)
+{
+	const struct proc_ent *pe = find(np, p->pid);
+
+	return pe && pe->starttime == p->starttime;
+}
+
+bool nodeprocs__still_in(struct nodeprocs *np, const struct nodeproc *p, const char *cid,
+			 const char *pod_uid)
+{
+	char id[CGROUP_ID_LEN + 1], uid[CGROUP_UID_MAX + 1];
+	struct proc_ent *pe = (struct proc_ent *)find(np, p->pid);
+	uint64_t st = 0;
+
+	if (!cgroup__pid_pod(np->proc, p->pid, uid, id, &st) && st == p->starttime &&
+	    !strcmp(id, cid) && !strcmp(uid, pod_uid))
+		return true;
+	/* the next scan places it afresh */
+	if (pe && pe->starttime == p->starttime)
+		pe->reread = true;
+	return false;
 }

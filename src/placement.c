@@ -101,7 +101,8 @@ static void place_container(const struct probe_spec *spec, const struct pod *pod
 			    const struct pod_container *c, struct nodeprocs *np,
 			    struct errlist *errs, placement_fn fn, void *ctx)
 {
-	struct where w = { .pp = { .pod = pod->name, .container = c->name }, .fd = -1 };
+	struct where w = { .pp = { .pod = pod->name, .pod_uid = pod->uid, .container = c->name },
+			   .fd = -1 };
 	char cid[CGROUP_ID_LEN + 1];
 	struct nodeproc *procs = NULL;
 	size_t n, placed = 0;
@@ -122,11 +123,20 @@ static void place_container(const struct probe_spec *spec, const struct pod *pod
 	}
 	if (locate_executable(spec, &w, procs[0].pid, errs))
 		goto out;
+	/* the executable was that process's, not a later one's with its pid */
+	if (!nodeprocs__alive(np, &procs[0])) {
+		errlist__add(errs, "pod %s, container %s: process %d exited while being looked at",
+			     pod->name, c->name, procs[0].pid);
+		goto out;
+	}
 	for (size_t k = 0; k < n; k++) {
 		dev_t dev;
 		ino_t ino;
 
 		if (!exe_identity(procs[k].pid, &dev, &ino) || dev != w.pp.dev || ino != w.pp.ino)
+			continue;
+		/* the file read is the listed process's (a pid taken over is not) */
+		if (!nodeprocs__alive(np, &procs[k]))
 			continue;
 		w.pp.proc = procs[k];
 		fn(&w.pp, ctx);

@@ -20,8 +20,10 @@
 
 struct placement_proc {
 	const char *pod, *container, *cid;
+	const char *pod_uid;
 	const char *exe;  /* the executable as the container sees it */
 	const char *path; /* where to open it (valid during the callback); NULL: /proc/PID/exe */
+	/* pid and start time, and cid and pod_uid: what to re-check (nodeprocs__still_in) */
 	struct nodeproc proc;
 	dev_t dev; /* the executable's identity */
 	ino_t ino;

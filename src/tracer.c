@@ -91,6 +91,7 @@ struct slot {
 
 struct dropped_pid {
 	pid_t pid;
+	uint64_t starttime; /* the process's (exeprocs), 0: not known */
 	uint64_t ns;
 };
 
@@ -1192,7 +1193,8 @@ static void exe__refresh(struct tracer *t, uint64_t max_age_ns)
 static void exe__refresh_for(struct tracer *t, pid_t pid)
 {
 	exe__refresh(t, SHARE_SCAN_FRESH_NS);
-	if (!exeprocs__find(&t->exe, pid))
+	/* not listed, or listed as the process that had its pid before */
+	if (!exeprocs__current(&t->exe, "/proc", pid))
 		exe__refresh(t, 0);
 }
 
@@ -1231,7 +1233,9 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 
 	/* it was traced for s a moment ago: a probe is being deleted */
 	for (size_t k = 0; k < s->ndropped; k++)
-		if (s->dropped[k].pid == m->pid && now - s->dropped[k].ns < SHARE_DROP_GRACE_NS)
+		if (s->dropped[k].pid == m->pid &&
+		    (!s->dropped[k].starttime || s->dropped[k].starttime == m->starttime) &&
+		    now - s->dropped[k].ns < SHARE_DROP_GRACE_NS)
 			return true;
 	if (!t->tenant_of || now - since >= SHARE_GRACE_NS)
 		return false;
@@ -1416,8 +1420,11 @@ static void slot__drop_pid(struct tracer *t, struct slot *s, pid_t pid)
 			/* it traps on the shared probes until the next check */
 			d = realloc(s->dropped, (s->ndropped + 1) * sizeof(*d));
 			if (d) {
+				const struct exeproc *e = exeprocs__find(&t->exe, pid);
+
 				s->dropped = d;
-				d[s->ndropped++] = (struct dropped_pid){ pid, clock__mono_ns() };
+				d[s->ndropped++] = (struct dropped_pid){ pid, e ? e->starttime : 0,
+									 clock__mono_ns() };
 			}
 			return;
 		}
@@ -2376,6 +2383,17 @@ int tracer__tick(struct tracer *t)
 int tracer__reap(struct tracer *t, struct tracer_target *tt)
 {
 	return sweep(t, tt->pid, 0);
+}
+
+void tracer__forget_pid(struct tracer *t, pid_t pid)
+{
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o->pid == pid)
+			return;
+	/* the process is gone: its frames and share need not wait for the sweep */
+	sweep(t, pid, 0);
+	pid__unretire(t, pid);
+	share__drop_pid(t, pid);
 }
 
 int64_t tracer__inflight(struct tracer *t)

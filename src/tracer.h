@@ -212,6 +212,12 @@ int tracer__tick(struct tracer *t);
  * Returns how many were dropped.
  */
 int tracer__reap(struct tracer *t, struct tracer_target *target);
+/*
+ * Process pid exited and no target of it is left: its frames and its
+ * namespace's share are dropped now, not at the next sweep, so that a new
+ * process with its pid (another namespace's) can have its own share at once.
+ */
+void tracer__forget_pid(struct tracer *t, pid_t pid);
 
 /* Calls in flight: entered, not yet returned (nor purged). */
 int64_t tracer__inflight(struct tracer *t);

@@ -101,6 +101,9 @@ static void trace_retire(struct traceset *ts, struct trace *t, const char *why)
 	results__retire(ts->results, t->target, exited);
 	for (size_t i = 0; i < shlib_procs__ntargets(t->libs); i++)
 		results__retire(ts->results, shlib_procs__target(t->libs, i), exited);
+	/* gone: its share goes now, free for a process that gets its pid */
+	if (exited)
+		tracer__forget_pid(ts->env->tracer, t->pub.pid);
 	symbolizer__forget(ts->env->sym, t->pub.pid);
 	log_emit(
 		event(ts, t, log_event(LOG_INFO, "detached from process %d: %s", t->pub.pid, why)));
@@ -210,6 +213,29 @@ void traceset__finish(struct traceset_env *env)
 	}
 }
 
+/*
+ * Retires now, unpaced, the traces whose pid this turn's scan lists with
+ * another start time: another process took it over, maybe another pod's,
+ * which must not count for this probe, nor wait for its turn behind it.
+ */
+static void retire_reused(struct traceset *ts)
+{
+	struct trace **tp = &ts->traces;
+
+	while (*tp) {
+		struct trace *t = *tp;
+		struct nodeproc p = { t->pub.pid, t->starttime };
+
+		if (!nodeprocs__pod_of(ts->env->procs, p.pid) ||
+		    nodeprocs__listed(ts->env->procs, &p)) {
+			tp = &t->next;
+			continue;
+		}
+		*tp = t->next;
+		trace_retire(ts, t, "the process exited, its pid taken by another process");
+	}
+}
+
 void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
 {
 	struct traceset *ts, *next;
@@ -222,6 +248,7 @@ void traceset__turn(struct traceset_env *env, uint64_t budget_ns)
 	/* first what was left: it holds slots and shares that attaches may need */
 	for (ts = env->all; ts; ts = next) {
 		next = ts->next_in_env;
+		retire_reused(ts);
 		if (!ts->left)
 			continue;
 		retire(ts, true, ts->left, true);
@@ -697,6 +724,22 @@ static const char **exe_patterns(const struct probe_spec *spec, size_t *ret_n)
 	return out;
 }
 
+/* The process exited or left the container placement found it in, when its links were made. */
+static void changed(struct traceset *ts, const struct placement_proc *pp, const char *when)
+{
+	cJSON *ev = log_event(
+		LOG_INFO,
+		"not attached to process %d: it exited or left container %.12s %s its "
+		"probes were attached",
+		pp->proc.pid, pp->cid, when);
+
+	cJSON_AddStringToObject(ev, "namespace", ts->ns);
+	cJSON_AddStringToObject(ev, "probe", ts->name);
+	cJSON_AddStringToObject(ev, "pod", pp->pod);
+	cJSON_AddStringToObject(ev, "container", pp->container);
+	log_emit(ev);
+}
+
 /*
  * Attaches a process placement found for the first time (or again after a
  * failure, f). False when its executable is being read: the loop is woken
@@ -743,6 +786,14 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		return true;
 	case ANALYSIS_READY: break;
 	}
+	/* the pid may have been taken over, or the process moved, since the scan */
+	if (!nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)) {
+		free(pats);
+		if (real >= 0)
+			close(real);
+		changed(ts, pp, "before");
+		return true;
+	}
 	/* its calls in flight and slow calls count against the namespace's share */
 	e = pats ? -tracer__share(ts->env->tracer, pp->proc.pid, ts->ns, &err) : 0;
 	tt = pats && !e ? tracer__add_bounded(ts->env->tracer, pp->proc.pid, path, pats, npats,
@@ -766,6 +817,14 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		/* the hint's libraries are being read: try again soon, for it */
 		if (hints_pending && (f = failure_find(ts, key)))
 			f->retry_ns = clock__mono_ns() + HINT_RETRY_NS;
+		return true;
+	}
+	/* ... or while its links were made: they go, and a later turn places it again */
+	if (!nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)) {
+		tracer__remove(ts->env->tracer, tt);
+		if (!nodeprocs__alive(ts->env->procs, &pp->proc))
+			tracer__forget_pid(ts->env->tracer, pp->proc.pid);
+		changed(ts, pp, "while");
 		return true;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);

@@ -286,6 +286,63 @@ static bool fake_pid(const char *proc, int pid, const char *cgroup, size_t cgrou
 	"17 0 0 0 0 0 0 93911999048752 93911999050368 93913017786368 140734935579331 "               \
 	"140734935579351 140734935579351 140734935580651 0\n"
 
+/* A stat line of a process named comm (between the parentheses) started at start. */
+static size_t stat_line(char *buf, size_t len, const char *comm, const char *start)
+{
+	int n = snprintf(buf, len,
+			 "4242 (%s) S 1 2 3 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 %s 3133440 380 "
+			 "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
+			 comm, start);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static bool starttime_is(const char *comm, const char *start, int want_ret, uint64_t want)
+{
+	char buf[1024];
+	uint64_t got = 7;
+	size_t len = stat_line(buf, sizeof(buf), comm, start);
+	int ret = cgroup__parse_starttime(buf, len, &got);
+
+	return CHECK(ret == want_ret, "comm \"%s\", start \"%s\": %d, want %d", comm, start, ret,
+		     want_ret) &&
+	       CHECK(got == (want_ret ? 7 : want), "comm \"%s\": %" PRIu64 ", want %" PRIu64, comm,
+		     got, want);
+}
+
+/* The process names a process may give itself (prctl PR_SET_NAME, or its file's name). */
+TEST(cgroup_parse_starttime)
+{
+	static const char *const names[] = {
+		"sh",	     "",
+		"a b c",     ")",
+		"))",	     "(",
+		") S 1 2 3", "x) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 666 1",
+		"new\nline", "tab\there",
+	};
+	const char *tricky = STAT_TRICKY;
+	uint64_t got = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!starttime_is(names[i], "692614", 0, 692614))
+			return false;
+	return starttime_is("sh", "18446744073709551615", 0, UINT64_MAX) &&
+	       starttime_is("sh", "0", 0, 0) &&
+	       /* over 64 bits, not a number, empty, signed */
+	       starttime_is("sh", "18446744073709551616", -EINVAL, 0) &&
+	       starttime_is("sh", "99999999999999999999999", -EINVAL, 0) &&
+	       starttime_is("sh", "12a", -EINVAL, 0) && starttime_is("sh", "", -EINVAL, 0) &&
+	       starttime_is("sh", "-1", -EINVAL, 0) &&
+	       /* no ")", too few fields, the text cut (len) before field 22 */
+	       ASSERT_EQ(cgroup__parse_starttime("4242 (sh S 1 2", 14, &got), -EINVAL) &&
+	       ASSERT_EQ(cgroup__parse_starttime("4242 (sh) S 1 2 3\n", 18, &got), -EINVAL) &&
+	       ASSERT_EQ(cgroup__parse_starttime(tricky, 60, &got), -EINVAL) &&
+	       ASSERT_EQ(cgroup__parse_starttime("", 0, &got), -EINVAL) &&
+	       /* the last ")", not the first, ends the name */
+	       ASSERT_OK(cgroup__parse_starttime(tricky, strlen(tricky), &got)) &&
+	       ASSERT_EQ(got, 692614);
+}
+
 TEST(cgroup_pid_container)
 {
 	char proc[] = "/tmp/retwatch-proc-XXXXXX", id[CGROUP_ID_LEN + 1], *big = NULL;
@@ -325,7 +382,13 @@ TEST(cgroup_pid_container)
 	     ASSERT_EQ(cgroup__pid_pod(proc, 4242, uid, id, &start), -ENOENT) &&
 	     ASSERT_OK(cgroup__pid_pod(proc, 12, uid, id, &start)) && ASSERT_STREQ(uid, UID_8F) &&
 	     ASSERT_STREQ(id, ID_A) && ASSERT_EQ(start, 692614) &&
-	     ASSERT_OK(cgroup__pid_container(proc, 12, id, NULL)) && ASSERT_STREQ(id, ID_B);
+	     ASSERT_OK(cgroup__pid_container(proc, 12, id, NULL)) && ASSERT_STREQ(id, ID_B) &&
+	     /* the start time alone: of a process in no container too */
+	     ASSERT_OK(cgroup__pid_starttime(proc, 7, &start)) && ASSERT_EQ(start, 692614) &&
+	     ASSERT_EQ(cgroup__pid_starttime(proc, 8, &start), -EINVAL) &&
+	     ASSERT_EQ(cgroup__pid_starttime(proc, 9, &start), -ENOENT) &&
+	     ASSERT_EQ(cgroup__pid_starttime(proc, 11, &start), -ENOENT) &&
+	     ASSERT_EQ(cgroup__pid_starttime(proc, 0, &start), -EINVAL);
 	/* the real one: this process may or may not run in a container */
 	if (ok) {
 		int ret = cgroup__pid_container("/proc", getpid(), id, &start);

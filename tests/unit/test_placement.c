@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "placement.h"
 #include "test.h"
 
@@ -38,6 +39,14 @@ static pid_t spawn(char *const argv[])
 	return -1;
 }
 
+/* The start time of process pid, as the agent's scan lists it (0 when gone). */
+static uint64_t start_of(pid_t pid)
+{
+	uint64_t st = 0;
+
+	return pid > 0 && !cgroup__pid_starttime("/proc", pid, &st) ? st : 0;
+}
+
 static void reap(pid_t pid)
 {
 	if (pid > 0) {
@@ -48,6 +57,7 @@ static void reap(pid_t pid)
 
 struct found {
 	pid_t pids[8];
+	uint64_t starttime[8];
 	char exe[8][256], path[8][64];
 	dev_t dev[8];
 	size_t n;
@@ -60,6 +70,7 @@ static void collect(const struct placement_proc *pp, void *ctx)
 	if (f->n == 8)
 		return;
 	f->pids[f->n] = pp->proc.pid;
+	f->starttime[f->n] = pp->proc.starttime;
 	snprintf(f->exe[f->n], sizeof(f->exe[0]), "%s", pp->exe);
 	snprintf(f->path[f->n], sizeof(f->path[0]), "%s", pp->path ? pp->path : "");
 	f->dev[f->n] = pp->dev;
@@ -123,25 +134,29 @@ TEST(placement_processes_of_the_container)
 	char *sleep_argv[] = { "/usr/bin/sleep", "60", NULL };
 	char *tail_argv[] = { "/usr/bin/tail", "-f", "/dev/null", NULL };
 	pid_t a = spawn(sleep_argv), b = spawn(sleep_argv), c = spawn(tail_argv);
-	pid_t d = spawn(sleep_argv);
+	pid_t d = spawn(sleep_argv), e = spawn(sleep_argv);
 	struct nodeprocs *np = nodeprocs__new("/proc");
 	struct errlist errs = {};
 	struct found f;
 	struct stat st;
-	bool ok = ASSERT_TRUE(a > 0 && b > 0 && c > 0 && d > 0) && ASSERT_TRUE(np) &&
+	bool ok = ASSERT_TRUE(a > 0 && b > 0 && c > 0 && d > 0 && e > 0) && ASSERT_TRUE(np) &&
 		  ASSERT_OK(stat("/usr/bin/sleep", &st));
 
-	/* a, b and c run in the container; d in the same container id, another pod */
-	ok = ok && ASSERT_OK(nodeprocs__add(np, a, 1, CID, POD_UID)) &&
-	     ASSERT_OK(nodeprocs__add(np, b, 2, CID, POD_UID)) &&
-	     ASSERT_OK(nodeprocs__add(np, c, 3, CID, POD_UID)) &&
-	     ASSERT_OK(nodeprocs__add(np, d, 4, CID, "11111111-2222-3333-4444-555555555555"));
+	/* a, b and c run in the container; d in the same container id, another pod; e's
+	 * pid was a process's of the container, with another start time: e is not it */
+	ok = ok && ASSERT_OK(nodeprocs__add(np, a, start_of(a), CID, POD_UID)) &&
+	     ASSERT_OK(nodeprocs__add(np, b, start_of(b), CID, POD_UID)) &&
+	     ASSERT_OK(nodeprocs__add(np, c, start_of(c), CID, POD_UID)) &&
+	     ASSERT_OK(nodeprocs__add(np, d, start_of(d), CID,
+				      "11111111-2222-3333-4444-555555555555")) &&
+	     ASSERT_OK(nodeprocs__add(np, e, start_of(e) + 1, CID, POD_UID));
 	/* the executable of the main process (the first in pid order outside a namespace) */
 	ok = ok && place("{\"selector\":{},\"functions\":[\"f\"]}", RUNNING, CID, np, &f, &errs) &&
 	     ASSERT_EQ(errs.n, 0) && ASSERT_EQ(f.n, 2) && ASSERT_TRUE(has_pid(&f, a)) &&
 	     ASSERT_TRUE(has_pid(&f, b)) && ASSERT_FALSE(has_pid(&f, c)) &&
-	     ASSERT_FALSE(has_pid(&f, d)) && ASSERT_STREQ(f.exe[0], "/usr/bin/sleep") &&
-	     ASSERT_STREQ(f.path[0], "") && ASSERT_EQ(f.dev[0], st.st_dev);
+	     ASSERT_FALSE(has_pid(&f, d)) && ASSERT_FALSE(has_pid(&f, e)) &&
+	     ASSERT_STREQ(f.exe[0], "/usr/bin/sleep") && ASSERT_STREQ(f.path[0], "") &&
+	     ASSERT_EQ(f.dev[0], st.st_dev) && ASSERT_EQ(f.starttime[0], start_of(f.pids[0]));
 	/* spec.executable, opened inside the container's root */
 	ok = ok &&
 	     place("{\"selector\":{},\"functions\":[\"f\"],\"executable\":\"/usr/bin/tail\"}",
@@ -155,6 +170,7 @@ TEST(placement_processes_of_the_container)
 	reap(b);
 	reap(c);
 	reap(d);
+	reap(e);
 	return ok;
 }
 
@@ -187,7 +203,7 @@ TEST(placement_errors)
 	struct errlist errs = {};
 	struct found f;
 	bool ok = ASSERT_TRUE(a > 0) && ASSERT_TRUE(np) &&
-		  ASSERT_OK(nodeprocs__add(np, a, 1, CID, POD_UID));
+		  ASSERT_OK(nodeprocs__add(np, a, start_of(a), CID, POD_UID));
 
 	ok = ok &&
 	     place("{\"selector\":{},\"functions\":[\"f\"],\"containers\":[\"sidecar\"]}", RUNNING,
@@ -222,6 +238,12 @@ TEST(placement_errors)
 	/* a FIFO without a writer: refused at once, not waited on */
 	ok = ok && place_fifo(np, &f, &errs) && ASSERT_EQ(f.n, 0) && ASSERT_EQ(errs.n, 1) &&
 	     ASSERT_STRCONTAINS(errs.msgs[0], "is a FIFO, not a regular file");
+	errlist__clear(&errs);
+	/* the container's only process listed with another start time: its pid was reused */
+	ok = ok && ASSERT_OK(nodeprocs__add(np, a, start_of(a) + 1, OTHER_CID, POD_UID)) &&
+	     place("{\"selector\":{},\"functions\":[\"f\"]}", RUNNING, OTHER_CID, np, &f, &errs) &&
+	     ASSERT_EQ(f.n, 0) && ASSERT_EQ(errs.n, 1) &&
+	     ASSERT_STRCONTAINS(errs.msgs[0], "exited while being looked at");
 	errlist__clear(&errs);
 	nodeprocs__free(np);
 	reap(a);
