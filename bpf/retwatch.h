@@ -145,8 +145,8 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
 #define RW_G_STACK_HI 8
 
 struct rw_func {
-	__u64 size;	    /* bytes of the entry range: checks a morestack return address */
-	__u64 threshold_ns; /* calls at least this slow go to the ring buffer; 0: none */
+	__u64 size; /* bytes of the entry range: checks a morestack return address */
+	__u64 pad0; /* was the threshold: now each (function, process)'s (hist_thresholds) */
 	__u32 flags;
 	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
 	/*

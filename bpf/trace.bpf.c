@@ -360,6 +360,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 {
 	__u32 fn_id = top->fn_id, flags = top->flags;
 	__u64 start = top->start_ns, dur = now - start;
+	const __u64 *threshold;
 	struct rw_hist *h;
 
 	fr->n--;
@@ -372,7 +373,8 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 		h->tail_closed++;
 		stat_inc(RW_STAT_TAIL_CLOSED);
 	}
-	if (fn->threshold_ns && dur >= fn->threshold_ns && slow_call__admit(h, fn, now) &&
+	threshold = bpf_map_lookup_elem(&hist_thresholds, &hist);
+	if (threshold && *threshold && dur >= *threshold && slow_call__admit(h, fn, now) &&
 	    share__admit_event(h, c->key.tgid, now))
 		slow_call__send(regs, c, fn, fn_id, start, dur, h);
 	return flags;

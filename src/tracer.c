@@ -103,6 +103,8 @@ struct batch {
 	/* a function's: the histogram slot of (function, pid), in the cookies */
 	bool has_hist;
 	uint32_t hist;
+	/* calls of (function, pid) at least this slow are sent (hist_thresholds) */
+	uint64_t threshold_ns;
 	struct batch *next;
 };
 
@@ -624,6 +626,16 @@ static int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uin
 	return 0;
 }
 
+/* Calls counted in slot i at least threshold_ns slow are sent (0: none). */
+static int hist_slot__set_threshold(struct tracer *t, uint32_t i, uint64_t threshold_ns)
+{
+	__u64 v = threshold_ns;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hist_thresholds), &i, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 /*
  * Takes slot i back: it counts nothing more (its owner cleared), and is
  * given out again once its links are closed.
@@ -631,6 +643,7 @@ static int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uin
 static void hist_slot__release(struct tracer *t, uint32_t i)
 {
 	hist_slot__reset(t, i, 0, 0);
+	hist_slot__set_threshold(t, i, 0);
 	idpool__release(&t->hist_ids, i, true);
 }
 
@@ -1354,15 +1367,21 @@ static int slot__unshare(struct tracer *t, struct attached_file *f, struct slot 
  * process's functions.
  */
 static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
-			    struct rw_error *err)
+			    uint64_t threshold_ns, struct rw_error *err)
 {
 	struct rw_hist_key k = { .fn_id = s->fn_id, .tgid = (uint32_t)pid };
 	const struct exeproc *ep;
 	struct batch *b;
 	int e;
 
-	if (slot__batch(s, pid))
+	b = slot__batch(s, pid);
+	if (b) {
+		/* another probe of the process's namespace: the lower threshold */
+		if (threshold_ns && (!b->threshold_ns || threshold_ns < b->threshold_ns) &&
+		    !hist_slot__set_threshold(t, b->hist, threshold_ns))
+			b->threshold_ns = threshold_ns;
 		return 0;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return rw_error_set(err, ENOMEM, "out of memory");
@@ -1376,6 +1395,14 @@ static int slot__attach_pid(struct tracer *t, struct attached_file *f, struct sl
 		return e;
 	}
 	b->has_hist = true;
+	/* before its probes: calls counted from the attach on are sent as slow */
+	b->threshold_ns = threshold_ns;
+	e = hist_slot__set_threshold(t, b->hist, threshold_ns);
+	if (e) {
+		e = rw_error_set(err, -e, "failed to set a slow-call threshold: %s", strerror(-e));
+		batch__free(t, b);
+		return e;
+	}
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.proc_hists), &k, &b->hist, BPF_ANY)) {
 		e = rw_error_set(err, errno, "failed to store a histogram slot: %s",
 				 strerror(errno));
@@ -1492,26 +1519,19 @@ static int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t t
 				break;
 			fresh[nfresh++] = s;
 		}
-		if (threshold_ns && (!s->meta.threshold_ns || threshold_ns < s->meta.threshold_ns))
-			s->meta.threshold_ns = threshold_ns;
 		tt->funcs[i].fn_id = s->fn_id;
 		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
 		tt->slots[i] = s;
 	}
 	for (size_t i = 0; !e && i < nfresh; i++)
 		e = slot__activate(t, fresh[i], err);
-	/* the thresholds of slots shared with other targets, before this
-	 * process's probes count anything: a call counted under the old one
-	 * was neither sent nor dropped as slow */
-	for (size_t i = 0; !e && i < tt->nfuncs; i++)
-		slot__write(t, tt->slots[i]);
 	/* probes of their own in this process (another process of the file,
 	 * another pod of the image, never traps on them), or shared by every
 	 * process of the file where all are traced */
 	if (!e)
 		exe__refresh_for(t, tt->pid);
 	for (size_t i = 0; !e && i < tt->nfuncs; i++)
-		e = slot__attach_pid(t, f, tt->slots[i], tt->pid, err);
+		e = slot__attach_pid(t, f, tt->slots[i], tt->pid, threshold_ns, err);
 	if (!e) {
 		file__sync_morestack(t, f);
 		file__attach_morestack(t, f, tt->pid);
@@ -2063,23 +2083,17 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 		e = file__new_slot(t, tt->file, fi, &s, err);
 		if (e)
 			return e;
-		s->meta.threshold_ns = tt->threshold_ns;
 		e = slot__activate(t, s, err);
 		if (!e)
-			e = slot__attach_pid(t, tt->file, s, tt->pid, err);
+			e = slot__attach_pid(t, tt->file, s, tt->pid, tt->threshold_ns, err);
 		if (e) {
 			slot__drop_pid(t, s, tt->pid);
 			file__drop_slots(t, tt->file, &s, 1);
 			return e;
 		}
 	} else {
-		/* its threshold first: calls counted from the attach on are sent as slow */
-		if (tt->threshold_ns &&
-		    (!s->meta.threshold_ns || tt->threshold_ns < s->meta.threshold_ns))
-			s->meta.threshold_ns = tt->threshold_ns;
-		slot__write(t, s);
 		/* probes of their own for this process, where the slot has left it */
-		e = slot__attach_pid(t, tt->file, s, tt->pid, err);
+		e = slot__attach_pid(t, tt->file, s, tt->pid, tt->threshold_ns, err);
 		if (e)
 			return e;
 		/* a slot of a live batch, probes attached: active again */

@@ -342,3 +342,36 @@ def test_a_binary_past_the_analysis_time_limit_costs_its_probe_only(cluster, mak
         assert stats["analysis_timeouts"] >= 1, stats
         assert metric(agent.get("/metrics")[1], "retwatch_analysis_timeouts_total") >= 1
         assert agent.proc.poll() is None
+
+
+def test_slow_call_thresholds_are_each_process_own(cluster, make_pod):
+    """Two namespaces probe the same function of one binary, A with
+    slowThreshold 1ns, B with 100ms: each process's calls are judged by its
+    own probe's threshold. B's calls (far under 100ms) are never sent as
+    slow, so none is dropped and none logged, while A's flood is."""
+    a, b = cluster.namespace(), cluster.namespace()
+    make_pod(a, "hot-a", {"app": "hot"}, "node-a", containers={"app": HOT_ARGS})
+    make_pod(b, "hot-b", {"app": "hot"}, "node-a", containers={"app": HOT_ARGS})
+    probe = {"selector": {"matchLabels": {"app": "hot"}}, "functions": ["main.lookupUser"],
+             "maxOverhead": "0"}
+    with cluster.agent("node-a", extra=("--slow-calls-per-second", "5")) as agent:
+        cluster.apply_probe(a, "greedy", dict(probe, slowThreshold="1ns"))
+        cluster.apply_probe(b, "modest", dict(probe, slowThreshold="100ms"))
+        wait_for("A's slow calls dropped in the kernel",
+                 lambda: (e := has_calls(cluster, a, "greedy", "node-a", ["main.lookupUser"],
+                                         more_than=1000))
+                 and fns(e)["main.lookupUser"].get("slowDropped", 0) > 0, timeout=15)
+        wait_for("B's calls", lambda: has_calls(cluster, b, "modest", "node-a",
+                                                ["main.lookupUser"], more_than=5000),
+                 timeout=15)
+        time.sleep(3)
+        f = fns(has_calls(cluster, b, "modest", "node-a", ["main.lookupUser"]))[
+            "main.lookupUser"]
+        slow_b = agent.find(event="slow_call", probe="modest", count=0)
+        print(f"B: {f['calls']} calls, slowDropped {f.get('slowDropped', 0)}, "
+              f"{len(slow_b)} logged slow; A: "
+              f"{len(agent.find(event='slow_call', probe='greedy', count=0))} logged slow")
+        assert not f.get("slowDropped"), f
+        assert all(ev["duration_ns"] >= 100_000_000 for ev in slow_b), slow_b[:3]
+        assert agent.find(event="slow_call", probe="greedy")
+        assert agent.proc.poll() is None
