@@ -40,6 +40,7 @@ struct informer {
 	int notify_fd;
 	size_t page;
 	const char *const *strip;
+	informer_trim_fn trim;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
 
@@ -111,6 +112,8 @@ static void slim(const struct informer *inf, cJSON *obj)
 		cJSON_DeleteItemFromObjectCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(obj, parent), dot + 1);
 	}
+	if (inf->trim)
+		inf->trim(obj);
 }
 
 static ssize_t find(struct informer *inf, const char *key)
@@ -431,7 +434,7 @@ static void *run(void *arg)
 
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
 				 const char *query, bool spec_changes_only, int notify_fd,
-				 size_t page, const char *const *strip)
+				 size_t page, const char *const *strip, informer_trim_fn trim)
 {
 	struct informer *inf = calloc(1, sizeof(*inf));
 	int e;
@@ -443,6 +446,7 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 	inf->spec_changes_only = spec_changes_only;
 	inf->page = page ? page : LIST_PAGE;
 	inf->strip = strip;
+	inf->trim = trim;
 	pthread_mutex_init(&inf->lock, NULL);
 	inf->name = strdup(name);
 	inf->path = strdup(path);
