@@ -5,10 +5,11 @@ or an object stored before them), by every agent, which says why in the
 probe's status and goes on tracing the other probes."""
 
 import json
+import os
 
 import yaml
 
-from agentproc import wait_for
+from agentproc import REPO, wait_for
 from conftest import install_manifests
 from test_agent import has_calls, spec
 
@@ -113,3 +114,28 @@ def test_agent_refuses_an_80k_label_probe_written_around_the_crd(cluster, make_p
         cluster.kubectl("delete", "functionprobe", "huge", "-n", ns, "--ignore-not-found")
         cluster.kubectl("apply", "-f", "-", input=json.dumps(crd_docs()))
         cluster.kubectl("wait", "--for=condition=Established", CRD)
+
+
+def test_the_quota_example_limits_probes_per_namespace(cluster):
+    """manifests/examples/probe-quota.yaml in a namespace: the API server's
+    quota admission refuses the probe past its count. No controller manager
+    runs here, so the test writes the quota's status as its controller
+    would (hard as the spec says, nothing used yet)."""
+    ns = cluster.namespace()
+    with open(os.path.join(REPO, "manifests", "examples", "probe-quota.yaml")) as f:
+        quota = yaml.safe_load(f)
+    quota["metadata"]["namespace"] = ns
+    hard = quota["spec"]["hard"]
+    limit = int(hard["count/functionprobes.retwatch.io"])
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    cluster.kubectl("patch", "resourcequota", quota["metadata"]["name"], "-n", ns,
+                    "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"hard": hard,
+                                           "used": {k: "0" for k in hard}}}))
+    for i in range(limit):
+        create(cluster, ns, f"p{i}", spec(), check=True)
+    res = create(cluster, ns, "over", spec())
+    assert res.returncode != 0, res.stdout
+    assert "exceeded quota: functionprobes" in res.stderr, res.stderr
+    # another namespace is not limited by it
+    create(cluster, cluster.namespace(), "p0", spec(), check=True)
