@@ -408,10 +408,19 @@ static void serve_metrics(struct agent *a)
 /* The merged summary, the largest part of a probe's status, is written by
  * the summary writer from the reports and read by no agent. Of a pod, the
  * agent reads its metadata's names, labels and owners and its containers'
- * statuses (kobj.c). */
-static const char *const probe_strip[] = { "status.summary", NULL };
+ * statuses (kobj.c). Of a probe, it reads its metadata's names, generation
+ * and creation time, and of its spec what probe_spec__trim keeps: a spec
+ * over the bounds a tenant may write costs every agent only the message that
+ * says so. */
+static const char *const probe_strip[] = { "status.summary", "metadata.annotations",
+					   "metadata.labels", NULL };
 static const char *const pod_strip[] = { "spec", "metadata.annotations", "status.conditions",
 					 NULL };
+
+static void probe_trim(cJSON *obj)
+{
+	probe_spec__trim(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
+}
 
 static int start_watching(struct agent *a)
 {
@@ -424,9 +433,9 @@ static int start_watching(struct agent *a)
 	snprintf(query, sizeof(query), "fieldSelector=%s", kube__escape(sel, esc, sizeof(esc)));
 	/* status writes (this agent's among them) need no reconcile */
 	a->probes_inf = informer__start(a->k, "functionprobes", PROBES_PATH, NULL, true,
-					a->notify_fd, a->o.list_page, probe_strip);
+					a->notify_fd, a->o.list_page, probe_strip, probe_trim);
 	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
-				      a->o.list_page, pod_strip);
+				      a->o.list_page, pod_strip, NULL);
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
 }
 

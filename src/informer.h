@@ -50,11 +50,15 @@ struct informer_view {
  * used in the log. Lists read page objects per request (0: 500). The
  * cache leaves out metadata.managedFields and each field that strip names,
  * as "field" or "parent.child" (NULL-terminated; strip may be NULL): what
- * the agent never reads need not be held, nor copied.
+ * the agent never reads need not be held, nor copied; then trim (NULL:
+ * none) may cut each object further, before it is cached (it must change
+ * nothing of an object it trimmed already).
  */
+typedef void (*informer_trim_fn)(cJSON *obj);
+
 struct informer *informer__start(struct kube *k, const char *name, const char *path,
 				 const char *query, bool spec_changes_only, int notify_fd,
-				 size_t page, const char *const *strip);
+				 size_t page, const char *const *strip, informer_trim_fn trim);
 /* Stops the thread and frees the cache; NULL is fine. */
 void informer__stop(struct informer *inf);
 /* True once the first list has been loaded. */

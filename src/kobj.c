@@ -100,14 +100,17 @@ int pod__parse(const cJSON *obj, struct pod *ret)
 	ret->name = kobj_str(md, "name");
 	ret->ns = kobj_str(md, "namespace");
 	ret->uid = kobj_str(md, "uid") ? kobj_str(md, "uid") : "";
-	ret->labels = kobj_get(md, "labels");
 	ret->done = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
 	if (!ret->name || !ret->ns)
 		return -EINVAL;
 	pod_revision(md, statuses, ret->revision, sizeof(ret->revision));
-	ret->containers = calloc(cJSON_GetArraySize(statuses) + 1, sizeof(*ret->containers));
-	if (!ret->containers)
+	if (labels__build(kobj_get(md, "labels"), &ret->labels))
 		return -ENOMEM;
+	ret->containers = calloc(cJSON_GetArraySize(statuses) + 1, sizeof(*ret->containers));
+	if (!ret->containers) {
+		labels__clear(&ret->labels);
+		return -ENOMEM;
+	}
 	cJSON_ArrayForEach(cs, statuses)
 	{
 		struct pod_container *c = &ret->containers[ret->ncontainers];
@@ -126,6 +129,7 @@ int pod__parse(const cJSON *obj, struct pod *ret)
 
 void pod__clear(struct pod *p)
 {
+	labels__clear(&p->labels);
 	free(p->containers);
 	memset(p, 0, sizeof(*p));
 }

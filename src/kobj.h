@@ -13,6 +13,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "labels.h"
+
 /* obj.name, or NULL (obj may be NULL). */
 const cJSON *kobj_get(const cJSON *obj, const char *name);
 /* obj.name when it is a string, else NULL. */
@@ -38,7 +40,7 @@ struct pod_container {
 
 struct pod {
 	const char *name, *uid, *ns;
-	const cJSON *labels;		  /* metadata.labels, or NULL */
+	struct labels labels;		  /* metadata.labels, indexed */
 	char revision[POD_REVISION_LEN];  /* "" when nothing tells */
 	bool done;			  /* phase Succeeded or Failed: it runs nothing any more */
 	struct pod_container *containers; /* of status.containerStatuses */

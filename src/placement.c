@@ -20,7 +20,7 @@ struct where {
 
 bool placement__selects(const struct probe_spec *spec, const char *ns, const struct pod *pod)
 {
-	return !strcmp(pod->ns, ns) && probe_spec__selects(spec, pod->labels) && !pod->done;
+	return !strcmp(pod->ns, ns) && probe_spec__selects(spec, &pod->labels) && !pod->done;
 }
 
 static bool exe_identity(pid_t pid, dev_t *ret_dev, ino_t *ret_ino)

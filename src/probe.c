@@ -13,7 +13,6 @@
 
 #define MAX_NAME 1024
 #define MAX_PATH 4096
-#define MAX_LABEL_VALUES 256
 
 static const cJSON *field(const cJSON *obj, const char *name)
 {
@@ -75,6 +74,163 @@ static int duration(const cJSON *v, const char *name, uint64_t dflt, uint64_t *r
 	return 0;
 }
 
+/* Kubernetes' label key: [prefix/]name, prefix up to 253 characters, name 1 to 63. */
+static bool label_key_ok(const char *k)
+{
+	const char *slash = k ? strchr(k, '/') : NULL, *name = slash ? slash + 1 : k;
+
+	if (!k || !k[0])
+		return false;
+	if (slash && (slash == k || slash - k > PROBE_LABEL_PREFIX_MAX || strchr(name, '/')))
+		return false;
+	return name[0] && strlen(name) <= PROBE_LABEL_NAME_MAX;
+}
+
+/* The number of entries of a list or map, counting no further than max + 1. */
+static size_t count_to(const cJSON *v, size_t max)
+{
+	size_t n = 0;
+
+	for (const cJSON *c = v ? v->child : NULL; c && n <= max; c = c->next)
+		n++;
+	return n;
+}
+
+static int check_count(const cJSON *v, const char *name, size_t max, const char *hint,
+		       struct rw_error *err)
+{
+	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+		return 0; /* the parser says what it should be */
+	if (count_to(v, max) <= max)
+		return 0;
+	return rw_error_set(err, E2BIG, "%s has more than %zu entries: %s", name, max, hint);
+}
+
+static int check_selector_bounds(const cJSON *sel, struct rw_error *err)
+{
+	const cJSON *ml = field(sel, "matchLabels"), *xs = field(sel, "matchExpressions"), *v;
+	size_t i = 0;
+	int e;
+
+	e = check_count(ml, "spec.selector.matchLabels", PROBE_MAX_MATCH_LABELS,
+			"select the pods by fewer labels, such as one their controller sets "
+			"(app, or pod-template-hash)",
+			err);
+	if (!e)
+		e = check_count(xs, "spec.selector.matchExpressions", PROBE_MAX_MATCH_EXPRESSIONS,
+				"give fewer requirements; one In takes a list of values", err);
+	if (e)
+		return e;
+	if (cJSON_IsObject(ml)) {
+		cJSON_ArrayForEach(v, ml)
+		{
+			if (!label_key_ok(v->string))
+				return rw_error_set(
+					err, EINVAL,
+					"spec.selector.matchLabels: '%.63s' is not a label key: a "
+					"name of 1 to 63 characters, with an optional prefix of at "
+					"most 253 and a '/' before it",
+					v->string ? v->string : "");
+		}
+	}
+	if (!cJSON_IsArray(xs))
+		return 0;
+	cJSON_ArrayForEach(v, xs)
+	{
+		char name[80];
+
+		snprintf(name, sizeof(name), "spec.selector.matchExpressions[%zu].values", i++);
+		e = check_count(field(v, "values"), name, PROBE_MAX_LABEL_VALUES,
+				"split the pods by a label with fewer values", err);
+		if (e)
+			return e;
+	}
+	return 0;
+}
+
+/* Each string entry of a list is at most max bytes (other types: the parser's to say). */
+static int check_lengths(const cJSON *arr, const char *name, size_t max, struct rw_error *err)
+{
+	size_t i = 0;
+	const cJSON *v;
+
+	if (!cJSON_IsArray(arr))
+		return 0;
+	cJSON_ArrayForEach(v, arr)
+	{
+		if (cJSON_IsString(v) && strnlen(v->valuestring, max + 1) > max)
+			return rw_error_set(err, E2BIG, "%s[%zu] is longer than %zu characters",
+					    name, i, max);
+		i++;
+	}
+	return 0;
+}
+
+int probe_spec__check_bounds(const cJSON *spec, struct rw_error *err)
+{
+	static const char *const strs[] = { "executable", "slowThreshold", "lifetime",
+					    "reportInterval", "maxOverhead" };
+	int e = check_selector_bounds(field(spec, "selector"), err);
+
+	if (!e)
+		e = check_count(field(spec, "functions"), "spec.functions", PROBE_MAX_FUNCTIONS,
+				"split them between probes", err);
+	if (!e)
+		e = check_count(field(spec, "containers"), "spec.containers", PROBE_MAX_CONTAINERS,
+				"leave containers out to probe them all", err);
+	if (!e)
+		e = check_lengths(field(spec, "functions"), "spec.functions", MAX_NAME, err);
+	if (!e)
+		e = check_lengths(field(spec, "containers"), "spec.containers",
+				  PROBE_LABEL_NAME_MAX, err);
+	for (size_t i = 0; !e && i < sizeof(strs) / sizeof(strs[0]); i++) {
+		const cJSON *v = field(spec, strs[i]);
+
+		if (cJSON_IsString(v) && strnlen(v->valuestring, MAX_PATH + 1) > MAX_PATH)
+			e = rw_error_set(err, E2BIG, "spec.%s is longer than %d characters",
+					 strs[i], MAX_PATH);
+	}
+	return e;
+}
+
+/* Deletes the members of obj not named in keep (NULL-terminated). */
+static void keep_only(cJSON *obj, const char *const *keep)
+{
+	cJSON *v = cJSON_IsObject(obj) ? obj->child : NULL, *next;
+
+	for (; v; v = next) {
+		const char *const *k = keep;
+
+		next = v->next;
+		while (*k && (!v->string || strcmp(*k, v->string)))
+			k++;
+		if (!*k)
+			cJSON_Delete(cJSON_DetachItemViaPointer(obj, v));
+	}
+}
+
+void probe_spec__trim(cJSON *spec)
+{
+	static const char *const fields[] = {
+		"selector", "containers",     "executable",  "functions",   "slowThreshold",
+		"lifetime", "reportInterval", "maxOverhead", PROBE_REFUSED, NULL
+	};
+	static const char *const selector[] = { "matchLabels", "matchExpressions", NULL };
+	struct rw_error err = { "" };
+	cJSON *child;
+
+	if (!cJSON_IsObject(spec) || cJSON_IsString(field(spec, PROBE_REFUSED)))
+		return;
+	keep_only(spec, fields);
+	keep_only(cJSON_GetObjectItemCaseSensitive(spec, "selector"), selector);
+	if (!probe_spec__check_bounds(spec, &err))
+		return;
+	/* what is over the bounds is not kept: only why */
+	while ((child = spec->child))
+		cJSON_Delete(cJSON_DetachItemViaPointer(spec, child));
+	cJSON_AddStringToObject(spec, PROBE_REFUSED, err.msg);
+}
+
 static struct label_req *add_req(struct probe_spec *s, struct rw_error *err)
 {
 	struct label_req *r = realloc(s->selector, (s->nselector + 1) * sizeof(*r));
@@ -102,11 +258,12 @@ static int match_labels(const cJSON *ml, struct probe_spec *s, struct rw_error *
 	{
 		struct label_req *r;
 
-		if (!cJSON_IsString(v) || strlen(v->valuestring) > 63)
-			return rw_error_set(err, EINVAL,
-					    "spec.selector.matchLabels[%s] must be a string of at "
-					    "most 63 characters",
-					    v->string);
+		if (!cJSON_IsString(v) || strlen(v->valuestring) > PROBE_LABEL_VALUE_MAX)
+			return rw_error_set(
+				err, EINVAL,
+				"spec.selector.matchLabels[%.63s] must be a string of at "
+				"most %d characters",
+				v->string, PROBE_LABEL_VALUE_MAX);
 		r = add_req(s, err);
 		if (!r)
 			return -ENOMEM;
@@ -152,8 +309,13 @@ static int match_expressions(const cJSON *exprs, struct probe_spec *s, struct rw
 		if (!r)
 			return -ENOMEM;
 		snprintf(name, sizeof(name), "spec.selector.matchExpressions[%zu]", i++);
-		if (!string_ok(field(x, "key"), 317))
-			return rw_error_set(err, EINVAL, "%s.key must be a label key", name);
+		if (!cJSON_IsString(field(x, "key")) || !label_key_ok(field(x, "key")->valuestring))
+			return rw_error_set(
+				err, EINVAL,
+				"%s.key must be a label key: a name of 1 to 63 "
+				"characters, with an optional prefix of at most 253 and "
+				"a '/' before it",
+				name);
 		if (parse_op(cJSON_GetStringValue(field(x, "operator")), &r->op))
 			return rw_error_set(err, EINVAL,
 					    "%s.operator must be In, NotIn, Exists or DoesNotExist",
@@ -168,8 +330,8 @@ static int match_expressions(const cJSON *exprs, struct probe_spec *s, struct rw
 		if (!need_values)
 			continue;
 		strcat(name, ".values");
-		e = strings(field(x, "values"), name, 1, MAX_LABEL_VALUES, 63, &r->values,
-			    &r->nvalues, err);
+		e = strings(field(x, "values"), name, 1, PROBE_MAX_LABEL_VALUES,
+			    PROBE_LABEL_VALUE_MAX, &r->values, &r->nvalues, err);
 		if (e)
 			return e;
 	}
@@ -240,17 +402,19 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 	memset(ret, 0, sizeof(*ret));
 	if (!cJSON_IsObject(spec))
 		e = rw_error_set(err, EINVAL, "spec is missing");
+	else if (cJSON_IsString(field(spec, PROBE_REFUSED)))
+		e = rw_error_set(err, E2BIG, "%s", field(spec, PROBE_REFUSED)->valuestring);
 	else if (!cJSON_IsObject(sel))
 		e = rw_error_set(
 			err, EINVAL,
 			"spec.selector is required: a label selector of the pods to probe");
-	else
+	else if (!(e = probe_spec__check_bounds(spec, err)))
 		e = match_labels(field(sel, "matchLabels"), ret, err);
 	if (!e)
 		e = match_expressions(field(sel, "matchExpressions"), ret, err);
 	if (!e)
-		e = strings(field(spec, "containers"), "spec.containers", 0, 64, 63,
-			    &ret->containers, &ret->ncontainers, err);
+		e = strings(field(spec, "containers"), "spec.containers", 0, PROBE_MAX_CONTAINERS,
+			    63, &ret->containers, &ret->ncontainers, err);
 	if (!e)
 		e = strings(field(spec, "functions"), "spec.functions", 1, PROBE_MAX_FUNCTIONS,
 			    MAX_NAME, &ret->functions, &ret->nfunctions, err);
@@ -295,22 +459,21 @@ void probe_spec__free(struct probe_spec *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static bool req_holds(const struct label_req *r, const cJSON *labels)
+static bool req_holds(const struct label_req *r, const struct labels *labels)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, r->key);
-	const char *val = cJSON_GetStringValue(v);
+	const char *val = labels__get(labels, r->key);
 	bool in = false;
 
 	if (r->op == LABEL_EXISTS)
 		return val != NULL;
 	if (r->op == LABEL_DOES_NOT_EXIST)
 		return val == NULL;
-	for (size_t i = 0; val && i < r->nvalues; i++)
-		in = in || !strcmp(val, r->values[i]);
+	for (size_t i = 0; val && !in && i < r->nvalues; i++)
+		in = !strcmp(val, r->values[i]);
 	return r->op == LABEL_IN ? in : !in;
 }
 
-bool probe_spec__selects(const struct probe_spec *s, const cJSON *labels)
+bool probe_spec__selects(const struct probe_spec *s, const struct labels *labels)
 {
 	for (size_t i = 0; i < s->nselector; i++)
 		if (!req_holds(&s->selector[i], labels))

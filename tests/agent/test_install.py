@@ -404,7 +404,7 @@ def test_example_probe_is_valid(cluster, name):
     path = os.path.join(EXAMPLES, name)
     with open(path) as f:
         doc = yaml.safe_load(f)
-    assert doc["kind"] == "FunctionProbe"
+    assert doc["kind"] in ("FunctionProbe", "ResourceQuota")
     ns = doc["metadata"]["namespace"]
     if cluster.kubectl("get", "namespace", ns, check=False).returncode != 0:
         cluster.kubectl("create", "namespace", ns)

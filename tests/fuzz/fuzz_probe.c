@@ -45,7 +45,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	results__free(r);
 	if (!probe_spec__parse(cJSON_GetObjectItem(doc, "spec"), &s, &err)) {
-		probe_spec__selects(&s, cJSON_GetObjectItem(doc, "labels"));
+		const cJSON *labels = cJSON_GetObjectItem(doc, "labels"), *v;
+		const cJSON *each = cJSON_IsObject(labels) ? labels : NULL;
+		struct labels ls;
+
+		if (!labels__build(labels, &ls)) {
+			/* the index finds what a scan of the labels finds */
+			cJSON_ArrayForEach(v, each)
+			{
+				const cJSON *first = cJSON_GetObjectItemCaseSensitive(labels,
+										      v->string);
+
+				if (labels__get(&ls, v->string) != cJSON_GetStringValue(first))
+					__builtin_trap();
+			}
+			probe_spec__selects(&s, &ls);
+		}
+		labels__clear(&ls);
 		probe_spec__free(&s);
 	}
 	l = malloc(sizeof(*l));
