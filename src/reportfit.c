@@ -14,6 +14,7 @@
 struct row {
 	cJSON *item;
 	uint64_t p99;
+	size_t bytes; /* printed, with its comma */
 };
 
 /* A function of the entry: its pod rows (detached while fitting), slowest first. */
@@ -71,6 +72,7 @@ static int take_rows(struct fn_rows *f, cJSON *fn)
 		f->rows[i].p99 = status_latency__from_json(item, &l)
 					 ? 0
 					 : latency__percentile(&l, 0.99);
+		f->rows[i].bytes = json_size(item) + 1;
 		i++;
 	}
 	qsort(f->rows, f->n, sizeof(*f->rows), by_p99);
@@ -147,11 +149,31 @@ static int build(struct fn_rows *fs, size_t nfs, size_t keep, bool final)
 	return 0;
 }
 
-/* The largest number of pods each function keeps whole within limit. */
+/*
+ * The largest number of pods each function keeps whole within limit. The
+ * entry with every pod folded is printed once; each kept row adds its own
+ * size to that (its pods' folds shrink or go, never grow), so the estimate
+ * is checked by one more print, and bisected below only when off.
+ */
 static size_t best_keep(cJSON *entry, struct fn_rows *fs, size_t nfs, size_t widest, size_t limit)
 {
-	size_t lo = 0, hi = widest; /* widest does not fit */
+	size_t lo = 0, hi, folded, keep; /* widest does not fit */
 
+	if (build(fs, nfs, 0, false) || (folded = json_size(entry)) > limit)
+		return 0;
+	for (keep = 0; keep < widest; keep++) {
+		size_t more = 0;
+
+		for (size_t i = 0; i < nfs; i++)
+			if (keep < fs[i].n)
+				more += fs[i].rows[keep].bytes;
+		if (folded + more > limit)
+			break;
+		folded += more;
+	}
+	if (keep == 0 || (!build(fs, nfs, keep, false) && json_size(entry) <= limit))
+		return keep;
+	hi = keep;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 
