@@ -8,6 +8,8 @@ import re
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 
 from agentproc import Agent, system_link_ids, wait_for
 from conftest import AGENT, install_manifests
@@ -818,6 +820,45 @@ def test_an_agent_writes_only_its_own_nodes_reports(cluster, make_pod):
         assert res.returncode != 0 and "its own node" in res.stderr, res.stderr
     # and vap-a's token still deletes vap-a's own report
     cluster.kubectl("delete", "fpreport", mine[0]["metadata"]["name"], "-n", ns, user="pod-vap-a")
+
+
+def test_only_the_lease_holder_writes_a_probes_status(cluster, make_pod):
+    """The chart's admission policy: a FunctionProbe's status may be written
+    by the agent whose node holds the summary Lease, by no other node's."""
+    ns = cluster.namespace()
+    tokens = {node: pod_token(cluster, node) for node in ("vap-c", "vap-d")}
+    cluster.cp.add_token_user("pod-vap-c", tokens["vap-c"])
+    make_pod(ns, "web-c", {"app": "web"}, "vap-c")
+    with cluster.agent("vap-c", user="pod-vap-c") as agent:
+        cluster.apply_probe(ns, "held", spec())
+        wait_for("the summary of the holder", lambda: (cluster.status(ns, "held").get(
+            "summary") or {}).get("calls"), timeout=15)
+        holder = json.loads(cluster.kubectl("get", "lease", "retwatch-summary", "-n",
+                                            "retwatch", "-o", "json").stdout)
+        assert holder["spec"]["holderIdentity"] == "vap-c", holder["spec"]
+        # a status write as the agent makes it, with each node's token
+        uid = cluster.probe(ns, "held")["metadata"]["uid"]
+        body = json.dumps({"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+                           "metadata": {"name": "held", "namespace": ns, "uid": uid},
+                           "status": {"observedGeneration": 1}}).encode()
+        path = (f"/apis/retwatch.io/v1alpha1/namespaces/{ns}/functionprobes/held/status"
+                "?fieldManager=retwatch-summary&force=true")
+        for node, allowed in (("vap-d", False), ("vap-c", True)):
+            req = urllib.request.Request(cluster.cp.url + path, data=body, method="PATCH",
+                                         headers={"Authorization": f"Bearer {tokens[node]}",
+                                                  "Content-Type": "application/apply-patch+yaml"})
+            try:
+                with urllib.request.urlopen(req, context=cluster.cp.ssl_context(),
+                                            timeout=30) as r:
+                    code, text = r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                code, text = e.code, e.read().decode()
+            if allowed:
+                assert code == 200, (code, text)
+            else:
+                assert code == 403 and "only while it holds the Lease" in text \
+                    and "held by vap-c" in text, (code, text)
+        assert not agent.find(msg_has="only while it holds the Lease")
 
 
 def stats(agent):

@@ -84,7 +84,12 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
         ("Role", "retwatch-agent-lease"),
         ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
-        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+        ("ValidatingAdmissionPolicy", "retwatch-agent-summary"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary")]
+    summary = objects["ValidatingAdmissionPolicyBinding", "retwatch-agent-summary"]["spec"]
+    assert summary["paramRef"] == {"name": "retwatch-summary", "namespace": "retwatch",
+                                   "parameterNotFoundAction": "Deny"}, summary
     policy = objects["ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]
     assert "system:serviceaccount:retwatch:retwatch-agent" in \
         policy["matchConditions"][0]["expression"]
@@ -170,7 +175,9 @@ def test_values_change_the_daemonset(helm):
     assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
                                ("NetworkPolicy", "retwatch-agent"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
-                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports")]
+                               ("ValidatingAdmissionPolicy", "retwatch-agent-summary"),
+                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports"),
+                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary")]
     # the admission policy follows the ServiceAccount the agent runs as
     assert "system:serviceaccount:retwatch:mine" in objects[
         "ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]["matchConditions"][0][
@@ -354,6 +361,7 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     assert sorted(kind for kind, _, _ in objects) == [
         "ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy", "Role",
         "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicyBinding"]
     assert all(name.startswith("second-retwatch-agent") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
@@ -389,7 +397,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 10
+        assert len(objects) == 12
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)
