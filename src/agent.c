@@ -112,14 +112,19 @@ static struct fprobe *probe_find(struct agent *a, const char *uid)
 }
 
 /* This node's report of probe uid, as listed when the agent started. */
-static const cJSON *seed_for(struct agent *a, const char *uid)
+static const cJSON *seed_for(struct agent *a, const struct fprobe *p)
 {
 	const cJSON *r;
 
+	/* this node's report of that probe, in the probe's namespace: a report
+	 * another tenant wrote elsewhere naming the probe is none of its own */
 	cJSON_ArrayForEach(r, a->seeds)
 	{
-		if (uid && kobj_str(kobj_get(r, "probe"), "uid") &&
-		    !strcmp(kobj_str(kobj_get(r, "probe"), "uid"), uid))
+		const char *uid = kobj_str(kobj_get(r, "probe"), "uid");
+		const char *ns = kobj_namespace(r), *node = kobj_str(r, "node");
+
+		if (uid && !strcmp(uid, p->uid) && ns && !strcmp(ns, p->ns) && node &&
+		    !strcmp(node, a->o.node))
 			return r;
 	}
 	return NULL;
@@ -184,7 +189,7 @@ static void sync_probes(struct agent *a)
 			fresh = true;
 		}
 		if (p)
-			fprobe__sync(p, obj, a->o.node, fresh ? seed_for(a, p->uid) : NULL, fresh);
+			fprobe__sync(p, obj, a->o.node, fresh ? seed_for(a, p) : NULL, fresh);
 	}
 	for (pp = &a->probes; *pp;) {
 		p = *pp;
