@@ -254,11 +254,13 @@ static void say(cJSON *entry, const struct reportfit *r, size_t budget)
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n,
 			      "no pod rows (up to %zu pods of a function counted, not listed)",
 			      r->unlisted);
-	else
+	else if (r->kept < r->pods)
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n,
 			      "each function lists its %zu slowest of up to %zu pods, the rest "
 			      "folded into one row per revision (counted in full)",
 			      r->kept, r->pods);
+	else
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, "every pod listed");
 	if (r->pods_left)
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, "; %zu pods left out of its pods",
 			      r->pods_left);
