@@ -316,10 +316,17 @@ static void expire(struct analyzer *a, uint64_t now)
 	}
 }
 
-/* The file's identity (as the binary cache tells files apart) and the patterns. */
-static char *job_key(const struct stat *st, const char *const *patterns, size_t npatterns)
+/*
+ * The owner, the file's identity (as the binary cache tells files apart) and
+ * the patterns. Each owner has jobs of its own: one whose readings wait for
+ * its abandoned ones holds no one else's, and a time-out is remembered for
+ * the owner that ran into it (a reading that succeeds serves all, from the
+ * cache).
+ */
+static char *job_key(const char *owner, const struct stat *st, const char *const *patterns,
+		     size_t npatterns)
 {
-	size_t len = 128;
+	size_t len = 128 + (owner ? strlen(owner) : 0);
 	char *key;
 	int o;
 
@@ -328,9 +335,10 @@ static char *job_key(const struct stat *st, const char *const *patterns, size_t 
 	key = malloc(len);
 	if (!key)
 		return NULL;
-	o = snprintf(key, len, "%ju:%ju:%jd:%jd.%ld:%jd.%ld", (uintmax_t)st->st_dev,
-		     (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
-		     st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	o = snprintf(key, len, "%s\n%ju:%ju:%jd:%jd.%ld:%jd.%ld", owner ? owner : "",
+		     (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+		     (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		     (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	for (size_t i = 0; i < npatterns; i++)
 		o += snprintf(key + o, len - o, "\n%s", patterns[i]);
 	return key;
@@ -385,7 +393,7 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 	}
 	/* read already, and matched with these patterns: the attach finds the answer */
 	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT) ||
-	    !(key = job_key(&st, patterns, npatterns))) {
+	    !(key = job_key(a->owner, &st, patterns, npatterns))) {
 		close(fd);
 		return ANALYSIS_READY; /* without memory for a job, the tracer reads it */
 	}
