@@ -106,3 +106,23 @@ def test_abandoned_analyses_are_cancelled_and_hold_no_other_namespace(cluster, m
                  lambda: has_calls(cluster, b, "calm", "node-a", ["main.lookupUser"]),
                  timeout=20)
         assert agent.proc.poll() is None
+
+
+def test_a_costly_glob_is_refused_naming_the_limit(cluster, make_pod):
+    """The reviewer's glob (1 KB; over 1,000 names of 16 KB it cost 22.8 s of
+    CPU) is refused at once, in the probe's status, with the limit it is
+    over and what to change; another probe of the same namespace attaches."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "costly", spec(functions=["*" + "a" * 1022 + "b"]))
+        entry = wait_for("the costly probe's error",
+                         lambda: (e := cluster.node_entry(ns, "costly", "node-a"))
+                         and e["errors"] and e, timeout=20)
+        (err,) = entry["errors"]
+        for part in ("is 1024 bytes long, more than 256", "shorten it"):
+            assert part in err, (part, err)
+        cluster.apply_probe(ns, "calm", spec())
+        wait_for("calls of the calm probe", lambda: has_calls(cluster, ns, "calm", "node-a"),
+                 timeout=20)
+        assert agent.proc.poll() is None
