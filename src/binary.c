@@ -1715,6 +1715,59 @@ static bool glob_matches_key(const char *pat, const char *name)
 	return strnlen(name, GLOB_MAX_NAME + 1) <= GLOB_MAX_NAME && glob_match(pat, name);
 }
 
+/*
+ * A glob over every name, matched once a name (it costs the pattern's length
+ * times the name's): the runs it matches are kept from the count for the
+ * listing.
+ */
+static int match_glob(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
+		      size_t *cap, bool *ret_found, struct rw_error *err)
+{
+	size_t *runs = NULL, nruns = 0, runs_cap = 0, count = 0, end;
+	int ret = 0;
+
+	b->count_gen++;
+	for (size_t i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (cancel__requested()) {
+			ret = cancelled(b, err);
+			goto out;
+		}
+		if (!glob_matches_key(pat, b->keys[i].name))
+			continue;
+		count += count_keys(b, i, end);
+		/* past the limit only the count is wanted, for the message */
+		if (count > limit)
+			continue;
+		if (nruns == runs_cap) {
+			size_t ncap = runs_cap ? runs_cap * 2 : 16;
+			void *p = reallocarray(runs, ncap, sizeof(*runs));
+
+			if (!p) {
+				ret = rw_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+			runs = p;
+			runs_cap = ncap;
+		}
+		runs[nruns++] = i;
+	}
+	if (count > limit) {
+		ret = rw_error_set(
+			err, E2BIG,
+			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
+			pat, count, limit);
+		goto out;
+	}
+	for (size_t r = 0; r < nruns && !ret; r++) {
+		ret = add_keys(b, m, runs[r], key_run_end(b, runs[r]), cap, err);
+		*ret_found = !ret;
+	}
+out:
+	free(runs);
+	return ret;
+}
+
 static int match_one(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
 		     size_t *cap, bool *ret_found, struct rw_error *err)
 {
@@ -1744,31 +1797,7 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	ret = glob_check(pat, err);
 	if (ret)
 		return ret;
-	b->count_gen++;
-	for (i = 0; i < b->nkeys; i = end) {
-		end = key_run_end(b, i);
-		if (cancel__requested())
-			return cancelled(b, err);
-		if (glob_matches_key(pat, b->keys[i].name))
-			count += count_keys(b, i, end);
-	}
-	if (count > limit)
-		return rw_error_set(
-			err, E2BIG,
-			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
-			pat, count, limit);
-	for (i = 0; i < b->nkeys; i = end) {
-		end = key_run_end(b, i);
-		if (cancel__requested())
-			return cancelled(b, err);
-		if (!glob_matches_key(pat, b->keys[i].name))
-			continue;
-		ret = add_keys(b, m, i, end, cap, err);
-		if (ret)
-			return ret;
-		*ret_found = true;
-	}
-	return 0;
+	return match_glob(b, pat, limit, m, cap, ret_found, err);
 }
 
 static void memo_free(struct match_memo *mm)
