@@ -392,12 +392,17 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 		return ANALYSIS_FAILED;
 	}
 	/* read already, and matched with these patterns: the attach finds the answer */
-	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT) ||
-	    !(key = job_key(a->owner, &st, patterns, npatterns))) {
+	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT)) {
+		close(fd);
+		return ANALYSIS_READY;
+	}
+	pthread_mutex_lock(&a->lock);
+	key = job_key(a->owner, &st, patterns, npatterns);
+	if (!key) {
+		pthread_mutex_unlock(&a->lock);
 		close(fd);
 		return ANALYSIS_READY; /* without memory for a job, the tracer reads it */
 	}
-	pthread_mutex_lock(&a->lock);
 	expire(a, clock__mono_ns());
 	for (j = a->jobs; j && strcmp(j->key, key); j = j->next)
 		;
