@@ -22,6 +22,7 @@
 
 #include "analyzer.h"
 #include "binary.h"
+#include "cancel.h"
 #include "test.h"
 
 #define BASE 0x10000000ULL
@@ -370,5 +371,50 @@ cleanup:
 	if (efd >= 0)
 		close(efd);
 	test__rm_tree(dir);
+	return ok;
+}
+
+/*
+ * A thread whose flag is set stops reading: a Go binary (its function table),
+ * a C one with DWARF only, and a match over a binary open already, each with
+ * an error saying so; unbound again, the same thread reads them whole.
+ */
+TEST(a_cancelled_thread_stops_reading_with_an_error)
+{
+	const char *files[] = { test__fixture("go/native/demo"),
+				test__fixture("c/dwarf-only/cfix") },
+		   *pats[] = { "main*" };
+	static atomic_bool flag;
+	struct binary_match m = {};
+	struct rw_error err = {};
+	struct binary *b = NULL;
+	bool ok = true;
+
+	if (!files[0] || !files[1])
+		return true;
+	for (size_t i = 0; ok && i < 2; i++) {
+		atomic_store(&flag, true);
+		cancel__bind(&flag);
+		b = binary__open(NULL, files[i], &err);
+		ok = ASSERT_TRUE(!b) && ASSERT_EQ(errno, ECANCELED) &&
+		     ASSERT_STRCONTAINS(err.msg, "cancelled");
+		binary__put(b);
+		cancel__bind(NULL);
+		b = binary__open(NULL, files[i], &err);
+		ok = ok && CHECK(b, "%s", err.msg);
+		if (ok) {
+			cancel__bind(&flag);
+			ok = ASSERT_EQ(binary__match(b, pats, 1, 100000, &m, &err), -ECANCELED) &&
+			     ASSERT_STRCONTAINS(err.msg, "cancelled");
+			binary_match__clear(&m);
+			cancel__bind(NULL);
+			ok = ok && ASSERT_OK(binary__match(b, pats, 1, 100000, &m, &err)) &&
+			     ASSERT_TRUE(m.nfuncs > 0);
+			binary_match__clear(&m);
+		}
+		binary__put(b);
+		b = NULL;
+	}
+	cancel__bind(NULL);
 	return ok;
 }
