@@ -197,7 +197,6 @@ static void *work(void *arg)
 	struct analyzer *a = w->a;
 	bool last;
 
-	cancel__bind(&w->cancel);
 	pthread_mutex_lock(&a->lock);
 	while (!a->stopping && !w->abandoned) {
 		struct job *j = next_queued(a);
@@ -205,6 +204,7 @@ static void *work(void *arg)
 		analyzer_read_fn read = a->read ? a->read : analyse;
 		char **patterns;
 		size_t npatterns;
+		uint64_t deadline;
 		struct binary *b;
 		int fd;
 
@@ -222,6 +222,10 @@ static void *work(void *arg)
 		j->state = JOB_RUNNING;
 		j->worker = w;
 		j->started_ns = clock__mono_ns();
+		/* the reading stops at its limit itself, whether or not the loop looks */
+		if (__builtin_add_overflow(j->started_ns, a->timeout_ns, &deadline))
+			deadline = UINT64_MAX;
+		cancel__bind(&w->cancel, deadline);
 		free(w->owner);
 		w->owner = j->owner ? strdup(j->owner) : NULL;
 		pthread_mutex_unlock(&a->lock);
@@ -242,7 +246,7 @@ static void *work(void *arg)
 		j->bin = b;
 		j->state = b ? JOB_DONE : JOB_FAILED;
 		/* past the limit is past it, whether or not the loop looked meanwhile */
-		if (clock__mono_ns() - j->started_ns > a->timeout_ns) {
+		if (clock__mono_ns() - j->started_ns >= a->timeout_ns) {
 			time_out(a, j, clock__mono_ns());
 		} else if (!b) {
 			char fdpath[64];
@@ -261,7 +265,7 @@ static void *work(void *arg)
 		a->nworkers--;
 	last = --a->refs == 0;
 	pthread_mutex_unlock(&a->lock);
-	cancel__bind(NULL);
+	cancel__bind(NULL, 0);
 	free(w->owner);
 	free(w);
 	if (last)

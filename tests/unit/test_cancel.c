@@ -240,6 +240,20 @@ cleanup:
 	return ok;
 }
 
+/* 64 globs of GLOB_MAX_LEN bytes: '*', 'a's that every name holds, then what no name ends with. */
+static void costly_globs(const char *ret_pats[64])
+{
+	static char pat[64][GLOB_MAX_LEN + 1];
+
+	for (size_t i = 0; i < 64; i++) {
+		pat[i][0] = '*';
+		memset(pat[i] + 1, 'a', GLOB_MAX_LEN - 3);
+		pat[i][GLOB_MAX_LEN - 2] = 'A' + i % 26;
+		pat[i][GLOB_MAX_LEN - 1] = 'A' + i / 26;
+		ret_pats[i] = pat[i];
+	}
+}
+
 /*
  * Within the bounds a glob still costs: 64 patterns of 256 bytes over 1,000
  * names of 4 KB (about 4 s of CPU each without ASan). Past a 200 ms limit the
@@ -249,7 +263,6 @@ cleanup:
 TEST(analyzer_cancels_an_abandoned_reading)
 {
 	char dir[] = "/tmp/rw-cancel-XXXXXX", path[128];
-	static char pat[64][GLOB_MAX_LEN + 1];
 	const char *pats[64];
 	struct binary_cache *c = binary_cache__new(4);
 	struct rw_error err = {};
@@ -261,14 +274,7 @@ TEST(analyzer_cancels_an_abandoned_reading)
 	if (!ASSERT_TRUE(c && efd >= 0 && mkdtemp(dir)) ||
 	    !write_names_elf(dir, 1000, GLOB_MAX_NAME, path, sizeof(path)))
 		goto cleanup;
-	for (size_t i = 0; i < 64; i++) {
-		/* '*', then 'a's that every name holds, then what no name ends with */
-		pat[i][0] = '*';
-		memset(pat[i] + 1, 'a', GLOB_MAX_LEN - 3);
-		pat[i][GLOB_MAX_LEN - 2] = 'A' + i % 26;
-		pat[i][GLOB_MAX_LEN - 1] = 'A' + i / 26;
-		pats[i] = pat[i];
-	}
+	costly_globs(pats);
 	a = analyzer__new(efd, 200 * 1000000ull);
 	if (!ASSERT_TRUE(a))
 		goto cleanup;
@@ -292,6 +298,54 @@ TEST(analyzer_cancels_an_abandoned_reading)
 		   ended_at - failed_at) &&
 	     CHECK(cpu1 - cpu0 < 0.1, "the process spent %.3f s of CPU in the second after",
 		   cpu1 - cpu0);
+cleanup:
+	analyzer__free(a);
+	binary_cache__free(c);
+	if (efd >= 0)
+		close(efd);
+	test__rm_tree(dir);
+	return ok;
+}
+
+/*
+ * The same reading, asked once and then not again (the loop that would
+ * abandon it is busy): it stops at its limit by itself, the process's CPU
+ * does not grow, and the next question gets the time-out with no worker
+ * abandoned.
+ */
+TEST(analyzer_reading_stops_at_its_limit_unasked)
+{
+	char dir[] = "/tmp/rw-cancel-XXXXXX", path[128];
+	const char *pats[64];
+	struct binary_cache *c = binary_cache__new(4);
+	struct rw_error err = {};
+	struct analyzer *a = NULL;
+	struct analyzer_counters n;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	double cpu0, cpu1;
+	bool ok = false;
+
+	if (!ASSERT_TRUE(c && efd >= 0 && mkdtemp(dir)) ||
+	    !write_names_elf(dir, 1000, GLOB_MAX_NAME, path, sizeof(path)))
+		goto cleanup;
+	costly_globs(pats);
+	a = analyzer__new(efd, 200 * 1000000ull);
+	if (!ASSERT_TRUE(a) ||
+	    !ASSERT_EQ(analyzer__check(a, c, path, pats, 64, &err), ANALYSIS_PENDING))
+		goto cleanup;
+	usleep(1200000);
+	cpu0 = process_cpu();
+	usleep(1000000);
+	cpu1 = process_cpu();
+	fprintf(stderr, "  unasked: CPU over the second from 1.2 s after the start %.3f s\n",
+		cpu1 - cpu0);
+	if (!CHECK(cpu1 - cpu0 < 0.1, "the process spent %.3f s of CPU in that second",
+		   cpu1 - cpu0) ||
+	    !ASSERT_EQ(settle_for(a, c, efd, path, pats, 64, &err, 5), ANALYSIS_FAILED) ||
+	    !ASSERT_STRCONTAINS(err.msg, "--analysis-timeout"))
+		goto cleanup;
+	analyzer__counters(a, &n);
+	ok = ASSERT_EQ(n.timeouts, 1) && ASSERT_EQ(n.abandoned, 0);
 cleanup:
 	analyzer__free(a);
 	binary_cache__free(c);
@@ -394,20 +448,20 @@ TEST(a_cancelled_thread_stops_reading_with_an_error)
 		return true;
 	for (size_t i = 0; ok && i < 2; i++) {
 		atomic_store(&flag, true);
-		cancel__bind(&flag);
+		cancel__bind(&flag, 0);
 		b = binary__open(NULL, files[i], &err);
 		ok = ASSERT_TRUE(!b) && ASSERT_EQ(errno, ECANCELED) &&
 		     ASSERT_STRCONTAINS(err.msg, "cancelled");
 		binary__put(b);
-		cancel__bind(NULL);
+		cancel__bind(NULL, 0);
 		b = binary__open(NULL, files[i], &err);
 		ok = ok && CHECK(b, "%s", err.msg);
 		if (ok) {
-			cancel__bind(&flag);
+			cancel__bind(&flag, 0);
 			ok = ASSERT_EQ(binary__match(b, pats, 1, 100000, &m, &err), -ECANCELED) &&
 			     ASSERT_STRCONTAINS(err.msg, "cancelled");
 			binary_match__clear(&m);
-			cancel__bind(NULL);
+			cancel__bind(NULL, 0);
 			ok = ok && ASSERT_OK(binary__match(b, pats, 1, 100000, &m, &err)) &&
 			     ASSERT_TRUE(m.nfuncs > 0);
 			binary_match__clear(&m);
@@ -415,6 +469,6 @@ TEST(a_cancelled_thread_stops_reading_with_an_error)
 		binary__put(b);
 		b = NULL;
 	}
-	cancel__bind(NULL);
+	cancel__bind(NULL, 0);
 	return ok;
 }
