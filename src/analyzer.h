@@ -8,10 +8,11 @@
  * other probes and the reports. A finished analysis joins the tracer's binary
  * cache, where the attach then finds it.
  *
- * A worker past the limit is cancelled (cancel.h: the long loops of the
- * reading stop within milliseconds) and abandoned: its result is thrown away
- * and a new one takes the queue. Whatever the cancel cannot stop (a read
- * blocked on a slow file system) holds its thread; at most
+ * A reading stops at the limit by itself (cancel.h: its long loops watch
+ * the deadline) and its worker takes the next job. A worker still running
+ * when the limit is seen past is cancelled and abandoned: its result is
+ * thrown away and a new one takes the queue. Whatever the cancel cannot stop
+ * (a read blocked on a slow file system) holds its thread; at most
  * ANALYZER_MAX_ABANDONED such workers live at once, after which the queue
  * waits for one to end, and a tenant (the owner named by analyzer__owner, a
  * namespace) with ANALYZER_MAX_ABANDONED_PER_OWNER of them gets no new
