@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "analyzer.h"
+#include "cancel.h"
 #include "clock.h"
 
 /* A failed analysis is answered from memory this long before it is tried again. */
@@ -25,9 +27,10 @@ struct worker;
 
 /* One file and pattern set; the record stays after a failure, as its answer. */
 struct job {
-	char *key;  /* the file's identity and the patterns */
-	char *name; /* the path the caller gave, for messages */
-	int fd;	    /* QUEUED: the file, until a worker takes it */
+	char *key;   /* the file's identity and the patterns */
+	char *name;  /* the path the caller gave, for messages */
+	char *owner; /* the tenant that asked first (analyzer__owner), or NULL */
+	int fd;	     /* QUEUED: the file, until a worker takes it */
 	char **patterns;
 	size_t npatterns;
 	enum job_state state;
@@ -42,7 +45,10 @@ struct job {
 /* The lock guards every field of struct analyzer and of its jobs and workers. */
 struct worker {
 	struct analyzer *a;
-	bool abandoned; /* past the time limit: its result is not wanted */
+	bool abandoned;	     /* past the time limit: its result is not wanted */
+	atomic_bool cancel;  /* set with abandoned, or at shutdown: the reading stops */
+	char *owner;	     /* its job's, while it runs */
+	struct worker *next; /* abandoned, in the analyzer's list */
 };
 
 struct analyzer {
@@ -55,6 +61,9 @@ struct analyzer {
 	struct job *jobs;
 	size_t nworkers;   /* taking jobs: 0 or 1 */
 	size_t nabandoned; /* past the limit, still running */
+	struct worker *abandoned;
+	char *owner; /* analyzer__owner's */
+	analyzer_read_fn read;
 	struct analyzer_counters counters;
 };
 
@@ -70,6 +79,7 @@ static void job_free(struct job *j)
 	binary__put(j->bin);
 	free(j->key);
 	free(j->name);
+	free(j->owner);
 	free(j);
 }
 
@@ -83,6 +93,7 @@ static void analyzer_destroy(struct analyzer *a)
 	}
 	pthread_cond_destroy(&a->cond);
 	pthread_mutex_destroy(&a->lock);
+	free(a->owner);
 	free(a);
 }
 
@@ -115,12 +126,54 @@ static struct binary *analyse(int fd, char **patterns, size_t npatterns, struct 
 	return b;
 }
 
+static bool same_owner(const char *x, const char *y)
+{
+	return x == y || (x && y && !strcmp(x, y));
+}
+
+/* How many of owner's analyses were given up on and still run. */
+static size_t owner_abandoned(const struct analyzer *a, const char *owner)
+{
+	size_t n = 0;
+
+	for (const struct worker *w = a->abandoned; w; w = w->next)
+		n += same_owner(w->owner, owner);
+	return n;
+}
+
+/* The first queued job of an owner without too many abandoned analyses. */
 static struct job *next_queued(struct analyzer *a)
 {
 	for (struct job *j = a->jobs; j; j = j->next)
-		if (j->state == JOB_QUEUED)
+		if (j->state == JOB_QUEUED &&
+		    owner_abandoned(a, j->owner) < ANALYZER_MAX_ABANDONED_PER_OWNER)
 			return j;
 	return NULL;
+}
+
+/* w, past the limit: its reading stops where it next asks (cancel.h). */
+static void abandon(struct analyzer *a, struct worker *w)
+{
+	atomic_store(&w->cancel, true);
+	w->abandoned = true;
+	w->next = a->abandoned;
+	a->abandoned = w;
+	a->nworkers--;
+	a->nabandoned++;
+}
+
+/* An abandoned w ends: its owner may have queued jobs waiting for it. */
+static void abandoned_end(struct analyzer *a, struct worker *w)
+{
+	struct worker **pp;
+
+	for (pp = &a->abandoned; *pp && *pp != w; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = w->next;
+	a->nabandoned--;
+	pthread_cond_broadcast(&a->cond);
+	notify(a);
 }
 
 /* j took longer than the limit: its answer, for a long while. */
@@ -148,8 +201,10 @@ static void *work(void *arg)
 	while (!a->stopping && !w->abandoned) {
 		struct job *j = next_queued(a);
 		struct rw_error err = { "" };
+		analyzer_read_fn read = a->read ? a->read : analyse;
 		char **patterns;
 		size_t npatterns;
+		uint64_t deadline;
 		struct binary *b;
 		int fd;
 
@@ -167,9 +222,15 @@ static void *work(void *arg)
 		j->state = JOB_RUNNING;
 		j->worker = w;
 		j->started_ns = clock__mono_ns();
+		/* the reading stops at its limit itself, whether or not the loop looks */
+		if (__builtin_add_overflow(j->started_ns, a->timeout_ns, &deadline))
+			deadline = UINT64_MAX;
+		cancel__bind(&w->cancel, deadline);
+		free(w->owner);
+		w->owner = j->owner ? strdup(j->owner) : NULL;
 		pthread_mutex_unlock(&a->lock);
 
-		b = analyse(fd, patterns, npatterns, &err);
+		b = read(fd, patterns, npatterns, &err);
 		close(fd);
 		for (size_t i = 0; i < npatterns; i++)
 			free(patterns[i]);
@@ -185,7 +246,7 @@ static void *work(void *arg)
 		j->bin = b;
 		j->state = b ? JOB_DONE : JOB_FAILED;
 		/* past the limit is past it, whether or not the loop looked meanwhile */
-		if (clock__mono_ns() - j->started_ns > a->timeout_ns) {
+		if (clock__mono_ns() - j->started_ns >= a->timeout_ns) {
 			time_out(a, j, clock__mono_ns());
 		} else if (!b) {
 			char fdpath[64];
@@ -199,11 +260,13 @@ static void *work(void *arg)
 		notify(a);
 	}
 	if (w->abandoned)
-		a->nabandoned--;
+		abandoned_end(a, w);
 	else
 		a->nworkers--;
 	last = --a->refs == 0;
 	pthread_mutex_unlock(&a->lock);
+	cancel__bind(NULL, 0);
+	free(w->owner);
 	free(w);
 	if (last)
 		analyzer_destroy(a);
@@ -244,10 +307,8 @@ static void expire(struct analyzer *a, uint64_t now)
 		struct job *j = *pp;
 
 		if (j->state == JOB_RUNNING && now - j->started_ns > a->timeout_ns) {
-			j->worker->abandoned = true;
+			abandon(a, j->worker);
 			j->worker = NULL;
-			a->nworkers--;
-			a->nabandoned++;
 			time_out(a, j, now);
 		}
 		if (j->state == JOB_FAILED && now >= j->expires_ns) {
@@ -259,10 +320,17 @@ static void expire(struct analyzer *a, uint64_t now)
 	}
 }
 
-/* The file's identity (as the binary cache tells files apart) and the patterns. */
-static char *job_key(const struct stat *st, const char *const *patterns, size_t npatterns)
+/*
+ * The owner, the file's identity (as the binary cache tells files apart) and
+ * the patterns. Each owner has jobs of its own: one whose readings wait for
+ * its abandoned ones holds no one else's, and a time-out is remembered for
+ * the owner that ran into it (a reading that succeeds serves all, from the
+ * cache).
+ */
+static char *job_key(const char *owner, const struct stat *st, const char *const *patterns,
+		     size_t npatterns)
 {
-	size_t len = 128;
+	size_t len = 128 + (owner ? strlen(owner) : 0);
 	char *key;
 	int o;
 
@@ -271,16 +339,17 @@ static char *job_key(const struct stat *st, const char *const *patterns, size_t 
 	key = malloc(len);
 	if (!key)
 		return NULL;
-	o = snprintf(key, len, "%ju:%ju:%jd:%jd.%ld:%jd.%ld", (uintmax_t)st->st_dev,
-		     (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
-		     st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	o = snprintf(key, len, "%s\n%ju:%ju:%jd:%jd.%ld:%jd.%ld", owner ? owner : "",
+		     (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+		     (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		     (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	for (size_t i = 0; i < npatterns; i++)
 		o += snprintf(key + o, len - o, "\n%s", patterns[i]);
 	return key;
 }
 
-static struct job *job_new(char *key, int fd, const char *name, const char *const *patterns,
-			   size_t npatterns)
+static struct job *job_new(char *key, int fd, const char *name, const char *owner,
+			   const char *const *patterns, size_t npatterns)
 {
 	struct job *j = calloc(1, sizeof(*j));
 
@@ -289,8 +358,9 @@ static struct job *job_new(char *key, int fd, const char *name, const char *cons
 	j->key = key;
 	j->fd = fd;
 	j->name = strdup(name);
+	j->owner = owner ? strdup(owner) : NULL;
 	j->patterns = calloc(npatterns + 1, sizeof(*j->patterns));
-	if (!j->name || !j->patterns)
+	if (!j->name || !j->patterns || (owner && !j->owner))
 		goto fail;
 	for (; j->npatterns < npatterns; j->npatterns++)
 		if (!(j->patterns[j->npatterns] = strdup(patterns[j->npatterns])))
@@ -326,17 +396,22 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 		return ANALYSIS_FAILED;
 	}
 	/* read already, and matched with these patterns: the attach finds the answer */
-	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT) ||
-	    !(key = job_key(&st, patterns, npatterns))) {
+	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT)) {
+		close(fd);
+		return ANALYSIS_READY;
+	}
+	pthread_mutex_lock(&a->lock);
+	key = job_key(a->owner, &st, patterns, npatterns);
+	if (!key) {
+		pthread_mutex_unlock(&a->lock);
 		close(fd);
 		return ANALYSIS_READY; /* without memory for a job, the tracer reads it */
 	}
-	pthread_mutex_lock(&a->lock);
 	expire(a, clock__mono_ns());
 	for (j = a->jobs; j && strcmp(j->key, key); j = j->next)
 		;
 	if (!j) {
-		j = job_new(key, fd, path, patterns, npatterns);
+		j = job_new(key, fd, path, a->owner, patterns, npatterns);
 		if (j) {
 			j->next = a->jobs;
 			a->jobs = j;
@@ -407,6 +482,9 @@ void analyzer__free(struct analyzer *a)
 	pthread_mutex_lock(&a->lock);
 	a->stopping = true;
 	a->notify_fd = -1;
+	for (struct job *j = a->jobs; j; j = j->next)
+		if (j->state == JOB_RUNNING && j->worker)
+			atomic_store(&j->worker->cancel, true);
 	/* a running analysis ends on its own and drops its result; the last
 	 * worker out frees the jobs */
 	pthread_cond_broadcast(&a->cond);
@@ -414,6 +492,24 @@ void analyzer__free(struct analyzer *a)
 	pthread_mutex_unlock(&a->lock);
 	if (last)
 		analyzer_destroy(a);
+}
+
+void analyzer__owner(struct analyzer *a, const char *owner)
+{
+	pthread_mutex_lock(&a->lock);
+	if (!same_owner(a->owner, owner)) {
+		free(a->owner);
+		/* without memory, the checks are no one's: the shared tenant */
+		a->owner = owner ? strdup(owner) : NULL;
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+void analyzer__set_read(struct analyzer *a, analyzer_read_fn fn)
+{
+	pthread_mutex_lock(&a->lock);
+	a->read = fn;
+	pthread_mutex_unlock(&a->lock);
 }
 
 void analyzer__counters(const struct analyzer *a, struct analyzer_counters *ret)

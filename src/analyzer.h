@@ -8,9 +8,15 @@
  * other probes and the reports. A finished analysis joins the tracer's binary
  * cache, where the attach then finds it.
  *
- * A worker past the limit is left to finish on its own (its result is
- * thrown away) and a new one takes the queue; at most ANALYZER_MAX_ABANDONED
- * such workers live at once, after which the queue waits for one to end.
+ * A reading stops at the limit by itself (cancel.h: its long loops watch
+ * the deadline) and its worker takes the next job. A worker still running
+ * when the limit is seen past is cancelled and abandoned: its result is
+ * thrown away and a new one takes the queue. Whatever the cancel cannot stop
+ * (a read blocked on a slow file system) holds its thread; at most
+ * ANALYZER_MAX_ABANDONED such workers live at once, after which the queue
+ * waits for one to end, and a tenant (the owner named by analyzer__owner, a
+ * namespace) with ANALYZER_MAX_ABANDONED_PER_OWNER of them gets no new
+ * analysis until one ends, while other tenants' analyses go on.
  */
 #ifndef RETWATCH_ANALYZER_H
 #define RETWATCH_ANALYZER_H
@@ -23,6 +29,7 @@
 
 #define ANALYZER_DEFAULT_TIMEOUT_NS (5ull * 1000000000ull)
 #define ANALYZER_MAX_ABANDONED 4
+#define ANALYZER_MAX_ABANDONED_PER_OWNER 1
 
 enum analysis_state {
 	ANALYSIS_PENDING, /* queued or running: ask again after the notification */
@@ -55,6 +62,20 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 				    const char *path, const char *const *patterns, size_t npatterns,
 				    struct rw_error *err);
 
+/*
+ * Names the tenant (a namespace) whose checks follow, until named again: a
+ * new analysis is counted against it. NULL names no one (one shared tenant).
+ */
+void analyzer__owner(struct analyzer *a, const char *owner);
+
 void analyzer__counters(const struct analyzer *a, struct analyzer_counters *ret);
+
+/*
+ * Exposed for tests: what a worker runs for a job instead of reading the
+ * file (NULL: reading it), to stand for a reading the cancel cannot stop.
+ */
+typedef struct binary *(*analyzer_read_fn)(int fd, char **patterns, size_t npatterns,
+					   struct rw_error *err);
+void analyzer__set_read(struct analyzer *a, analyzer_read_fn fn);
 
 #endif

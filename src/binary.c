@@ -11,6 +11,7 @@
 #include <gelf.h>
 
 #include "binary.h"
+#include "cancel.h"
 #include "demangle.h"
 #include "disasm.h"
 #include "elfbin.h"
@@ -196,6 +197,30 @@ bool binary_pattern__library(const char *pattern, char *lib, size_t liblen, cons
 	return true;
 }
 
+int glob_check(const char *p, struct rw_error *err)
+{
+	size_t len = strlen(p), stars = 0;
+
+	for (const char *c = p; *c; c++) {
+		if (*c == '\\' && c[1])
+			c++;
+		else if (*c == '*')
+			stars++;
+	}
+	if (len > GLOB_MAX_LEN)
+		return rw_error_set(
+			err, EINVAL,
+			"pattern '%.64s...' is %zu bytes long, more than %d (the limit of "
+			"a pattern with '*' or '?'): shorten it, or give the exact name",
+			p, len, GLOB_MAX_LEN);
+	if (stars > GLOB_MAX_STARS)
+		return rw_error_set(err, EINVAL,
+				    "pattern '%s' holds %zu '*', more than %d (the limit of a "
+				    "pattern): merge them, or give the exact name",
+				    p, stars, GLOB_MAX_STARS);
+	return 0;
+}
+
 /* `*` and `?` with backtracking to the last star only: linear in practice,
  * O(len(p) * len(s)) at worst, never exponential. */
 bool glob_match(const char *p, const char *s)
@@ -229,6 +254,12 @@ bool glob_match(const char *p, const char *s)
 }
 
 /* ---- index ---- */
+
+/* The analyzer gave up on this reading (cancel.h): its error is the analyzer's to say. */
+static int cancelled(const struct binary *b, struct rw_error *err)
+{
+	return rw_error_set(err, ECANCELED, "reading %s was cancelled", b->path);
+}
 
 static const char *keep_name(struct binary *b, const char *s, size_t len)
 {
@@ -445,6 +476,10 @@ static int index_symtab(struct binary *b)
 		const char *name = syms[i].name;
 		uint64_t size = syms[i].size, end;
 
+		if (cancel__every(i)) {
+			free(secs);
+			return -ECANCELED;
+		}
 		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
 			continue;
 		if (ends_with(name, ".abi0")) {
@@ -595,6 +630,9 @@ static int index_pclntab(struct binary *b, struct rw_error *err)
 
 		const char *name = g->name;
 
+		if (cancel__every(i))
+			return cancelled(b, err);
+
 		/* the symbol table names it already, maybe otherwise: Go 1.18
 		 * and 1.19 write "Map[...]" here for "Map[go.shape.int_0]" */
 		if (g->end <= g->entry || sym_at(b, g->entry))
@@ -633,6 +671,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 		struct fn_entry *f = &b->fns[i];
 		const struct dwarf_func *d = dwarfinfo__find_entry(b->dwarf, f->addr);
 
+		if (cancel__every(i))
+			return cancelled(b, err);
 		if (!d || d->nranges < 2)
 			continue;
 		f->nextra = 0;
@@ -643,6 +683,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 	for (size_t i = 0; i < n; i++) {
 		struct fn_entry *f;
 
+		if (cancel__every(i))
+			return cancelled(b, err);
 		/* a function the linker discarded keeps its DWARF at address 0
 		 * (or wherever its section would have been): it is no function
 		 * of this binary. One entry per address: the symbol table's
@@ -773,6 +815,10 @@ static int build_keys(struct binary *b)
 		const char *forms[3] = { f->name };
 		size_t nforms = 1;
 
+		if (cancel__every(i)) {
+			free(k);
+			return -ECANCELED;
+		}
 		if (demangle(f->name, true, full, sizeof(full))) {
 			f->demangled = keep_name(b, full, strlen(full));
 			if (!f->demangled)
@@ -819,6 +865,8 @@ static int build_index(struct binary *b, struct rw_error *err)
 	ret = index_symtab(b);
 	if (!ret)
 		ret = attach_cold_symbols(b);
+	if (ret == -ECANCELED)
+		return cancelled(b, err);
 	if (ret)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	ret = index_pclntab(b, err);
@@ -827,8 +875,12 @@ static int build_index(struct binary *b, struct rw_error *err)
 	/* Go functions are never split, and Go's DWARF is large: skip it */
 	if (!b->pcln)
 		ret = index_dwarf(b, err);
-	if (!ret && (pick_canonical(b) || build_keys(b)))
-		ret = rw_error_set(err, ENOMEM, "out of memory");
+	if (!ret && !(ret = pick_canonical(b)))
+		ret = build_keys(b);
+	if (ret == -ECANCELED)
+		return cancelled(b, err);
+	if (ret == -ENOMEM)
+		return rw_error_set(err, ENOMEM, "out of memory");
 	return ret;
 }
 
@@ -1028,6 +1080,10 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	       add_cold_parts(b, f, fi)) {
 		disasm_result__clear(f->dis);
 		ret = sweep(b, f, fi);
+	}
+	if (ret == -ECANCELED) {
+		analysis_free(f); /* not half an analysis for a later match to trust */
+		return ret;
 	}
 	if (ret)
 		return ret < 0 ? ret : 0;
@@ -1422,6 +1478,8 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 		const char *name = b->keys[i].name;
 		size_t c = b->fns[b->keys[i].fn].canon, k;
 
+		if (cancel__requested())
+			return; /* the caller tells */
 		/* a name shared by several functions (overloads) is measured once */
 		if (!i || strcmp(name, b->keys[i - 1].name)) {
 			/* past the budget only the linear substring test is left */
@@ -1526,10 +1584,14 @@ static int add_keys(struct binary *b, struct binary_match *m, size_t first, size
 	for (size_t k = first; k < end; k++) {
 		struct fn_entry *f = &b->fns[b->keys[k].fn];
 
+		if (cancel__requested())
+			return cancelled(b, err);
 		check_wrappers(b, b->keys[k].fn);
 		if (f->dropped || b->fns[f->canon].ifunc)
 			continue;
 		ret = add_match(b, m, f, cap);
+		if (ret == -ECANCELED)
+			return cancelled(b, err);
 		if (ret)
 			return rw_error_set(err, -ret, "out of memory");
 	}
@@ -1647,6 +1709,65 @@ static size_t count_keys(struct binary *b, size_t first, size_t end)
 	return n;
 }
 
+/* A name past GLOB_MAX_NAME is found by its exact name only (binary.h). */
+static bool glob_matches_key(const char *pat, const char *name)
+{
+	return strnlen(name, GLOB_MAX_NAME + 1) <= GLOB_MAX_NAME && glob_match(pat, name);
+}
+
+/*
+ * A glob over every name, matched once a name (it costs the pattern's length
+ * times the name's): the runs it matches are kept from the count for the
+ * listing.
+ */
+static int match_glob(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
+		      size_t *cap, bool *ret_found, struct rw_error *err)
+{
+	size_t *runs = NULL, nruns = 0, runs_cap = 0, count = 0, end;
+	int ret = 0;
+
+	b->count_gen++;
+	for (size_t i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (cancel__requested()) {
+			ret = cancelled(b, err);
+			goto out;
+		}
+		if (!glob_matches_key(pat, b->keys[i].name))
+			continue;
+		count += count_keys(b, i, end);
+		/* past the limit only the count is wanted, for the message */
+		if (count > limit)
+			continue;
+		if (nruns == runs_cap) {
+			size_t ncap = runs_cap ? runs_cap * 2 : 16;
+			void *p = reallocarray(runs, ncap, sizeof(*runs));
+
+			if (!p) {
+				ret = rw_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+			runs = p;
+			runs_cap = ncap;
+		}
+		runs[nruns++] = i;
+	}
+	if (count > limit) {
+		ret = rw_error_set(
+			err, E2BIG,
+			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
+			pat, count, limit);
+		goto out;
+	}
+	for (size_t r = 0; r < nruns && !ret; r++) {
+		ret = add_keys(b, m, runs[r], key_run_end(b, runs[r]), cap, err);
+		*ret_found = !ret;
+	}
+out:
+	free(runs);
+	return ret;
+}
+
 static int match_one(struct binary *b, const char *pat, size_t limit, struct binary_match *m,
 		     size_t *cap, bool *ret_found, struct rw_error *err)
 {
@@ -1673,27 +1794,10 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	}
 	if (!glob_has_wildcards(pat))
 		return 0;
-	b->count_gen++;
-	for (i = 0; i < b->nkeys; i = end) {
-		end = key_run_end(b, i);
-		if (glob_match(pat, b->keys[i].name))
-			count += count_keys(b, i, end);
-	}
-	if (count > limit)
-		return rw_error_set(
-			err, E2BIG,
-			"pattern '%s' matches %zu functions, more than the limit of %zu; narrow the pattern or raise the limit",
-			pat, count, limit);
-	for (i = 0; i < b->nkeys; i = end) {
-		end = key_run_end(b, i);
-		if (!glob_match(pat, b->keys[i].name))
-			continue;
-		ret = add_keys(b, m, i, end, cap, err);
-		if (ret)
-			return ret;
-		*ret_found = true;
-	}
-	return 0;
+	ret = glob_check(pat, err);
+	if (ret)
+		return ret;
+	return match_glob(b, pat, limit, m, cap, ret_found, err);
 }
 
 static void memo_free(struct match_memo *mm)
@@ -1985,6 +2089,10 @@ static int match_uncached(struct binary *b, const char *const *patterns, size_t 
 
 			u->pattern = patterns[i];
 			suggest(b, u);
+			if (cancel__requested()) {
+				ret = cancelled(b, err);
+				break;
+			}
 		}
 	}
 	if (ret)

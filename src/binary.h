@@ -173,6 +173,21 @@ const char *func_mode__str(enum func_mode m);
  */
 bool binary_pattern__library(const char *pattern, char *lib, size_t liblen, const char **ret_func);
 
+/*
+ * What a glob may cost: matching is O(pattern x name) at worst, once per
+ * name of the binary, so a long pattern over long names is refused or
+ * skipped. A pattern with wildcards holds at most GLOB_MAX_LEN bytes and
+ * GLOB_MAX_STARS '*'; a name longer than GLOB_MAX_NAME is matched by its exact
+ * name only (no real function's name comes near it). The worst glob is then
+ * 256 x 4,096 steps a name.
+ */
+#define GLOB_MAX_LEN 256
+#define GLOB_MAX_STARS 8
+#define GLOB_MAX_NAME 4096
+
+/* 0, or -EINVAL with a message naming the limit a glob is over. */
+int glob_check(const char *pattern, struct rw_error *err);
+
 /* Exposed for tests. */
 bool glob_match(const char *pattern, const char *name);
 bool glob_has_wildcards(const char *pattern);

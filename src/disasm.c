@@ -9,6 +9,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include "cancel.h"
 #include "disasm.h"
 
 static int push(int64_t **arr, size_t *n, int64_t v)
@@ -384,6 +385,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 		enum jump_kind jk = JUMP_NONE;
 		bool jump;
 
+		if (cancel__every(res->ninsns))
+			return -ECANCELED;
 		if (disasm__quick(r->bytes + off, r->len - off, &insn)) {
 			/* as Zydis computes it: 64-bit arithmetic, wrapping */
 			target = addr + insn.length + (uint64_t)insn.rel;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "dwarfinfo.h"
 #include "elfbin.h"
 
@@ -131,6 +132,9 @@ static int walk(struct dwarfinfo *di, Dwarf_Die *parent, int depth)
 	if (depth > MAX_DEPTH || dwarf_child(parent, &child) != 0)
 		return 0;
 	do {
+		/* a unit can hold millions of entries: asked at each, it is cheap */
+		if (cancel__requested())
+			return -ECANCELED;
 		switch (dwarf_tag(&child)) {
 		case DW_TAG_subprogram:
 			err = add_func(di, &child);
@@ -182,7 +186,9 @@ int dwarfinfo__load(Elf *elf, struct dwarfinfo **ret_di, struct rw_error *err)
 		if (dwarf_offdie(di->dw, off + hsize, &cu)) {
 			ret = walk(di, &cu, 0);
 			if (ret) {
-				rw_error_set(err, -ret, "out of memory reading DWARF");
+				rw_error_set(err, -ret,
+					     ret == -ECANCELED ? "reading DWARF was cancelled"
+							       : "out of memory reading DWARF");
 				break;
 			}
 		}

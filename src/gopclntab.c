@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "elfbin.h"
 #include "gopclntab.h"
 
@@ -178,6 +179,8 @@ static int measure_names(struct parse_ctx *ctx, uint32_t *idx, size_t n, size_t 
 		struct rawfunc *f = &ctx->f[idx[i]];
 		const uint8_t *p;
 
+		if (cancel__every(i))
+			return rw_error_set(err, ECANCELED, "reading .gopclntab was cancelled");
 		if (!have_nul || nul < f->nameoff) {
 			p = memchr(ctx->names + f->nameoff, 0, names_len - f->nameoff);
 			if (!p)
@@ -546,6 +549,8 @@ static int pcln_read_funcs(const uint8_t *data, const struct pcln_hdr *h, struct
 	int ret;
 
 	for (size_t i = 0; i < h->nfunc; i++) {
+		if (cancel__every(i))
+			return rw_error_set(err, ECANCELED, "reading .gopclntab was cancelled");
 		f = (struct rawfunc){ 0 };
 		ret = pcln_read_func(data, h, i, &f, err);
 		if (ret)

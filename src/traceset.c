@@ -846,6 +846,9 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	uint64_t start;
 	char key[128];
 
+	/* the analyses asked for below count against this namespace */
+	if (env->analyzer)
+		analyzer__owner(env->analyzer, ts->ns);
 	if (t) {
 		t->seen = true;
 		if (t->hints_pending)
