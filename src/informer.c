@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,15 +416,18 @@ static void *run(void *arg)
 	struct informer *inf = arg;
 	bool need_list = true;
 	int backoff = 0;
+	/* each informer its own jitter, so nodes' agents do not retry in step */
+	unsigned int seed = (unsigned int)time(NULL) ^ (unsigned int)getpid() ^
+			    (unsigned int)(uintptr_t)inf;
 
 	while (!inf->stop) {
 		int r;
 
-		pause_ms(inf, backoff);
+		pause_ms(inf, kube__backoff_jitter(backoff, &seed));
 		if (need_list) {
 			if (list(inf)) {
-				backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
-				backoff = backoff > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff;
+				backoff = kube__backoff_next(backoff, BACKOFF_MIN_MS,
+							     BACKOFF_MAX_MS);
 				continue;
 			}
 			need_list = false;
@@ -431,8 +435,7 @@ static void *run(void *arg)
 		r = watch(inf);
 		need_list = r == 1;
 		if (r < 0) {
-			backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
-			backoff = backoff > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff;
+			backoff = kube__backoff_next(backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
 		} else {
 			backoff = 0;
 		}

@@ -452,3 +452,21 @@ const char *kube__error_text(const char *body, char *buf, size_t len)
 	cJSON_Delete(doc);
 	return buf;
 }
+
+int kube__backoff_next(int prev_ms, int min_ms, int max_ms)
+{
+	long next = prev_ms > 0 ? 2L * prev_ms : min_ms;
+
+	if (next < min_ms)
+		next = min_ms;
+	return next > max_ms ? max_ms : (int)next;
+}
+
+int kube__backoff_jitter(int ceil_ms, unsigned int *seed)
+{
+	int half = ceil_ms / 2;
+
+	if (ceil_ms <= 0)
+		return 0;
+	return half + rand_r(seed) % (ceil_ms - half + 1);
+}

@@ -54,4 +54,16 @@ const char *kube__escape(const char *s, char *buf, size_t len);
  */
 const char *kube__error_text(const char *body, char *buf, size_t len);
 
+/*
+ * The next retry's ceiling after a failure: min_ms at first (prev_ms 0),
+ * then doubled, never above max_ms (nor below min_ms).
+ */
+int kube__backoff_next(int prev_ms, int min_ms, int max_ms);
+/*
+ * How long to wait under a ceiling of ceil_ms, with jitter: uniformly in
+ * [ceil_ms / 2, ceil_ms], so agents failing together do not retry together.
+ * *seed is the caller's rand_r state. 0 for a ceiling <= 0.
+ */
+int kube__backoff_jitter(int ceil_ms, unsigned int *seed);
+
 #endif
