@@ -1,25 +1,34 @@
 """A node's report stays within the agent's byte budget: 64 functions over
-100 pods of one node (a 2.6 MB report whole, past what etcd takes) are
-written, each function keeping its slowest pods and folding the rest into a
-row per revision, and the summary's totals and revisions stay exact."""
+many pods of one node are written, each function keeping its slowest pods
+and folding the rest into a row per revision, and the summary's totals and
+revisions stay exact.
+
+In make test: 40 pods against a 256 KiB budget (a report of about 700 KB
+whole). RETWATCH_BUDGET_PODS=100 runs the case of the issue, 100 pods (1.4
+to 1.9 MB whole) against the default 1 MiB, by hand: attaching 100 pods
+took over 180 s in the full suite, where the tests before it still release
+their uprobes (each registration and release waits for an RCU grace
+period), against about 60 s on its own."""
 
 import concurrent.futures
 import json
+import os
 import time
 
 from agentproc import wait_for
 from test_agent import rfc3339
 from test_turns import podapp_functions, report
 
-PODS = 100
+PODS = int(os.environ.get("RETWATCH_BUDGET_PODS", "40"))
+BUDGET = 1024 * 1024 if PODS >= 100 else 256 * 1024
 LIGHT = ("/app/podapp", "-workers", "1", "-gap", "100ms")
-BUDGET = 1024 * 1024
 
 
-def test_hundred_pods_of_64_functions_fold_within_the_budget(cluster, make_pod, image):
+def test_pods_of_64_functions_fold_within_the_budget(cluster, make_pod, image):
     ns = cluster.namespace()
     funcs = podapp_functions(image)
-    owners = {f"web-{i}": "web-7d4b9" if i < 60 else "web-5f6c8" for i in range(PODS)}
+    old = PODS * 3 // 5
+    owners = {f"web-{i}": "web-7d4b9" if i < old else "web-5f6c8" for i in range(PODS)}
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         # a call every 100 ms each: 100 pods of the default 400 calls a
         # second would take both of this machine's CPUs in traps
@@ -29,7 +38,8 @@ def test_hundred_pods_of_64_functions_fold_within_the_budget(cluster, make_pod, 
     probe = {"selector": {"matchLabels": {"app": "web"}}, "functions": funcs,
              "reportInterval": "2s"}
     agent = cluster.agent("node-a", extra=("--max-functions-per-namespace", "0",
-                                           "--metrics-max-series", "64"))
+                                           "--metrics-max-series", "64",
+                                           "--report-budget", str(BUDGET)))
     try:
         cluster.apply_probe(ns, "many", probe)
         agent.start()
@@ -70,7 +80,7 @@ def test_hundred_pods_of_64_functions_fold_within_the_budget(cluster, make_pod, 
                 continue
             revs = {r["revision"]: r for r in fn["revisions"]}
             assert set(revs) == {"web-7d4b9", "web-5f6c8"}, fn["revisions"]
-            assert revs["web-7d4b9"]["pods"] == 60 and revs["web-5f6c8"]["pods"] == 40, revs
+            assert revs["web-7d4b9"]["pods"] == old and revs["web-5f6c8"]["pods"] == PODS - old, revs
             assert sum(r["calls"] for r in revs.values()) == fn["calls"], fn["name"]
             assert fn["name"] in node_fns, fn["name"]
         hot = next(f for f in summary["functions"] if f["name"] == "main.handleRequest")
