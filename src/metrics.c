@@ -296,6 +296,11 @@ static int check_request(struct MHD_Connection *c, const char *method, size_t *u
 	return -1;
 }
 
+static bool is_health(const char *url)
+{
+	return !strcmp(url, "/healthz") || !strcmp(url, "/readyz");
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_data_size, void **con_cls)
@@ -311,10 +316,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return (enum MHD_Result)done;
 	if (!strcmp(url, "/metrics"))
 		return refused(ms, c, &ret) ? ret : serve_metrics(ms, c);
-	if (!strcmp(url, "/healthz"))
-		return serve_health(ms, c, false);
-	if (!strcmp(url, "/readyz"))
-		return serve_health(ms, c, true);
+	if (is_health(url))
+		return serve_health(ms, c, !strcmp(url, "/readyz"));
 	return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /readyz");
 }
 
@@ -332,10 +335,8 @@ static enum MHD_Result handle_health(void *cls, struct MHD_Connection *c, const 
 	(void)con_cls;
 	if (done >= 0)
 		return (enum MHD_Result)done;
-	if (!strcmp(url, "/healthz"))
-		return serve_health(ms, c, false);
-	if (!strcmp(url, "/readyz"))
-		return serve_health(ms, c, true);
+	if (is_health(url))
+		return serve_health(ms, c, !strcmp(url, "/readyz"));
 	return respond_text(c, MHD_HTTP_NOT_FOUND,
 			    "not found: try /healthz or /readyz (/metrics has its own port)");
 }

@@ -493,28 +493,27 @@ void publisher__forget(struct publisher *p, const char *key)
 	pthread_mutex_unlock(&p->lock);
 }
 
-bool publisher__failed(struct publisher *p, const char *key)
+/* Whether the last patch sent for key was failed (or too_large, when asked). */
+static bool last_patch(struct publisher *p, const char *key, bool too_large)
 {
 	struct patch *pt;
-	bool failed;
+	bool yes;
 
 	pthread_mutex_lock(&p->lock);
 	pt = find(p, key);
-	failed = pt && pt->failed;
+	yes = pt && (too_large ? pt->too_large : pt->failed);
 	pthread_mutex_unlock(&p->lock);
-	return failed;
+	return yes;
+}
+
+bool publisher__failed(struct publisher *p, const char *key)
+{
+	return last_patch(p, key, false);
 }
 
 bool publisher__too_large(struct publisher *p, const char *key)
 {
-	struct patch *pt;
-	bool too_large;
-
-	pthread_mutex_lock(&p->lock);
-	pt = find(p, key);
-	too_large = pt && pt->too_large;
-	pthread_mutex_unlock(&p->lock);
-	return too_large;
+	return last_patch(p, key, true);
 }
 
 bool publisher__leader(struct publisher *p)
