@@ -10,7 +10,12 @@ BPF_OUT := build/bpf
 
 CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I$(BPF_OUT)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-LIBS := -lbpf -lelf -ldw -lZydis -lZycore -lcjson -lyaml -lcurl -lz -lmicrohttpd -liberty
+# The libraries each layer of src/ links against; a program links its own
+# layers' and those below (LIBS_TRACE for the CLI, LIBS for the agent).
+LIBS_BASE := -lbpf -lcjson -liberty
+LIBS_ANALYSIS := -lelf -ldw -lZydis -lZycore -lz $(LIBS_BASE)
+LIBS_TRACE := $(LIBS_ANALYSIS)
+LIBS := -lcurl -lyaml -lmicrohttpd $(LIBS_TRACE)
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf -mcpu=v3
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
@@ -29,8 +34,14 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-LIB_SRCS := $(wildcard src/*.c)
-LIB_OBJS := $(patsubst src/%.c,$(OUTPUT)/obj/%.o,$(LIB_SRCS))
+# src/ in layers, lowest first; a layer includes only its own headers and
+# those of the layers below it (scripts/layers.sh checks, in make lint).
+LAYERS := base analysis trace agent
+LIB_SRCS := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+# Archives, highest layer first as the linker wants them.
+TRACE_ARS := $(OUTPUT)/libretwatch-trace.a $(OUTPUT)/libretwatch-analysis.a \
+	$(OUTPUT)/libretwatch-base.a
+ALL_ARS := $(OUTPUT)/libretwatch-agent.a $(TRACE_ARS)
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
@@ -42,7 +53,7 @@ FUZZ_SECONDS ?= 12
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
-.PHONY: all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+.PHONY: link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
 
@@ -59,30 +70,44 @@ $(BPF_OUT)/%.skel.h: $(BPF_OUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
 
-$(OUTPUT)/obj/%.o: src/%.c $(wildcard src/*.h bpf/*.h) $(BPF_SKELS) | $(OUTPUT)/obj
+# Each object's header dependencies are generated as it compiles (-MMD);
+# the BPF skeletons come first, since the tracer includes one.
+$(OUTPUT)/obj/%.o: %.c $(BPF_SKELS)
+	$(Q)mkdir -p $(@D)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
+CFLAGS_tests := -Itests/unit
 
-$(OUTPUT)/libretwatch.a: $(LIB_OBJS)
-	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+define layer_archive
+$(OUTPUT)/libretwatch-$(1).a: $(patsubst %.c,$(OUTPUT)/obj/%.o,$(wildcard src/$(1)/*.c))
+	$$(call msg,AR,$$@)
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
-CMD_SRCS := $(wildcard cmd/retwatch/*.c)
-$(OUTPUT)/retwatch: $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h cmd/retwatch/*.h)
+objs_of = $(patsubst %.c,$(OUTPUT)/obj/%.o,$(1))
+CMD_OBJS := $(call objs_of,$(wildcard cmd/retwatch/*.c))
+AGENT_OBJS := $(call objs_of,$(wildcard cmd/retwatch-agent/*.c))
+UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
+-include $(patsubst %.o,%.d,$(call objs_of,$(LIB_SRCS) $(wildcard cmd/*/*.c) $(UNIT_SRCS)))
+
+# The CLI links the engine's layers only: no libcurl, libyaml, libmicrohttpd.
+$(OUTPUT)/retwatch: $(CMD_OBJS) $(TRACE_ARS)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) $(CMD_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS_TRACE) -o $@
 
-AGENT_SRCS := $(wildcard cmd/retwatch-agent/*.c)
-$(OUTPUT)/retwatch-agent: $(AGENT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h cmd/retwatch-agent/*.h)
+$(OUTPUT)/retwatch-agent: $(AGENT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) $(AGENT_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
 
-$(OUTPUT)/unit_tests: $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(wildcard src/*.h tests/unit/*.h)
+$(OUTPUT)/unit_tests: $(UNIT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests/unit $(UNIT_SRCS) $(OUTPUT)/libretwatch.a $(LDFLAGS) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
 
-$(OUTPUT)/obj:
-	$(Q)mkdir -p $@
+# What a program outside the Makefile (bench/, the integration tests' drivers)
+# links against: every layer's archive of OUTPUT, and their libraries.
+link-flags:
+	@echo $(ALL_ARS) $(LIBS)
 
 deps:
 	$(Q)bash scripts/deps.sh
@@ -106,10 +131,11 @@ itest: asan fixtures
 # libFuzzer's main), each target linked against it.
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -D_GNU_SOURCE -Isrc -I$(BPF_OUT) -fno-sanitize-recover=all
 
-build/fuzz/obj/%.o: src/%.c $(wildcard src/*.h bpf/*.h) $(BPF_SKELS)
-	$(Q)mkdir -p build/fuzz/obj
+build/fuzz/obj/%.o: src/%.c $(BPF_SKELS)
+	$(Q)mkdir -p $(@D)
 	$(call msg,CC,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+-include $(FUZZ_LIB_OBJS:.o=.d)
 
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 	$(Q)mkdir -p build/fuzz
@@ -174,9 +200,10 @@ fuzz: fuzz-build fixtures
 
 test: deps lint all unit itest agenttest imagetest clustertest fuzz
 
-FORMATTED := $(wildcard src/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
+FORMATTED := $(wildcard src/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
+	$(Q)bash scripts/layers.sh
 
 # The same engine without a cluster: `retwatch trace` of the Go demo
 # service's payment flow, run here as a plain process.

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "emptyprog.h"
-#include "uprobe.h"
+#include "trace/uprobe.h"
 
 /* Offsets timed first, to size the per-offset run to the budget. */
 #define CALIBRATION 8

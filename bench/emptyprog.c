@@ -7,7 +7,7 @@
 #include <linux/bpf.h>
 
 #include "emptyprog.h"
-#include "uprobe.h"
+#include "trace/uprobe.h"
 
 int empty_prog__load(bool multi)
 {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 
 #define EMPTY_PROG_NAME "rwbench_empty"
 

@@ -21,9 +21,9 @@
 
 #include <bpf/bpf.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "emptyprog.h"
-#include "uprobe.h"
+#include "trace/uprobe.h"
 
 static volatile sig_atomic_t exiting;
 

@@ -10,15 +10,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [[ ! -f build/libretwatch.a || ! -x build/retwatch-agent ]]; then
-	echo "scale_bench: build/libretwatch.a or build/retwatch-agent not found (run make first)" >&2
+if [[ ! -f build/libretwatch-agent.a || ! -x build/retwatch-agent ]]; then
+	echo "scale_bench: build/libretwatch-agent.a or build/retwatch-agent not found (run make first)" >&2
 	exit 1
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-libs=$(sed -n 's/^LIBS := //p' Makefile)
+link=$(make -s --no-print-directory link-flags)
 # shellcheck disable=SC2086
 gcc -O2 -D_GNU_SOURCE -Isrc -Ibench -o "$work/scale_writer" bench/scale_writer.c \
-	build/libretwatch.a $libs -lm -lpthread
+	$link -lm -lpthread
 python3 bench/scale_bench.py "$work/scale_writer" build/retwatch-agent legacy 10 36 40
 python3 bench/scale_bench.py "$work/scale_writer" build/retwatch-agent report ${@:-10 1000 5000}

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "kube.h"
-#include "kubeconfig.h"
+#include "base/clock.h"
+#include "agent/kube.h"
+#include "agent/kubeconfig.h"
 #include "synthetic.h"
 
 static char *legacy_body(const struct status_probe *p, const char *node, cJSON *entry)

@@ -25,10 +25,10 @@
 
 #include <bpf/libbpf.h>
 
-#include "binary.h"
-#include "clock.h"
-#include "shlib.h"
-#include "tracer.h"
+#include "analysis/binary.h"
+#include "base/clock.h"
+#include "trace/shlib.h"
+#include "trace/tracer.h"
 
 static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {

@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 nfuncs=${NFUNCS:-100}
 rounds=${ROUNDS:-3}
 perf_rounds=${PERF_ROUNDS:-1}
-if [[ ! -f build/libretwatch.a ]]; then
-	echo "shlib_bench: build/libretwatch.a not found (run make first)" >&2
+if [[ ! -f build/libretwatch-agent.a ]]; then
+	echo "shlib_bench: build/libretwatch-agent.a not found (run make first)" >&2
 	exit 1
 fi
 work=$(mktemp -d)
@@ -31,10 +31,10 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-libs=$(sed -n 's/^LIBS := //p' Makefile)
+link=$(make -s --no-print-directory link-flags)
 # shellcheck disable=SC2086
 gcc -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Ibuild/bpf \
-	-o "$work/shlib_bench" bench/shlib_bench.c build/libretwatch.a $libs -lm -lpthread
+	-o "$work/shlib_bench" bench/shlib_bench.c $link -lm -lpthread
 
 sleep 1000 &
 pids+=($!)

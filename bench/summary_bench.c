@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
-#include "clock.h"
-#include "kobj.h"
-#include "status.h"
-#include "summary.h"
+#include "base/clock.h"
+#include "agent/kobj.h"
+#include "agent/status.h"
+#include "agent/summary.h"
 #include "synthetic.h"
 
 int main(int argc, char **argv)

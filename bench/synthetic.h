@@ -12,8 +12,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "latency.h"
-#include "status.h"
+#include "base/latency.h"
+#include "agent/status.h"
 
 #define SYNTHETIC_FUNCS 64
 #define SYNTHETIC_PODS 2

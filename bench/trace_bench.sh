@@ -47,8 +47,8 @@ out=build/bench
 func=main.theFunc
 bench_start=$(date +%s)
 
-if [[ ! -x $retwatch || ! -f build/libretwatch.a ]]; then
-	echo "trace_bench: $retwatch or build/libretwatch.a not found (run make first)" >&2
+if [[ ! -x $retwatch || ! -f build/libretwatch-agent.a ]]; then
+	echo "trace_bench: $retwatch or build/libretwatch-agent.a not found (run make first)" >&2
 	exit 1
 fi
 if ((EUID != 0)); then
@@ -79,9 +79,9 @@ trap 'exit 130' INT TERM
 
 mkdir -p "$out"
 cflags=(-O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -Ibuild/bpf -Ibench)
-libs=(-lbpf -lelf -ldw -lZydis -lZycore -lcjson -lz -liberty)
-gcc "${cflags[@]}" bench/floor.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" -o "$out/floor"
-gcc "${cflags[@]}" bench/attach_time.c bench/emptyprog.c build/libretwatch.a "${libs[@]}" \
+read -ra link <<<"$(make -s --no-print-directory link-flags)"
+gcc "${cflags[@]}" bench/floor.c bench/emptyprog.c "${link[@]}" -o "$out/floor"
+gcc "${cflags[@]}" bench/attach_time.c bench/emptyprog.c "${link[@]}" \
 	-o "$out/attach_time"
 (cd bench/workload && GOFLAGS=-buildvcs=false go build -o ../../"$out"/workload .)
 go build -o "$out/compile" cmd/compile

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "symbolize.h"
+#include "base/clock.h"
+#include "trace/symbolize.h"
 
 #define COPY 16384
 

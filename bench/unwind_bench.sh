@@ -2,7 +2,7 @@
 # Slow-call stacks of native code. Prints figures; asserts nothing.
 #
 # 1. Userspace: the time to unwind and symbolize one event
-#    (bench/unwind_bench.c against build/libretwatch.a), cold and warm.
+#    (bench/unwind_bench.c against the layers' archives in build/), cold and warm.
 # 2. BPF: rw_ret's run time per hit on a C program built with
 #    -fomit-frame-pointer (tests/fixtures/c/deepstack.c, 2 ms calls), with
 #    no threshold (no slow calls) and with every call a slow call (the stack
@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 
 calls=${CALLS:-300}
 retwatch=${RETWATCH:-build/retwatch}
-if [[ ! -x $retwatch || ! -f build/libretwatch.a ]]; then
-	echo "unwind_bench: $retwatch or build/libretwatch.a not found (run make first)" >&2
+if [[ ! -x $retwatch || ! -f build/libretwatch-agent.a ]]; then
+	echo "unwind_bench: $retwatch or build/libretwatch-agent.a not found (run make first)" >&2
 	exit 1
 fi
 work=$(mktemp -d)
@@ -33,11 +33,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-libs=$(sed -n 's/^LIBS := //p' Makefile)
+link=$(make -s --no-print-directory link-flags)
 echo "== 1. unwind and symbolize one event (userspace)"
 # shellcheck disable=SC2086
 gcc -O2 -fomit-frame-pointer -Isrc -Ibuild/bpf -o "$work/unwind_bench" bench/unwind_bench.c \
-	build/libretwatch.a $libs -lpthread
+	$link -lpthread
 "$work/unwind_bench"
 
 echo "== 2. rw_ret per hit on native code, without and with slow calls"

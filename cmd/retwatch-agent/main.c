@@ -11,18 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "analyzer.h"
-#include "clock.h"
-#include "kube.h"
-#include "kubeconfig.h"
-#include "latency.h"
-#include "log.h"
-#include "metrics.h"
-#include "metricsauth.h"
-#include "openfiles.h"
-#include "overlay.h"
-#include "reportfit.h"
+#include "agent/agent.h"
+#include "analysis/analyzer.h"
+#include "base/clock.h"
+#include "agent/kube.h"
+#include "agent/kubeconfig.h"
+#include "base/latency.h"
+#include "base/log.h"
+#include "agent/metrics.h"
+#include "agent/metricsauth.h"
+#include "base/openfiles.h"
+#include "base/overlay.h"
+#include "agent/reportfit.h"
 #include "selfcheck.h"
 
 #ifndef RETWATCH_VERSION

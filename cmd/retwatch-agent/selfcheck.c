@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "latency.h"
+#include "base/latency.h"
 #include "selfcheck.h"
-#include "tracer.h"
+#include "trace/tracer.h"
 
 #define CALLS 1000
 

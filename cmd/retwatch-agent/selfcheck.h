@@ -2,7 +2,7 @@
 #ifndef RETWATCH_AGENT_SELFCHECK_H
 #define RETWATCH_AGENT_SELFCHECK_H
 
-#include "tracer.h"
+#include "trace/tracer.h"
 
 /* Probes a function of the agent's own binary and calls it; prints what it
  * found. 0 when every call was measured, 1 otherwise. */

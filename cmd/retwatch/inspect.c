@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "cmd.h"
 
 /*

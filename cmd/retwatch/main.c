@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "cmd.h"
 
 #ifndef RETWATCH_VERSION

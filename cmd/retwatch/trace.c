@@ -15,14 +15,14 @@
 #include <bpf/libbpf.h>
 #include <cjson/cJSON.h>
 
-#include "calibrate.h"
-#include "clock.h"
+#include "trace/calibrate.h"
+#include "base/clock.h"
 #include "cmd.h"
-#include "latency.h"
-#include "results.h"
-#include "shlib.h"
-#include "symbolize.h"
-#include "tracer.h"
+#include "base/latency.h"
+#include "trace/results.h"
+#include "trace/shlib.h"
+#include "trace/symbolize.h"
+#include "trace/tracer.h"
 
 #define MAX_PIDS 64
 /* how often the traced processes' mappings are read again for new libraries */

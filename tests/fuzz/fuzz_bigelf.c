@@ -37,7 +37,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 
 #define BASE 0x10000000ULL
 #define TEXT_OFF 0x1000ULL

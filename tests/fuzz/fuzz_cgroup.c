@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cgroup.h"
+#include "base/cgroup.h"
 
 static bool is_id(const char *id)
 {

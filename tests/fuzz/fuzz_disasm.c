@@ -11,7 +11,7 @@
 
 #include <Zydis/Zydis.h>
 
-#include "disasm.h"
+#include "analysis/disasm.h"
 
 /* disasm__quick's answer at data against Zydis's full decoder. */
 static void check_quick(const uint8_t *data, size_t size)

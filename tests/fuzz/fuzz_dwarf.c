@@ -6,7 +6,7 @@
 
 #include <libelf.h>
 
-#include "dwarfinfo.h"
+#include "analysis/dwarfinfo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

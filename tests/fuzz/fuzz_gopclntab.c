@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gopclntab.h"
+#include "analysis/gopclntab.h"
 
 static void load_from_file(const uint8_t *data, size_t size)
 {

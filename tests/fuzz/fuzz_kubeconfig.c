@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kubeconfig.h"
+#include "agent/kubeconfig.h"
 
 static bool printable(const char *s)
 {

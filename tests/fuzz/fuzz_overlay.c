@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "overlay.h"
+#include "base/overlay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

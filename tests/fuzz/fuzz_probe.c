@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kobj.h"
-#include "probe.h"
-#include "status.h"
-#include "summary.h"
+#include "agent/kobj.h"
+#include "agent/probe.h"
+#include "agent/status.h"
+#include "agent/summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "procmaps.h"
-#include "shlib.h"
+#include "base/procmaps.h"
+#include "trace/shlib.h"
 
 /* One entry per file, each named by the last component of an absolute path. */
 static void check_libs(const uint8_t *data, size_t size)

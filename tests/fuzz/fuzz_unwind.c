@@ -13,7 +13,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
-#include "unwind.h"
+#include "analysis/unwind.h"
 
 #define STACK_BASE 0x7ff000000000ULL
 

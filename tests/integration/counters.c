@@ -2,7 +2,7 @@
 /*
  * Drives the tracer's API where `retwatch trace` does not reach it, for
  * test_counters.py: tracer__counters, tracer__tick and tracer__reap. Built by
- * the test against the libretwatch.a beside $RETWATCH; needs root.
+ * the test against the layers' archives beside $RETWATCH; needs root.
  *
  *   counters PID EXE PATTERN...
  *       traces PID; prints "tracing" on stderr, then answers commands read
@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracer.h"
+#include "trace/tracer.h"
 
 static uint64_t now_ns(void)
 {

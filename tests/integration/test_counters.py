@@ -1,6 +1,6 @@
 """The tracer's own counters (tracer__counters), its sweep schedule
 (tracer__tick) and tracer__reap, through counters.c: a small program built
-here against the libretwatch.a beside $RETWATCH, tracing the tracees of
+here against the layers' archives beside $RETWATCH, tracing the tracees of
 tests/fixtures as `retwatch trace` does. Needs root.
 
 [REF] expected counts come from the tracees' own reports (calls that
@@ -53,27 +53,33 @@ def can_trace():
 
 @functools.lru_cache(maxsize=None)
 def build_flags():
-    """The Makefile's libraries, and its sanitizer flags when libretwatch.a
-    was built with them."""
-    lib = os.path.join(os.path.dirname(harness.RETWATCH), "libretwatch.a")
-    assert os.path.isfile(lib), f"{lib}: no such file (built with {harness.RETWATCH} by make)"
+    """The layers' archives beside $RETWATCH and their libraries (make
+    link-flags), and the Makefile's sanitizer flags when the archives were
+    built with them."""
+    out = os.path.relpath(os.path.dirname(os.path.abspath(harness.RETWATCH)), REPO)
+    link = subprocess.run(["make", "-s", "--no-print-directory", "-C", REPO, "OUTPUT=" + out,
+                           "link-flags"], capture_output=True, text=True, timeout=60)
+    assert link.returncode == 0, link.stderr
+    link = [a if a.startswith("-") else os.path.join(REPO, a) for a in link.stdout.split()]
+    archives = [a for a in link if a.endswith(".a")]
+    for a in archives:
+        assert os.path.isfile(a), f"{a}: no such file (built with {harness.RETWATCH} by make)"
     with open(os.path.join(REPO, "Makefile")) as f:
         make = f.read()
-    libs = re.search(r"^LIBS := (.+)$", make, re.M).group(1).split()
     flags = []
-    nm = subprocess.run(["nm", "-A", lib], capture_output=True, text=True, timeout=60)
+    nm = subprocess.run(["nm", "-A", archives[-1]], capture_output=True, text=True, timeout=60)
     if "__asan_" in nm.stdout:
         flags = re.search(r"^SAN_FLAGS := (.+)$", make, re.M).group(1).split()
-    return lib, libs, flags
+    return link, flags
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    lib, libs, flags = build_flags()
+    link, flags = build_flags()
     out = str(tmp_path_factory.mktemp("counters") / "counters")
     argv = ["gcc", "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
             *flags, "-I" + os.path.join(REPO, "src"),
-            os.path.join(REPO, "tests", "integration", "counters.c"), lib, *libs, "-lpthread",
+            os.path.join(REPO, "tests", "integration", "counters.c"), *link, "-lpthread",
             "-o", out]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{proc.stderr}"

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyzer.h"
-#include "binary.h"
+#include "analysis/analyzer.h"
+#include "analysis/binary.h"
 #include "test.h"
 
 /* Asks until the answer is not PENDING, waiting on the notification between. */

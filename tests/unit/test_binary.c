@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "test.h"
 
 static const char c_source[] =

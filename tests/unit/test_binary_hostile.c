@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "test.h"
 
 /* Far above what the linear paths take under ASan, far below what the

@@ -4,10 +4,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "calibrate.h"
-#include "kobj.h"
-#include "probe.h"
-#include "status.h"
+#include "trace/calibrate.h"
+#include "agent/kobj.h"
+#include "agent/probe.h"
+#include "agent/status.h"
 #include "test.h"
 
 TEST(calibrate_parse_overhead)

@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "analyzer.h"
-#include "binary.h"
-#include "cancel.h"
+#include "analysis/analyzer.h"
+#include "analysis/binary.h"
+#include "base/cancel.h"
 #include "test.h"
 
 #define BASE 0x10000000ULL

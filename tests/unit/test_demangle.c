@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "binary.h"
-#include "demangle.h"
+#include "analysis/binary.h"
+#include "base/demangle.h"
 #include "test.h"
 
 static bool demangles_to(const char *name, bool params, const char *want)

@@ -3,7 +3,7 @@
 
 #include <Zydis/Zydis.h>
 
-#include "disasm.h"
+#include "analysis/disasm.h"
 #include "test.h"
 
 static bool scan(const uint8_t *code, size_t len, struct disasm_result *res)

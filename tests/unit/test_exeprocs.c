@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exeprocs.h"
+#include "trace/exeprocs.h"
 #include "test.h"
 
 /* PROC/PID running file exe, started at start. */

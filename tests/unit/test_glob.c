@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "binary.h"
+#include "analysis/binary.h"
 #include "test.h"
 
 TEST(glob_literal_and_wildcards)

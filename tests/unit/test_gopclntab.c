@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gopclntab.h"
+#include "analysis/gopclntab.h"
 #include "test.h"
 
 /* ---- synthetic tables ---------------------------------------------------- */

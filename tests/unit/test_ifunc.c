@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "binary.h"
+#include "analysis/binary.h"
 #include "test.h"
 
 static const char ifunc_source[] =

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kube.h"
-#include "kubeconfig.h"
+#include "agent/kube.h"
+#include "agent/kubeconfig.h"
 #include "test.h"
 
 #define CA_PEM                                                               \

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "latency.h"
+#include "base/latency.h"
 #include "test.h"
 
 #define LAST (RW_HIST_BUCKETS - 1)

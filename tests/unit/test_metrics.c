@@ -14,8 +14,8 @@
 
 #include <curl/curl.h>
 
-#include "metrics.h"
-#include "metricsauth.h"
+#include "agent/metrics.h"
+#include "agent/metricsauth.h"
 #include "test.h"
 
 TEST(metrics_parse_address)

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nodeprocs.h"
+#include "agent/nodeprocs.h"
 #include "test.h"
 
 #define ID_A "675bb0ddd524f7a0afc8f979c9734eae124fa398c54b51630f9cbf4b7f174663"

@@ -9,7 +9,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "overlay.h"
+#include "base/overlay.h"
 #include "test.h"
 
 static const char mountinfo[] =

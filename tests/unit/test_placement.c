@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "placement.h"
+#include "base/cgroup.h"
+#include "agent/placement.h"
 #include "test.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

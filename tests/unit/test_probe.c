@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "probe.h"
+#include "agent/probe.h"
 #include "test.h"
 
 static int parse(const char *json, struct probe_spec *s, struct rw_error *err)

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "kobj.h"
-#include "reportfit.h"
-#include "status.h"
-#include "summary.h"
+#include "base/clock.h"
+#include "agent/kobj.h"
+#include "agent/reportfit.h"
+#include "agent/status.h"
+#include "agent/summary.h"
 #include "test.h"
 
 #define NPODS 100

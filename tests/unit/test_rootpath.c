@@ -15,7 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "rootpath.h"
+#include "base/rootpath.h"
 #include "test.h"
 
 #define INSIDE_PASSWD "root:x:0:0:inside the container:/root:/bin/sh\n"

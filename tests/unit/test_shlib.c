@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <string.h>
 
-#include "binary.h"
-#include "shlib.h"
+#include "analysis/binary.h"
+#include "trace/shlib.h"
 #include "test.h"
 
 /* Whether pattern splits into lib and func. */

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "kobj.h"
-#include "status.h"
-#include "summary.h"
+#include "base/clock.h"
+#include "agent/kobj.h"
+#include "agent/status.h"
+#include "agent/summary.h"
 #include "test.h"
 
 /* What a node writes, the summary writer reads back exactly. */

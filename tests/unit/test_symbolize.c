@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "procmaps.h"
-#include "symbolize.h"
+#include "base/procmaps.h"
+#include "trace/symbolize.h"
 #include "test.h"
 
 /* Non-static and not inlined: the test looks its name up in this binary. */

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "elfbin.h"
-#include "symbolize.h"
+#include "analysis/elfbin.h"
+#include "trace/symbolize.h"
 #include "test.h"
-#include "unwind.h"
+#include "analysis/unwind.h"
 
 #define COPY 16384
 

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: MIT
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "agent/fprobe.h"
+#include "base/log.h"
+#include "agent/placement.h"
+#include "agent/reportfit.h"
+#include "agent/status.h"
+#include "agent/summarizer.h"
+
+/* A new spec's first results go out this soon, later ones every interval. */
+#define FIRST_WRITE_NS (NS_PER_S / 2)
+/* Longer than any interval a summary writer asks for (a day): a forgery. */
+#define MAX_INTERVAL_NS (86400 * NS_PER_S)
+
+/* The traces and results of the spec before are retired over the next turns. */
+static void let_go(struct fprobe *p, const char *why)
+{
+	if (p->traces)
+		traceset__leave(p->traces, why);
+	else
+		results__free(p->results);
+	p->traces = NULL;
+	p->results = NULL;
+}
+
+static int renew(struct fprobe *p, const char *why)
+{
+	let_go(p, why);
+	p->results = results__new(p->env->tracer);
+	if (p->results)
+		p->traces = traceset__new(p->env, p->results, p->ns, p->name);
+	return p->traces ? 0 : -1;
+}
+
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node)
+{
+	char report[STATUS_NAME_LEN];
+	const char *uid = kobj_uid(obj), *ns = kobj_namespace(obj), *name = kobj_name(obj);
+	struct fprobe *p;
+
+	if (!uid)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->folded_kept = SIZE_MAX;
+	p->uid = strdup(uid);
+	p->ns = strdup(ns ? ns : "");
+	p->name = strdup(name ? name : "");
+	p->env = env;
+	p->generation = -1;
+	p->created = clock__parse_rfc3339(kobj_str(kobj_get(obj, "metadata"), "creationTimestamp"));
+	if (p->uid && p->ns && p->name) {
+		struct status_probe sp = { p->uid, p->ns, p->name, 0 };
+
+		status__report_name(&sp, node, report, sizeof(report));
+		p->report_path = status__report_path(p->ns, report);
+	}
+	if (!p->uid || !p->ns || !p->name || !(p->status_path = status__path(p->ns, p->name)) ||
+	    !p->report_path || renew(p, NULL)) {
+		fprobe__free(p, NULL);
+		return NULL;
+	}
+	return p;
+}
+
+void fprobe__free(struct fprobe *p, const char *why)
+{
+	if (!p)
+		return;
+	let_go(p, why);
+	errlist__clear(&p->errors);
+	probe_spec__free(&p->spec);
+	free(p->uid);
+	free(p->ns);
+	free(p->name);
+	free(p->status_path);
+	free(p->report_path);
+	free(p->last_entry);
+	free(p);
+}
+
+static void apply_spec(struct fprobe *p, const cJSON *obj)
+{
+	struct rw_error err = { "" };
+
+	/* the results table belongs to one generation of the spec */
+	renew(p, "the probe's spec changed");
+	probe_spec__free(&p->spec);
+	p->generation = kobj_generation(obj) < 0 ? 0 : kobj_generation(obj);
+	p->valid = !probe_spec__parse(kobj_get(obj, "spec"), &p->spec, &err);
+	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
+	p->expired = false;
+	if (!p->valid)
+		log_warn("probe %s/%s is not valid: %s", p->ns, p->name, err.msg);
+	p->next_write = clock__mono_ns() + FIRST_WRITE_NS;
+}
+
+/* The interval this node writes at: the spec's, or the longer one the
+ * summary writer asks of every node (a probe on many nodes). */
+static void take_interval(struct fprobe *p, const cJSON *status)
+{
+	uint64_t asked = 0;
+	const char *s = kobj_str(status, "reportInterval");
+
+	p->interval_ns = p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS;
+	if (s && !latency__parse_duration(s, &asked) && asked > p->interval_ns &&
+	    asked <= MAX_INTERVAL_NS)
+		p->interval_ns = asked;
+}
+
+void fprobe__sync(struct fprobe *p, const cJSON *obj, const char *node, const cJSON *report,
+		  bool fresh)
+{
+	const cJSON *status = kobj_get(obj, "status");
+
+	p->seen = true;
+	if (kobj_generation(obj) < 0 || kobj_generation(obj) != p->generation) {
+		apply_spec(p, obj);
+		/* a restarted agent carries on from its report, or from its entry
+		 * in the probe's status that agents before reports wrote */
+		if (fresh && p->valid &&
+		    (status__seed_report(report, p->generation, p->results) ||
+		     status__seed(status, node, p->generation, p->results)))
+			log_info("probe %s/%s: carrying on from the results written before", p->ns,
+				 p->name);
+	}
+	if (fresh && status__legacy_entry(status, node))
+		p->legacy = true;
+	take_interval(p, status);
+	/* its processes are retired as a turn's time allows (fprobe__place) */
+	if (p->valid && !p->expired &&
+	    time(NULL) >= p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S)) {
+		errlist__clear(&p->errors);
+		p->expired = true;
+		log_info("probe %s/%s expired: its probes are detached, results kept", p->ns,
+			 p->name);
+	}
+}
+
+static bool selected(const struct fprobe *p, const struct pod *pod)
+{
+	return p->valid && !p->expired && placement__selects(&p->spec, p->ns, pod);
+}
+
+bool fprobe__selects_any(const struct fprobe *p, const struct pod *pods, size_t npods)
+{
+	for (size_t i = 0; i < npods; i++)
+		if (selected(p, &pods[i]))
+			return true;
+	return false;
+}
+
+static void want(const struct placement_proc *pp, void *ctx)
+{
+	struct fprobe *p = ctx;
+
+	traceset__want(p->traces, pp, &p->spec, &p->errors);
+}
+
+struct pods_view {
+	const struct fprobe *p;
+	const struct pod *pods;
+	size_t npods;
+};
+
+/* The counts of a pod's retired processes stay while the probe selects it. */
+static bool keep_pod(const char *name, void *ctx)
+{
+	const struct pods_view *v = ctx;
+
+	for (size_t i = 0; i < v->npods; i++)
+		if (!strcmp(v->pods[i].name, name) && selected(v->p, &v->pods[i]))
+			return true;
+	return false;
+}
+
+void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struct nodeprocs *np,
+		   size_t max_probes)
+{
+	struct pods_view v = { p, pods, npods };
+
+	errlist__clear(&p->errors);
+	traceset__begin(p->traces);
+	if (p->limited)
+		errlist__add(&p->errors,
+			     "this node already traces %zu probes, the most its agent takes "
+			     "(--max-probes, the chart's maxProbesPerNode): this probe waits for "
+			     "one of them to end",
+			     max_probes);
+	for (size_t i = 0; i < npods && !p->limited; i++)
+		if (selected(p, &pods[i]))
+			placement__pod(&p->spec, &pods[i], np, &p->errors, want, p);
+	results__prune_groups(p->results, keep_pod, &v);
+	traceset__end(p->traces, p->limited   ? "the node's probe limit was reached"
+				 : p->expired ? "the probe's lifetime ended"
+					      : "its pod, container or process is gone");
+	traceset__share_errors(p->traces, &p->errors);
+	/* the pods attached over several turns are all in a report at once,
+	 * not an interval later: one write more per report written meanwhile */
+	if (p->write_attached && !traceset__waiting(p->traces)) {
+		p->write_attached = false;
+		p->next_write = 0;
+	}
+}
+
+/* Oldest first, so the probes over the limit are the newest. */
+static int age_cmp(const void *x, const void *y)
+{
+	const struct fprobe *p = *(const struct fprobe *const *)x,
+			    *q = *(const struct fprobe *const *)y;
+
+	if (p->created != q->created)
+		return p->created < q->created ? -1 : 1;
+	return strcmp(p->uid, q->uid);
+}
+
+size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max)
+{
+	size_t n = 0, i = 0, active = 0, nlimited = 0;
+	struct fprobe **by_age;
+
+	for (struct fprobe *p = list; p; p = p->next)
+		n++;
+	by_age = calloc(n ? n : 1, sizeof(*by_age));
+	if (!by_age)
+		return 0;
+	for (struct fprobe *p = list; p; p = p->next)
+		by_age[i++] = p;
+	qsort(by_age, n, sizeof(*by_age), age_cmp);
+	for (i = 0; i < n; i++) {
+		struct fprobe *p = by_age[i];
+		bool wants = fprobe__selects_any(p, pods, npods), was = p->limited;
+
+		p->limited = wants && max && active >= max;
+		if (p->limited) {
+			nlimited++;
+			if (!was)
+				log_warn("probe %s/%s not traced: this node already traces %zu "
+					 "probes (--max-probes)",
+					 p->ns, p->name, active);
+		} else if (wants) {
+			active++;
+		}
+	}
+	free(by_age);
+	return nlimited;
+}
+
+bool fprobe__may_log_slow_call(struct fprobe *p, uint64_t now, uint32_t per_sec)
+{
+	if (!per_sec)
+		return true;
+	if (now - p->slow_window_ns >= NS_PER_S) {
+		p->slow_window_ns = now;
+		p->slow_logged = 0;
+	}
+	if (p->slow_logged >= per_sec) {
+		p->slow_unlogged++;
+		return false;
+	}
+	p->slow_logged++;
+	return true;
+}
+
+/* Spreads the writes of many agents and probes over the interval. */
+static uint64_t jittered(uint64_t interval)
+{
+	return interval - interval / 10 + (uint64_t)rand() % (interval / 5 + 1);
+}
+
+static struct status_probe about(const struct fprobe *p)
+{
+	return (struct status_probe){ p->uid, p->ns, p->name, p->generation };
+}
+
+/* Takes this node's entry out of the probe's status, where agents before
+ * reports wrote it (its results are in the report now). */
+static void clear_legacy(struct fprobe *p, struct publisher *pub, const char *manager)
+{
+	struct status_probe sp = about(p);
+	char key[STATUS_KEY_LEN], *body = status__apply_body(&sp, cJSON_CreateObject());
+
+	status__legacy_key(p->uid, key, sizeof(key));
+	if (body && !publisher__apply(pub, key, p->status_path, manager, body))
+		p->legacy = false;
+	free(body);
+}
+
+/* The overhead guard detached a function from a process, or attached it again. */
+static void on_guard(const struct results_guard *g, void *ctx)
+{
+	const struct fprobe *p = ctx;
+	cJSON *ev = log_event(g->error	    ? LOG_WARN
+			      : g->detached ? LOG_WARN
+					    : LOG_INFO,
+			      g->error ? "over its overhead budget, but cannot be detached"
+			      : g->detached
+				      ? "function detached: over its overhead budget"
+				      : "function attached again: within its overhead budget");
+
+	if (!ev)
+		return;
+	cJSON_AddStringToObject(ev, "namespace", p->ns);
+	cJSON_AddStringToObject(ev, "probe", p->name);
+	if (g->pod)
+		cJSON_AddStringToObject(ev, "pod", g->pod);
+	if (g->container)
+		cJSON_AddStringToObject(ev, "container", g->container);
+	cJSON_AddNumberToObject(ev, "pid", g->pid);
+	cJSON_AddStringToObject(ev, "function", g->function);
+	cJSON_AddNumberToObject(ev, "calls_per_second", g->rate);
+	cJSON_AddNumberToObject(ev, "overhead", g->overhead);
+	cJSON_AddNumberToObject(ev, "max_overhead", g->max);
+	if (g->error)
+		cJSON_AddStringToObject(ev, "error", g->error);
+	log_emit(ev);
+}
+
+/*
+ * Keeps the report within its byte budget, halving the budget when the
+ * server refused the last one for its size (its etcd takes less than the
+ * agent was told): a report is made smaller and sent again, never dropped.
+ */
+static void fit_report(struct fprobe *p, struct publisher *pub, const char *key, cJSON *entry)
+{
+	struct reportfit fit;
+	size_t kept;
+
+	if (!p->budget)
+		p->budget = REPORTFIT_DEFAULT_BUDGET;
+	if (publisher__too_large(pub, key) && p->last_bytes && p->budget > REPORTFIT_MIN_BUDGET) {
+		size_t cut = p->last_bytes / 2;
+
+		cut = cut < REPORTFIT_MIN_BUDGET ? REPORTFIT_MIN_BUDGET : cut;
+		if (cut < p->budget) {
+			log_warn("the API server refused the report of probe %s/%s (%zu bytes) as "
+				 "too large: its budget is now %zu bytes (--report-budget is more "
+				 "than this cluster's etcd takes)",
+				 p->ns, p->name, p->last_bytes, cut);
+			p->budget = cut;
+		}
+	}
+	if (reportfit__entry(entry, p->budget, &fit))
+		return; /* out of memory: sent as it is */
+	kept = fit.whole == fit.bytes ? SIZE_MAX : fit.kept;
+	if (kept != p->folded_kept && kept != SIZE_MAX)
+		log_info("report of probe %s/%s over its budget (%zu bytes; %zu whole): each "
+			 "function lists its %zu slowest of up to %zu pods, the rest folded by "
+			 "revision",
+			 p->ns, p->name, p->budget, fit.whole, fit.kept, fit.pods);
+	p->folded_kept = kept;
+}
+
+void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,
+			  const char *manager, const struct pod *pods, size_t npods, uint64_t now)
+{
+	struct status_probe sp = about(p);
+	char key[STATUS_KEY_LEN], *text, *body;
+	cJSON *entry;
+
+	if (!p->valid || now < p->next_write)
+		return;
+	p->next_write = now + jittered(p->interval_ns);
+	p->write_attached = traceset__waiting(p->traces) > 0;
+	/* the overhead guard looks once a report interval */
+	if (p->env->cal.call_cost_ns)
+		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);
+	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
+				   npods, p->wrote);
+	if (!entry)
+		return;
+	if (p->slow_unlogged)
+		cJSON_AddNumberToObject(entry, "slowCallsUnlogged", (double)p->slow_unlogged);
+	status__add_bias(entry, &p->env->cal);
+	status__add_overhead(entry, p->results);
+	status__report_key(p->uid, key, sizeof(key));
+	fit_report(p, pub, key, entry);
+	/* sent when it changed, or when the last send failed */
+	text = cJSON_PrintUnformatted(entry);
+	if (!text ||
+	    (p->last_entry && !strcmp(text, p->last_entry) && !publisher__failed(pub, key))) {
+		free(text);
+		cJSON_Delete(entry);
+		return;
+	}
+	body = status__report_body(&sp, node, entry, p->interval_ns);
+	p->last_bytes = body ? strlen(body) : 0;
+	if (body && !publisher__apply(pub, key, p->report_path, manager, body)) {
+		free(p->last_entry);
+		p->last_entry = text;
+		text = NULL;
+		p->wrote = true;
+		if (p->legacy)
+			clear_legacy(p, pub, manager);
+	}
+	free(body);
+	free(text);
+}
+
+/*
+ * A new probe's first summary is asked for before any node has reported a
+ * call; until one shows calls, in the probe's first seconds, it is asked
+ * for again soon rather than an interval later (the status showed calls
+ * 2.3 s after the apply at the median, the nodes' reports 0.8 s).
+ */
+#define SUMMARY_EARLY_S 10
+#define SUMMARY_EARLY_RETRY_NS (NS_PER_S / 4)
+
+static bool summary_early(const struct fprobe *p, struct summarizer *sum)
+{
+	/* the summarizer's word, not the status: the agent's copy of it has
+	 * no summary (agent.c strips it), which kept this early for 10 s */
+	return time(NULL) - p->created < SUMMARY_EARLY_S && !summarizer__counted(sum, p->uid);
+}
+
+void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJSON *obj,
+			     uint64_t now)
+{
+	struct status_state st = {
+		.valid = p->valid,
+		.expired = p->expired,
+		.spec_err = p->spec_err,
+		.expires = p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S),
+	};
+	struct status_probe sp = about(p);
+
+	if (now < p->next_summary)
+		return;
+	p->next_summary = now + (summary_early(p, sum) ? SUMMARY_EARLY_RETRY_NS
+						       : jittered(p->interval_ns));
+	summarizer__request(sum, &sp, &st, kobj_get(obj, "status"),
+			    p->valid ? p->spec.interval_ns : PROBE_DEFAULT_INTERVAL_NS);
+}
+
+void fprobe__final_report(struct fprobe *p, struct publisher *pub, const char *node,
+			  const char *manager)
+{
+	traceset__retire_all(p->traces, "the agent is stopping");
+	errlist__clear(&p->errors);
+	p->next_write = 0;
+	fprobe__write_report(p, pub, node, manager, NULL, 0, clock__mono_ns());
+}
+
+void fprobe__unpublish(struct fprobe *p, struct publisher *pub, struct summarizer *sum)
+{
+	char key[STATUS_KEY_LEN];
+
+	/* the garbage collector deletes it too (the probe owns it), when one runs */
+	status__report_key(p->uid, key, sizeof(key));
+	if (p->wrote)
+		publisher__delete(pub, key, p->report_path);
+	else
+		publisher__forget(pub, key);
+	status__legacy_key(p->uid, key, sizeof(key));
+	publisher__forget(pub, key);
+	status__summary_key(p->uid, key, sizeof(key));
+	publisher__forget(pub, key);
+	if (sum)
+		summarizer__forget(sum, p->uid);
+}

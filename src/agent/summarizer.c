@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/kobj.h"
+#include "base/log.h"
+#include "agent/reportfit.h"
+#include "agent/summarizer.h"
+
+/* Reports per list request: a page is all the memory a summary's input takes. */
+#define PAGE_LIMIT 25
+#define LIST_TIMEOUT_MS 15000
+
+struct request {
+	char *uid, *ns, *name, *spec_err, *status_path;
+	int64_t generation;
+	struct status_state st;
+	cJSON *old;
+	uint64_t interval_ns;
+	uint64_t seq;
+	bool queued;
+	bool counted; /* the last summary made showed calls */
+	char *last;   /* the summary last handed to the publisher, before stamping */
+	struct request *next;
+};
+
+struct summarizer {
+	struct kube *k;
+	struct publisher *pub;
+	double writes_per_s;
+	size_t budget; /* bytes of a probe's status (reportfit.h) */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	struct request *reqs;
+	uint64_t seq;
+	struct summarizer_counters c;
+};
+
+static void request_free(struct request *r)
+{
+	free(r->uid);
+	free(r->ns);
+	free(r->name);
+	free(r->spec_err);
+	free(r->status_path);
+	cJSON_Delete(r->old);
+	free(r->last);
+	free(r);
+}
+
+static struct request *find(struct summarizer *s, const char *uid)
+{
+	for (struct request *r = s->reqs; r; r = r->next)
+		if (!strcmp(r->uid, uid))
+			return r;
+	return NULL;
+}
+
+/* One page of reports into sum; *cont gets the next page's token ("" at the end). */
+static int list_page(struct summarizer *s, const struct request *r, struct summary *sum, char *cont,
+		     size_t cont_len, uint64_t *nreports)
+{
+	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024], why[512];
+	char *path = status__report_path(r->ns, NULL), *url = NULL, *body = NULL;
+	struct rw_error err = { "" };
+	const cJSON *item;
+	cJSON *doc = NULL;
+	int status, e = -EIO;
+
+	status__reports_selector(r->uid, sel, sizeof(sel));
+	kube__escape(sel, esc, sizeof(esc));
+	if (!path || asprintf(&url, "%s?labelSelector=%s&limit=%d%s%s", path, esc, PAGE_LIMIT,
+			      *cont ? "&continue=" : "",
+			      *cont ? kube__escape(cont, tok, sizeof(tok)) : "") < 0) {
+		free(path);
+		return -ENOMEM;
+	}
+	status = kube__request(s->k, "GET", url, NULL, NULL, LIST_TIMEOUT_MS, &body, &err);
+	if (status == 200 && (doc = cJSON_Parse(body)) && cJSON_IsArray(kobj_get(doc, "items"))) {
+		e = 0;
+		cJSON_ArrayForEach(item, kobj_get(doc, "items"))
+		{
+			if (!e)
+				e = summary__add_report(sum, item);
+			++*nreports;
+		}
+		snprintf(cont, cont_len, "%s",
+			 kobj_str(kobj_get(doc, "metadata"), "continue") ?: "");
+	} else if (status < 0) {
+		log_warn("summary of %s/%s: failed to list its reports: %s", r->ns, r->name,
+			 err.msg);
+	} else {
+		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %s", r->ns,
+			 r->name, status, kube__error_text(body, why, sizeof(why)));
+	}
+	cJSON_Delete(doc);
+	free(body);
+	free(url);
+	free(path);
+	return e;
+}
+
+/* The probe's summary from every report of it, or NULL when a list failed. */
+static struct summary *gather(struct summarizer *s, const struct request *r)
+{
+	struct summary *sum = summary__new(r->generation);
+	char cont[1024] = "";
+	uint64_t pages = 0, reports = 0;
+	int e = sum ? 0 : -ENOMEM;
+
+	do {
+		if (!e)
+			e = list_page(s, r, sum, cont, sizeof(cont), &reports);
+		pages++;
+	} while (!e && *cont);
+	if (!e)
+		e = summary__add_legacy(sum, kobj_get(r->old, "status"));
+	pthread_mutex_lock(&s->lock);
+	s->c.pages += pages;
+	s->c.reports += reports;
+	s->c.failures += e != 0;
+	pthread_mutex_unlock(&s->lock);
+	if (e) {
+		summary__free(sum);
+		return NULL;
+	}
+	return sum;
+}
+
+/*
+ * Makes r's summary; the text handed to the publisher, or NULL when
+ * unchanged or failed. *counted: the summary shows calls (left as it was
+ * when the reports could not be listed).
+ */
+static char *summarize(struct summarizer *s, const struct request *r, const char *last,
+		       bool *counted)
+{
+	const cJSON *calls;
+	struct status_probe p = { r->uid, r->ns, r->name, r->generation };
+	struct summary *sum = r->st.valid ? gather(s, r) : NULL;
+	uint64_t interval = r->interval_ns;
+	char key[STATUS_KEY_LEN], *text, *body;
+	cJSON *doc;
+
+	if (r->st.valid && !sum)
+		return NULL;
+	if (sum)
+		interval = summary__interval(summary__writers(sum), r->interval_ns,
+					     s->writes_per_s);
+	doc = summary__doc(&p, &r->st, kobj_get(r->old, "status"), sum, interval);
+	summary__free(sum);
+	if (doc && !reportfit__summary(doc, s->budget))
+		log_warn("the status of probe %s/%s is over its byte budget (%zu bytes) with its "
+			 "summary cut down: raise --report-budget",
+			 r->ns, r->name, s->budget);
+	calls = kobj_get(kobj_get(doc, "summary"), "calls");
+	*counted = cJSON_IsNumber(calls) && calls->valuedouble > 0;
+	text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+	status__summary_key(r->uid, key, sizeof(key));
+	if (!text || (last && !strcmp(text, last) && !publisher__failed(s->pub, key))) {
+		free(text);
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	summary__stamp(doc);
+	body = status__apply_body(&p, doc);
+	if (!body || publisher__apply(s->pub, key, r->status_path, STATUS_SUMMARY_MANAGER, body)) {
+		free(text);
+		text = NULL;
+	}
+	free(body);
+	return text;
+}
+
+static struct request *oldest_queued(struct summarizer *s)
+{
+	struct request *best = NULL;
+
+	for (struct request *r = s->reqs; r; r = r->next)
+		if (r->queued && (!best || r->seq < best->seq))
+			best = r;
+	return best;
+}
+
+static void *run(void *arg)
+{
+	struct summarizer *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		struct request *r = oldest_queued(s), copy;
+		bool counted;
+		char *text;
+
+		if (!r) {
+			pthread_cond_wait(&s->cond, &s->lock);
+			continue;
+		}
+		/* work on a copy: a newer request may replace this one meanwhile */
+		r->queued = false;
+		copy = *r;
+		counted = r->counted; /* as it was, when the reports cannot be listed */
+		copy.old = r->old;
+		r->old = NULL;
+		copy.last = r->last ? strdup(r->last) : NULL;
+		copy.uid = strdup(r->uid);
+		copy.spec_err = r->spec_err ? strdup(r->spec_err) : NULL;
+		copy.st.spec_err = copy.spec_err;
+		copy.ns = strdup(r->ns);
+		copy.name = strdup(r->name);
+		copy.status_path = strdup(r->status_path);
+		pthread_mutex_unlock(&s->lock);
+		text = copy.uid && copy.ns && copy.name && copy.status_path
+			       ? summarize(s, &copy, copy.last, &counted)
+			       : NULL;
+		pthread_mutex_lock(&s->lock);
+		s->c.summaries++;
+		s->c.writes += text != NULL;
+		/* the probe may have been forgotten while the lock was free */
+		r = copy.uid ? find(s, copy.uid) : NULL;
+		if (r)
+			r->counted = counted;
+		if (r && text) {
+			free(r->last);
+			r->last = text;
+			text = NULL;
+		}
+		free(text);
+		copy.next = NULL;
+		free(copy.uid);
+		free(copy.ns);
+		free(copy.name);
+		free(copy.spec_err);
+		free(copy.status_path);
+		cJSON_Delete(copy.old);
+		free(copy.last);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+struct summarizer *summarizer__start(struct kube *k, struct publisher *pub, double writes_per_s,
+				     size_t budget)
+{
+	struct summarizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->k = k;
+	s->pub = pub;
+	s->writes_per_s = writes_per_s;
+	s->budget = budget ? budget : REPORTFIT_DEFAULT_BUDGET;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	if (pthread_create(&s->thread, NULL, run, s)) {
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return s;
+}
+
+void summarizer__stop(struct summarizer *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	while (s->reqs) {
+		struct request *r = s->reqs;
+
+		s->reqs = r->next;
+		request_free(r);
+	}
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Sets what a request asks, in place of what it asked before. */
+static int fill(struct request *r, const struct status_probe *p, const struct status_state *st,
+		const cJSON *old, uint64_t interval_ns)
+{
+	char *ns = strdup(p->ns), *name = strdup(p->name);
+	char *err = st->spec_err ? strdup(st->spec_err) : NULL;
+	char *path = status__path(p->ns, p->name);
+	cJSON *o = cJSON_CreateObject();
+
+	if (!ns || !name || (st->spec_err && !err) || !path || !o ||
+	    (old && !cJSON_AddItemToObject(o, "status", cJSON_Duplicate(old, true)))) {
+		free(ns);
+		free(name);
+		free(err);
+		free(path);
+		cJSON_Delete(o);
+		return -ENOMEM;
+	}
+	free(r->ns);
+	free(r->name);
+	free(r->spec_err);
+	free(r->status_path);
+	cJSON_Delete(r->old);
+	r->ns = ns;
+	r->name = name;
+	r->spec_err = err;
+	r->status_path = path;
+	r->old = o;
+	r->generation = p->generation;
+	r->st = *st;
+	r->st.spec_err = err;
+	r->interval_ns = interval_ns;
+	return 0;
+}
+
+int summarizer__request(struct summarizer *s, const struct status_probe *p,
+			const struct status_state *st, const cJSON *old, uint64_t interval_ns)
+{
+	struct request *r;
+	int e = 0;
+
+	pthread_mutex_lock(&s->lock);
+	r = find(s, p->uid);
+	if (!r && (r = calloc(1, sizeof(*r)))) {
+		if ((r->uid = strdup(p->uid))) {
+			r->next = s->reqs;
+			s->reqs = r;
+		} else {
+			free(r);
+			r = NULL;
+		}
+	}
+	if (!r || fill(r, p, st, old, interval_ns)) {
+		e = -ENOMEM;
+	} else {
+		if (!r->queued)
+			r->seq = ++s->seq;
+		r->queued = true;
+		pthread_cond_signal(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return e;
+}
+
+void summarizer__forget(struct summarizer *s, const char *uid)
+{
+	struct request **pp;
+
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->reqs; *pp; pp = &(*pp)->next) {
+		if (!strcmp((*pp)->uid, uid)) {
+			struct request *r = *pp;
+
+			*pp = r->next;
+			request_free(r);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool summarizer__counted(struct summarizer *s, const char *uid)
+{
+	const struct request *r;
+	bool ret;
+
+	pthread_mutex_lock(&s->lock);
+	r = find(s, uid);
+	ret = r && r->counted;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+void summarizer__counters(struct summarizer *s, struct summarizer_counters *ret)
+{
+	pthread_mutex_lock(&s->lock);
+	*ret = s->c;
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "agent/kobj.h"
+#include "base/log.h"
+#include "agent/summary.h"
+
+/* More processes than one node runs (pid_max's limit): a corrupt entry. */
+#define MAX_NODE_PROCESSES (1 << 22)
+/* Distinct functions merged; reports name what their probe's spec lists, so
+ * more is another agent's error or forgery. */
+#define SUMMARY_MAX_FUNCTIONS 256
+#define NO_REVISION "unknown"
+
+struct pod_row {
+	char *pod, *container, *node, *revision;
+	uint64_t calls, p50, p99;
+};
+
+struct rev_row {
+	char *revision; /* SUMMARY_OTHER for the rest */
+	size_t pods;
+	struct latency l;
+};
+
+struct merged {
+	char *name, *mode, *reason;
+	double returns;
+	/* the smallest bias the nodes took out of its durations (0: none):
+	 * each node's for its entry's kind (probeBiasNs), else the node's */
+	uint64_t bias_ns;
+	struct latency l;
+	struct pod_row slowest[SUMMARY_SLOWEST]; /* by p99, slowest first */
+	size_t nslowest;
+	struct rev_row revs[SUMMARY_REVISIONS + 1];
+	size_t nrevs;
+};
+
+struct summary {
+	int64_t generation;
+	struct merged *fns;
+	size_t nfns;
+	int64_t nodes, pods, processes;
+	size_t writers;
+	bool attached;
+	char *errors[3]; /* the first few, for the Attached condition */
+	size_t nerrors;
+	/* the smallest probe bias the merged nodes calibrated (0: none): taken
+	 * out of the summary's durations, so that no node's is overdone */
+	uint64_t bias_ns;
+	/* functions the overhead guard detached: the first message, and how many */
+	char *detached;
+	size_t ndetached;
+	char **seen; /* nodes merged, so that a legacy entry is not merged twice */
+	size_t nseen;
+};
+
+struct summary *summary__new(int64_t generation)
+{
+	struct summary *s = calloc(1, sizeof(*s));
+
+	if (s)
+		s->generation = generation;
+	return s;
+}
+
+static void pod_row_clear(struct pod_row *r)
+{
+	free(r->pod);
+	free(r->container);
+	free(r->node);
+	free(r->revision);
+	memset(r, 0, sizeof(*r));
+}
+
+void summary__free(struct summary *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nfns; i++) {
+		struct merged *m = &s->fns[i];
+
+		free(m->name);
+		free(m->mode);
+		free(m->reason);
+		for (size_t k = 0; k < m->nslowest; k++)
+			pod_row_clear(&m->slowest[k]);
+		for (size_t k = 0; k < m->nrevs; k++)
+			free(m->revs[k].revision);
+	}
+	free(s->fns);
+	for (size_t i = 0; i < s->nerrors; i++)
+		free(s->errors[i]);
+	free(s->detached);
+	for (size_t i = 0; i < s->nseen; i++)
+		free(s->seen[i]);
+	free(s->seen);
+	free(s);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static struct merged *fn_get(struct summary *s, const cJSON *fn)
+{
+	const char *name = kobj_str(fn, "name");
+	struct merged *m;
+
+	for (size_t i = 0; i < s->nfns; i++)
+		if (!strcmp(s->fns[i].name, name))
+			return &s->fns[i];
+	if (s->nfns >= SUMMARY_MAX_FUNCTIONS)
+		return NULL;
+	m = realloc(s->fns, (s->nfns + 1) * sizeof(*m));
+	if (!m)
+		return NULL;
+	s->fns = m;
+	m = &s->fns[s->nfns];
+	memset(m, 0, sizeof(*m));
+	m->name = strdup(name);
+	m->mode = dup_or_null(kobj_str(fn, "mode"));
+	m->reason = dup_or_null(kobj_str(fn, "reason"));
+	m->returns = cJSON_GetNumberValue(kobj_get(fn, "returnSites"));
+	if (!m->name) {
+		free(m->mode);
+		free(m->reason);
+		return NULL;
+	}
+	s->nfns++;
+	return m;
+}
+
+/* Keeps the pod among the function's slowest few when its p99 is higher. */
+static void add_slowest(struct merged *m, const cJSON *pod, const char *node, const char *rev,
+			const struct latency *l)
+{
+	struct pod_row r = { 0 };
+	size_t at;
+
+	if (!latency__count(l))
+		return;
+	r.p99 = latency__percentile(l, 0.99);
+	for (at = 0; at < m->nslowest && m->slowest[at].p99 >= r.p99; at++)
+		;
+	if (at >= SUMMARY_SLOWEST)
+		return;
+	r.pod = strdup(kobj_str(pod, "name"));
+	r.container = dup_or_null(kobj_str(pod, "container"));
+	r.node = strdup(node);
+	r.revision = strdup(rev);
+	if (!r.pod || !r.node || !r.revision) {
+		pod_row_clear(&r);
+		return;
+	}
+	r.calls = latency__count(l);
+	r.p50 = latency__percentile(l, 0.5);
+	if (m->nslowest == SUMMARY_SLOWEST)
+		pod_row_clear(&m->slowest[--m->nslowest]);
+	memmove(&m->slowest[at + 1], &m->slowest[at], (m->nslowest - at) * sizeof(r));
+	m->slowest[at] = r;
+	m->nslowest++;
+}
+
+/* Adds the calls of pods (one, or a row of folded ones) to their revision's
+ * row (past the first few: "other"). */
+static void add_revision(struct merged *m, const char *rev, size_t pods, const struct latency *l)
+{
+	struct rev_row *r = NULL;
+
+	for (size_t i = 0; i < m->nrevs && !r; i++)
+		if (!strcmp(m->revs[i].revision, rev))
+			r = &m->revs[i];
+	if (!r && m->nrevs < SUMMARY_REVISIONS) {
+		r = &m->revs[m->nrevs];
+		if (!(r->revision = strdup(rev)))
+			return;
+		m->nrevs++;
+	}
+	if (!r) {
+		r = &m->revs[SUMMARY_REVISIONS];
+		if (!r->revision && !(r->revision = strdup(SUMMARY_OTHER)))
+			return;
+		m->nrevs = SUMMARY_REVISIONS + 1;
+	}
+	r->pods += pods;
+	latency__merge(&r->l, l);
+}
+
+static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint64_t node_bias)
+{
+	/* written by agents; bounded all the same */
+	int64_t bias = kobj_int(fn, "probeBiasNs", (int64_t)node_bias);
+	struct merged *m;
+	const cJSON *pod;
+	struct latency l;
+
+	if (!kobj_str(fn, "name") || status_latency__from_json(fn, &l) || !(m = fn_get(s, fn)))
+		return;
+	if (bias > 0 && bias < (int64_t)NS_PER_S && (!m->bias_ns || (uint64_t)bias < m->bias_ns))
+		m->bias_ns = (uint64_t)bias;
+	latency__merge(&m->l, &l);
+	cJSON_ArrayForEach(pod, kobj_get(fn, "pods"))
+	{
+		const char *rev = kobj_str(pod, "revision");
+		/* pods a report over its byte budget folded into one row (reportfit.h) */
+		int64_t folded = kobj_int(pod, "folded", 0);
+
+		if (status_latency__from_json(pod, &l))
+			continue;
+		rev = rev && *rev ? rev : NO_REVISION;
+		if (folded > 0 && folded <= MAX_NODE_PROCESSES) {
+			add_revision(m, rev, (size_t)folded, &l);
+			continue;
+		}
+		if (!kobj_str(pod, "name"))
+			continue;
+		add_slowest(m, pod, node, rev, &l);
+		add_revision(m, rev, 1, &l);
+	}
+}
+
+static bool seen(const struct summary *s, const char *node)
+{
+	for (size_t i = 0; i < s->nseen; i++)
+		if (!strcmp(s->seen[i], node))
+			return true;
+	return false;
+}
+
+/* One node's results (a report's status, or a legacy status.nodes[] entry). */
+static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
+{
+	int64_t procs = kobj_int(entry, "processes", 0), bias, omitted;
+	const cJSON *fn, *err;
+	char **more;
+
+	if (!node || seen(s, node))
+		return 0;
+	more = realloc(s->seen, (s->nseen + 1) * sizeof(*more));
+	if (!more)
+		return -ENOMEM;
+	s->seen = more;
+	if (!(s->seen[s->nseen] = strdup(node)))
+		return -ENOMEM;
+	s->nseen++;
+	s->writers++;
+	if (kobj_int(entry, "generation", -1) != s->generation)
+		return 0;
+	s->nodes++;
+	s->pods += cJSON_GetArraySize(kobj_get(entry, "pods"));
+	/* pods a report over its byte budget left out of its list (reportfit.h) */
+	omitted = kobj_int(entry, "podsOmitted", 0);
+	s->pods += omitted > 0 && omitted <= MAX_NODE_PROCESSES ? omitted : 0;
+	/* another agent wrote it: a count, bounded, or nothing */
+	s->processes += procs >= 0 && procs <= MAX_NODE_PROCESSES ? procs : 0;
+	s->attached |= cJSON_IsTrue(kobj_get(entry, "attached"));
+	cJSON_ArrayForEach(err, kobj_get(entry, "errors"))
+	{
+		if (s->nerrors < sizeof(s->errors) / sizeof(s->errors[0]) && cJSON_IsString(err) &&
+		    (s->errors[s->nerrors] = strdup(err->valuestring)))
+			s->nerrors++;
+	}
+	/* written by agents; bounded all the same */
+	bias = kobj_int(entry, "probeBiasNs", 0);
+	if (bias > 0 && bias < (int64_t)NS_PER_S && (!s->bias_ns || (uint64_t)bias < s->bias_ns))
+		s->bias_ns = (uint64_t)bias;
+	cJSON_ArrayForEach(err, kobj_get(entry, "detached"))
+	{
+		if (!cJSON_IsString(err))
+			continue;
+		if (!s->ndetached++)
+			s->detached = strdup(err->valuestring);
+	}
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+		merge_fn(s, fn, node, bias > 0 && bias < (int64_t)NS_PER_S ? (uint64_t)bias : 0);
+	return 0;
+}
+
+int summary__add_report(struct summary *s, const cJSON *report)
+{
+	return merge_entry(s, kobj_get(report, "status"), kobj_str(report, "node"));
+}
+
+int summary__add_legacy(struct summary *s, const cJSON *status)
+{
+	const cJSON *entry;
+	int e = 0;
+
+	cJSON_ArrayForEach(entry, kobj_get(status, "nodes"))
+	{
+		if (!e)
+			e = merge_entry(s, entry, kobj_str(entry, "node"));
+	}
+	return e;
+}
+
+size_t summary__writers(const struct summary *s)
+{
+	return s->writers;
+}
+
+uint64_t summary__interval(size_t writers, uint64_t spec_ns, double writes_per_s)
+{
+	double need;
+
+	if (writes_per_s <= 0)
+		return spec_ns;
+	need = (double)writers / writes_per_s * (double)NS_PER_S;
+	/* whole seconds: the interval others read back from the status */
+	if (need > (double)spec_ns)
+		return ((uint64_t)need + NS_PER_S - 1) / NS_PER_S * NS_PER_S;
+	return spec_ns;
+}
+
+static void add_duration(cJSON *obj, const char *name, uint64_t ns)
+{
+	char buf[LATENCY_FMT_LEN];
+
+	cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)));
+}
+
+static cJSON *slowest_json(const struct merged *m, uint64_t bias)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; i < m->nslowest; i++) {
+		const struct pod_row *r = &m->slowest[i];
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddItemToArray(arr, o);
+		cJSON_AddStringToObject(o, "pod", r->pod);
+		if (r->container)
+			cJSON_AddStringToObject(o, "container", r->container);
+		cJSON_AddStringToObject(o, "node", r->node);
+		cJSON_AddStringToObject(o, "revision", r->revision);
+		cJSON_AddNumberToObject(o, "calls", (double)r->calls);
+		add_duration(o, "p50", calibrate__less(r->p50, bias));
+		add_duration(o, "p99", calibrate__less(r->p99, bias));
+	}
+	return arr;
+}
+
+static int by_revision(const void *a, const void *b)
+{
+	const struct rev_row *x = a, *y = b;
+
+	/* "other" last */
+	if (!strcmp(x->revision, SUMMARY_OTHER) || !strcmp(y->revision, SUMMARY_OTHER))
+		return !strcmp(x->revision, SUMMARY_OTHER) - !strcmp(y->revision, SUMMARY_OTHER);
+	return strcmp(x->revision, y->revision);
+}
+
+static cJSON *revisions_json(struct merged *m, uint64_t bias)
+{
+	cJSON *arr = cJSON_CreateArray();
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->nrevs; i++)
+		if (m->revs[i].revision)
+			m->revs[n++] = m->revs[i];
+	m->nrevs = n;
+	qsort(m->revs, n, sizeof(m->revs[0]), by_revision);
+	for (size_t i = 0; i < n; i++) {
+		const struct rev_row *r = &m->revs[i];
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddItemToArray(arr, o);
+		cJSON_AddStringToObject(o, "revision", r->revision);
+		cJSON_AddNumberToObject(o, "pods", (double)r->pods);
+		cJSON_AddNumberToObject(o, "calls", (double)r->l.calls);
+		add_duration(o, "p50", calibrate__less(latency__percentile(&r->l, 0.50), bias));
+		add_duration(o, "p95", calibrate__less(latency__percentile(&r->l, 0.95), bias));
+		add_duration(o, "p99", calibrate__less(latency__percentile(&r->l, 0.99), bias));
+	}
+	return arr;
+}
+
+static cJSON *summary_json(struct summary *s)
+{
+	cJSON *sum = cJSON_CreateObject(), *fns = cJSON_CreateArray();
+	const struct merged *slowest = NULL;
+	uint64_t calls = 0, p99 = 0;
+
+	cJSON_AddNumberToObject(sum, "nodes", (double)s->nodes);
+	cJSON_AddNumberToObject(sum, "pods", (double)s->pods);
+	cJSON_AddNumberToObject(sum, "processes", (double)s->processes);
+	for (size_t i = 0; i < s->nfns; i++) {
+		struct merged *m = &s->fns[i];
+		uint64_t q = latency__percentile(&m->l, 0.99);
+		cJSON *f = status__function(m->name, m->mode, m->reason, m->returns, &m->l);
+
+		cJSON_AddItemToArray(fns, f);
+		if (m->bias_ns)
+			status__take_bias(f, m->bias_ns);
+		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, m->bias_ns));
+		cJSON_AddItemToObject(f, "revisions", revisions_json(m, m->bias_ns));
+		calls += m->l.calls;
+		if (latency__count(&m->l) && (!slowest || q > p99)) {
+			slowest = m;
+			p99 = q;
+		}
+	}
+	cJSON_AddNumberToObject(sum, "calls", (double)calls);
+	if (slowest) {
+		cJSON_AddStringToObject(sum, "slowest", slowest->name);
+		add_duration(
+			sum, "p50",
+			calibrate__less(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
+		add_duration(sum, "p99", calibrate__less(p99, slowest->bias_ns));
+	}
+	if (s->bias_ns)
+		add_duration(sum, "probeBias", s->bias_ns);
+	cJSON_AddItemToObject(sum, "functions", fns);
+	return sum;
+}
+
+/* Now, in seconds. */
+static void add_now(cJSON *obj, const char *name, unsigned int digits)
+{
+	char ts[TIME_RFC3339_LEN];
+
+	time_rfc3339(ts, sizeof(ts), digits);
+	cJSON_AddStringToObject(obj, name, ts);
+}
+
+struct conds {
+	cJSON *arr;
+	const cJSON *old;
+	int64_t gen;
+};
+
+static void add_condition(struct conds *c, const char *type, bool ok, const char *reason,
+			  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void add_condition(struct conds *c, const char *type, bool ok, const char *reason,
+			  const char *fmt, ...)
+{
+	const char *status = ok ? "True" : "False", *since = NULL;
+	cJSON *cond = cJSON_CreateObject();
+	const cJSON *o;
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_ArrayForEach(o, c->old)
+	{
+		/* the time it last changed, not the time it was last written */
+		if (kobj_str(o, "type") && !strcmp(kobj_str(o, "type"), type) &&
+		    kobj_str(o, "status") && !strcmp(kobj_str(o, "status"), status))
+			since = kobj_str(o, "lastTransitionTime");
+	}
+	cJSON_AddStringToObject(cond, "type", type);
+	cJSON_AddStringToObject(cond, "status", status);
+	cJSON_AddStringToObject(cond, "reason", reason);
+	cJSON_AddStringToObject(cond, "message", msg);
+	cJSON_AddNumberToObject(cond, "observedGeneration", (double)c->gen);
+	if (since)
+		cJSON_AddStringToObject(cond, "lastTransitionTime", since);
+	else
+		add_now(cond, "lastTransitionTime", 0);
+	cJSON_AddItemToArray(c->arr, cond);
+}
+
+static void attached_condition(struct conds *c, const char *ns, const struct summary *s)
+{
+	if (s->attached && s->detached)
+		add_condition(
+			c, "Attached", true, "OverheadLimited",
+			"probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
+			" nodes; %.400s%s (%zu detached in all: kubectl get functionprobereports "
+			"-n %s -o yaml)",
+			s->processes, s->pods, s->nodes, s->detached,
+			strlen(s->detached) > 400 ? "..." : "", s->ndetached, ns);
+	else if (s->attached)
+		add_condition(c, "Attached", true, "Attached",
+			      "probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
+			      " nodes",
+			      s->processes, s->pods, s->nodes);
+	else if (s->nerrors)
+		add_condition(
+			c, "Attached", false, "AttachFailed",
+			"%s%s%s%s%s (all errors: kubectl get functionprobereports -n %s -o yaml)",
+			s->errors[0], s->nerrors > 1 ? "; " : "",
+			s->nerrors > 1 ? s->errors[1] : "", s->nerrors > 2 ? "; " : "",
+			s->nerrors > 2 ? s->errors[2] : "", ns);
+	else
+		add_condition(c, "Attached", false, "NoMatchingPods",
+			      "no running pod in namespace %s matches spec.selector", ns);
+}
+
+static void conditions(cJSON *status, const struct status_probe *p, const struct status_state *st,
+		       const struct summary *s, const cJSON *old)
+{
+	struct conds c = { cJSON_AddArrayToObject(status, "conditions"), old, p->generation };
+	char until[32];
+
+	clock__rfc3339(st->expires, until, sizeof(until));
+	if (!st->valid) {
+		add_condition(&c, "Ready", false, "InvalidSpec", "%s", st->spec_err);
+		add_condition(&c, "Attached", false, "InvalidSpec",
+			      "nothing is probed until the spec is fixed");
+		return;
+	}
+	add_condition(&c, "Ready", true, "Accepted", "the spec is valid");
+	if (st->expired) {
+		add_condition(&c, "Expired", true, "LifetimeEnded",
+			      "probes detached at %s (spec.lifetime); results stay", until);
+		add_condition(&c, "Attached", false, "Expired",
+			      "probes detached when the lifetime ended; raise spec.lifetime to "
+			      "probe again");
+		return;
+	}
+	add_condition(&c, "Expired", false, "Active", "probes detach at %s", until);
+	attached_condition(&c, p->ns, s);
+}
+
+cJSON *summary__doc(const struct status_probe *p, const struct status_state *st, const cJSON *old,
+		    struct summary *s, uint64_t interval_ns)
+{
+	cJSON *status = cJSON_CreateObject();
+	struct summary none = { .generation = p->generation };
+	char interval[LATENCY_FMT_LEN];
+
+	s = s ? s : &none;
+	cJSON_AddNumberToObject(status, "observedGeneration", (double)p->generation);
+	conditions(status, p, st, s, kobj_get(old, "conditions"));
+	if (st->valid) {
+		cJSON_AddStringToObject(
+			status, "reportInterval",
+			latency__format_ns(interval_ns, interval, sizeof(interval)));
+		cJSON_AddItemToObject(status, "summary", summary_json(s));
+	}
+	return status;
+}
+
+void summary__stamp(cJSON *status)
+{
+	cJSON *sum = cJSON_GetObjectItemCaseSensitive(status, "summary");
+
+	if (sum)
+		add_now(sum, "lastUpdate", 3);
+}

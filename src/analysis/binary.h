@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Binary analysis: which functions a binary holds, where each one starts in
+ * the file, and where it returns. Every later stage (the tracer, the agent)
+ * asks this module, through a cache keyed by (st_dev, st_ino, size, mtime,
+ * ctime): a path alone could name a different file by the time we attach, and
+ * whoever may write the file may also set its mtime back, but not its ctime.
+ */
+#ifndef RETWATCH_BINARY_H
+#define RETWATCH_BINARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis/dwarfinfo.h"
+#include "base/rwerr.h"
+
+#define BINARY_DEFAULT_LIMIT 256
+#define BINARY_MAX_SUGGESTIONS 5
+
+enum func_source {
+	FUNC_SOURCE_SYMTAB,
+	FUNC_SOURCE_DWARF,
+	FUNC_SOURCE_PCLNTAB,
+};
+
+enum func_mode {
+	FUNC_MODE_ENTRY_RET,
+	FUNC_MODE_ENTRY_RET_TAILCALL,
+	FUNC_MODE_ENTRY_ONLY,
+};
+
+struct func_info {
+	const char *name;      /* as in the binary (mangled for C++ and Rust) */
+	const char *demangled; /* C++ with parameters, Rust without hash; NULL if not mangled */
+	uint64_t address;      /* virtual address of the entry */
+	uint64_t file_offset;  /* what a uprobe attaches at */
+	uint64_t size;	       /* of the entry range */
+	enum func_source source;
+	bool go; /* in Go's function table: Go code, not C linked in by cgo */
+	/* ranges[0] holds the entry; DWARF_MAX_RANGES at most (Go: one) */
+	struct addr_range *ranges;
+	size_t nranges;
+	enum func_mode mode;
+	const char *reason;	/* why entry-only, else NULL */
+	const int64_t *returns; /* offsets from address, ascending */
+	size_t nreturns;
+	const int64_t *tail_calls;
+	const uint64_t *tail_targets; /* where each goes; 0: not known (through memory) */
+	size_t ntail_calls;
+	/*
+	 * Native code (not Go), for functions binary__match lists: the tail
+	 * calls followed to the functions they jump to, transitively (within
+	 * BINARY_TAIL_MAX_DEPTH jumps, BINARY_TAIL_MAX_FUNCS functions and
+	 * BINARY_TAIL_MAX_RETURNS return sites): the RETs of those functions,
+	 * as offsets from file_offset, ascending. A RET among them ends a call
+	 * when it runs at the call's entry stack pointer.
+	 */
+	const int64_t *tail_returns;
+	size_t ntail_returns;
+	size_t ntail_followed; /* tail_calls whose target is followed */
+	/*
+	 * Jumps, here or in a function reached by tail calls, that cannot be
+	 * followed: through memory (a GOT slot, a PLT stub), to an address
+	 * that is no function's entry, or past the bounds. Calls that leave
+	 * through them are tail exits, without a duration.
+	 */
+	size_t ntail_untimed;
+	/* jumps through a register or a computed address there: a switch
+	 * table, or a tail call through a function pointer (not decidable);
+	 * calls never seen returning are tail exits too */
+	size_t nindirect_jumps;
+	bool exits_known; /* the sweep of every range completed */
+};
+
+/* Bounds of following tail calls (func_info.tail_returns). */
+#define BINARY_TAIL_MAX_DEPTH 4
+#define BINARY_TAIL_MAX_FUNCS 32
+#define BINARY_TAIL_MAX_RETURNS 256
+
+struct binary_unmatched {
+	const char *pattern;
+	/* similar names, demangled where mangled; one per function */
+	const char *suggestions[BINARY_MAX_SUGGESTIONS];
+	size_t nsuggestions;
+};
+
+struct binary_match {
+	const struct func_info **funcs; /* owned by the binary, valid until it is put */
+	size_t nfuncs;
+	struct binary_unmatched *unmatched;
+	size_t nunmatched;
+};
+
+struct binary;
+struct binary_cache;
+
+struct binary_cache *binary_cache__new(size_t max_entries);
+/* Frees the cache; binaries still held stay valid until put. */
+void binary_cache__free(struct binary_cache *cache);
+/* Whether the cache holds an analysis of the file fd refers to. */
+bool binary_cache__has(const struct binary_cache *cache, int fd);
+/*
+ * Whether the cache holds an analysis of the file fd refers to that answers
+ * these patterns and limit (binary__match remembers its last few answers);
+ * with no patterns, binary_cache__has.
+ */
+bool binary_cache__answers(const struct binary_cache *cache, int fd, const char *const *patterns,
+			   size_t npatterns, size_t limit);
+/*
+ * Takes b, opened without a cache (on another thread, see analyzer.h), with
+ * the caller's reference into cache. When the cache holds the same file
+ * already, b is dropped and the cached binary takes b's remembered match
+ * answers (analysing the functions they list, not matching again).
+ */
+void binary_cache__adopt(struct binary_cache *cache, struct binary *b);
+void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, size_t *ret_misses);
+
+/*
+ * Opens and indexes a binary, or returns the cached analysis of the same
+ * file. cache may be NULL. NULL on error, with errno and a message set.
+ */
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err);
+/* Drops a reference taken by binary__open; NULL is fine. */
+void binary__put(struct binary *b);
+
+const char *binary__path(const struct binary *b);
+const char *binary__go_version(const struct binary *b); /* NULL if not Go */
+const char *binary__build_id(const struct binary *b);	/* NULL if none */
+bool binary__stripped(const struct binary *b);
+bool binary__is_go(const struct binary *b);
+size_t binary__nfuncs(const struct binary *b);
+
+/*
+ * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since
+ * Go generic names hold them; a pattern equal to a function's name matches
+ * that name only). A C++ or Rust function is matched by its symbol name and
+ * by its demangled names: "shop::Cart::total(int) const", "shop::Cart::total"
+ * (every overload), "main::compute" (Rust, no hash). One function per
+ * address: names sharing an entry (aliases, a function in both .symtab and
+ * DWARF) list it once. Patterns that match nothing are listed in the result
+ * with similar names. A glob, or a name shared by several functions (C
+ * static functions, C++ overloads), matching more than limit functions fails
+ * with -E2BIG.
+ */
+int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
+		  struct binary_match *ret_match, struct rw_error *err);
+void binary_match__clear(struct binary_match *m);
+
+/*
+ * The function whose ranges (entry range or another, such as a .cold part)
+ * hold the virtual address vaddr, analysed as binary__match would; NULL when
+ * none does. The innermost match wins where ranges nest. The first call
+ * builds an address index.
+ */
+const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr);
+/* Virtual address of a file offset (elfbin__offset_to_addr). 0 or -ERANGE. */
+int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr);
+/* Reads len bytes at virtual address addr from the file. */
+int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
+
+const char *func_source__str(enum func_source s);
+const char *func_mode__str(enum func_mode m);
+
+/*
+ * Whether pattern names a shared library: "LIB:FUNC", where LIB is a file
+ * name or a glob over file names holding ".so" or a wildcard
+ * ("libssl.so.3:SSL_write", "libssl*:SSL_*", "*:malloc"; with a '/' it is
+ * matched against the whole path), and the colon is not half of a C++ or
+ * Rust "::". Copies LIB into lib (of liblen bytes; false when it does not
+ * fit) and points *ret_func at FUNC.
+ */
+bool binary_pattern__library(const char *pattern, char *lib, size_t liblen, const char **ret_func);
+
+/*
+ * What a glob may cost: matching is O(pattern x name) at worst, once per
+ * name of the binary, so a long pattern over long names is refused or
+ * skipped. A pattern with wildcards holds at most GLOB_MAX_LEN bytes and
+ * GLOB_MAX_STARS '*'; a name longer than GLOB_MAX_NAME is matched by its exact
+ * name only (no real function's name comes near it). The worst glob is then
+ * 256 x 4,096 steps a name.
+ */
+#define GLOB_MAX_LEN 256
+#define GLOB_MAX_STARS 8
+#define GLOB_MAX_NAME 4096
+
+/* 0, or -EINVAL with a message naming the limit a glob is over. */
+int glob_check(const char *pattern, struct rw_error *err);
+
+/* Exposed for tests. */
+bool glob_match(const char *pattern, const char *name);
+bool glob_has_wildcards(const char *pattern);
+
+#endif

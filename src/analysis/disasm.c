@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+#include "base/cancel.h"
+#include "analysis/disasm.h"
+
+static int push(int64_t **arr, size_t *n, int64_t v)
+{
+	/* capacity doubles from 4 whenever n reaches a power of two */
+	if (*n == 0 || (*n >= 4 && !(*n & (*n - 1)))) {
+		size_t cap = *n ? *n * 2 : 4;
+		void *p = realloc(*arr, cap * sizeof(**arr));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+	}
+	(*arr)[(*n)++] = v;
+	return 0;
+}
+
+static bool in_ranges(const struct code_range *ranges, size_t n, uint64_t addr)
+{
+	for (size_t i = 0; i < n; i++)
+		if (addr >= ranges[i].addr && addr - ranges[i].addr < ranges[i].len)
+			return true;
+	return false;
+}
+
+/*
+ * The sweep reads the common instructions with disasm__quick and the rest
+ * with Zydis in its minimal mode (length, mnemonic and category: what finds
+ * RETs and tells jumps apart; Zydis's semantic analysis of every
+ * instruction took most of an inspect of a big binary), and decodes a jump
+ * read so again in full for its operands. Both modes read the same bytes
+ * the same way: an instruction decodes, and at the same length, in both or
+ * in neither.
+ */
+struct decoders {
+	ZydisDecoder brief, full;
+};
+
+enum jump_kind {
+	JUMP_NONE,     /* not a jump, or one inside the function */
+	JUMP_LEAVES,   /* leaves the function: *ret_target where it goes, 0 if not known */
+	JUMP_INDIRECT, /* unconditional, through a register or a computed address */
+};
+
+/* ---- the common forms ---- */
+
+/* What the table knows of an opcode; 0: left to Zydis. */
+enum {
+	Q_KNOWN = 1 << 0,     /* no ModRM, no immediate unless said below */
+	Q_MODRM = 1 << 1,     /* a ModRM (and SIB, displacement) follows */
+	Q_IMM8 = 1 << 2,      /* an 8-bit immediate ends it */
+	Q_IMM32 = 1 << 3,     /* a 32-bit immediate ends it */
+	Q_IMMV = 1 << 4,      /* 32-bit, or 64-bit with REX.W (MOV r64, imm64) */
+	Q_MEM = 1 << 5,	      /* ModRM names memory, never a register (LEA) */
+	Q_REG0 = 1 << 6,      /* ModRM.reg is 0 (other values are other instructions) */
+	Q_REG01 = 1 << 7,     /* ModRM.reg is 0 or 1 */
+	Q_GRP3 = 1 << 8,      /* TEST r/m, imm for reg 0, no immediate for 2-7, not 1 */
+	Q_GRP5 = 1 << 9,      /* INC, DEC, PUSH r/m only (reg 0, 1, 6): no CALL, no JMP */
+	Q_NOT_REG6 = 1 << 10, /* shifts: reg 6 is left to Zydis */
+	Q_JUMP = 1 << 11,     /* a relative JMP or Jcc: its immediate is the displacement */
+	Q_RET = 1 << 12,
+	Q_INT3 = 1 << 13,
+};
+
+#define Q_RM (Q_KNOWN | Q_MODRM)
+
+/* One-byte opcodes, then those after 0F. */
+static const uint16_t quick_table[2][256] = {
+	{
+		/* ADD, OR, ADC, SBB, AND, SUB, XOR, CMP: r/m forms, AL and eAX forms */
+		[0x00 ... 0x03] = Q_RM,
+		[0x08 ... 0x0b] = Q_RM,
+		[0x10 ... 0x13] = Q_RM,
+		[0x18 ... 0x1b] = Q_RM,
+		[0x20 ... 0x23] = Q_RM,
+		[0x28 ... 0x2b] = Q_RM,
+		[0x30 ... 0x33] = Q_RM,
+		[0x38 ... 0x3b] = Q_RM,
+		[0x04] = Q_KNOWN | Q_IMM8,
+		[0x0c] = Q_KNOWN | Q_IMM8,
+		[0x14] = Q_KNOWN | Q_IMM8,
+		[0x1c] = Q_KNOWN | Q_IMM8,
+		[0x24] = Q_KNOWN | Q_IMM8,
+		[0x2c] = Q_KNOWN | Q_IMM8,
+		[0x34] = Q_KNOWN | Q_IMM8,
+		[0x3c] = Q_KNOWN | Q_IMM8,
+		[0x05] = Q_KNOWN | Q_IMM32,
+		[0x0d] = Q_KNOWN | Q_IMM32,
+		[0x15] = Q_KNOWN | Q_IMM32,
+		[0x1d] = Q_KNOWN | Q_IMM32,
+		[0x25] = Q_KNOWN | Q_IMM32,
+		[0x2d] = Q_KNOWN | Q_IMM32,
+		[0x35] = Q_KNOWN | Q_IMM32,
+		[0x3d] = Q_KNOWN | Q_IMM32,
+		[0x50 ... 0x5f] = Q_KNOWN,		     /* PUSH, POP r64 */
+		[0x63] = Q_RM,				     /* MOVSXD */
+		[0x68] = Q_KNOWN | Q_IMM32,		     /* PUSH imm32 */
+		[0x69] = Q_RM | Q_IMM32,		     /* IMUL r, r/m, imm32 */
+		[0x6a] = Q_KNOWN | Q_IMM8,		     /* PUSH imm8 */
+		[0x6b] = Q_RM | Q_IMM8,			     /* IMUL r, r/m, imm8 */
+		[0x70 ... 0x7f] = Q_KNOWN | Q_IMM8 | Q_JUMP, /* Jcc rel8 */
+		[0x80] = Q_RM | Q_IMM8,			     /* group 1 */
+		[0x81] = Q_RM | Q_IMM32,
+		[0x83] = Q_RM | Q_IMM8,
+		[0x84 ... 0x8b] = Q_RM,			      /* TEST, XCHG, MOV */
+		[0x8d] = Q_RM | Q_MEM,			      /* LEA */
+		[0x90 ... 0x99] = Q_KNOWN,		      /* NOP, XCHG, CWDE, CDQ */
+		[0xa8] = Q_KNOWN | Q_IMM8,		      /* TEST AL, imm8 */
+		[0xa9] = Q_KNOWN | Q_IMM32,		      /* TEST eAX, imm32 */
+		[0xb0 ... 0xb7] = Q_KNOWN | Q_IMM8,	      /* MOV r8, imm8 */
+		[0xb8 ... 0xbf] = Q_KNOWN | Q_IMMV,	      /* MOV r, imm */
+		[0xc0 ... 0xc1] = Q_RM | Q_IMM8 | Q_NOT_REG6, /* shifts by imm8 */
+		[0xc3] = Q_KNOWN | Q_RET,
+		[0xc6] = Q_RM | Q_IMM8 | Q_REG0,  /* MOV r/m8, imm8 */
+		[0xc7] = Q_RM | Q_IMM32 | Q_REG0, /* MOV r/m, imm32 */
+		[0xcc] = Q_KNOWN | Q_INT3,
+		[0xd0 ... 0xd3] = Q_RM | Q_NOT_REG6, /* shifts by 1 or CL */
+		[0xe8] = Q_KNOWN | Q_IMM32,	     /* CALL rel32: a call, no jump */
+		[0xe9] = Q_KNOWN | Q_IMM32 | Q_JUMP, /* JMP rel32 */
+		[0xeb] = Q_KNOWN | Q_IMM8 | Q_JUMP,  /* JMP rel8 */
+		[0xf6] = Q_RM | Q_IMM8 | Q_GRP3,
+		[0xf7] = Q_RM | Q_IMM32 | Q_GRP3,
+		[0xfe] = Q_RM | Q_REG01, /* INC, DEC r/m8 */
+		[0xff] = Q_RM | Q_GRP5,
+	},
+	{
+		[0x10 ... 0x11] = Q_RM,			      /* MOVUPS */
+		[0x1f] = Q_RM | Q_REG0,			      /* NOP r/m */
+		[0x28 ... 0x29] = Q_RM,			      /* MOVAPS */
+		[0x40 ... 0x4f] = Q_RM,			      /* CMOVcc */
+		[0x57] = Q_RM,				      /* XORPS */
+		[0x80 ... 0x8f] = Q_KNOWN | Q_IMM32 | Q_JUMP, /* Jcc rel32 */
+		[0x90 ... 0x9f] = Q_RM | Q_REG0,	      /* SETcc */
+		[0xaf] = Q_RM,				      /* IMUL r, r/m */
+		[0xb6 ... 0xb7] = Q_RM,			      /* MOVZX */
+		[0xbe ... 0xbf] = Q_RM,			      /* MOVSX */
+	},
+};
+
+/* The length of ModRM, SIB and displacement at p (n bytes), or 0 when cut short. */
+static size_t modrm_length(const uint8_t *p, size_t n)
+{
+	unsigned int mod = p[0] >> 6, rm = p[0] & 7;
+	size_t len = 1;
+
+	if (mod == 3)
+		return 1;
+	if (rm == 4) {
+		if (n < 2)
+			return 0;
+		len++;
+		if (mod == 0 && (p[1] & 7) == 5)
+			len += 4; /* no base: disp32 */
+	} else if (mod == 0 && rm == 5) {
+		len += 4; /* RIP-relative disp32 */
+	}
+	len += mod == 1 ? 1 : mod == 2 ? 4 : 0;
+	return len <= n ? len : 0;
+}
+
+/* Whether ModRM's reg field (and mod) suit the opcode's table entry q. */
+static bool modrm_fits(uint16_t q, uint8_t modrm)
+{
+	unsigned int reg = (modrm >> 3) & 7;
+
+	return !((q & Q_MEM) && modrm >> 6 == 3) && !((q & Q_REG0) && reg) &&
+	       !((q & Q_REG01) && reg > 1) && !((q & Q_NOT_REG6) && reg == 6) &&
+	       !((q & Q_GRP3) && reg == 1) && !((q & Q_GRP5) && reg > 1 && reg != 6);
+}
+
+bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret)
+{
+	size_t i = 0, imm = 0;
+	bool rex_w = false;
+	uint16_t q;
+
+	if (n && (p[0] & 0xf0) == 0x40) { /* REX */
+		rex_w = p[0] & 8;
+		i++;
+	}
+	if (i < n && p[i] == 0x0f)
+		q = ++i < n ? quick_table[1][p[i]] : 0;
+	else
+		q = i < n ? quick_table[0][p[i]] : 0;
+	if (!q)
+		return false;
+	i++;
+	if (q & Q_MODRM) {
+		size_t m;
+
+		if (i >= n || !modrm_fits(q, p[i]) || !(m = modrm_length(p + i, n - i)))
+			return false;
+		/* group 3: NOT, NEG, MUL, IMUL, DIV, IDIV take no immediate */
+		if ((q & Q_GRP3) && (p[i] >> 3) & 7)
+			q &= ~(Q_IMM8 | Q_IMM32);
+		i += m;
+	}
+	if (q & Q_IMM8)
+		imm = 1;
+	else if (q & Q_IMM32)
+		imm = 4;
+	else if (q & Q_IMMV)
+		imm = rex_w ? 8 : 4;
+	if (n - i < imm)
+		return false;
+	*ret = (struct disasm_insn){ .length = i + imm, .kind = DISASM_OTHER };
+	if (q & Q_JUMP) {
+		int32_t rel32;
+
+		ret->kind = DISASM_JUMP_REL;
+		if (imm == 1) {
+			ret->rel = (int8_t)p[i];
+		} else {
+			memcpy(&rel32, p + i, 4);
+			ret->rel = rel32;
+		}
+	} else if (q & Q_RET) {
+		ret->kind = DISASM_RET;
+	} else if (q & Q_INT3) {
+		ret->kind = DISASM_INT3;
+	}
+	return true;
+}
+
+/* ---- Zydis ---- */
+
+/*
+ * The instruction at bytes (len of them) as Zydis reads it; false when it
+ * does not decode. A jump is decoded again in full: *ret_jump tells that
+ * ret_full and ops hold it.
+ */
+static bool zydis_read(const struct decoders *dec, const uint8_t *bytes, size_t len,
+		       struct disasm_insn *ret, ZydisDecodedInstruction *ret_full,
+		       ZydisDecodedOperand *ops, bool *ret_jump)
+{
+	ZydisDecoderContext ctx;
+	ZydisDecodedInstruction brief;
+
+	*ret_jump = false;
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec->brief, &ctx, bytes, len, &brief)))
+		return false;
+	*ret = (struct disasm_insn){ .length = brief.length, .kind = DISASM_OTHER };
+	/* C3, C2 iw, CB, CA iw; prefixes (rep, bnd, operand size) included */
+	if (brief.mnemonic == ZYDIS_MNEMONIC_RET)
+		ret->kind = DISASM_RET;
+	else if (brief.mnemonic == ZYDIS_MNEMONIC_INT3)
+		ret->kind = DISASM_INT3;
+	if (brief.meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
+	    brief.meta.category != ZYDIS_CATEGORY_COND_BR)
+		return true;
+	*ret_jump = ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec->full, &ctx, bytes, len,
+							       ret_full)) &&
+		    ret_full->length == brief.length &&
+		    ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&dec->full, &ctx, ret_full, ops,
+							    ret_full->operand_count_visible)) &&
+		    ret_full->operand_count_visible >= 1;
+	return true;
+}
+
+/*
+ * Whether a jump leaves the function: a direct JMP or Jcc whose target lies
+ * outside every range, or an indirect JMP through a RIP-relative slot (a call
+ * through the GOT). A JMP through a register or a computed address may be a
+ * switch table inside the function: not counted as leaving, but told apart.
+ */
+static enum jump_kind jump_kind(const ZydisDecodedInstruction *insn, const ZydisDecodedOperand *ops,
+				uint64_t addr, const struct code_range *ranges, size_t nranges,
+				uint64_t *ret_target)
+{
+	ZyanU64 target;
+	bool uncond = insn->meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+
+	*ret_target = 0;
+	if (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative) {
+		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], addr, &target)) ||
+		    in_ranges(ranges, nranges, target))
+			return JUMP_NONE;
+		*ret_target = target;
+		return JUMP_LEAVES;
+	}
+	if (uncond && ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+	    ops[0].mem.base == ZYDIS_REGISTER_RIP)
+		return JUMP_LEAVES;
+	/* a switch table, or a tail call through a function pointer */
+	return uncond ? JUMP_INDIRECT : JUMP_NONE;
+}
+
+static int push_u64(uint64_t **arr, size_t n, uint64_t v)
+{
+	/* grows as push() does, one step ahead of it: n is the count before */
+	if (n == 0 || (n >= 4 && !(n & (n - 1)))) {
+		size_t cap = n ? n * 2 : 4;
+		void *p = realloc(*arr, cap * sizeof(**arr));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+	}
+	(*arr)[n] = v;
+	return 0;
+}
+
+static int set_reason(struct disasm_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Sets res->reason (few functions have one: allocated, not held in each). 0 or -ENOMEM. */
+static int set_reason(struct disasm_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	free(res->reason);
+	res->reason = s;
+	return 0;
+}
+
+static int describe_bad(struct disasm_result *res, const struct code_range *r, size_t off,
+			uint64_t entry)
+{
+	char bytes[3 * 8 + 1] = "";
+	size_t n = r->len - off < 8 ? r->len - off : 8;
+
+	for (size_t i = 0; i < n; i++)
+		sprintf(bytes + 3 * i, "%s%02x", i ? " " : "", r->bytes[off + i]);
+	res->undecodable = true;
+	res->bad_addr = r->addr + off;
+	return set_reason(res,
+			  "undecodable instruction at %s0x%" PRIx64
+			  " (bytes %s); return sites cannot be located safely",
+			  res->bad_addr >= entry ? "+" : "-",
+			  res->bad_addr >= entry ? res->bad_addr - entry : entry - res->bad_addr,
+			  bytes);
+}
+
+static int over_budget(struct disasm_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* A budget ran out: no site of the function is trusted to be complete. 0 or -ENOMEM. */
+static int over_budget(struct disasm_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	res->over_budget = true;
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	n = set_reason(res, "%s; calls are counted, not timed", s);
+	free(s);
+	return n;
+}
+
+static int scan_range(const struct decoders *dec, const struct code_range *ranges, size_t nranges,
+		      size_t idx, uint64_t entry, struct disasm_result *res)
+{
+	const struct code_range *r = &ranges[idx];
+	size_t off = 0;
+
+	while (off < r->len) {
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		ZydisDecodedInstruction full;
+		struct disasm_insn insn;
+		uint64_t addr = r->addr + off, target = 0;
+		enum jump_kind jk = JUMP_NONE;
+		bool jump;
+
+		if (cancel__every(res->ninsns))
+			return -ECANCELED;
+		if (disasm__quick(r->bytes + off, r->len - off, &insn)) {
+			/* as Zydis computes it: 64-bit arithmetic, wrapping */
+			target = addr + insn.length + (uint64_t)insn.rel;
+			if (insn.kind == DISASM_JUMP_REL && !in_ranges(ranges, nranges, target))
+				jk = JUMP_LEAVES;
+		} else if (zydis_read(dec, r->bytes + off, r->len - off, &insn, &full, ops,
+				      &jump)) {
+			if (jump)
+				jk = jump_kind(&full, ops, addr, ranges, nranges, &target);
+		} else {
+			return describe_bad(res, r, off, entry);
+		}
+		res->ninsns++;
+		if (insn.kind == DISASM_RET && res->nreturns == DISASM_MAX_RETURNS)
+			return over_budget(res,
+					   "more than %d return sites (the limit per function)",
+					   DISASM_MAX_RETURNS);
+		if (insn.kind == DISASM_RET) {
+			if (push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
+				return -ENOMEM;
+		} else if (jk == JUMP_LEAVES) {
+			if (push_u64(&res->tail_targets, res->ntail_calls, target) ||
+			    push(&res->tail_calls, &res->ntail_calls, (int64_t)(addr - entry)))
+				return -ENOMEM;
+		} else if (jk == JUMP_INDIRECT) {
+			res->nindirect_jumps++;
+		}
+		off += insn.length;
+		if (idx == 0 && insn.kind != DISASM_INT3)
+			res->code_end = r->addr + off;
+	}
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct tail_site {
+	int64_t off;
+	uint64_t target;
+};
+
+static int cmp_site(const void *a, const void *b)
+{
+	return cmp_i64(&((const struct tail_site *)a)->off, &((const struct tail_site *)b)->off);
+}
+
+/* Sorts tail_calls by offset, tail_targets along with them. */
+static int sort_tail_calls(struct disasm_result *res)
+{
+	struct tail_site *s = calloc(res->ntail_calls, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < res->ntail_calls; i++)
+		s[i] = (struct tail_site){ res->tail_calls[i], res->tail_targets[i] };
+	qsort(s, res->ntail_calls, sizeof(*s), cmp_site);
+	for (size_t i = 0; i < res->ntail_calls; i++) {
+		res->tail_calls[i] = s[i].off;
+		res->tail_targets[i] = s[i].target;
+	}
+	free(s);
+	return 0;
+}
+
+int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry,
+		 struct disasm_result *res)
+{
+	struct decoders dec;
+	size_t total = 0;
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (!nranges)
+		return -EINVAL;
+	res->code_end = ranges[0].addr;
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec.brief, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)) ||
+	    !ZYAN_SUCCESS(
+		    ZydisDecoderEnableMode(&dec.brief, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE)) ||
+	    !ZYAN_SUCCESS(
+		    ZydisDecoderInit(&dec.full, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return -EINVAL;
+	for (size_t i = 0; i < nranges; i++)
+		if (__builtin_add_overflow(total, ranges[i].len, &total))
+			total = SIZE_MAX;
+	/* decoding costs time in proportion to the bytes: refused before any */
+	if (total > DISASM_MAX_BYTES)
+		err = over_budget(res,
+				  "%zu bytes of code, more than %u MiB (the limit per function)",
+				  total, DISASM_MAX_BYTES >> 20);
+	for (size_t i = 0; i < nranges && !res->undecodable && !res->over_budget && !err; i++)
+		err = scan_range(&dec, ranges, nranges, i, entry, res);
+	if (err) {
+		disasm_result__clear(res);
+		return err;
+	}
+	if (res->over_budget) {
+		free(res->returns);
+		free(res->tail_calls);
+		free(res->tail_targets);
+		res->returns = res->tail_calls = NULL;
+		res->tail_targets = NULL;
+		res->nreturns = res->ntail_calls = res->nindirect_jumps = 0;
+		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
+		return 0;
+	}
+	if (res->undecodable) {
+		/* never report sites found before the failure: the sweep is not trusted */
+		res->nreturns = res->ntail_calls = res->nindirect_jumps = 0;
+		return 0;
+	}
+	if (res->nreturns)
+		qsort(res->returns, res->nreturns, sizeof(int64_t), cmp_i64);
+	if (res->ntail_calls && sort_tail_calls(res)) {
+		disasm_result__clear(res);
+		return -ENOMEM;
+	}
+	if (!res->nreturns && res->ntail_calls)
+		err = set_reason(
+			res,
+			"no return instruction: the function leaves only through %zu tail call%s",
+			res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
+	else if (!res->nreturns)
+		err = set_reason(
+			res,
+			"no return instruction: the function never returns (it panics, exits or loops)");
+	if (err)
+		disasm_result__clear(res);
+	return err;
+}
+
+void disasm_result__clear(struct disasm_result *res)
+{
+	if (!res)
+		return;
+	free(res->returns);
+	free(res->tail_calls);
+	free(res->tail_targets);
+	free(res->reason);
+	memset(res, 0, sizeof(*res));
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Functions and their address ranges from DWARF (libdw). A C function that
+ * the compiler split into a hot part and a .cold part has both ranges here,
+ * which the symbol table cannot tell.
+ */
+#ifndef RETWATCH_DWARFINFO_H
+#define RETWATCH_DWARFINFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libelf.h>
+
+#include "base/rwerr.h"
+
+#define DWARF_MAX_RANGES 16
+
+struct addr_range {
+	uint64_t lo, hi; /* [lo, hi) */
+};
+
+struct dwarf_func {
+	const char *name;
+	uint64_t entry;
+	struct addr_range ranges[DWARF_MAX_RANGES]; /* the range holding entry first */
+	size_t nranges;
+};
+
+struct dwarfinfo;
+
+/* 0, -ENOENT when the file has no DWARF, -EINVAL/-ENOMEM with a message. */
+int dwarfinfo__load(Elf *elf, struct dwarfinfo **ret_di, struct rw_error *err);
+void dwarfinfo__free(struct dwarfinfo *di);
+/* Sorted by entry. */
+const struct dwarf_func *dwarfinfo__funcs(const struct dwarfinfo *di, size_t *ret_n);
+const struct dwarf_func *dwarfinfo__find_entry(const struct dwarfinfo *di, uint64_t entry);
+
+#endif

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#include <setjmp.h>
+#include <string.h>
+
+#include <libiberty/demangle.h>
+
+#include "base/demangle.h"
+
+struct out {
+	char *buf;
+	size_t len, used;
+	jmp_buf overflow;
+};
+
+/*
+ * The callback interfaces of libiberty allocate nothing (their working
+ * arrays live on the stack): leaving one by longjmp as soon as the output
+ * passes the bound is safe, and bounds the time a name can cost, however
+ * its substitutions multiply.
+ */
+static void put(const char *s, size_t n, void *opaque)
+{
+	struct out *o = opaque;
+
+	if (!n)
+		return; /* Rust's demangler hands out empty pieces, s NULL at times */
+	if (n >= o->len - o->used)
+		longjmp(o->overflow, 1);
+	memcpy(o->buf + o->used, s, n);
+	o->used += n;
+	o->buf[o->used] = 0;
+}
+
+static bool run(const char *name, bool rust, int options, char *buf, size_t len)
+{
+	char tmp[DEMANGLE_MAX_OUT + 1];
+	struct out o = { .buf = tmp, .len = sizeof(tmp) };
+	int ok;
+
+	tmp[0] = 0;
+	if (setjmp(o.overflow))
+		return false;
+	ok = rust ? rust_demangle_callback(name, options, put, &o)
+		  : cplus_demangle_v3_callback(name, options, put, &o);
+	if (!ok || !o.used || o.used >= len)
+		return false;
+	memcpy(buf, tmp, o.used + 1);
+	return true;
+}
+
+bool demangle(const char *name, bool params, char *buf, size_t len)
+{
+	if (!len || strnlen(name, DEMANGLE_MAX_IN + 1) > DEMANGLE_MAX_IN)
+		return false;
+	/* Rust's legacy names are C++-shaped (_ZN...17h<hash>E): Rust first */
+	if ((!strncmp(name, "_R", 2) || !strncmp(name, "_ZN", 3)) && run(name, true, 0, buf, len))
+		return true;
+	if (strncmp(name, "_Z", 2))
+		return false;
+	/* the default recursion limit of libiberty stays on */
+	return run(name, false, params ? DMGL_PARAMS | DMGL_ANSI : 0, buf, len);
+}

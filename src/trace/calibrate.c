@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace/calibrate.h"
+#include "base/clock.h"
+#include "base/latency.h"
+
+#define ROUNDS 24
+#define ROUND_CALLS 400
+/* Rounds are spread out in time, so that a burst of load on the machine
+ * (another process, an interrupt storm) slows a few of them, not all. */
+#define ROUND_GAP_NS (20 * 1000 * 1000)
+
+/* What is probed: kept out of line and alive by `used`. Its entry is a LEA. */
+__attribute__((noinline, used)) int retwatch_calibrate_target(int x)
+{
+	/* the compiler may not fold the calls away */
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+/* The same function entered at a PUSH, at a NOP and at a five-byte NOP. */
+int retwatch_calibrate_push(int x);
+int retwatch_calibrate_nop(int x);
+int retwatch_calibrate_nop5(int x);
+int retwatch_calibrate_entry_only(int x);
+__asm__(".text\n"
+	".globl retwatch_calibrate_push\n"
+	".type retwatch_calibrate_push, @function\n"
+	"retwatch_calibrate_push:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	lea 1(%rdi), %eax\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size retwatch_calibrate_push, . - retwatch_calibrate_push\n"
+	".globl retwatch_calibrate_nop\n"
+	".type retwatch_calibrate_nop, @function\n"
+	"retwatch_calibrate_nop:\n"
+	"	.byte 0x90\n"
+	"	lea 1(%rdi), %eax\n"
+	"	ret\n"
+	".size retwatch_calibrate_nop, . - retwatch_calibrate_nop\n"
+	".globl retwatch_calibrate_nop5\n"
+	".type retwatch_calibrate_nop5, @function\n"
+	"retwatch_calibrate_nop5:\n"
+	"	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"	lea 1(%rdi), %eax\n"
+	"	ret\n"
+	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n"
+	/* no RET: it leaves by an indirect jump to its return address, so it is
+	 * probed at its entry only (entered at a LEA, as the first) */
+	".globl retwatch_calibrate_entry_only\n"
+	".type retwatch_calibrate_entry_only, @function\n"
+	"retwatch_calibrate_entry_only:\n"
+	"	lea 1(%rdi), %eax\n"
+	"	pop %rcx\n"
+	"	jmp *%rcx\n"
+	".size retwatch_calibrate_entry_only, . - retwatch_calibrate_entry_only\n");
+
+/* The targets: one per kind of entry, then one probed at its entry only. */
+#define CAL_ENTRY_ONLY PROBE_ENTRY__N
+#define CAL_TARGETS (PROBE_ENTRY__N + 1)
+
+static int (*const targets[CAL_TARGETS])(int) = {
+	[PROBE_ENTRY_STEPPED] = retwatch_calibrate_target,
+	[PROBE_ENTRY_PUSH] = retwatch_calibrate_push,
+	[PROBE_ENTRY_NOP] = retwatch_calibrate_nop,
+	[PROBE_ENTRY_NOP5] = retwatch_calibrate_nop5,
+	[CAL_ENTRY_ONLY] = retwatch_calibrate_entry_only,
+};
+static const char *const target_names[CAL_TARGETS] = {
+	[PROBE_ENTRY_STEPPED] = "retwatch_calibrate_target",
+	[PROBE_ENTRY_PUSH] = "retwatch_calibrate_push",
+	[PROBE_ENTRY_NOP] = "retwatch_calibrate_nop",
+	[PROBE_ENTRY_NOP5] = "retwatch_calibrate_nop5",
+	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
+};
+
+enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len)
+{
+	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+	size_t i = len >= 1 && code[0] == 0x66; /* operand size */
+
+	if (len >= sizeof(nop5) && !memcmp(code, nop5, sizeof(nop5)))
+		return PROBE_ENTRY_NOP5;
+	if (i < len && code[i] == 0x90)
+		return PROBE_ENTRY_NOP;
+	if (i + 2 < len && code[i] == 0x0f && code[i + 1] == 0x1f && !(code[i + 2] & 0x38))
+		return PROBE_ENTRY_NOP;
+	if (len >= 1 && code[0] >= 0x50 && code[0] <= 0x57)
+		return PROBE_ENTRY_PUSH;
+	if (len >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57)
+		return PROBE_ENTRY_PUSH;
+	return PROBE_ENTRY_STEPPED;
+}
+
+enum probe_entry probe_entry__parse(const char *s)
+{
+	for (int k = 0; s && k < PROBE_ENTRY__N; k++)
+		if (!strcmp(s, probe_entry__str(k)))
+			return k;
+	return PROBE_ENTRY_STEPPED;
+}
+
+const char *probe_entry__str(enum probe_entry e)
+{
+	switch (e) {
+	case PROBE_ENTRY_PUSH: return "push";
+	case PROBE_ENTRY_NOP: return "nop";
+	case PROBE_ENTRY_NOP5: return "nop5";
+	default: return "stepped";
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The median of the lower half: load only ever makes a round slower, so the
+ * rounds a burst slowed are left out, while the statistic stays a middle
+ * one of the calm rounds rather than their luckiest.
+ */
+static uint64_t lower_median(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[n / 4];
+}
+
+static void gap(void)
+{
+	struct timespec ts = { 0, ROUND_GAP_NS };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ns per call of a round of calls of target k. */
+static uint64_t time_round(int k, int *sum)
+{
+	uint64_t t0 = clock__mono_ns();
+
+	for (int i = 0; i < ROUND_CALLS; i++)
+		*sum += targets[k](i);
+	return (clock__mono_ns() - t0) / ROUND_CALLS;
+}
+
+/* The index of target k's function in tt. */
+static size_t target_func(const struct tracer_target *tt, int k)
+{
+	for (size_t i = 0; i < tracer_target__nfuncs(tt); i++)
+		if (!strcmp(tracer_target__func(tt, i)->info->name, target_names[k]))
+			return i;
+	return SIZE_MAX;
+}
+
+/* A calibration in progress: the untraced rounds done, the traced ones a step at a time. */
+struct calibrator {
+	struct tracer *t;
+	struct tracer_target *tt;
+	size_t fn[CAL_TARGETS];
+	uint64_t untraced[CAL_TARGETS][ROUNDS], traced[CAL_TARGETS][ROUNDS];
+	uint64_t p50[PROBE_ENTRY__N][ROUNDS];
+	struct latency prev[CAL_TARGETS];
+	uint64_t calls;
+	int round, sum;
+};
+
+int calibrator__start(struct tracer *t, struct calibrator **ret, struct rw_error *err)
+{
+	struct calibrator *c = calloc(1, sizeof(*c));
+	char exe[64];
+	int e;
+
+	*ret = NULL;
+	if (!c)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	c->t = t;
+	for (int r = 0; r < ROUNDS; r++)
+		for (int k = 0; k < CAL_TARGETS; k++)
+			c->untraced[k][r] = time_round(k, &c->sum);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", getpid());
+	c->tt = tracer__add(t, getpid(), exe, target_names, CAL_TARGETS, 0, err);
+	if (!c->tt) {
+		e = -(errno ? errno : EINVAL);
+		goto fail;
+	}
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		c->fn[k] = target_func(c->tt, k);
+		if (c->fn[k] == SIZE_MAX) {
+			e = rw_error_set(err, ENOENT, "%s is not among the functions probed",
+					 target_names[k]);
+			goto fail;
+		}
+	}
+	if (tracer_target__func(c->tt, c->fn[CAL_ENTRY_ONLY])->info->mode != FUNC_MODE_ENTRY_ONLY) {
+		e = rw_error_set(err, EINVAL, "%s is not probed at its entry only",
+				 target_names[CAL_ENTRY_ONLY]);
+		goto fail;
+	}
+	*ret = c;
+	return 0;
+fail:
+	calibrator__free(c);
+	return e;
+}
+
+void calibrator__free(struct calibrator *c)
+{
+	if (!c)
+		return;
+	if (c->tt)
+		tracer__remove(c->t, c->tt);
+	free(c);
+}
+
+/* The calibration from the rounds done; 0, or -errno with a message. */
+static int calibrator__result(struct calibrator *c, struct calibration *ret, struct rw_error *err)
+{
+	uint64_t ret_cost;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->calls = c->calls;
+	if (c->calls < CAL_TARGETS * ROUNDS * ROUND_CALLS / 2)
+		/* the kernel knows processes by their pid in the host's namespace */
+		return rw_error_set(err, ENODATA,
+				    "%ju of %d calls measured (in a PID namespace of its own, "
+				    "the probes cannot see this process)",
+				    (uintmax_t)c->calls, CAL_TARGETS * ROUNDS * ROUND_CALLS);
+	if (!c->sum)
+		return rw_error_set(err, EINVAL, "the calibration's calls did not run");
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		uint64_t cost = calibrate__less(lower_median(c->traced[k], ROUNDS),
+						lower_median(c->untraced[k], ROUNDS));
+
+		if (k == CAL_ENTRY_ONLY) {
+			ret->entry_only_cost_ns = cost;
+			continue;
+		}
+		ret->entry_bias_ns[k] = lower_median(c->p50[k], ROUNDS);
+		ret->entry_cost_ns[k] = cost;
+	}
+	ret->bias_ns = ret->entry_bias_ns[PROBE_ENTRY_STEPPED];
+	/* sorted by lower_median: the lowest and the highest round */
+	ret->bias_lo_ns = c->p50[PROBE_ENTRY_STEPPED][0];
+	ret->bias_hi_ns = c->p50[PROBE_ENTRY_STEPPED][ROUNDS - 1];
+	ret->call_cost_ns = ret->entry_cost_ns[PROBE_ENTRY_STEPPED];
+	/* the RET's share of a call's cost: the same (stepped) entry with and without it */
+	ret_cost = calibrate__less(ret->call_cost_ns, ret->entry_only_cost_ns);
+	for (int k = 0; k < PROBE_ENTRY__N; k++)
+		ret->entry_only_ns[k] = k == PROBE_ENTRY_STEPPED
+						? ret->entry_only_cost_ns
+						: calibrate__less(ret->entry_cost_ns[k], ret_cost);
+	return 0;
+}
+
+int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err)
+{
+	int e;
+
+	for (int k = 0; k < CAL_TARGETS; k++) {
+		struct latency now, round;
+
+		c->traced[k][c->round] = time_round(k, &c->sum);
+		e = tracer_target__read(c->t, c->tt, c->fn[k], &now);
+		if (e)
+			return rw_error_set(err, -e, "failed to read the calibration histogram: %s",
+					    strerror(-e));
+		c->calls += latency__count(&now) - latency__count(&c->prev[k]);
+		if (k < PROBE_ENTRY__N) {
+			/* this round's calls alone */
+			round = now;
+			latency__subtract(&round, &c->prev[k]);
+			round.min_ns = round.max_ns = 0; /* the cumulative ones would clamp */
+			c->p50[k][c->round] = latency__percentile(&round, 0.5);
+		}
+		c->prev[k] = now;
+	}
+	if (++c->round < ROUNDS)
+		return 0;
+	e = calibrator__result(c, ret, err);
+	return e ? e : 1;
+}
+
+int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err)
+{
+	struct calibrator *c;
+	int e;
+
+	memset(ret, 0, sizeof(*ret));
+	e = calibrator__start(t, &c, err);
+	if (e)
+		return e;
+	while (!(e = calibrator__step(c, ret, err)))
+		gap();
+	calibrator__free(c);
+	if (e < 0) {
+		memset(ret, 0, sizeof(*ret));
+		return e;
+	}
+	return 0;
+}
+
+int calibrate__parse_overhead(const char *s, double *ret)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0))
+		return -EINVAL;
+	if (*end == '%') {
+		v /= 100;
+		end++;
+	}
+	if (*end || v > 1)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How much of the probes' own cost a measured duration holds, and what one
+ * traced call costs its thread, measured on this machine at start: the
+ * tracer probes an empty function of our own binary at its entry and RET,
+ * which is called many times in rounds. A measured duration starts inside
+ * the entry trap (after the BPF program read the clock) and ends inside the
+ * RET trap, so it holds the return to user space from the first trap and
+ * the entry into the kernel of the second: the empty function's measured
+ * duration is that bias, nearly alone.
+ */
+#ifndef RETWATCH_CALIBRATE_H
+#define RETWATCH_CALIBRATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/rwerr.h"
+#include "trace/tracer.h"
+
+/*
+ * What the entry probe leaves inside a measured duration depends on the
+ * first instruction of the function: the kernel emulates some in the trap
+ * (a PUSH of a register, some NOPs on 6.x kernels) and single-steps the rest
+ * out of line, with a second trap. Measured on a 6.18 kernel: about 0.8 us
+ * inside a duration for the first, 4 us for the rest. Which forms a kernel
+ * emulates varies (here a 4-byte NOP with a SIB byte and no displacement is
+ * stepped, the other NOPs are not), so each kind below is calibrated on a
+ * function of its own that begins with one of its forms; any other
+ * instruction counts as stepped.
+ */
+enum probe_entry {
+	PROBE_ENTRY_STEPPED, /* anything else: LEA, CMP, SUB, MOV, ENDBR64... */
+	PROBE_ENTRY_PUSH,    /* PUSH of a register (50-57, 41 50-57) */
+	PROBE_ENTRY_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 (calibrated on 90) */
+	PROBE_ENTRY_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
+	PROBE_ENTRY__N,
+};
+
+/* The kind of the instruction at code (len bytes of a function's entry). */
+enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len);
+const char *probe_entry__str(enum probe_entry e);
+/* The kind probe_entry__str names; PROBE_ENTRY_STEPPED for NULL or any other text. */
+enum probe_entry probe_entry__parse(const char *s);
+
+struct calibration {
+	/* over the rounds (spread over half a second), the median of the lower
+	 * half of each round's median measured duration of the empty function:
+	 * what reported durations have taken out */
+	uint64_t bias_ns;
+	uint64_t bias_lo_ns, bias_hi_ns; /* the lowest and highest round's median */
+	/* what one traced call adds to its thread's time (both traps and the
+	 * BPF programs): the traced rounds' time per call less the untraced
+	 * rounds' (each the median of the lower half); the overhead guard's
+	 * unit of cost */
+	uint64_t call_cost_ns;
+	uint64_t calls; /* traced calls measured */
+	/* the same two for a function entered at each kind of instruction
+	 * (bias_ns and call_cost_ns are PROBE_ENTRY_STEPPED's) */
+	uint64_t entry_bias_ns[PROBE_ENTRY__N], entry_cost_ns[PROBE_ENTRY__N];
+	/* what a call of a function probed at its entry alone costs (one trap,
+	 * one program): measured on one entered at a LEA; for the other kinds,
+	 * their call cost less the RET's share that measurement shows */
+	uint64_t entry_only_cost_ns, entry_only_ns[PROBE_ENTRY__N];
+};
+
+/* The bias and the call cost of a function entered at an instruction of kind e. */
+static inline uint64_t calibrate__bias(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_bias_ns[e] ? cal->entry_bias_ns[e] : cal->bias_ns;
+}
+
+static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_cost_ns[e] ? cal->entry_cost_ns[e]
+							   : cal->call_cost_ns;
+}
+
+/* The call cost of a function entered at kind e and probed at its entry alone. */
+static inline uint64_t calibrate__entry_only_cost(const struct calibration *cal, enum probe_entry e)
+{
+	return e < PROBE_ENTRY__N && cal->entry_only_ns[e] ? cal->entry_only_ns[e]
+							   : calibrate__cost(cal, e);
+}
+
+/*
+ * Calibrates with tracer t (probes attached for the run, removed after),
+ * in half a second. 0, or -errno with a message (then ret is all zeros:
+ * nothing is taken out).
+ */
+int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
+
+/*
+ * The same a round at a time, for a loop that must not stop for half a
+ * second: start attaches the probes (and times the untraced rounds); each
+ * step times one traced round, a few milliseconds, and returns 0 while
+ * rounds remain, 1 when *ret holds the result, or -errno with a message.
+ * Rounds should be tens of milliseconds apart. free removes the probes.
+ */
+struct calibrator;
+int calibrator__start(struct tracer *t, struct calibrator **ret, struct rw_error *err);
+int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err);
+void calibrator__free(struct calibrator *c);
+
+/*
+ * Reads an overhead budget: a percentage of one CPU ("2%", "0.5%") or a
+ * fraction of one ("0.02"); "0" disables. 0, or -EINVAL (negative, over
+ * 100%, not a number).
+ */
+int calibrate__parse_overhead(const char *s, double *ret);
+#define CALIBRATE_DEFAULT_MAX_OVERHEAD 0.02
+
+/* ns less the bias, never below zero. */
+static inline uint64_t calibrate__less(uint64_t ns, uint64_t bias_ns)
+{
+	return ns > bias_ns ? ns - bias_ns : 0;
+}
+
+#endif

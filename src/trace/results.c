@@ -1,0 +1,521 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "trace/results.h"
+
+/* The overhead guard's state of one function of one process. */
+struct guard {
+	uint64_t calls, at_ns; /* at the last check */
+	double rate, overhead; /* over the last interval */
+	double max;	       /* the budget when last checked */
+	unsigned int over;     /* checks in a row over the budget */
+};
+
+/* A live process: its target and the row of each of its functions. */
+struct member {
+	struct tracer_target *target;
+	char *pod, *container;
+	size_t *rows;
+	struct guard *guard; /* per function */
+	/* while a row is held (results__hold): what its functions of the row
+	 * counted then, merged; NULL when none could be read */
+	struct latency *held;
+	struct member *next;
+};
+
+/* What the retired processes of one pod's container counted, by row. */
+struct group {
+	char *pod, *container;
+	struct latency *lat;
+	size_t nlat;
+	struct group *next;
+};
+
+struct results {
+	struct tracer *t;
+	struct results_row *rows;
+	size_t nrows;
+	struct member *members;
+	struct group *groups;
+	bool holding; /* row held_row is read from the members' held counts */
+	size_t held_row;
+};
+
+static bool streq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+struct results *results__new(struct tracer *t)
+{
+	struct results *r = calloc(1, sizeof(*r));
+
+	if (r)
+		r->t = t;
+	return r;
+}
+
+static void member__free(struct member *m)
+{
+	free(m->pod);
+	free(m->container);
+	free(m->rows);
+	free(m->guard);
+	free(m->held);
+	free(m);
+}
+
+static void group__free(struct group *g)
+{
+	free(g->pod);
+	free(g->container);
+	free(g->lat);
+	free(g);
+}
+
+void results__free(struct results *r)
+{
+	if (!r)
+		return;
+	while (r->members)
+		results__retire(r, r->members->target, false);
+	while (r->groups) {
+		struct group *g = r->groups;
+
+		r->groups = g->next;
+		group__free(g);
+	}
+	for (size_t i = 0; i < r->nrows; i++) {
+		free(r->rows[i].name);
+		free(r->rows[i].reason);
+	}
+	free(r->rows);
+	free(r);
+}
+
+static size_t row_get(struct results *r, const char *name)
+{
+	struct results_row *rows;
+
+	for (size_t i = 0; i < r->nrows; i++)
+		if (!strcmp(r->rows[i].name, name))
+			return i;
+	rows = realloc(r->rows, (r->nrows + 1) * sizeof(*rows));
+	if (!rows)
+		return SIZE_MAX;
+	r->rows = rows;
+	memset(&rows[r->nrows], 0, sizeof(*rows));
+	rows[r->nrows].name = strdup(name);
+	if (!rows[r->nrows].name)
+		return SIZE_MAX;
+	return r->nrows++;
+}
+
+size_t results__describe(struct results *r, const struct func_info *fi)
+{
+	size_t k = row_get(r, fi->name);
+	struct results_row *row;
+
+	if (k == SIZE_MAX)
+		return k;
+	/* the row takes the last traced binary's view of the function */
+	row = &r->rows[k];
+	row->mode = fi->mode;
+	row->nreturns = fi->nreturns;
+	free(row->reason);
+	row->reason = fi->reason ? strdup(fi->reason) : NULL;
+	return k;
+}
+
+int results__add(struct results *r, struct tracer_target *tt, const char *pod,
+		 const char *container)
+{
+	size_t n = tracer_target__nfuncs(tt);
+	struct member *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->rows = calloc(n + 1, sizeof(*m->rows))) ||
+	    !(m->guard = calloc(n + 1, sizeof(*m->guard))) || (pod && !(m->pod = strdup(pod))) ||
+	    (container && !(m->container = strdup(container))))
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		const struct func_info *fi = tracer_target__func(tt, i)->info;
+		uint8_t code[8];
+
+		m->rows[i] = results__describe(r, fi);
+		if (m->rows[i] == SIZE_MAX)
+			goto nomem;
+		/* where its entry probe sits: its cost inside a duration depends on it */
+		if (!binary__read(tracer_target__binary(tt), fi->address, code, sizeof(code)))
+			r->rows[m->rows[i]].entry = calibrate__entry_kind(code, sizeof(code));
+	}
+	/* the guard's first interval starts now */
+	for (size_t i = 0; i < n; i++)
+		m->guard[i].at_ns = clock__mono_ns();
+	m->target = tt;
+	m->next = r->members;
+	r->members = m;
+	return 0;
+nomem:
+	if (m)
+		member__free(m);
+	return -ENOMEM;
+}
+
+static struct group *group_get(struct results *r, const char *pod, const char *container)
+{
+	struct group *g;
+
+	for (g = r->groups; g; g = g->next)
+		if (streq(g->pod, pod) && streq(g->container, container))
+			return g;
+	g = calloc(1, sizeof(*g));
+	if (!g || !(g->pod = strdup(pod)) || !(g->container = strdup(container))) {
+		if (g)
+			group__free(g);
+		return NULL;
+	}
+	g->next = r->groups;
+	r->groups = g;
+	return g;
+}
+
+/* The group's counts of row k. */
+static struct latency *group_lat(struct group *g, size_t k)
+{
+	if (k >= g->nlat) {
+		struct latency *lat = realloc(g->lat, (k + 1) * sizeof(*lat));
+
+		if (!lat)
+			return NULL;
+		memset(lat + g->nlat, 0, (k + 1 - g->nlat) * sizeof(*lat));
+		g->lat = lat;
+		g->nlat = k + 1;
+	}
+	return &g->lat[k];
+}
+
+/* A process the row's function was detached on is retired: the row says so still. */
+static void row_detached(struct results_row *row, const struct tracer_target *tt,
+			 const struct guard *g)
+{
+	if (row->detached_retired++)
+		return;
+	row->detached_pid = tracer_target__pid(tt);
+	row->detached_rate = g->rate;
+	row->detached_overhead = g->overhead;
+	row->detached_max = g->max;
+}
+
+void results__retire(struct results *r, struct tracer_target *tt, bool exited)
+{
+	struct member **mp = &r->members, *m;
+	struct group *g;
+
+	while (*mp && (*mp)->target != tt)
+		mp = &(*mp)->next;
+	m = *mp;
+	if (!m)
+		return;
+	*mp = m->next;
+	if (exited)
+		tracer__reap(r->t, tt);
+	g = m->pod && m->container ? group_get(r, m->pod, m->container) : NULL;
+	for (size_t i = 0; i < tracer_target__nfuncs(tt); i++) {
+		struct latency l, *gl;
+
+		if (tracer_target__read(r->t, tt, i, &l))
+			continue;
+		latency__merge(&r->rows[m->rows[i]].done, &l);
+		if (tracer_target__detached(tt, i))
+			row_detached(&r->rows[m->rows[i]], tt, &m->guard[i]);
+		gl = g ? group_lat(g, m->rows[i]) : NULL;
+		if (gl)
+			latency__merge(gl, &l);
+	}
+	tracer__remove(r->t, tt);
+	member__free(m);
+}
+
+int results__seed(struct results *r, const char *name, const struct latency *l)
+{
+	size_t k = row_get(r, name);
+
+	if (k == SIZE_MAX)
+		return -ENOMEM;
+	r->rows[k].done = *l;
+	return 0;
+}
+
+size_t results__nrows(const struct results *r)
+{
+	return r->nrows;
+}
+
+const struct results_row *results__row(const struct results *r, size_t i)
+{
+	return i < r->nrows ? &r->rows[i] : NULL;
+}
+
+size_t results__ntargets(const struct results *r)
+{
+	size_t n = 0;
+
+	for (const struct member *m = r->members; m; m = m->next)
+		n++;
+	return n;
+}
+
+/* What m counted in row k (its functions of the row, merged): now, or when
+ * the row was held. false when none could be read. */
+static bool member_count(struct results *r, const struct member *m, size_t k, struct latency *ret)
+{
+	bool any = false;
+
+	if (r->holding && k == r->held_row) {
+		if (m->held)
+			*ret = *m->held;
+		return m->held;
+	}
+	memset(ret, 0, sizeof(*ret));
+	for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+		struct latency l;
+
+		if (m->rows[i] == k && !tracer_target__read(r->t, m->target, i, &l)) {
+			latency__merge(ret, &l);
+			any = true;
+		}
+	}
+	return any;
+}
+
+int results__hold(struct results *r, size_t k)
+{
+	results__release(r);
+	for (struct member *m = r->members; m; m = m->next) {
+		struct latency l;
+
+		if (!member_count(r, m, k, &l))
+			continue;
+		if (!(m->held = malloc(sizeof(*m->held)))) {
+			results__release(r);
+			return -ENOMEM;
+		}
+		*m->held = l;
+	}
+	r->holding = true;
+	r->held_row = k;
+	return 0;
+}
+
+void results__release(struct results *r)
+{
+	for (struct member *m = r->members; m; m = m->next) {
+		free(m->held);
+		m->held = NULL;
+	}
+	r->holding = false;
+}
+
+void results__read(struct results *r, size_t k, const char *pod, const char *container,
+		   struct latency *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (k >= r->nrows)
+		return;
+	if (!pod) {
+		*ret = r->rows[k].done;
+	} else {
+		for (struct group *g = r->groups; g; g = g->next)
+			if (k < g->nlat && streq(g->pod, pod) && streq(g->container, container))
+				latency__merge(ret, &g->lat[k]);
+	}
+	for (struct member *m = r->members; m; m = m->next) {
+		struct latency l;
+
+		if (pod && !(streq(m->pod, pod) && streq(m->container, container)))
+			continue;
+		if (member_count(r, m, k, &l))
+			latency__merge(ret, &l);
+	}
+}
+
+bool results__find_call(const struct results *r, const struct tracer_event *ev,
+			struct results_call *ret)
+{
+	for (const struct member *m = r->members; m; m = m->next) {
+		if (tracer_target__pid(m->target) != ev->pid)
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			/* a detached function's slot may be another's now */
+			if (tracer_target__func(m->target, i)->fn_id != ev->fn_id ||
+			    tracer_target__detached(m->target, i))
+				continue;
+			ret->function = r->rows[m->rows[i]].name;
+			ret->pod = m->pod;
+			ret->container = m->container;
+			return true;
+		}
+	}
+	return false;
+}
+
+void results__foreach_group(const struct results *r, results_group_fn fn, void *ctx)
+{
+	for (const struct group *g = r->groups; g; g = g->next)
+		fn(g->pod, g->container, ctx);
+	for (const struct member *m = r->members; m; m = m->next) {
+		bool done = !m->pod;
+
+		for (const struct group *g = r->groups; g && !done; g = g->next)
+			done = streq(g->pod, m->pod) && streq(g->container, m->container);
+		for (const struct member *o = r->members; o != m && !done; o = o->next)
+			done = streq(o->pod, m->pod) && streq(o->container, m->container);
+		if (!done)
+			fn(m->pod, m->container, ctx);
+	}
+}
+
+void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void *ctx), void *ctx)
+{
+	struct group **gp = &r->groups;
+
+	while (*gp) {
+		struct group *g = *gp;
+
+		if (keep(g->pod, ctx)) {
+			gp = &g->next;
+		} else {
+			*gp = g->next;
+			group__free(g);
+		}
+	}
+}
+
+/* Function i of m: detached when over max twice in a row, back when max allows. */
+static void guard_one(struct results *r, struct member *m, size_t i, uint64_t now_ns,
+		      const struct calibration *cal, double max, results_guard_fn fn, void *ctx)
+{
+	const struct results_row *row = &r->rows[m->rows[i]];
+	uint64_t cost_ns = row->mode == FUNC_MODE_ENTRY_ONLY
+				   ? calibrate__entry_only_cost(cal, row->entry)
+				   : calibrate__cost(cal, row->entry);
+	struct guard *g = &m->guard[i];
+	struct rw_error err = { "" };
+	struct results_guard ev = {
+		.pid = tracer_target__pid(m->target),
+		.function = row->name,
+		.pod = m->pod,
+		.container = m->container,
+		.max = max,
+	};
+	struct latency l;
+
+	if (tracer_target__detached(m->target, i)) {
+		g->max = max;
+		if (max > 0 && g->overhead > max)
+			return;
+		ev.rate = g->rate;
+		ev.overhead = g->overhead;
+		if (tracer_target__reattach(r->t, m->target, i, &err))
+			ev.error = err.msg;
+		ev.detached = tracer_target__detached(m->target, i);
+		if (!ev.detached) {
+			/* the rate starts afresh from the next check */
+			g->at_ns = 0;
+			g->over = 0;
+		}
+		if (fn)
+			fn(&ev, ctx);
+		return;
+	}
+	if (tracer_target__read(r->t, m->target, i, &l))
+		return;
+	if (g->at_ns && now_ns > g->at_ns) {
+		g->rate = (double)(l.calls - (l.calls > g->calls ? g->calls : l.calls)) * 1e9 /
+			  (double)(now_ns - g->at_ns);
+		g->overhead = g->rate * (double)cost_ns / 1e9;
+		g->over = max > 0 && g->overhead > max ? g->over + 1 : 0;
+	}
+	g->calls = l.calls;
+	g->at_ns = now_ns;
+	g->max = max;
+	if (g->over < 2)
+		return;
+	ev.rate = g->rate;
+	ev.overhead = g->overhead;
+	if (tracer_target__detach(r->t, m->target, i, &err)) {
+		ev.error = err.msg;
+		g->over = 0; /* said again after two more intervals over */
+	}
+	ev.detached = tracer_target__detached(m->target, i);
+	if (fn)
+		fn(&ev, ctx);
+}
+
+void results__guard(struct results *r, uint64_t now_ns, const struct calibration *cal, double max,
+		    results_guard_fn fn, void *ctx)
+{
+	for (struct member *m = r->members; m; m = m->next)
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			guard_one(r, m, i, now_ns, cal, max, fn, ctx);
+}
+
+void results__overhead(const struct results *r, size_t k, struct results_overhead *ret)
+{
+	const struct results_row *row = k < r->nrows ? &r->rows[k] : NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	if (row && row->detached_retired) {
+		ret->ndetached = row->detached_retired;
+		ret->detached_pid = row->detached_pid;
+		ret->detached_rate = row->detached_rate;
+		ret->detached_overhead = row->detached_overhead;
+		ret->max = row->detached_max;
+	}
+	for (const struct member *m = r->members; m; m = m->next) {
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+			const struct guard *g = &m->guard[i];
+
+			if (m->rows[i] != k)
+				continue;
+			if (!tracer_target__detached(m->target, i)) {
+				if (g->overhead > ret->overhead) {
+					ret->overhead = g->overhead;
+					ret->rate = g->rate;
+				}
+				continue;
+			}
+			if (ret->ndetached++)
+				continue;
+			ret->detached_pid = tracer_target__pid(m->target);
+			ret->pod = m->pod;
+			ret->container = m->container;
+			ret->detached_rate = g->rate;
+			ret->detached_overhead = g->overhead;
+			ret->max = g->max;
+		}
+	}
+}
+
+int results__read_process(struct results *r, size_t k, pid_t pid, struct latency *ret,
+			  bool *ret_detached)
+{
+	int e = -ENOENT;
+
+	memset(ret, 0, sizeof(*ret));
+	*ret_detached = false;
+	for (struct member *m = r->members; m; m = m->next) {
+		struct latency l;
+
+		if (tracer_target__pid(m->target) != pid || !member_count(r, m, k, &l))
+			continue;
+		latency__merge(ret, &l);
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			*ret_detached |= m->rows[i] == k && tracer_target__detached(m->target, i);
+		e = 0;
+	}
+	return e;
+}
