@@ -8,7 +8,7 @@
 #include "agent/kobj.h"
 #include "base/latency.h"
 #include "agent/reportfit.h"
-#include "agent/status.h"
+#include "agent/statuswire.h"
 
 /* One pod's row of a function, as the entry holds it. */
 struct row {

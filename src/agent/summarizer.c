@@ -9,6 +9,7 @@
 #include "agent/kobj.h"
 #include "base/log.h"
 #include "agent/reportfit.h"
+#include "agent/statuswire.h"
 #include "agent/summarizer.h"
 
 /* Reports per list request: a page is all the memory a summary's input takes. */

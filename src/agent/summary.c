@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "agent/kobj.h"
+#include "base/latency.h"
 #include "base/log.h"
+#include "agent/kobj.h"
+#include "agent/statuswire.h"
 #include "agent/summary.h"
 
 /* More processes than one node runs (pid_max's limit): a corrupt entry. */
@@ -342,8 +344,8 @@ static cJSON *slowest_json(const struct merged *m, uint64_t bias)
 		cJSON_AddStringToObject(o, "node", r->node);
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "calls", (double)r->calls);
-		add_duration(o, "p50", calibrate__less(r->p50, bias));
-		add_duration(o, "p99", calibrate__less(r->p99, bias));
+		add_duration(o, "p50", status__less_bias(r->p50, bias));
+		add_duration(o, "p99", status__less_bias(r->p99, bias));
 	}
 	return arr;
 }
@@ -376,9 +378,9 @@ static cJSON *revisions_json(struct merged *m, uint64_t bias)
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "pods", (double)r->pods);
 		cJSON_AddNumberToObject(o, "calls", (double)r->l.calls);
-		add_duration(o, "p50", calibrate__less(latency__percentile(&r->l, 0.50), bias));
-		add_duration(o, "p95", calibrate__less(latency__percentile(&r->l, 0.95), bias));
-		add_duration(o, "p99", calibrate__less(latency__percentile(&r->l, 0.99), bias));
+		add_duration(o, "p50", status__less_bias(latency__percentile(&r->l, 0.50), bias));
+		add_duration(o, "p95", status__less_bias(latency__percentile(&r->l, 0.95), bias));
+		add_duration(o, "p99", status__less_bias(latency__percentile(&r->l, 0.99), bias));
 	}
 	return arr;
 }
@@ -413,8 +415,8 @@ static cJSON *summary_json(struct summary *s)
 		cJSON_AddStringToObject(sum, "slowest", slowest->name);
 		add_duration(
 			sum, "p50",
-			calibrate__less(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
-		add_duration(sum, "p99", calibrate__less(p99, slowest->bias_ns));
+			status__less_bias(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
+		add_duration(sum, "p99", status__less_bias(p99, slowest->bias_ns));
 	}
 	if (s->bias_ns)
 		add_duration(sum, "probeBias", s->bias_ns);
