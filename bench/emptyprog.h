@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the benchmarks attach to measure the floor: a BPF program that does
- * nothing, at the offsets retwatch's tracer attaches (src/tracer.c,
- * batch__attach: every function's entry, and every RET of the functions that
- * are not entry-only; runtime.morestack's entry in Go binaries).
+ * nothing, at the offsets retwatch's tracer attaches
+ * (src/trace/tracer_slots.c, batch__attach: every function's entry, and every
+ * RET of the functions that are not entry-only; runtime.morestack's entry in
+ * Go binaries).
  */
 #ifndef RETWATCH_BENCH_EMPTYPROG_H
 #define RETWATCH_BENCH_EMPTYPROG_H

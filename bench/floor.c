@@ -3,9 +3,9 @@
  * floor: the cheapest probes possible at the places retwatch probes. Attaches
  * an empty BPF program at the entry and every RET of the functions matching
  * PATTERN in process PID's executable, and at runtime.morestack in a Go
- * binary, as src/tracer.c does, with the same links (one for the entries, one
- * for the RETs, one for morestack). Prints one line on stderr once attached,
- * then holds the probes until SIGINT or SIGTERM.
+ * binary, as src/trace/tracer_slots.c does, with the same links (one for the
+ * entries, one for the RETs, one for morestack). Prints one line on stderr
+ * once attached, then holds the probes until SIGINT or SIGTERM.
  *
  * usage: floor [--perf] [--clock] PID PATTERN...
  *   --perf   one perf-event uprobe per offset instead of uprobe_multi links

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Everything that crosses the boundary between the BPF programs
- * (bpf/trace.bpf.c) and userspace (src/tracer.c). Included by both: fixed
- * width fields, explicit padding, sizes asserted.
+ * (bpf/trace.bpf.c) and userspace (src/trace/tracer*.c). Included by both:
+ * fixed width fields, explicit padding, sizes asserted.
  */
 #ifndef RETWATCH_BPF_RETWATCH_H
 #define RETWATCH_BPF_RETWATCH_H
@@ -351,7 +351,7 @@ _Static_assert(sizeof(struct rw_event_copy) == sizeof(struct rw_event) + RW_STAC
 
 /*
  * What the programs count; each drop names its cause. Indexes of the stats
- * map. Keep in sync with stat_names[] in src/tracer.c.
+ * map. Keep in sync with stat_names[] in src/trace/tracer.c.
  */
 enum rw_stat {
 	/* hits counted nowhere: in a process or function whose histogram

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracer's internals, shared by the files it is made of (src/trace/
+ * tracer*.c); nothing outside them includes this. The public API is
+ * tracer.h.
+ */
+#ifndef RETWATCH_TRACER_IMPL_H
+#define RETWATCH_TRACER_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <bpf/libbpf.h>
+
+#include "../bpf/retwatch.h"
+#include "base/clock.h"
+#include "trace/exeprocs.h"
+#include "trace/tracer.h"
+#include "trace.skel.h"
+#include "trace/uprobe.h"
+
+/* tracer__tick sweeps this often */
+#define SWEEP_EVERY_NS (5 * NS_PER_S)
+
+/* One function of one file, with a slot in the kernel's funcs map. */
+struct slot {
+	uint32_t fn_id;
+	uint64_t address;
+	const struct func_info *info; /* owned by the file's binary */
+	unsigned int users;
+	struct rw_func meta;
+	/*
+	 * Each traced process's histogram slot, and its probes, a batch per
+	 * traced process (chained by next), each with the process as its
+	 * filter: a uprobe attached for every process would trap in each that
+	 * maps the file, traced or not (another pod of the same image paid 8 us
+	 * a call of a function probed in its neighbour).
+	 */
+	struct batch *pids;
+	/*
+	 * Where every process running the file is traced for the function
+	 * (meta.flags RW_FUNC_SHARED), its probes are these, attached once for
+	 * all of them, and the batches hold no links: a hundred replicas of
+	 * one image cost two links per function, not two hundred.
+	 */
+	struct batch *shared;
+	uint64_t made_ns;
+	/* processes that stopped being traced for it lately: their grace */
+	struct dropped_pid *dropped;
+	size_t ndropped;
+};
+
+struct dropped_pid {
+	pid_t pid;
+	uint64_t starttime; /* the process's (exeprocs), 0: not known */
+	uint64_t ns;
+};
+
+/* Probes attached together, in one process (or every process: shared). */
+struct batch {
+	struct uprobe_links entry, ret;
+	pid_t pid;	/* they trap in this process alone; -1: in every process */
+	uint32_t fn_id; /* a function's: its slot, with pid the key of proc_hists */
+	/* a function's: the histogram slot of (function, pid), in the cookies */
+	bool has_hist;
+	uint32_t hist;
+	/* calls of (function, pid) at least this slow are sent (hist_thresholds) */
+	uint64_t threshold_ns;
+	struct batch *next;
+};
+
+/*
+ * Ids of slots in the kernel's maps (function slots, histogram slots), given
+ * out and taken back. An id taken back while its links may still be closing
+ * (uprobe_links__close) waits in quarantine: a probe of its old user would
+ * count for its next one.
+ */
+struct idpool {
+	uint32_t max, next;
+	uint32_t *free;
+	size_t nfree;
+	uint32_t *quarantine;
+	size_t nquarantine;
+	bool lowest_first; /* give out the lowest free id (histogram slots: fewer pages) */
+};
+
+/* A file with probes in it; the path names it through our own descriptor. */
+struct attached_file {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+	char path[64]; /* /proc/self/fd/N */
+	char *name;    /* the path we were given, for messages */
+	struct binary *bin;
+	struct slot **slots;
+	size_t nslots;
+	struct batch *morestack; /* Go: the restart marker, a batch per traced process */
+	/* ... or one for every process, where every function's probes are shared */
+	struct batch *morestack_shared;
+	unsigned int users;
+	struct attached_file *next;
+};
+
+struct tracer_target {
+	struct tracer *t;
+	pid_t pid;
+	struct attached_file *file;
+	uint64_t threshold_ns;
+	struct binary_match match;
+	struct tracer_func *funcs;
+	struct slot **slots;
+	uint64_t *swept_orphans; /* purged by userspace, per function */
+	uint64_t *swept_tail_exits;
+	struct latency **base; /* a shared histogram's counts when added, per function */
+	/* per function: what it counted before it was detached (NULL: never) */
+	struct latency **kept;
+	size_t nfuncs;
+	struct tracer_target *next;
+};
+
+/* A namespace's share of the in-flight map and the ring buffer (struct rw_share). */
+struct share {
+	char *name;
+	uint32_t idx; /* in the shares map; never 0 */
+	size_t npids; /* processes assigned to it */
+	struct share *next;
+};
+
+struct tracer {
+	struct trace *skel;
+	bool multi;
+	struct binary_cache *cache;
+	bool own_cache;
+	struct attached_file *files;
+	struct tracer_target *targets;
+	bool partial;
+	uint32_t slow_calls_per_sec;
+	struct idpool fn_ids;
+	struct idpool hist_ids;
+	int *hist_page_fds; /* RW_MAX_HIST_PAGES of them; -1: not made yet */
+	/* per page: its slots given out or in quarantine */
+	uint16_t *hist_page_used;
+	struct ring_buffer *rb;
+	tracer_event_fn event_fn;
+	void *event_ctx;
+	size_t npolled; /* events delivered by this tracer__poll */
+	int ncpus;
+	void *percpu_buf;
+	uint64_t next_sweep_ns;	    /* tracer__tick's next sweep, on clock__mono_ns */
+	uint64_t swept;		    /* frames the sweeps dropped */
+	struct rw_share *shares_mm; /* the shares map, mapped */
+	/* the context index (retwatch.h, RW_IDX_*), mapped; its frames are
+	 * read by lookup, so its 8.5 MB are not mapped into the process */
+	struct rw_idx_slot *idx_mm;
+	struct share *shares;
+	uint32_t share_contexts, share_events; /* each new share's limits */
+	/* processes no longer traced: the next sweep drops their frames (no hit
+	 * can end them) and gives their contexts back, then their shares; one
+	 * pass over the map for however many went. Sorted by sweep. */
+	pid_t *retired;
+	size_t nretired, retired_cap;
+	/* the node's processes by executable, for shared probes */
+	struct exeprocs exe;
+	uint64_t next_share_check_ns;
+	const char *(*tenant_of)(pid_t pid, void *ctx);
+	void *tenant_ctx;
+	uint64_t share_changes, share_change_failures;
+};
+
+/*
+ * tracer_hist.c: ids of the kernel's function and histogram slots, and the
+ * histogram slots in their pages.
+ */
+/* The size of one CPU's value in a histogram page. */
+size_t hist_value_size(void);
+void idpool__release(struct idpool *p, uint32_t id, bool quarantine);
+void idpool__clear(struct idpool *p);
+void ids__take_back(struct tracer *t, struct idpool *p, bool wait);
+int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id);
+int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
+		     struct rw_error *err);
+int hist_slot__set_threshold(struct tracer *t, uint32_t i, uint64_t threshold_ns);
+void hist_slot__release(struct tracer *t, uint32_t i);
+int hist_slot__read(struct tracer *t, uint32_t i, struct latency *ret);
+
+/*
+ * tracer_slots.c: attached files, their function slots, each slot's probes
+ * (batches), runtime.morestack's, and a target's slots attached and given
+ * back.
+ */
+void batch__free(struct tracer *t, struct batch *b);
+bool batch__attached(const struct batch *b);
+int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, struct batch *b,
+		  struct rw_error *err);
+int file__open(struct tracer *t, const char *path, struct attached_file **ret,
+	       struct rw_error *err);
+void file__free(struct tracer *t, struct attached_file *f);
+void file__drop(struct tracer *t, struct attached_file *f);
+void file__sync_morestack(struct tracer *t, struct attached_file *f);
+void file__drop_morestack(struct tracer *t, struct attached_file *f, pid_t pid);
+struct slot *file__find_slot(struct attached_file *f, uint64_t address);
+int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_info *fi,
+		   struct slot **ret, struct rw_error *err);
+void file__drop_slots(struct tracer *t, struct attached_file *f, struct slot **slots, size_t n);
+int slot__write(struct tracer *t, const struct slot *s);
+int slot__activate(struct tracer *t, struct slot *s, struct rw_error *err);
+bool slot_used_in(const struct tracer *t, const struct slot *s, pid_t pid);
+struct batch *slot__batch(const struct slot *s, pid_t pid);
+bool slot__hist(const struct slot *s, pid_t pid, uint32_t *ret);
+int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid,
+		     uint64_t threshold_ns, struct rw_error *err);
+void slot__drop_pid(struct tracer *t, struct slot *s, pid_t pid);
+void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_t pid);
+int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshold_ns,
+		   struct rw_error *err);
+int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err);
+int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw_error *err);
+
+/*
+ * tracer_shared_probes.c: a function's probes shared by every process of its
+ * file, or each traced process's own.
+ */
+void exe__refresh_for(struct tracer *t, pid_t pid);
+bool exe__is(const struct exeproc *e, const struct attached_file *f);
+bool slot__shareable(const struct tracer *t, const struct attached_file *f, const struct slot *s,
+		     uint64_t now);
+int slot__share(struct tracer *t, struct attached_file *f, struct slot *s, struct rw_error *err);
+int slot__unshare(struct tracer *t, struct attached_file *f, struct slot *s, struct rw_error *err);
+void share__check(struct tracer *t, uint64_t now);
+
+/*
+ * tracer_ns_shares.c: namespaces' shares of the in-flight map and the ring
+ * buffer.
+ */
+uint32_t share__idx_of(const struct tracer *t, uint32_t tgid);
+const char *share__name_of(const struct tracer *t, pid_t pid);
+void share__put(__u64 *n);
+void share__drop_pid(struct tracer *t, pid_t pid);
+
+/*
+ * tracer_sweep.c: in-flight frames dropped, of processes no longer traced
+ * (retired) or untouched too long.
+ */
+int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns);
+void pid__retire(struct tracer *t, pid_t pid);
+void pid__unretire(struct tracer *t, pid_t pid);
+
+#endif
