@@ -243,7 +243,6 @@ void share__drop_pid(struct tracer *t, pid_t pid);
  * tracer_sweep.c: in-flight frames dropped, of processes no longer traced
  * (retired) or untouched too long.
  */
-int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns);
 void pid__retire(struct tracer *t, pid_t pid);
 void pid__unretire(struct tracer *t, pid_t pid);
 

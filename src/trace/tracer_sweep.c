@@ -24,6 +24,8 @@
  */
 #define SWEEP_IDLE_AGE_NS (5 * NS_PER_S)
 
+static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns);
+
 /* pid is traced no more: the next sweep drops its frames, then its share. */
 void pid__retire(struct tracer *t, pid_t pid)
 {
@@ -214,7 +216,7 @@ static void sweep_chunks(struct tracer *t, uint32_t pid)
 }
 
 /* Drops in-flight frames: of pid (0: any) or untouched for max_age_ns. */
-int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
+static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 {
 	int fd = bpf_map__fd(t->skel->maps.frames), dropped = 0;
 	struct rw_ctx_key key, next, *prev = NULL, *doomed = NULL;
