@@ -7,7 +7,7 @@
 
 #include <gelf.h>
 
-#include "analysis/elfbin.h"
+#include "analysis/elfimg.h"
 #include "analysis/unwind.h"
 
 /* DWARF register numbers of x86-64 (System V psABI); 16 is the return address. */
