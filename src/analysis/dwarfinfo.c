@@ -8,7 +8,7 @@
 
 #include "base/cancel.h"
 #include "analysis/dwarfinfo.h"
-#include "analysis/elfbin.h"
+#include "analysis/elfimg.h"
 
 /* Hostile DWARF can nest without end; real code is far shallower. */
 #define MAX_DEPTH 32

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "analysis/elfbin.h"
+#include "analysis/elfimg.h"
 #include "analysis/unwind.h"
 
 #define NT_GO_BUILDID 4
@@ -39,28 +40,6 @@ struct elfbin {
 struct fde_range {
 	uint64_t lo, hi;
 };
-
-const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off)
-{
-	Elf_Scn *scn = elf_getscn(elf, ndx);
-	Elf_Data *d;
-	GElf_Shdr sh;
-
-	/* elf_strptr() can hand out a string that runs off the end of a
-	 * hostile string table: check for the terminator ourselves. A
-	 * compressed table holds no strings until inflated, and libelf's
-	 * elf_strptr() (which libdw looks sections up with) refuses it: names
-	 * read here must be the names libdw sees (unwind__section_ok). */
-	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB ||
-	    (sh.sh_flags & SHF_COMPRESSED))
-		return NULL;
-	d = elf_getdata(scn, NULL);
-	if (!d || !d->d_buf || off >= d->d_size)
-		return NULL;
-	if (!memchr((const char *)d->d_buf + off, 0, d->d_size - off))
-		return NULL;
-	return (const char *)d->d_buf + off;
-}
 
 static const char *machine_name(unsigned int m)
 {

@@ -84,7 +84,4 @@ int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr);
 /* Whether addr lies in a .plt, .plt.sec or .plt.got section (PLT stubs). */
 bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr);
 
-/* A NUL-terminated string of string table section ndx, or NULL. */
-const char *elf_safe_strptr(Elf *elf, size_t ndx, size_t off);
-
 #endif

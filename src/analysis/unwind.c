@@ -7,7 +7,7 @@
 
 #include <gelf.h>
 
-#include "analysis/elfbin.h"
+#include "analysis/elfimg.h"
 #include "analysis/unwind.h"
 
 /* DWARF register numbers of x86-64 (System V psABI); 16 is the return address. */
@@ -48,6 +48,117 @@ static bool read64(const struct walk *w, uint64_t addr, uint64_t *ret)
 	return true;
 }
 
+/* The stack of a DWARF expression's evaluation. */
+struct estack {
+	uint64_t s[MAX_DEPTH];
+	size_t n;
+};
+
+static bool push(struct estack *e, uint64_t v)
+{
+	if (e->n == MAX_DEPTH)
+		return false;
+	e->s[e->n++] = v;
+	return true;
+}
+
+/* Operations on the top of the stack: arithmetic on it, copies, a dereference. */
+static bool eval_stack_op(const struct walk *w, unsigned int op, uint64_t number, struct estack *e)
+{
+	uint64_t *s = e->s, a;
+	size_t n = e->n;
+
+	if (n < (op == DW_OP_over || op == DW_OP_swap ? 2 : 1))
+		return false;
+	switch (op) {
+	case DW_OP_plus_uconst: s[n - 1] += number; return true;
+	case DW_OP_dup: return push(e, s[n - 1]);
+	case DW_OP_over: return push(e, s[n - 2]);
+	case DW_OP_drop: e->n--; return true;
+	case DW_OP_swap:
+		a = s[n - 1];
+		s[n - 1] = s[n - 2];
+		s[n - 2] = a;
+		return true;
+	case DW_OP_deref: return read64(w, s[n - 1], &s[n - 1]);
+	case DW_OP_neg: s[n - 1] = -s[n - 1]; return true;
+	case DW_OP_not: s[n - 1] = ~s[n - 1]; return true;
+	default: return false;
+	}
+}
+
+/* Operations that pop two values and push one; false for any other operation. */
+static bool eval_binary(unsigned int op, struct estack *e)
+{
+	uint64_t *s = e->s, a;
+	size_t n = e->n;
+
+	if (n < 2)
+		return false;
+	a = s[--n];
+	switch (op) {
+	case DW_OP_plus: s[n - 1] += a; break;
+	case DW_OP_minus: s[n - 1] -= a; break;
+	case DW_OP_mul: s[n - 1] *= a; break;
+	case DW_OP_and: s[n - 1] &= a; break;
+	case DW_OP_or: s[n - 1] |= a; break;
+	case DW_OP_xor: s[n - 1] ^= a; break;
+	case DW_OP_shl: s[n - 1] = a < 64 ? s[n - 1] << a : 0; break;
+	case DW_OP_shr: s[n - 1] = a < 64 ? s[n - 1] >> a : 0; break;
+	case DW_OP_ge: s[n - 1] = (int64_t)s[n - 1] >= (int64_t)a; break;
+	case DW_OP_gt: s[n - 1] = (int64_t)s[n - 1] > (int64_t)a; break;
+	case DW_OP_le: s[n - 1] = (int64_t)s[n - 1] <= (int64_t)a; break;
+	case DW_OP_lt: s[n - 1] = (int64_t)s[n - 1] < (int64_t)a; break;
+	case DW_OP_eq: s[n - 1] = s[n - 1] == a; break;
+	case DW_OP_ne: s[n - 1] = s[n - 1] != a; break;
+	default: return false; /* anything else is not CFI's */
+	}
+	e->n = n;
+	return true;
+}
+
+/*
+ * One operation that is neither a register location nor DW_OP_stack_value
+ * (which only make sense at the ends of the whole expression, see eval):
+ * those that push a value (literals, constants, a register plus an offset,
+ * the CFA), then the stack operations, then the binary ones.
+ */
+static bool eval_op(const struct walk *w, const struct state *st, const Dwarf_Op *op, bool have_cfa,
+		    uint64_t cfa, struct estack *e)
+{
+	unsigned int a = op->atom;
+
+	if (a >= DW_OP_lit0 && a <= DW_OP_lit31)
+		return push(e, a - DW_OP_lit0);
+	if (a >= DW_OP_breg0 && a <= DW_OP_breg31)
+		return known(st, a - DW_OP_breg0) &&
+		       push(e, st->reg[a - DW_OP_breg0] + (int64_t)op->number);
+	switch (a) {
+	case DW_OP_bregx:
+		return known(st, op->number) && push(e, st->reg[op->number] + (int64_t)op->number2);
+	case DW_OP_call_frame_cfa: return have_cfa && push(e, cfa);
+	case DW_OP_const1u:
+	case DW_OP_const2u:
+	case DW_OP_const4u:
+	case DW_OP_const8u:
+	case DW_OP_constu: return push(e, op->number);
+	case DW_OP_const1s:
+	case DW_OP_const2s:
+	case DW_OP_const4s:
+	case DW_OP_const8s:
+	case DW_OP_consts: return push(e, (int64_t)op->number);
+	case DW_OP_plus_uconst:
+	case DW_OP_dup:
+	case DW_OP_over:
+	case DW_OP_drop:
+	case DW_OP_swap:
+	case DW_OP_deref:
+	case DW_OP_neg:
+	case DW_OP_not: return eval_stack_op(w, a, op->number, e);
+	default: return eval_binary(a, e);
+	}
+}
+
 /*
  * Evaluates the subset of DWARF expressions compilers put in CFI (register
  * plus offset, the PLT's masked RIP, a dereference). cfa is pushed by
@@ -57,8 +168,7 @@ static bool read64(const struct walk *w, uint64_t addr, uint64_t *ret)
 static bool eval(const struct walk *w, const struct state *st, const Dwarf_Op *ops, size_t nops,
 		 bool have_cfa, uint64_t cfa, uint64_t *ret, bool *ret_value)
 {
-	uint64_t s[MAX_DEPTH], a;
-	size_t n = 0;
+	struct estack e = { .n = 0 };
 
 	*ret_value = false;
 	if (!nops || nops > MAX_OPS)
@@ -66,28 +176,7 @@ static bool eval(const struct walk *w, const struct state *st, const Dwarf_Op *o
 	for (size_t i = 0; i < nops; i++) {
 		unsigned int op = ops[i].atom;
 
-#define NEED(k)      \
-	if (n < (k)) \
-	return false
-#define PUSH(v)                       \
-	do {                          \
-		uint64_t v_ = (v);    \
-		if (n == MAX_DEPTH)   \
-			return false; \
-		s[n] = v_;            \
-		n++;                  \
-	} while (0)
-		if (op >= DW_OP_lit0 && op <= DW_OP_lit31) {
-			PUSH(op - DW_OP_lit0);
-		} else if (op >= DW_OP_breg0 && op <= DW_OP_breg31) {
-			if (!known(st, op - DW_OP_breg0))
-				return false;
-			PUSH(st->reg[op - DW_OP_breg0] + (int64_t)ops[i].number);
-		} else if (op == DW_OP_bregx) {
-			if (!known(st, ops[i].number))
-				return false;
-			PUSH(st->reg[ops[i].number] + (int64_t)ops[i].number2);
-		} else if ((op >= DW_OP_reg0 && op <= DW_OP_reg31) || op == DW_OP_regx) {
+		if ((op >= DW_OP_reg0 && op <= DW_OP_reg31) || op == DW_OP_regx) {
 			unsigned int r = op == DW_OP_regx ? ops[i].number : op - DW_OP_reg0;
 
 			/* a register location: only as the whole expression */
@@ -96,92 +185,19 @@ static bool eval(const struct walk *w, const struct state *st, const Dwarf_Op *o
 			*ret = st->reg[r];
 			*ret_value = true;
 			return true;
-		} else {
-			switch (op) {
-			case DW_OP_call_frame_cfa:
-				if (!have_cfa)
-					return false;
-				PUSH(cfa);
-				break;
-			case DW_OP_const1u:
-			case DW_OP_const2u:
-			case DW_OP_const4u:
-			case DW_OP_const8u:
-			case DW_OP_constu: PUSH(ops[i].number); break;
-			case DW_OP_const1s:
-			case DW_OP_const2s:
-			case DW_OP_const4s:
-			case DW_OP_const8s:
-			case DW_OP_consts: PUSH((int64_t)ops[i].number); break;
-			case DW_OP_plus_uconst:
-				NEED(1);
-				s[n - 1] += ops[i].number;
-				break;
-			case DW_OP_dup:
-				NEED(1);
-				PUSH(s[n - 1]);
-				break;
-			case DW_OP_over:
-				NEED(2);
-				PUSH(s[n - 2]);
-				break;
-			case DW_OP_drop:
-				NEED(1);
-				n--;
-				break;
-			case DW_OP_swap:
-				NEED(2);
-				a = s[n - 1];
-				s[n - 1] = s[n - 2];
-				s[n - 2] = a;
-				break;
-			case DW_OP_deref:
-				NEED(1);
-				if (!read64(w, s[n - 1], &s[n - 1]))
-					return false;
-				break;
-			case DW_OP_neg:
-				NEED(1);
-				s[n - 1] = -s[n - 1];
-				break;
-			case DW_OP_not:
-				NEED(1);
-				s[n - 1] = ~s[n - 1];
-				break;
-			case DW_OP_stack_value:
-				/* the last operation, if any */
-				if (i + 1 != nops)
-					return false;
-				*ret_value = true;
-				break;
-			default:
-				NEED(2);
-				a = s[--n];
-				switch (op) {
-				case DW_OP_plus: s[n - 1] += a; break;
-				case DW_OP_minus: s[n - 1] -= a; break;
-				case DW_OP_mul: s[n - 1] *= a; break;
-				case DW_OP_and: s[n - 1] &= a; break;
-				case DW_OP_or: s[n - 1] |= a; break;
-				case DW_OP_xor: s[n - 1] ^= a; break;
-				case DW_OP_shl: s[n - 1] = a < 64 ? s[n - 1] << a : 0; break;
-				case DW_OP_shr: s[n - 1] = a < 64 ? s[n - 1] >> a : 0; break;
-				case DW_OP_ge: s[n - 1] = (int64_t)s[n - 1] >= (int64_t)a; break;
-				case DW_OP_gt: s[n - 1] = (int64_t)s[n - 1] > (int64_t)a; break;
-				case DW_OP_le: s[n - 1] = (int64_t)s[n - 1] <= (int64_t)a; break;
-				case DW_OP_lt: s[n - 1] = (int64_t)s[n - 1] < (int64_t)a; break;
-				case DW_OP_eq: s[n - 1] = s[n - 1] == a; break;
-				case DW_OP_ne: s[n - 1] = s[n - 1] != a; break;
-				default: return false; /* anything else is not CFI's */
-				}
-			}
 		}
-#undef NEED
-#undef PUSH
+		if (op == DW_OP_stack_value) {
+			/* the last operation, if any */
+			if (i + 1 != nops)
+				return false;
+			*ret_value = true;
+		} else if (!eval_op(w, st, &ops[i], have_cfa, cfa, &e)) {
+			return false;
+		}
 	}
-	if (!n)
+	if (!e.n)
 		return false;
-	*ret = s[n - 1];
+	*ret = e.s[e.n - 1];
 	return true;
 }
 
