@@ -158,7 +158,7 @@ static uint64_t row_bias(const struct trace_run *r, const struct results_row *w)
 /* A duration of w as shown: less the calibrated bias of its probes, never below zero. */
 static uint64_t shown(const struct trace_run *r, const struct results_row *w, uint64_t ns)
 {
-	return calibrate__less(ns, row_bias(r, w));
+	return latency__less(ns, row_bias(r, w));
 }
 
 static void print_row(const struct trace_run *r, const struct results_row *w,

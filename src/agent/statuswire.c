@@ -82,7 +82,7 @@ void status__reports_selector(const char *uid, char *buf, size_t len)
 }
 
 /* Now, in seconds (conditions) or milliseconds (the time of a report). */
-static void add_now(cJSON *obj, const char *name, unsigned int digits)
+void status__add_now(cJSON *obj, const char *name, unsigned int digits)
 {
 	char ts[TIME_RFC3339_LEN];
 
@@ -255,7 +255,7 @@ char *status__report_body(const struct status_probe *p, const char *node, cJSON 
 	char *out;
 
 	status__report_name(p, node, name, sizeof(name));
-	add_now(entry, "lastUpdate", 3);
+	status__add_now(entry, "lastUpdate", 3);
 	cJSON_AddStringToObject(entry, "reportInterval",
 				latency__format_ns(interval_ns, interval, sizeof(interval)));
 	cJSON_AddStringToObject(doc, "apiVersion", "retwatch.io/v1alpha1");
@@ -344,5 +344,5 @@ void status__take_bias(cJSON *obj, uint64_t bias)
 	v[2] = latency__percentile(&l, 0.99);
 	v[3] = l.max_ns;
 	for (size_t i = 0; i < 4; i++)
-		set_duration(obj, names[i], status__less_bias(v[i], bias));
+		set_duration(obj, names[i], latency__less(v[i], bias));
 }

@@ -80,12 +80,8 @@ cJSON *status__function(const char *name, const char *mode, const char *reason, 
 
 /* Adds ns to obj as a duration ("1.5ms"). -ENOMEM. */
 int status__add_duration(cJSON *obj, const char *name, uint64_t ns);
-/* ns less the probes' bias, never below zero (calibrate__less, for what
- * reads durations without the tracer). */
-static inline uint64_t status__less_bias(uint64_t ns, uint64_t bias_ns)
-{
-	return ns > bias_ns ? ns - bias_ns : 0;
-}
+/* Adds the time now to obj, RFC 3339 with digits of a second. */
+void status__add_now(cJSON *obj, const char *name, unsigned int digits);
 /* obj's p50, p95, p99 and max (of its buckets, minNs and maxNs) less bias;
  * the measured ones under "raw". */
 void status__take_bias(cJSON *obj, uint64_t bias);

@@ -322,13 +322,6 @@ uint64_t summary__interval(size_t writers, uint64_t spec_ns, double writes_per_s
 	return spec_ns;
 }
 
-static void add_duration(cJSON *obj, const char *name, uint64_t ns)
-{
-	char buf[LATENCY_FMT_LEN];
-
-	cJSON_AddStringToObject(obj, name, latency__format_ns(ns, buf, sizeof(buf)));
-}
-
 static cJSON *slowest_json(const struct merged *m, uint64_t bias)
 {
 	cJSON *arr = cJSON_CreateArray();
@@ -344,8 +337,8 @@ static cJSON *slowest_json(const struct merged *m, uint64_t bias)
 		cJSON_AddStringToObject(o, "node", r->node);
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "calls", (double)r->calls);
-		add_duration(o, "p50", status__less_bias(r->p50, bias));
-		add_duration(o, "p99", status__less_bias(r->p99, bias));
+		status__add_duration(o, "p50", latency__less(r->p50, bias));
+		status__add_duration(o, "p99", latency__less(r->p99, bias));
 	}
 	return arr;
 }
@@ -378,9 +371,12 @@ static cJSON *revisions_json(struct merged *m, uint64_t bias)
 		cJSON_AddStringToObject(o, "revision", r->revision);
 		cJSON_AddNumberToObject(o, "pods", (double)r->pods);
 		cJSON_AddNumberToObject(o, "calls", (double)r->l.calls);
-		add_duration(o, "p50", status__less_bias(latency__percentile(&r->l, 0.50), bias));
-		add_duration(o, "p95", status__less_bias(latency__percentile(&r->l, 0.95), bias));
-		add_duration(o, "p99", status__less_bias(latency__percentile(&r->l, 0.99), bias));
+		status__add_duration(o, "p50",
+				     latency__less(latency__percentile(&r->l, 0.50), bias));
+		status__add_duration(o, "p95",
+				     latency__less(latency__percentile(&r->l, 0.95), bias));
+		status__add_duration(o, "p99",
+				     latency__less(latency__percentile(&r->l, 0.99), bias));
 	}
 	return arr;
 }
@@ -413,24 +409,15 @@ static cJSON *summary_json(struct summary *s)
 	cJSON_AddNumberToObject(sum, "calls", (double)calls);
 	if (slowest) {
 		cJSON_AddStringToObject(sum, "slowest", slowest->name);
-		add_duration(
+		status__add_duration(
 			sum, "p50",
-			status__less_bias(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
-		add_duration(sum, "p99", status__less_bias(p99, slowest->bias_ns));
+			latency__less(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
+		status__add_duration(sum, "p99", latency__less(p99, slowest->bias_ns));
 	}
 	if (s->bias_ns)
-		add_duration(sum, "probeBias", s->bias_ns);
+		status__add_duration(sum, "probeBias", s->bias_ns);
 	cJSON_AddItemToObject(sum, "functions", fns);
 	return sum;
-}
-
-/* Now, in seconds. */
-static void add_now(cJSON *obj, const char *name, unsigned int digits)
-{
-	char ts[TIME_RFC3339_LEN];
-
-	time_rfc3339(ts, sizeof(ts), digits);
-	cJSON_AddStringToObject(obj, name, ts);
 }
 
 struct conds {
@@ -468,7 +455,7 @@ static void add_condition(struct conds *c, const char *type, bool ok, const char
 	if (since)
 		cJSON_AddStringToObject(cond, "lastTransitionTime", since);
 	else
-		add_now(cond, "lastTransitionTime", 0);
+		status__add_now(cond, "lastTransitionTime", 0);
 	cJSON_AddItemToArray(c->arr, cond);
 }
 
@@ -549,5 +536,5 @@ void summary__stamp(cJSON *status)
 	cJSON *sum = cJSON_GetObjectItemCaseSensitive(status, "summary");
 
 	if (sum)
-		add_now(sum, "lastUpdate", 3);
+		status__add_now(sum, "lastUpdate", 3);
 }

@@ -58,6 +58,12 @@ uint64_t latency__mean_ns(const struct latency *l);
  */
 uint64_t latency__percentile(const struct latency *l, double q);
 
+/* ns less a bias (the probes' own time), never below zero. */
+static inline uint64_t latency__less(uint64_t ns, uint64_t bias_ns)
+{
+	return ns > bias_ns ? ns - bias_ns : 0;
+}
+
 /*
  * ns as "812ns", "10.20us", "1.234ms", "2.500s": the largest of the units
  * ns, us, ms, s that keeps the value at least 1, with 4 significant digits

@@ -239,8 +239,8 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 	if (!c->sum)
 		return rw_error_set(err, EINVAL, "the calibration's calls did not run");
 	for (int k = 0; k < CAL_TARGETS; k++) {
-		uint64_t cost = calibrate__less(lower_median(c->traced[k], ROUNDS),
-						lower_median(c->untraced[k], ROUNDS));
+		uint64_t cost = latency__less(lower_median(c->traced[k], ROUNDS),
+					      lower_median(c->untraced[k], ROUNDS));
 
 		if (k == CAL_ENTRY_ONLY) {
 			ret->entry_only_cost_ns = cost;
@@ -255,11 +255,11 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 	ret->bias_hi_ns = c->p50[PROBE_ENTRY_STEPPED][ROUNDS - 1];
 	ret->call_cost_ns = ret->entry_cost_ns[PROBE_ENTRY_STEPPED];
 	/* the RET's share of a call's cost: the same (stepped) entry with and without it */
-	ret_cost = calibrate__less(ret->call_cost_ns, ret->entry_only_cost_ns);
+	ret_cost = latency__less(ret->call_cost_ns, ret->entry_only_cost_ns);
 	for (int k = 0; k < PROBE_ENTRY__N; k++)
 		ret->entry_only_ns[k] = k == PROBE_ENTRY_STEPPED
 						? ret->entry_only_cost_ns
-						: calibrate__less(ret->entry_cost_ns[k], ret_cost);
+						: latency__less(ret->entry_cost_ns[k], ret_cost);
 	return 0;
 }
 

@@ -110,10 +110,4 @@ void calibrator__free(struct calibrator *c);
 int calibrate__parse_overhead(const char *s, double *ret);
 #define CALIBRATE_DEFAULT_MAX_OVERHEAD 0.02
 
-/* ns less the bias, never below zero. */
-static inline uint64_t calibrate__less(uint64_t ns, uint64_t bias_ns)
-{
-	return ns > bias_ns ? ns - bias_ns : 0;
-}
-
 #endif

@@ -34,7 +34,7 @@ TEST(calibrate_parse_overhead)
 			return false;
 		}
 	}
-	return ASSERT_EQ(calibrate__less(10, 4), 6) && ASSERT_EQ(calibrate__less(3, 4), 0);
+	return ASSERT_EQ(latency__less(10, 4), 6) && ASSERT_EQ(latency__less(3, 4), 0);
 }
 
 static int parse_spec(const char *extra, struct probe_spec *s, struct rw_error *err)
