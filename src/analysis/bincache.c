@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Opening a binary, the cache of open binaries, and the accessors.
+ * binary_impl.h holds what the pieces share.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gelf.h>
+
+#include "analysis/binary.h"
+#include "analysis/binary_impl.h"
+#include "base/cancel.h"
+#include "base/demangle.h"
+#include "analysis/disasm.h"
+#include "analysis/elfbin.h"
+#include "analysis/gopclntab.h"
+
+/* ---- lifecycle and cache ---- */
+
+static void binary_free(struct binary *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->nfns; i++) {
+		bin_analysis__free(&b->fns[i]);
+		free(b->fns[i].extra);
+	}
+	for (size_t i = 0; i < b->nanon; i++) {
+		bin_analysis__free(b->anon[i]);
+		free(b->anon[i]->extra);
+		free(b->anon[i]);
+	}
+	free(b->anon);
+	free(b->cold);
+	free(b->fns);
+	free(b->by_addr);
+	while (b->memo) {
+		struct match_memo *mm = b->memo;
+
+		b->memo = mm->next;
+		bin_memo__free(mm);
+	}
+	free(b->keys);
+	for (size_t i = 0; i < b->nnames; i++)
+		free(b->names[i]);
+	free(b->names);
+	gopclntab__free(b->pcln);
+	dwarfinfo__free(b->dwarf);
+	elfbin__free(b->eb);
+	free(b->go_version);
+	free(b->path);
+	free(b);
+}
+
+static bool same_file(const struct binary *b, const struct stat *st)
+{
+	return b->dev == st->st_dev && b->ino == st->st_ino && b->size == st->st_size &&
+	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       b->ctime.tv_sec == st->st_ctim.tv_sec && b->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void cache_evict(struct binary_cache *c)
+{
+	while (c->count > c->max) {
+		struct binary **pp, **victim = NULL;
+
+		for (pp = &c->head; *pp; pp = &(*pp)->next)
+			if (!(*pp)->refs && (!victim || (*pp)->last_use < (*victim)->last_use))
+				victim = pp;
+		if (!victim)
+			return; /* everything is in use */
+		struct binary *v = *victim;
+
+		*victim = v->next;
+		c->count--;
+		binary_free(v);
+	}
+}
+
+/* What a path that is not a regular file names, for an error. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a file";
+}
+
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+{
+	struct binary *b;
+	struct stat st;
+	int fd, ret;
+
+	/* O_NONBLOCK: opening a FIFO for reading waits for a writer (for ever) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		ret = errno;
+		rw_error_set(err, ret, "failed to open %s: %s", path, strerror(ret));
+		errno = ret;
+		return NULL;
+	}
+	if (fstat(fd, &st)) {
+		ret = errno;
+		rw_error_set(err, ret, "failed to stat %s: %s", path, strerror(ret));
+		close(fd);
+		errno = ret;
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rw_error_set(err, EINVAL,
+			     "%s is not a regular file (%s): name an executable or library", path,
+			     file_kind(st.st_mode));
+		close(fd);
+		errno = EINVAL;
+		return NULL;
+	}
+	for (b = cache ? cache->head : NULL; b; b = b->next) {
+		if (same_file(b, &st)) {
+			close(fd);
+			b->refs++;
+			b->last_use = ++cache->clock;
+			cache->hits++;
+			return b;
+		}
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->path = strdup(path))) {
+		free(b);
+		close(fd);
+		rw_error_set(err, ENOMEM, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	b->refs = 1;
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	b->size = st.st_size;
+	b->mtime = st.st_mtim;
+	b->ctime = st.st_ctim;
+	b->eb = elfbin__open_fd(fd, path, err);
+	if (!b->eb) {
+		ret = errno;
+		binary_free(b);
+		errno = ret;
+		return NULL;
+	}
+	ret = bin_index__build(b, err);
+	if (ret) {
+		binary_free(b);
+		errno = -ret;
+		return NULL;
+	}
+	if (cache) {
+		b->cache = cache;
+		b->next = cache->head;
+		cache->head = b;
+		cache->count++;
+		cache->misses++;
+		b->last_use = ++cache->clock;
+		cache_evict(cache);
+	}
+	return b;
+}
+
+void binary__put(struct binary *b)
+{
+	if (!b)
+		return;
+	if (--b->refs > 0)
+		return;
+	if (!b->cache)
+		binary_free(b);
+	else
+		cache_evict(b->cache);
+}
+
+struct binary_cache *binary_cache__new(size_t max_entries)
+{
+	struct binary_cache *c = calloc(1, sizeof(*c));
+
+	if (c)
+		c->max = max_entries ? max_entries : 1;
+	return c;
+}
+
+void binary_cache__free(struct binary_cache *c)
+{
+	struct binary *b, *next;
+
+	if (!c)
+		return;
+	for (b = c->head; b; b = next) {
+		next = b->next;
+		b->next = NULL;
+		if (b->refs)
+			b->cache = NULL; /* its holder frees it */
+		else
+			binary_free(b);
+	}
+	free(c);
+}
+
+bool binary_cache__has(const struct binary_cache *c, int fd)
+{
+	return binary_cache__answers(c, fd, NULL, 0, 0);
+}
+
+bool binary_cache__answers(const struct binary_cache *c, int fd, const char *const *patterns,
+			   size_t npatterns, size_t limit)
+{
+	struct stat st;
+
+	if (!c || fstat(fd, &st))
+		return false;
+	for (const struct binary *b = c->head; b; b = b->next)
+		if (same_file(b, &st))
+			return !npatterns || bin_memo__find(b, patterns, npatterns, limit);
+	return false;
+}
+
+void binary_cache__adopt(struct binary_cache *c, struct binary *b)
+{
+	struct stat st = { .st_dev = b->dev,
+			   .st_ino = b->ino,
+			   .st_size = b->size,
+			   .st_mtim = b->mtime,
+			   .st_ctim = b->ctime };
+
+	for (struct binary *o = c->head; o; o = o->next) {
+		if (same_file(o, &st)) {
+			/* analysed twice: the first stays, with the second's answers */
+			bin_memo__import(o, b);
+			binary__put(b);
+			return;
+		}
+	}
+	b->cache = c;
+	b->next = c->head;
+	c->head = b;
+	c->count++;
+	b->last_use = ++c->clock;
+	b->refs--; /* the cache holds it now, unused */
+	cache_evict(c);
+}
+
+void binary_cache__stats(const struct binary_cache *c, size_t *ret_hits, size_t *ret_misses)
+{
+	*ret_hits = c->hits;
+	*ret_misses = c->misses;
+}
+
+const char *binary__path(const struct binary *b)
+{
+	return b->path;
+}
+
+const char *binary__go_version(const struct binary *b)
+{
+	return b->go_version;
+}
+
+const char *binary__build_id(const struct binary *b)
+{
+	return elfbin__build_id(b->eb);
+}
+
+bool binary__stripped(const struct binary *b)
+{
+	return !elfbin__has_symtab(b->eb);
+}
+
+bool binary__is_go(const struct binary *b)
+{
+	return b->pcln != NULL;
+}
+
+size_t binary__nfuncs(const struct binary *b)
+{
+	return b->ncanon;
+}
