@@ -7,6 +7,9 @@
  *   placement (pod -> container -> process) -> traceset (attach, retire)
  *   -> results (per-function table) -> status (node entry, summary, conditions)
  *   -> publisher (server-side apply)        and metricspage (/metrics)
+ * Beside it (agent_impl.h): agent_seeds.c (the reports it carries on
+ * from), agent_slow.c (slow calls logged), agent_health.c (readiness,
+ * /metrics, counters), agent_calib.c (the probes' bias, calibrated again).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/agent_impl.h"
 #include "base/clock.h"
 #include "agent/fprobe.h"
 #include "agent/informer.h"
@@ -47,38 +51,6 @@
  */
 #define TURN_BUDGET_NS (NS_PER_S / 5)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
-
-struct agent {
-	struct agent_opts o;
-	struct kube *k;
-	struct tracer *tracer;
-	struct binary_cache *cache;
-	struct traceset_env env;
-	struct informer *probes_inf, *pods_inf;
-	struct publisher *pub;
-	struct summarizer *sum;
-	struct metrics_page page;
-	int notify_fd;
-	char *manager;
-	struct fprobe *probes;
-	struct informer_view probes_snap, pods_snap; /* the informers' caches, copied */
-	cJSON *seeds;	  /* this node's reports when the agent started, until probes take them */
-	struct pod *pods; /* views of pods_snap */
-	size_t npods, nlimited;
-	uint64_t next_scan;
-	size_t rotation; /* the probe placed first: another each turn, so each has its go */
-	/* attaching over several turns: since when, the attaches made by then */
-	uint64_t backlog_since_ns, backlog_tries;
-	size_t backlog_turns;
-	/* readiness: the first reconcile ran, and the attaches it found (waiting then)
-	 * left to make */
-	bool reconciled;
-	size_t start_left;
-	bool series_warned;
-	/* calibrating again: a round a turn of the loop (recalibrate) */
-	struct calibrator *calibrator;
-	uint64_t next_calibration;
-};
 
 static void pods_clear(struct agent *a)
 {
@@ -111,64 +83,6 @@ static struct fprobe *probe_find(struct agent *a, const char *uid)
 	return NULL;
 }
 
-/* This node's report of probe uid, as listed when the agent started. */
-static const cJSON *seed_for(struct agent *a, const struct fprobe *p)
-{
-	const cJSON *r;
-
-	/* this node's report of that probe, in the probe's namespace: a report
-	 * another tenant wrote elsewhere naming the probe is none of its own */
-	cJSON_ArrayForEach(r, a->seeds)
-	{
-		const char *uid = kobj_str(kobj_get(r, "probe"), "uid");
-		const char *ns = kobj_namespace(r), *node = kobj_str(r, "node");
-
-		if (uid && !strcmp(uid, p->uid) && ns && !strcmp(ns, p->ns) && node &&
-		    !strcmp(node, a->o.node))
-			return r;
-	}
-	return NULL;
-}
-
-/* Lists the reports this node wrote before (an agent restarted carries on
- * from them). Without them, counts start afresh; the log says why. */
-static void load_seeds(struct agent *a)
-{
-	char sel[STATUS_KEY_LEN + 300], esc[3 * sizeof(sel)], tok[1024], cont[1024] = "";
-	struct rw_error err = { "" };
-	const cJSON *item;
-
-	a->seeds = cJSON_CreateArray();
-	if (!a->seeds || strlen(a->o.node) > STATUS_LABEL_VALUE_MAX)
-		return;
-	snprintf(sel, sizeof(sel), STATUS_LABEL_NODE "=%s", a->o.node);
-	kube__escape(sel, esc, sizeof(esc));
-	do {
-		char *url = NULL, *body = NULL;
-		cJSON *doc = NULL;
-		int status = -ENOMEM;
-
-		if (asprintf(&url, STATUS_REPORTS_ALL "?labelSelector=%s&limit=100%s%s", esc,
-			     *cont ? "&continue=" : "",
-			     *cont ? kube__escape(cont, tok, sizeof(tok)) : "") >= 0)
-			status = kube__request(a->k, "GET", url, NULL, NULL, 10000, &body, &err);
-		free(url);
-		if (status != 200 || !(doc = cJSON_Parse(body))) {
-			log_warn(
-				"failed to list this node's reports (counts start afresh): %s%.200s",
-				status < 0 ? err.msg : "HTTP error: ", status < 0 ? "" : body);
-			free(body);
-			return;
-		}
-		cJSON_ArrayForEach(item, kobj_get(doc, "items"))
-			cJSON_AddItemToArray(a->seeds, cJSON_Duplicate(item, true));
-		snprintf(cont, sizeof(cont), "%s",
-			 kobj_str(kobj_get(doc, "metadata"), "continue") ?: "");
-		cJSON_Delete(doc);
-		free(body);
-	} while (*cont);
-}
-
 /* The probes as the server has them: new ones tracked, deleted ones dropped. */
 static void sync_probes(struct agent *a)
 {
@@ -189,7 +103,8 @@ static void sync_probes(struct agent *a)
 			fresh = true;
 		}
 		if (p)
-			fprobe__sync(p, obj, a->o.node, fresh ? seed_for(a, p) : NULL, fresh);
+			fprobe__sync(p, obj, a->o.node, fresh ? agent_seeds__for(a, p) : NULL,
+				     fresh);
 	}
 	for (pp = &a->probes; *pp;) {
 		p = *pp;
@@ -294,122 +209,6 @@ static void write_statuses(struct agent *a)
 	}
 }
 
-static void log_slow_call(struct agent *a, const struct fprobe *p, const struct results_call *rc,
-			  const struct tracer_event *ev)
-{
-	char dur[LATENCY_FMT_LEN], frame[512];
-	uint64_t pcs[UNWIND_MAX_FRAMES];
-	cJSON *log, *stack;
-	size_t n;
-
-	latency__format_ns(ev->duration_ns, dur, sizeof(dur));
-	log = log_event(LOG_INFO, "slow call of %s: %s", rc->function, dur);
-	if (!log)
-		return;
-	cJSON_AddStringToObject(log, "event", "slow_call");
-	cJSON_AddStringToObject(log, "namespace", p->ns);
-	cJSON_AddStringToObject(log, "probe", p->name);
-	cJSON_AddStringToObject(log, "pod", rc->pod);
-	cJSON_AddStringToObject(log, "container", rc->container);
-	cJSON_AddStringToObject(log, "function", rc->function);
-	cJSON_AddStringToObject(log, "duration", dur);
-	cJSON_AddNumberToObject(log, "duration_ns", (double)ev->duration_ns);
-	cJSON_AddNumberToObject(log, "pid", ev->pid);
-	cJSON_AddNumberToObject(log, "tid", ev->tid);
-	if (ev->goid)
-		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
-	stack = cJSON_AddArrayToObject(log, "stack");
-	n = symbolizer__event_stack(a->env.sym, ev, pcs, UNWIND_MAX_FRAMES);
-	for (size_t k = 0; k < n; k++) {
-		symbolizer__resolve(a->env.sym, ev->pid, pcs[k], k == 0, frame, sizeof(frame));
-		cJSON_AddItemToArray(stack, cJSON_CreateString(frame));
-	}
-	log_emit(log);
-}
-
-/* Every probe of this process and function whose threshold the call passed. */
-static void on_slow_call(const struct tracer_event *ev, void *ctx)
-{
-	struct agent *a = ctx;
-	struct results_call rc;
-
-	for (struct fprobe *p = a->probes; p; p = p->next)
-		if (p->spec.threshold_ns && ev->duration_ns >= p->spec.threshold_ns &&
-		    results__find_call(p->results, ev, &rc) &&
-		    fprobe__may_log_slow_call(p, clock__mono_ns(), a->o.slow_calls_per_sec))
-			log_slow_call(a, p, &rc, ev);
-}
-
-static void counters_read(struct agent *a, struct agent_counters *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	informer__counters(a->probes_inf, &ret->probes);
-	informer__counters(a->pods_inf, &ret->pods);
-	publisher__counters(a->pub, &ret->pub);
-	if (a->sum)
-		summarizer__counters(a->sum, &ret->sum);
-	tracer__counters(a->tracer, &ret->tracer);
-	ret->inflight = tracer__inflight(a->tracer);
-	ret->api_requests = kube__requests(a->k);
-	ret->attach_failures = a->env.attach_failures;
-	ret->nlimited = a->nlimited;
-	ret->ns_refused = a->env.ns_refused;
-	ret->attach_pending = a->env.attach_waiting + a->env.attach_reading;
-	ret->detach_pending = a->env.detach_waiting;
-	analyzer__counters(a->env.analyzer, &ret->analyzer);
-	ret->leader = publisher__leader(a->pub);
-	ret->bpf_links = uprobe_links__open();
-	open_files__read(&ret->files);
-	for (struct fprobe *p = a->probes; p; p = p->next) {
-		ret->nprobes++;
-		ret->ntraces += traceset__count(p->traces);
-	}
-}
-
-/*
- * Ready: it has listed the probes and pods, and attached the processes it
- * found then (or tried as many attaches: pods that come meanwhile do not
- * hold it back). Attaching later changes nothing: liveness is the loop's.
- */
-static bool ready(const struct agent *a, char *why_not, size_t len)
-{
-	if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf)) {
-		snprintf(
-			why_not, len,
-			"waiting for the first list of FunctionProbes and pods from the API server");
-		return false;
-	}
-	if (a->reconciled && !a->start_left)
-		return true;
-	if (!a->reconciled)
-		snprintf(why_not, len, "placing the probes on this node's pods");
-	else
-		snprintf(why_not, len, "attaching %zu processes found at start", a->start_left);
-	return false;
-}
-
-static void serve_metrics(struct agent *a)
-{
-	struct metrics_server *ms = a->o.metrics;
-	struct agent_counters c;
-	char why_not[128];
-	size_t len = 0;
-	char *text;
-
-	if (!ms)
-		return;
-	metrics_server__beat(ms, ready(a, why_not, sizeof(why_not)), why_not);
-	if (!metrics_server__wanted(ms))
-		return;
-	counters_read(a, &c);
-	text = metrics_page__render(&a->page, a->probes, &c, &len);
-	if (text && a->page.dropped && !a->series_warned)
-		log_warn("metrics: %zu series left out: more than %zu (raise --metrics-max-series)",
-			 a->page.dropped, a->o.max_series);
-	a->series_warned = text ? a->page.dropped > 0 : a->series_warned;
-	metrics_server__publish(ms, text, len);
-}
-
 /* The merged summary, the largest part of a probe's status, is written by
  * the summary writer from the reports and read by no agent. Of a pod, the
  * agent reads its metadata's names, labels and owners and its containers'
@@ -442,80 +241,6 @@ static int start_watching(struct agent *a)
 	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
 				      a->o.list_page, pod_strip, NULL);
 	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
-}
-
-static void log_calibration(const struct calibration *cal, const char *msg)
-{
-	cJSON *ev = log_event(LOG_INFO, "%s", msg), *by;
-
-	if (!ev)
-		return;
-	cJSON_AddNumberToObject(ev, "bias_ns", (double)cal->bias_ns);
-	cJSON_AddNumberToObject(ev, "bias_lo_ns", (double)cal->bias_lo_ns);
-	cJSON_AddNumberToObject(ev, "bias_hi_ns", (double)cal->bias_hi_ns);
-	cJSON_AddNumberToObject(ev, "call_cost_ns", (double)cal->call_cost_ns);
-	cJSON_AddNumberToObject(ev, "entry_only_call_cost_ns", (double)cal->entry_only_cost_ns);
-	by = cJSON_AddObjectToObject(ev, "bias_by_entry_ns");
-	for (int k = 0; by && k < PROBE_ENTRY__N; k++)
-		cJSON_AddNumberToObject(by, probe_entry__str(k), (double)cal->entry_bias_ns[k]);
-	log_emit(ev);
-}
-
-/* How much of a measured duration is the probes' own, and what a traced
- * call costs: measured here, and again every --calibrate-every (recalibrate);
- * without it durations stay as measured and the overhead guard is off. */
-static void calibrate_probes(struct agent *a)
-{
-	struct rw_error err = { "" };
-
-	a->next_calibration = clock__mono_ns() + a->o.calibrate_every_ns;
-	if (calibrate__run(a->tracer, &a->env.cal, &err)) {
-		log_warn("cannot calibrate the probes' bias and cost (durations are reported as "
-			 "measured, the overhead guard is off): %s",
-			 err.msg);
-		return;
-	}
-	a->page.calibrations++;
-	log_calibration(&a->env.cal, "probes calibrated");
-}
-
-/* Rounds of a calibration run at most this often: a burst of load slows a few. */
-#define CALIBRATION_ROUND_GAP_NS (NS_PER_S / 50)
-
-/*
- * The bias and cost follow the machine (its load, its CPU's frequency): a
- * calibration again every --calibrate-every, a round (a few milliseconds)
- * per turn of the loop, so that nothing waits for it. The figures in use
- * change only when it completes; a failed one leaves them as they were.
- */
-static void recalibrate(struct agent *a, uint64_t now)
-{
-	struct rw_error err = { "" };
-	struct calibration cal;
-	int e;
-
-	if (!a->o.calibrate_every_ns || now < a->next_calibration)
-		return;
-	if (!a->calibrator)
-		e = calibrator__start(a->tracer, &a->calibrator, &err);
-	else
-		e = calibrator__step(a->calibrator, &cal, &err);
-	if (!e) { /* started, or rounds remain */
-		a->next_calibration = now + CALIBRATION_ROUND_GAP_NS;
-		return;
-	}
-	calibrator__free(a->calibrator);
-	a->calibrator = NULL;
-	a->next_calibration = now + a->o.calibrate_every_ns;
-	if (e < 0) {
-		log_warn("cannot calibrate the probes again (the figures of the last calibration "
-			 "stay in use): %s",
-			 err.msg);
-		return;
-	}
-	a->env.cal = cal;
-	a->page.calibrations++;
-	log_calibration(&a->env.cal, "probes calibrated again");
 }
 
 /*
@@ -578,8 +303,8 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 					 .attach_mode = tracer__attach_mode(a->tracer),
 					 .max_series = o->max_series,
 					 .cal = &a->env.cal };
-	calibrate_probes(a);
-	tracer__set_event_fn(a->tracer, on_slow_call, a);
+	agent_calib__run(a);
+	tracer__set_event_fn(a->tracer, agent_slow__on_call, a);
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
@@ -616,7 +341,7 @@ static int wait_events(struct agent *a, int timeout_ms)
 int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 	       const volatile sig_atomic_t *pause)
 {
-	serve_metrics(a); /* alive from the start, not after the first wait */
+	agent_health__serve(a); /* alive from the start, not after the first wait */
 	while (!*exiting && !*pause) {
 		uint64_t now;
 		int e = wait_events(a, 100);
@@ -626,12 +351,12 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			return e;
 		}
 		now = clock__mono_ns();
-		serve_metrics(a);
+		agent_health__serve(a);
 		/* nothing is probed before both lists are in: a half view would detach */
 		if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf))
 			continue;
 		if (!a->seeds)
-			load_seeds(a);
+			agent_seeds__load(a);
 		/* processes left to attach or detach: the next turn goes on, not a scan later */
 		if (woken(a) || now >= a->next_scan || a->env.attach_waiting ||
 		    a->env.detach_waiting) {
@@ -642,44 +367,10 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			a->next_scan = now + SCAN_EVERY_NS;
 		}
 		tracer__tick(a->tracer);
-		recalibrate(a, now);
+		agent_calib__tick(a, now);
 		write_statuses(a);
 	}
 	return 0;
-}
-
-void agent__log_stats(struct agent *a)
-{
-	struct agent_counters c;
-	cJSON *ev;
-
-	counters_read(a, &c);
-	ev = log_event(LOG_INFO, "counters");
-	if (!ev)
-		return;
-	cJSON_AddStringToObject(ev, "event", "stats");
-	cJSON_AddNumberToObject(ev, "api_requests", (double)c.api_requests);
-	cJSON_AddNumberToObject(ev, "lists", (double)(c.probes.lists + c.pods.lists));
-	cJSON_AddNumberToObject(ev, "list_pages", (double)(c.probes.pages + c.pods.pages));
-	cJSON_AddNumberToObject(ev, "cache_copies", (double)(c.probes.copies + c.pods.copies));
-	cJSON_AddNumberToObject(ev, "watches", (double)(c.probes.watches + c.pods.watches));
-	cJSON_AddNumberToObject(ev, "watch_events", (double)(c.probes.events + c.pods.events));
-	cJSON_AddNumberToObject(ev, "gone", (double)(c.probes.gone + c.pods.gone));
-	cJSON_AddNumberToObject(ev, "request_failures",
-				(double)(c.probes.failures + c.pods.failures));
-	cJSON_AddNumberToObject(ev, "status_patches", (double)c.pub.patches);
-	cJSON_AddNumberToObject(ev, "status_patch_failures", (double)c.pub.failures);
-	cJSON_AddNumberToObject(ev, "lease_requests", (double)c.pub.lease_requests);
-	cJSON_AddNumberToObject(ev, "probes", (double)c.nprobes);
-	cJSON_AddNumberToObject(ev, "traced_processes", (double)c.ntraces);
-	cJSON_AddBoolToObject(ev, "summary_writer", c.leader);
-	cJSON_AddNumberToObject(ev, "analyses", (double)c.analyzer.analyses);
-	cJSON_AddNumberToObject(ev, "analysis_timeouts", (double)c.analyzer.timeouts);
-	cJSON_AddNumberToObject(ev, "analyses_abandoned_running", (double)c.analyzer.abandoned);
-	cJSON_AddNumberToObject(ev, "bpf_links", (double)c.bpf_links);
-	cJSON_AddNumberToObject(ev, "open_files", (double)c.files.open);
-	cJSON_AddNumberToObject(ev, "open_files_limit", (double)c.files.soft);
-	log_emit(ev);
 }
 
 void agent__free(struct agent *a)

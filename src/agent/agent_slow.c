@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Slow calls: each probe's calls over its threshold, logged with their
+ * symbolized stacks.
+ */
+#include <stdio.h>
+
+#include "agent/fprobe.h"
+#include "base/clock.h"
+#include "base/latency.h"
+#include "base/log.h"
+#include "trace/results.h"
+#include "trace/symbolize.h"
+#include "agent/agent_impl.h"
+
+static void log_slow_call(struct agent *a, const struct fprobe *p, const struct results_call *rc,
+			  const struct tracer_event *ev)
+{
+	char dur[LATENCY_FMT_LEN], frame[512];
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	cJSON *log, *stack;
+	size_t n;
+
+	latency__format_ns(ev->duration_ns, dur, sizeof(dur));
+	log = log_event(LOG_INFO, "slow call of %s: %s", rc->function, dur);
+	if (!log)
+		return;
+	cJSON_AddStringToObject(log, "event", "slow_call");
+	cJSON_AddStringToObject(log, "namespace", p->ns);
+	cJSON_AddStringToObject(log, "probe", p->name);
+	cJSON_AddStringToObject(log, "pod", rc->pod);
+	cJSON_AddStringToObject(log, "container", rc->container);
+	cJSON_AddStringToObject(log, "function", rc->function);
+	cJSON_AddStringToObject(log, "duration", dur);
+	cJSON_AddNumberToObject(log, "duration_ns", (double)ev->duration_ns);
+	cJSON_AddNumberToObject(log, "pid", ev->pid);
+	cJSON_AddNumberToObject(log, "tid", ev->tid);
+	if (ev->goid)
+		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
+	stack = cJSON_AddArrayToObject(log, "stack");
+	n = symbolizer__event_stack(a->env.sym, ev, pcs, UNWIND_MAX_FRAMES);
+	for (size_t k = 0; k < n; k++) {
+		symbolizer__resolve(a->env.sym, ev->pid, pcs[k], k == 0, frame, sizeof(frame));
+		cJSON_AddItemToArray(stack, cJSON_CreateString(frame));
+	}
+	log_emit(log);
+}
+
+/* Every probe of this process and function whose threshold the call passed. */
+void agent_slow__on_call(const struct tracer_event *ev, void *ctx)
+{
+	struct agent *a = ctx;
+	struct results_call rc;
+
+	for (struct fprobe *p = a->probes; p; p = p->next)
+		if (p->spec.threshold_ns && ev->duration_ns >= p->spec.threshold_ns &&
+		    results__find_call(p->results, ev, &rc) &&
+		    fprobe__may_log_slow_call(p, clock__mono_ns(), a->o.slow_calls_per_sec))
+			log_slow_call(a, p, &rc, ev);
+}
