@@ -741,6 +741,38 @@ static void changed(struct traceset *ts, const struct placement_proc *pp, const 
 }
 
 /*
+ * The path the tracer opens for pp's executable into path: the image
+ * layer's file, shared by every container of the image, when it is found
+ * (its descriptor is returned, for the caller to close), else the
+ * container's path or /proc/PID/exe (-1).
+ */
+static int exe_path(const struct placement_proc *pp, char *path, size_t len)
+{
+	int real = real_exe(pp->proc.pid);
+
+	if (real >= 0)
+		snprintf(path, len, "/proc/self/fd/%d", real);
+	else if (pp->path)
+		snprintf(path, len, "%s", pp->path);
+	else
+		snprintf(path, len, "/proc/%d/exe", pp->proc.pid);
+	return real;
+}
+
+/* The functions of spec in the shared libraries of pp's process, just traced. */
+static void trace_libs(struct traceset *ts, const struct placement_proc *pp,
+		       const struct probe_spec *spec, struct errlist *errs)
+{
+	struct trace *t = trace_find(ts, pp);
+
+	if (!t)
+		return;
+	t->libs = shlib_procs__new(pp->proc.pid, (const char *const *)spec->functions,
+				   spec->nfunctions, spec->threshold_ns);
+	update_libs(ts, t, errs);
+}
+
+/*
  * Attaches a process placement found for the first time (or again after a
  * failure, f). False when its executable is being read: the loop is woken
  * when the reading ends, and a later turn attaches it.
@@ -751,22 +783,12 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 {
 	struct rw_error err = { "" };
 	struct tracer_target *tt;
-	struct trace *t;
 	char path[96];
 	const char **pats;
 	size_t npats;
 	bool refused, hints_pending = false;
-	int e;
-	int real;
+	int e, real = exe_path(pp, path, sizeof(path));
 
-	/* attach through the image layer's file, shared by every container of the image */
-	real = real_exe(pp->proc.pid);
-	if (real >= 0)
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", real);
-	else if (pp->path)
-		snprintf(path, sizeof(path), "%s", pp->path);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/exe", pp->proc.pid);
 	pats = exe_patterns(spec, &npats);
 	switch (pats && ts->env->analyzer
 			? analyzer__check(ts->env->analyzer, tracer__cache(ts->env->tracer), path,
@@ -828,12 +850,7 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		return true;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);
-	t = trace_find(ts, pp);
-	if (!t)
-		return true;
-	t->libs = shlib_procs__new(pp->proc.pid, (const char *const *)spec->functions,
-				   spec->nfunctions, spec->threshold_ns);
-	update_libs(ts, t, errs);
+	trace_libs(ts, pp, spec, errs);
 	return true;
 }
 
