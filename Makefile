@@ -204,6 +204,7 @@ FORMATTED := $(wildcard src/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c 
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 	$(Q)bash scripts/layers.sh
+	$(Q)bash scripts/limits.sh
 
 # The same engine without a cluster: `retwatch trace` of the Go demo
 # service's payment flow, run here as a plain process.

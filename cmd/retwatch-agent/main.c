@@ -49,30 +49,36 @@ static void on_signal(int sig)
 		exiting = 1;
 }
 
-static void usage(FILE *f)
+/* The synopsis and what the agent does. */
+static void usage_synopsis(FILE *f)
+{
+	fprintf(f, "usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
+		   "                      [--lease-namespace NS] [--log-level LEVEL]\n"
+		   "                      [--attach auto|uprobe_multi|perf_event]\n"
+		   "                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
+		   "                      [--health-address ADDR:PORT|none]\n"
+		   "                      [--metrics-auth kube|none]\n"
+		   "                      [--metrics-max-series N] [--report-writes-per-second N]\n"
+		   "                      [--report-budget BYTES]\n"
+		   "                      [--slow-calls-per-second N]\n"
+		   "                      [--max-functions-per-namespace N]\n"
+		   "                      [--max-inflight-per-namespace N]\n"
+		   "                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
+		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
+		   "                      [--calibrate-every DURATION]\n"
+		   "       retwatch-agent --self-check | --version\n"
+		   "\n"
+		   "Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
+		   "in the pods of this node and writes their latency into a FunctionProbeReport\n"
+		   "per probe and node; the agent holding the Lease merges them into each\n"
+		   "probe's status.\n"
+		   "\n");
+}
+
+/* The options of the API server, the node, logging, attaching and /metrics. */
+static void usage_connections(FILE *f)
 {
 	fprintf(f,
-		"usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
-		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
-		"                      [--attach auto|uprobe_multi|perf_event]\n"
-		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
-		"                      [--health-address ADDR:PORT|none]\n"
-		"                      [--metrics-auth kube|none]\n"
-		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
-		"                      [--report-budget BYTES]\n"
-		"                      [--slow-calls-per-second N]\n"
-		"                      [--max-functions-per-namespace N]\n"
-		"                      [--max-inflight-per-namespace N]\n"
-		"                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
-		"                      [--list-page-size N] [--analysis-timeout DURATION]\n"
-		"                      [--calibrate-every DURATION]\n"
-		"       retwatch-agent --self-check | --version\n"
-		"\n"
-		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
-		"in the pods of this node and writes their latency into a FunctionProbeReport\n"
-		"per probe and node; the agent holding the Lease merges them into each\n"
-		"probe's status.\n"
-		"\n"
 		"  --kubeconfig FILE      reach the API server as this kubeconfig says; without\n"
 		"                         it, the pod's service account is used\n"
 		"  --context NAME         kubeconfig context (default: its current-context)\n"
@@ -97,7 +103,13 @@ static void usage(FILE *f)
 		"                         0: no limit)\n"
 		"  --metrics-max-series N export at most N per-function series (default 5000;\n"
 		"                         0: no limit); retwatch_metrics_series_dropped counts\n"
-		"                         the rest\n"
+		"                         the rest\n");
+}
+
+/* The limits the agent keeps to on the node and the cluster, and the rest. */
+static void usage_limits(FILE *f)
+{
+	fprintf(f,
 		"  --report-writes-per-second N\n"
 		"                         the reports of one probe take at most N writes a\n"
 		"                         second across the cluster: nodes write less often\n"
@@ -150,6 +162,13 @@ static void usage(FILE *f)
 		"SIGTERM or SIGINT detaches everything and exits 0; SIGUSR1 logs counters.\n",
 		TRACER_SLOW_CALLS_PER_SEC, DEFAULT_MAX_NS_FUNCS, TRACER_MAX_CONTEXTS,
 		DEFAULT_NS_INFLIGHT, DEFAULT_NS_SLOW_CALLS);
+}
+
+static void usage(FILE *f)
+{
+	usage_synopsis(f);
+	usage_connections(f);
+	usage_limits(f);
 }
 
 /* A count for a limit: digits only, 0 meaning none. */
@@ -218,11 +237,95 @@ static int parse_limit(const char *arg, const char *flag, uint32_t *ret)
 	return CLI_GO_ON;
 }
 
+/* The counts and sizes: CLI_GO_ON, or 2 with a message. */
+static int parse_count_option(int c, struct cli *cli)
+{
+	size_t writes;
+
+	switch (c) {
+	case 'P':
+		if (parse_count(optarg, &cli->ao.max_probes)) {
+			fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
+			return 2;
+		}
+		break;
+	case 'S':
+		if (parse_count(optarg, &cli->ao.max_series)) {
+			fprintf(stderr, "retwatch-agent: --metrics-max-series must be a number\n");
+			return 2;
+		}
+		break;
+	case 'W':
+		if (parse_count(optarg, &writes)) {
+			fprintf(stderr, "retwatch-agent: --report-writes-per-second must be a "
+					"number\n");
+			return 2;
+		}
+		cli->ao.report_writes = (double)writes;
+		break;
+	case 'b':
+		if (parse_bytes(optarg, &cli->ao.report_budget) ||
+		    cli->ao.report_budget < REPORTFIT_MIN_BUDGET) {
+			fprintf(stderr, "retwatch-agent: --report-budget takes a size of at least "
+					"32Ki, such as 1Mi, 512Ki or 1048576 (bytes)\n");
+			return 2;
+		}
+		break;
+	case 'F':
+		if (parse_count(optarg, &cli->ao.max_ns_funcs)) {
+			fprintf(stderr, "retwatch-agent: --max-functions-per-namespace must be a "
+					"number (0: no limit)\n");
+			return 2;
+		}
+		break;
+	case 'G':
+		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
+			fprintf(stderr,
+				"retwatch-agent: --list-page-size must be a number above 0\n");
+			return 2;
+		}
+		break;
+	}
+	return CLI_GO_ON;
+}
+
+/* The rates, the namespaces' shares and the durations: CLI_GO_ON, or 2 with a message. */
+static int parse_rate_option(int c, struct cli *cli)
+{
+	switch (c) {
+	case 's':
+		return parse_limit(optarg, "--slow-calls-per-second", &cli->ao.slow_calls_per_sec);
+	case 'I': return parse_limit(optarg, "--max-inflight-per-namespace", &cli->ao.ns_inflight);
+	case 'E':
+		return parse_limit(optarg, "--slow-calls-per-namespace",
+				   &cli->ao.ns_slow_calls_per_sec);
+	case 'T':
+		if (latency__parse_duration(optarg, &cli->ao.analysis_timeout_ns) ||
+		    !cli->ao.analysis_timeout_ns) {
+			fprintf(stderr, "retwatch-agent: --analysis-timeout must be a duration "
+					"above 0, such as 5s or 500ms\n");
+			return 2;
+		}
+		break;
+	case 'B':
+		if (latency__parse_duration(optarg, &cli->ao.calibrate_every_ns)) {
+			fprintf(stderr, "retwatch-agent: --calibrate-every must be a duration, "
+					"such as 10m or 30s (0: at start only)\n");
+			return 2;
+		}
+		break;
+	}
+	return CLI_GO_ON;
+}
+
 static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
-	size_t writes;
 
+	if (c > 0 && strchr("PSWbFG", c))
+		return parse_count_option(c, cli);
+	if (c > 0 && strchr("sIETB", c))
+		return parse_rate_option(c, cli);
 	switch (c) {
 	case 'k': cli->kubeconfig = optarg; break;
 	case 'c': cli->context = optarg; break;
@@ -252,47 +355,6 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->metrics_auth = !strcmp(optarg, "kube");
 		break;
-	case 'P':
-		if (parse_count(optarg, &cli->ao.max_probes)) {
-			fprintf(stderr, "retwatch-agent: --max-probes must be a number\n");
-			return 2;
-		}
-		break;
-	case 'S':
-		if (parse_count(optarg, &cli->ao.max_series)) {
-			fprintf(stderr, "retwatch-agent: --metrics-max-series must be a number\n");
-			return 2;
-		}
-		break;
-	case 'W':
-		if (parse_count(optarg, &writes)) {
-			fprintf(stderr, "retwatch-agent: --report-writes-per-second must be a "
-					"number\n");
-			return 2;
-		}
-		cli->ao.report_writes = (double)writes;
-		break;
-	case 'b':
-		if (parse_bytes(optarg, &cli->ao.report_budget) ||
-		    cli->ao.report_budget < REPORTFIT_MIN_BUDGET) {
-			fprintf(stderr, "retwatch-agent: --report-budget takes a size of at least "
-					"32Ki, such as 1Mi, 512Ki or 1048576 (bytes)\n");
-			return 2;
-		}
-		break;
-	case 's':
-		return parse_limit(optarg, "--slow-calls-per-second", &cli->ao.slow_calls_per_sec);
-	case 'F':
-		if (parse_count(optarg, &cli->ao.max_ns_funcs)) {
-			fprintf(stderr, "retwatch-agent: --max-functions-per-namespace must be a "
-					"number (0: no limit)\n");
-			return 2;
-		}
-		break;
-	case 'I': return parse_limit(optarg, "--max-inflight-per-namespace", &cli->ao.ns_inflight);
-	case 'E':
-		return parse_limit(optarg, "--slow-calls-per-namespace",
-				   &cli->ao.ns_slow_calls_per_sec);
 	case 'R':
 		if (cli->nlayer_roots == OVERLAY_MAX_ROOTS || optarg[0] != '/') {
 			fprintf(stderr,
@@ -302,28 +364,6 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		cli->layer_roots[cli->nlayer_roots++] = optarg;
-		break;
-	case 'G':
-		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
-			fprintf(stderr,
-				"retwatch-agent: --list-page-size must be a number above 0\n");
-			return 2;
-		}
-		break;
-	case 'T':
-		if (latency__parse_duration(optarg, &cli->ao.analysis_timeout_ns) ||
-		    !cli->ao.analysis_timeout_ns) {
-			fprintf(stderr, "retwatch-agent: --analysis-timeout must be a duration "
-					"above 0, such as 5s or 500ms\n");
-			return 2;
-		}
-		break;
-	case 'B':
-		if (latency__parse_duration(optarg, &cli->ao.calibrate_every_ns)) {
-			fprintf(stderr, "retwatch-agent: --calibrate-every must be a duration, "
-					"such as 10m or 30s (0: at start only)\n");
-			return 2;
-		}
 		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
