@@ -140,7 +140,7 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
 /* Probed by shared probes (RW_COOKIE_SHARED), not per-process ones. */
 #define RW_FUNC_SHARED (1U << 5)
 
-/* Offsets in runtime.g, stable since Go 1.17 (see design.md). */
+/* Offsets in runtime.g, stable since Go 1.17 (see docs/design.md). */
 #define RW_G_STACK_LO 0
 #define RW_G_STACK_HI 8
 
