@@ -425,10 +425,28 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, const str
 }
 
 /*
- * Whether a native frame's call may have jumped to the entry at its depth:
- * its function leaves by tail calls, all of them followed (when some are
- * not, a frame left that way would be taken for a caller and given a
- * duration it does not have).
+ * The return address at a native entry (the top of the stack), or 0: read
+ * only for calls whose frame may need it (frames__push), and for entries
+ * at the depth of such a frame (frame__tail_caller).
+ */
+static __always_inline __u64 call__ret_addr(const struct call_ctx *c)
+{
+	__u64 ret_addr;
+
+	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)c->sp))
+		return 0;
+	return ret_addr;
+}
+
+/*
+ * Whether a native frame's call jumped to the entry at its depth. When its
+ * function's jumps to other functions are all followed, a call at its depth
+ * can only be one it jumped to. When some are not (a jump through a
+ * register or memory), a call left that way also leaves its frame at that
+ * depth, and the caller's next call lands there: the entry is the jump's
+ * only with the frame's own return address on the stack (another call from
+ * the caller returns elsewhere), so no call is given a duration it does not
+ * have.
  */
 static __always_inline bool frame__tail_caller(const struct rw_frame *f, const struct call_ctx *c,
 					       __u32 fn_id)
@@ -438,7 +456,11 @@ static __always_inline bool frame__tail_caller(const struct rw_frame *f, const s
 	if (c->go || f->fn_id == fn_id)
 		return false;
 	fn = bpf_map_lookup_elem(&funcs, &f->fn_id);
-	return fn && (fn->flags & RW_FUNC_TAIL_CALLS) && !(fn->flags & RW_FUNC_TAIL_UNTIMED);
+	if (!fn)
+		return false;
+	if (fn->flags & RW_FUNC_TAIL_UNTIMED)
+		return f->ret_addr && f->ret_addr == call__ret_addr(c);
+	return fn->flags & RW_FUNC_TAIL_CALLS;
 }
 
 /*
@@ -481,9 +503,13 @@ static __always_inline void call__too_deep(const struct call_ctx *c, __u32 fn_id
 	stat_inc(RW_STAT_FRAMES_FULL);
 }
 
-/* Records a call entered now at ip; no room: counted as lost, not recorded. */
+/*
+ * Records a call of fn entered now at ip; no room: counted as lost, not
+ * recorded.
+ */
 static __always_inline void frames__push(struct rw_frames *fr, const struct call_ctx *c,
-					 __u32 fn_id, __u64 ip, __u32 flags)
+					 const struct rw_func *fn, __u32 fn_id, __u64 ip,
+					 __u32 flags)
 {
 	struct rw_frame *top;
 	__u32 n = fr->n;
@@ -509,7 +535,10 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 	}
 	top->depth = c->depth;
 	top->start_ns = bpf_ktime_get_ns();
-	top->entry_ip = ip;
+	if (c->go)
+		top->entry_ip = ip;
+	else
+		top->ret_addr = fn->flags & RW_FUNC_TAIL_UNTIMED ? call__ret_addr(c) : 0;
 	top->fn_id = fn_id;
 	top->flags = flags;
 	top->hist = c->hist;

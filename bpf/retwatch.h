@@ -172,7 +172,17 @@ _Static_assert(sizeof(struct rw_ctx_key) == 16, "rw_ctx_key layout");
 struct rw_frame {
 	__u64 depth; /* Go: g.stack.hi - SP; native: -SP; deeper frames are larger */
 	__u64 start_ns;
-	__u64 entry_ip;
+	union {
+		/* Go: the entry's address, which a morestack return address is checked against */
+		__u64 entry_ip;
+		/*
+		 * Native code that may leave by a jump that cannot be followed
+		 * (RW_FUNC_TAIL_UNTIMED): the return address at its entry, so
+		 * that a traced function entered at its depth with the same
+		 * return address is known for the one it jumped to; else 0.
+		 */
+		__u64 ret_addr;
+	};
 	__u32 fn_id;
 	__u16 flags; /* RW_FRAME_* */
 	/* histogram slot of (fn_id, the process) when entered: a frame closed

@@ -173,7 +173,7 @@ int rw_entry(struct pt_regs *regs)
 	frames__purge_deeper(fr, &c.key, c.depth);
 	if (frames__restarted(fr, &c, fn_id, regs->ip, &flags))
 		return 0;
-	frames__push(fr, &c, fn_id, regs->ip, flags);
+	frames__push(fr, &c, fn, fn_id, regs->ip, flags);
 	return 0;
 }
 

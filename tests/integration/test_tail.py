@@ -86,21 +86,46 @@ def test_tail_calls_timed(attach, stripped):
 
 def test_tail_target_traced_too():
     """A traced function the call jumps to (relay, nap) is timed on its own,
-    and the caller's call ends with it at the same RET."""
+    and the caller's call ends with it at the same RET, whether the jump
+    could be followed or not (pointer's, through a register)."""
     r = trace(("direct", "chain", "relay", "nap", "pointer"))
     # relay runs only as chain's tail call, inside chain's timing
     for key in ("calls", "tail_calls", "max_ns"):
         r.report[key]["relay"] = r.report[key]["chain"]
-    for name in ("direct", "chain", "relay"):
+    for name in ("direct", "chain", "relay", "pointer"):
         assert_timed_by_tail(r, name)
-    assert_tail_exits(r, "pointer")
     rep = r.report
     # every path into nap: tail calls of direct, relay (via chain), mixed,
     # indirect, pointer; calls from outer, hidden (via via_static) and main
-    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer"))
+    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer",
+                                             "both"))
     want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
     nap = r.function("nap")
     assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+
+
+@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
+def test_wrapper_traced_with_its_target(attach):
+    """A wrapper that leaves by a jump retwatch cannot follow (through a
+    register) as well as by a direct one, traced together with the function
+    both jump to: each call of the wrapper ends at the target's RET, whichever
+    jump it took, and the target's calls are its own."""
+    r = trace(("both", "pointer", "nap"), ("--attach", attach))
+    for name in ("both", "pointer"):
+        assert_timed_by_tail(r, name)
+    rep = r.report
+    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer",
+                                             "both"))
+    want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
+    nap = r.function("nap")
+    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+
+
+def test_wrapper_alone_ends_at_its_targets_ret():
+    """Traced alone, the wrapper's calls end at nap's RET by either jump: the
+    direct jump is followed, and the indirect one lands on the same RET."""
+    r = trace(("both",))
+    assert_timed_by_tail(r, "both")
 
 
 def test_tail_text_output():
