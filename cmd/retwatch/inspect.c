@@ -300,11 +300,17 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 
 static void report_unmatched(const struct binary *b, const struct binary_match *m)
 {
+	char note[256];
+
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		const struct binary_unmatched *u = &m->unmatched[i];
 
 		fprintf(stderr, "retwatch: no function matches '%s' in %s", u->pattern,
 			binary__path(b));
+		if (!u->nsuggestions && binary__stripped_note(b, note, sizeof(note))) {
+			fprintf(stderr, ": %s\n", note);
+			continue;
+		}
 		if (!u->nsuggestions) {
 			fprintf(stderr, " (%zu functions searched)\n", binary__nfuncs(b));
 			continue;

@@ -131,6 +131,14 @@ const char *binary__build_id(const struct binary *b);	/* NULL if none */
 bool binary__stripped(const struct binary *b);
 bool binary__is_go(const struct binary *b);
 size_t binary__nfuncs(const struct binary *b);
+/*
+ * Why a pattern may match nothing in a stripped native file: it has only
+ * the functions it exports (its dynamic symbols), or none. Writes the
+ * note, saying what to write instead, into buf (len > 0) and returns true;
+ * false for a file whose names were all searched (not stripped, or Go,
+ * whose function table survives stripping).
+ */
+bool binary__stripped_note(const struct binary *b, char *buf, size_t len);
 
 /*
  * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since

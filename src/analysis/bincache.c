@@ -282,6 +282,24 @@ bool binary__stripped(const struct binary *b)
 	return !elfbin__has_symtab(b->eb);
 }
 
+bool binary__stripped_note(const struct binary *b, char *buf, size_t len)
+{
+	if (!binary__stripped(b) || binary__is_go(b))
+		return false;
+	if (!b->nfns)
+		snprintf(buf, len,
+			 "the file is stripped: it has no symbol table and exports no function; "
+			 "functions of the shared libraries it loads are named as LIB:PATTERN, "
+			 "such as 'libc.so.6:malloc'");
+	else
+		snprintf(buf, len,
+			 "the file is stripped: only the %zu functions it exports were searched, "
+			 "not its static ones (their names are in its separate debug file, which "
+			 "retwatch does not read)",
+			 b->nfns);
+	return true;
+}
+
 bool binary__is_go(const struct binary *b)
 {
 	return b->pcln != NULL;

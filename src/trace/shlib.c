@@ -234,7 +234,9 @@ struct lib_pattern {
 	const char *func; /* into full */
 	bool matched;	  /* a function of some library */
 	bool lib_seen;	  /* some library's name matched lib */
-	char *miss;	  /* the first matching library's "no function matches" */
+	/* no library matched lib: whether the executable has func (looked once) */
+	bool exe_checked, in_exe;
+	char *miss; /* the first matching library's "no function matches" */
 };
 
 struct shlib_procs {
@@ -513,6 +515,35 @@ out:
 	return ret;
 }
 
+/*
+ * A pattern whose library the process has not mapped may name a function
+ * linked into the executable itself (a library built in): looked for once,
+ * so that the error can say what to write instead.
+ */
+static void check_exe(struct shlib_procs *sp, struct binary_cache *cache, struct analyzer *an)
+{
+	char path[64];
+	int fd = -1;
+
+	for (size_t k = 0; k < sp->npats; k++) {
+		struct lib_pattern *p = &sp->pats[k];
+		bool pending = false;
+
+		if (p->lib_seen || p->exe_checked)
+			continue;
+		if (fd < 0) {
+			snprintf(path, sizeof(path), "/proc/%d/exe", sp->pid);
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+			if (fd < 0)
+				return;
+		}
+		p->in_exe = has_match(cache, an, fd, p->func, &pending);
+		p->exe_checked = !pending;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static char *unmatched_text(const struct shlib_procs *sp)
 {
 	char *out = NULL, *msg;
@@ -522,7 +553,13 @@ static char *unmatched_text(const struct shlib_procs *sp)
 
 		if (p->matched)
 			continue;
-		if (!p->lib_seen) {
+		if (!p->lib_seen && p->in_exe) {
+			if (asprintf(&msg,
+				     "no library the process has mapped matches '%s' (in '%s'), "
+				     "but its executable has %s: write '%s'",
+				     p->lib, p->full, p->func, p->func) < 0)
+				continue;
+		} else if (!p->lib_seen) {
 			if (asprintf(&msg,
 				     "no library the process has mapped matches '%s' (in '%s')",
 				     p->lib, p->full) < 0)
@@ -594,6 +631,7 @@ int shlib_procs__update(struct shlib_procs *sp, struct tracer *t, struct binary_
 		added += e;
 	}
 	shlib_list__clear(&l);
+	check_exe(sp, cache, an);
 	*ret_unmatched = unmatched_text(sp);
 	return added;
 }

@@ -349,9 +349,10 @@ static size_t unmatched_one(const struct binary_unmatched *u, const char *path, 
  * suggestions first (likely typos), as many as the message holds, and how
  * many more. A probe of 64 patterns named only its first before.
  */
-static int unmatched_error(const struct binary_match *m, const char *path, struct rw_error *err)
+static int unmatched_error(const struct binary *b, const struct binary_match *m, const char *path,
+			   struct rw_error *err)
 {
-	char msg[sizeof(err->msg)], one[sizeof(err->msg)];
+	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
 	size_t len = 0, shown = 0;
 
 	len = (size_t)snprintf(msg, sizeof(msg), "no function matches ");
@@ -374,8 +375,10 @@ static int unmatched_error(const struct binary_match *m, const char *path, struc
 		}
 	}
 	if (shown < m->nunmatched)
-		snprintf(msg + len, sizeof(msg) - len, "; nor %zu more patterns",
-			 m->nunmatched - shown);
+		len += (size_t)snprintf(msg + len, sizeof(msg) - len, "; nor %zu more patterns",
+					m->nunmatched - shown);
+	if (len < sizeof(msg) && binary__stripped_note(b, note, sizeof(note)))
+		snprintf(msg + len, sizeof(msg) - len, ": %s", note);
 	return rw_error_set(err, ENOENT, "%s", msg);
 }
 
@@ -425,7 +428,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	if (e)
 		goto fail;
 	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		e = unmatched_error(&tt->match, path, err);
+		e = unmatched_error(tt->file->bin, &tt->match, path, err);
 		goto fail;
 	}
 	if (tt->match.nfuncs > max_funcs) {

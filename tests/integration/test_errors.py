@@ -83,7 +83,23 @@ def test_fifo_device_and_socket_are_refused_at_once(tmp_path):
 
 
 def test_fully_stripped_c_binary_has_nothing_to_match():
-    harness.inspect("--json", harness.c_fix("stripped").path, "parse_int").assert_refused()
+    run = harness.inspect("--json", harness.c_fix("stripped").path, "parse_int")
+    run.assert_refused()
+    # what is wrong, and what can be named instead
+    assert "the file is stripped: it has no symbol table and exports no function" in run.stderr, \
+        run.describe()
+    assert "LIB:PATTERN" in run.stderr, run.describe()
+
+
+def test_stripped_binary_searched_only_its_exports():
+    """A static function of a stripped binary that exports others: the
+    message says only the exported ones were searched, and where the others'
+    names are."""
+    run = harness.inspect(harness.fixture("c/tail-stripped/tailfix"), "hidden")
+    run.assert_refused()
+    assert re.search(r"the file is stripped: only the \d+ functions it exports were searched, "
+                     r"not its static ones", run.stderr), run.describe()
+    assert "debug file" in run.stderr, run.describe()
 
 
 def suggested(stderr, known):

@@ -141,6 +141,23 @@ def test_hint_names_the_library():
 def test_unknown_library_refused():
     run = trace_refused("libnosuch*:shfix_sleep")
     assert "no library the process has mapped matches 'libnosuch*'" in run.stderr, run.describe()
+    assert "its executable has" not in run.stderr, run.describe()
+
+
+def test_library_pattern_of_a_function_built_into_the_executable():
+    """A library the process has not mapped, for a function linked into the
+    executable itself: the error says so, and what to write."""
+    run = trace_refused("libshtracee.so.1:main")
+    assert "no library the process has mapped matches 'libshtracee.so.1'" in run.stderr, \
+        run.describe()
+    assert "its executable has main: write 'main'" in run.stderr, run.describe()
+
+
+def test_an_error_costs_no_calibration():
+    """The processes and patterns are checked before the probes' bias is
+    calibrated (about a second and a half): a refused run never calibrates."""
+    run = trace_refused("no_such_function_anywhere")
+    assert "probe bias" not in run.stderr, run.describe()
 
 
 def test_misspelled_library_function_suggested():
