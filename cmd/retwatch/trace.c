@@ -19,14 +19,21 @@
 #include "base/clock.h"
 #include "cmd.h"
 #include "base/latency.h"
+#include "base/proctree.h"
 #include "trace/results.h"
 #include "trace/shlib.h"
 #include "trace/symbolize.h"
 #include "trace/tracer.h"
 
 #define MAX_PIDS 64
+/* --comm and --cgroup options at most */
+#define MAX_SELECTORS 16
 /* how often the traced processes' mappings are read again for new libraries */
 #define LIBS_EVERY_NS NS_PER_S
+/* how often /proc is read for new processes to trace (--follow, --comm, --cgroup) */
+#define SCAN_EVERY_NS NS_PER_S
+/* executables of selected processes whose refusal was said, at most */
+#define MAX_REFUSED_EXES 64
 
 static volatile sig_atomic_t exiting;
 
@@ -38,6 +45,7 @@ static void on_signal(int sig)
 
 struct proc {
 	pid_t pid;
+	uint64_t start; /* its start time: with pid, which process it was */
 	int pidfd;
 	struct tracer_target *target; /* NULL once it exited */
 	struct shlib_procs *libs;     /* its library targets */
@@ -48,8 +56,17 @@ struct trace_run {
 	struct binary_cache *cache;
 	struct symbolizer *sym;
 	struct results *results;
-	struct proc procs[MAX_PIDS];
-	size_t nprocs, nlive;
+	struct proc *procs; /* every process traced, those that exited too */
+	size_t nprocs, procs_cap, nlive;
+	/* processes --follow, --comm or --cgroup selected that could not be
+	 * traced (not asked again), and the executables whose refusal was said */
+	struct {
+		pid_t pid;
+		uint64_t start;
+	} * refused;
+	size_t nrefused, refused_cap;
+	char *refused_exes[MAX_REFUSED_EXES];
+	size_t nrefused_exes;
 	bool json;
 	uint64_t slow_calls;
 	struct calibration cal;
@@ -60,6 +77,9 @@ struct trace_run {
 struct trace_args {
 	pid_t pids[MAX_PIDS];
 	size_t npids;
+	bool follow; /* the descendants of pids too */
+	const char *comms[MAX_SELECTORS], *cgroups[MAX_SELECTORS];
+	size_t ncomms, ncgroups;
 	double duration, interval;
 	uint64_t threshold_ns;
 	uint32_t slow_per_sec;
@@ -76,7 +96,8 @@ struct trace_args {
 static void trace_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: retwatch trace --pid PID [--pid PID...] [--duration SECONDS]\n"
+		"usage: retwatch trace --pid PID [--pid PID...] [--follow] [--comm NAME]\n"
+		"                      [--cgroup PATH] [--duration SECONDS]\n"
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
 		"                      [--interval SECONDS] [--json] [--raw]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE] PATTERN...\n"
@@ -87,6 +108,15 @@ static void trace_usage(FILE *f)
 		"functions of the shared libraries the processes have mapped, LIB a file\n"
 		"name or a glob (libssl.so.3:SSL_write, 'libssl*:SSL_*', '*:malloc').\n"
 		"  --pid PID             a process to trace (up to %d)\n"
+		"  --follow              and every process it starts, now and later (its\n"
+		"                        children's children too: a pre-fork server's workers)\n"
+		"  --comm NAME           every process named NAME (/proc/PID/comm), now and\n"
+		"                        later; repeatable, without --pid too\n"
+		"  --cgroup PATH         every process of this cgroup (as /proc/PID/cgroup\n"
+		"                        names it), now and later; repeatable\n"
+		"                        New processes are attached within a second; with\n"
+		"                        --comm or --cgroup, tracing goes on until the\n"
+		"                        duration ends or a signal, whoever runs\n"
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
@@ -469,18 +499,69 @@ static int update_libs(struct trace_run *r, struct proc *pr, bool first)
 	return 0;
 }
 
-static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args)
+/* Room for one more process in r->procs. NULL: out of memory. */
+static struct proc *proc_slot(struct trace_run *r)
 {
-	struct proc *pr = &r->procs[r->nprocs];
+	if (r->nprocs == r->procs_cap) {
+		size_t cap = r->procs_cap * 2 + 16;
+		struct proc *more = realloc(r->procs, cap * sizeof(*more));
+
+		if (!more)
+			return NULL;
+		r->procs = more;
+		r->procs_cap = cap;
+	}
+	return memset(&r->procs[r->nprocs], 0, sizeof(r->procs[0]));
+}
+
+/*
+ * Why a process was not traced. A process --pid names: always said. One
+ * --follow, --comm or --cgroup selected: said once per executable (a
+ * shell's children run many programs that lack the functions), by the
+ * caller, since the process is not asked again.
+ */
+static bool refusal_said(struct trace_run *r, pid_t pid, bool selected)
+{
+	char link[64], exe[4096];
+	ssize_t n;
+
+	if (!selected)
+		return false;
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return true; /* gone, or not ours to read: nothing useful to say */
+	exe[n] = '\0';
+	for (size_t i = 0; i < r->nrefused_exes; i++)
+		if (!strcmp(r->refused_exes[i], exe))
+			return true;
+	if (r->nrefused_exes < MAX_REFUSED_EXES)
+		r->refused_exes[r->nrefused_exes++] = strdup(exe);
+	return false;
+}
+
+/*
+ * Traces process pid: named by --pid (an error ends the run), or selected
+ * (selected: it is left out, and said once per executable). 0, or -1.
+ */
+static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args, bool selected)
+{
+	struct proc *pr = proc_slot(r);
+	struct proc_stat st = {};
 	struct rw_error err = {};
 	char exe[64];
 
+	if (!pr) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return -1;
+	}
 	pr->pid = pid;
+	pr->start = proc_stat__read(pid, &st) ? 0 : st.start;
 	pr->pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pr->pidfd < 0) {
-		if (errno == ESRCH)
+		if (errno == ESRCH && !selected)
 			fprintf(stderr, "retwatch: no process with PID %d\n", pid);
-		else
+		else if (errno != ESRCH && !refusal_said(r, pid, selected))
 			fprintf(stderr, "retwatch: cannot watch process %d: %s\n", pid,
 				strerror(errno));
 		return -1;
@@ -493,15 +574,13 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		close(pr->pidfd);
 		return -1;
 	}
-	if (check_exe(r, pid, exe, args)) {
-		shlib_procs__free(pr->libs);
-		close(pr->pidfd);
-		return -1;
-	}
-	pr->target = tracer__add(r->t, pid, exe, args->exe_patterns, args->nexe_patterns,
-				 args->threshold_ns, &err);
+	if ((selected || !check_exe(r, pid, exe, args)) &&
+	    (pr->target = tracer__add(r->t, pid, exe, args->exe_patterns, args->nexe_patterns,
+				      args->threshold_ns, &err)) == NULL &&
+	    !refusal_said(r, pid, selected))
+		fprintf(stderr, "retwatch: process %d%s: %s\n", pid,
+			selected ? " (not traced)" : "", err.msg);
 	if (!pr->target) {
-		fprintf(stderr, "retwatch: process %d: %s\n", pid, err.msg);
 		shlib_procs__free(pr->libs);
 		close(pr->pidfd);
 		return -1;
@@ -514,7 +593,81 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	r->nlive++;
-	return update_libs(r, pr, true) ? -1 : 0;
+	if (selected)
+		fprintf(stderr, "retwatch: process %d traced too\n", pid);
+	/* at the start, every pattern of a process --pid names must match */
+	return update_libs(r, pr, !selected) ? -1 : 0;
+}
+
+/* Whether pid, started at start, is traced now or was, or was left out. */
+static bool proc_known(const struct trace_run *r, pid_t pid, uint64_t start)
+{
+	for (size_t i = 0; i < r->nprocs; i++)
+		if (r->procs[i].pid == pid && r->procs[i].start == start)
+			return true;
+	for (size_t i = 0; i < r->nrefused; i++)
+		if (r->refused[i].pid == pid && r->refused[i].start == start)
+			return true;
+	return false;
+}
+
+/* A selected process that could not be traced: not asked again. */
+static void refuse(struct trace_run *r, pid_t pid, uint64_t start)
+{
+	if (r->nrefused == r->refused_cap) {
+		size_t cap = r->refused_cap * 2 + 16;
+		void *more = realloc(r->refused, cap * sizeof(*r->refused));
+
+		if (!more)
+			return;
+		r->refused = more;
+		r->refused_cap = cap;
+	}
+	r->refused[r->nrefused].pid = pid;
+	r->refused[r->nrefused].start = start;
+	r->nrefused++;
+}
+
+/* Whether a process not traced yet is one --follow, --comm or --cgroup selects. */
+static bool proc_selected(const struct trace_args *args, pid_t pid, const struct proc_stat *st)
+{
+	char cg[4096];
+
+	for (size_t i = 0; i < args->ncomms; i++)
+		if (!strcmp(st->comm, args->comms[i]))
+			return true;
+	if (args->ncgroups && !proctree__cgroup(pid, cg, sizeof(cg)))
+		for (size_t i = 0; i < args->ncgroups; i++)
+			if (!strcmp(cg, args->cgroups[i]))
+				return true;
+	return args->follow && proctree__descends(pid, args->pids, args->npids);
+}
+
+struct scan_ctx {
+	struct trace_run *r;
+	const struct trace_args *args;
+};
+
+static int scan_one(pid_t pid, void *data)
+{
+	struct scan_ctx *sc = data;
+	struct proc_stat st;
+
+	if (pid == getpid() || proc_stat__read(pid, &st) || proc_known(sc->r, pid, st.start) ||
+	    !proc_selected(sc->args, pid, &st))
+		return 0;
+	if (add_proc(sc->r, pid, sc->args, true))
+		refuse(sc->r, pid, st.start);
+	return 0;
+}
+
+/* The processes --follow, --comm or --cgroup select that are not traced yet: traced. */
+static void scan_procs(struct trace_run *r, const struct trace_args *args)
+{
+	struct scan_ctx sc = { r, args };
+
+	if (args->follow || args->ncomms || args->ncgroups)
+		proctree__each(scan_one, &sc);
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -574,6 +727,24 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		a->slow_per_sec = (uint32_t)v;
 		return 0;
 	}
+	case 'f': a->follow = true; return 0;
+	case 'c':
+	case 'g': {
+		const char **list = c == 'c' ? a->comms : a->cgroups;
+		size_t *n = c == 'c' ? &a->ncomms : &a->ncgroups;
+
+		if (*n == MAX_SELECTORS || !*arg ||
+		    (c == 'c' && strlen(arg) >= PROCTREE_COMM_LEN) || (c == 'g' && arg[0] != '/')) {
+			fprintf(stderr, "retwatch: invalid %s '%s': give %s, at most %d times\n",
+				c == 'c' ? "--comm" : "--cgroup", arg,
+				c == 'c' ? "a process name of at most 15 bytes"
+					 : "a cgroup path starting with /",
+				MAX_SELECTORS);
+			return -EINVAL;
+		}
+		list[(*n)++] = arg;
+		return 0;
+	}
 	case 'j': a->json = true; return 0;
 	case 'r': a->raw = true; return 0;
 	case 'o':
@@ -603,6 +774,9 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "cgroup", required_argument, NULL, 'g' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "threshold", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
@@ -616,7 +790,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:d:t:i:s:jro:a:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -624,9 +798,14 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		if (parse_option(c, optarg, a))
 			return 2;
 	}
-	if (!a->npids || optind >= argc) {
-		fprintf(stderr, "retwatch: trace needs --pid and at least one function name or "
-				"glob\n");
+	if ((!a->npids && !a->ncomms && !a->ncgroups) || optind >= argc) {
+		fprintf(stderr, "retwatch: trace needs --pid (or --comm, --cgroup) and at least "
+				"one function name or glob\n");
+		trace_usage(stderr);
+		return 2;
+	}
+	if (a->follow && !a->npids) {
+		fprintf(stderr, "retwatch: --follow follows the processes --pid names\n");
 		trace_usage(stderr);
 		return 2;
 	}
@@ -696,8 +875,9 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	}
 	tracer__set_event_fn(r->t, on_slow_call, r);
 	for (size_t i = 0; i < args->npids; i++)
-		if (add_proc(r, args->pids[i], args))
+		if (add_proc(r, args->pids[i], args, false))
 			return -1;
+	scan_procs(r, args);
 	/* after the processes and patterns are checked: an error costs no calibration */
 	calibrate_probes(r, args);
 	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n",
@@ -735,12 +915,14 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 {
 	uint64_t start = clock__mono_ns(), interval_ns = (uint64_t)(args->interval * 1e9);
 	uint64_t next_report = args->interval ? start + interval_ns : UINT64_MAX;
-	uint64_t next_libs = start + LIBS_EVERY_NS;
+	uint64_t next_libs = start + LIBS_EVERY_NS, next_scan = start + SCAN_EVERY_NS;
+	/* --comm and --cgroup wait for processes to come; --pid ends with its own */
+	bool waits = args->ncomms || args->ncgroups;
 	/* the guard looks every --interval, else every second */
 	uint64_t guard_ns = args->interval ? interval_ns : NS_PER_S;
 	uint64_t next_guard = start + guard_ns;
 
-	while (!exiting && r->nlive) {
+	while (!exiting && (r->nlive || waits)) {
 		uint64_t now;
 		int e = tracer__poll(r->t, 100);
 
@@ -753,6 +935,10 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 		if (args->duration && now - start >= (uint64_t)(args->duration * 1e9))
 			break;
 		tracer__tick(r->t);
+		if (now >= next_scan) {
+			scan_procs(r, args);
+			next_scan = now + SCAN_EVERY_NS;
+		}
 		if (now >= next_libs) {
 			for (size_t p = 0; p < r->nprocs; p++)
 				if (r->procs[p].target)
@@ -829,6 +1015,10 @@ int cmd_trace(int argc, char **argv)
 		shlib_procs__free(r.procs[p].libs);
 	}
 	free(args.exe_patterns);
+	free(r.procs);
+	free(r.refused);
+	for (size_t i = 0; i < r.nrefused_exes; i++)
+		free(r.refused_exes[i]);
 	tracer__free(r.t);
 	symbolizer__free(r.sym);
 	binary_cache__free(r.cache);

@@ -1,0 +1,79 @@
+"""`retwatch trace --follow`, `--comm` and `--cgroup`: processes a traced
+process starts (a pre-fork server's workers, their children) and processes
+chosen by name or cgroup are traced as they come, on tests/fixtures/c/
+prefork.c.
+
+[REF] Counts come from the program: every worker calls work() CALLS times;
+the late ones wait 2.5 s before their first call, longer than retwatch takes
+to attach a new process (within a second). Needs root.
+"""
+
+import json
+import os
+import subprocess
+
+import harness
+import tracing
+
+
+def prefork():
+    path = harness.fixture("c/prefork/prefork")
+    assert os.path.exists(path), f"{path} is missing (rebuild the fixtures)"
+    return tracing.Tracee(path=path, kind="c", toolchain="gcc", variant="prefork",
+                          stripped=False)
+
+
+def test_follow_traces_workers_and_their_children():
+    r = tracing.run_ok([(prefork(), "follow")], ("work", "serve"), options=("--follow",))
+    rep = r.report
+    assert rep["failed"] == 0, r.describe()
+    work, serve = r.function("work"), r.function("serve")
+    # the early workers (forked before retwatch started), the late ones and
+    # their children (the server's grandchildren): every call
+    assert work["calls"] == rep["calls"]["work"], f"{work}\n{r.describe()}"
+    assert work["orphans"] == 0 and work["lost"] == 0, work
+    assert serve["calls"] == rep["calls"]["serve"], f"{serve}\n{r.describe()}"
+    err = r.retwatch.stderr
+    assert err.count(" traced too") == rep["workers"], err
+
+
+def test_without_follow_only_the_server_counts():
+    r = tracing.run_ok([(prefork(), "follow")], ("work", "serve"))
+    assert r.function("work")["calls"] == 0, r.describe()
+    assert r.function("serve")["calls"] == r.report["calls"]["serve"], r.describe()
+
+
+def test_comm_selects_processes_by_name():
+    """--comm without --pid: every process named so, the ones already
+    running and the ones that start; the run ends with its duration."""
+    t = tracing.TraceeProcess(prefork(), "follow")
+    try:
+        proc = subprocess.Popen([harness.RETWATCH, "trace", "--json", "--duration", "9",
+                                 "--comm", "prefork", "work"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err = tracing.Stream(proc.stderr)
+        line = err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT)
+        assert line is not None, f"no '{tracing.TRACING_LINE}' line: {err.text}"
+        t.release()
+        report = t.finish()
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+        err.join()
+    finally:
+        t.kill()
+    assert proc.returncode == 0, err.text
+    doc = json.loads(out)
+    work = next(f for f in doc["functions"] if f["name"] == "work")
+    assert work["calls"] == report["calls"]["work"], (work, report, err.text)
+
+
+def test_comm_and_cgroup_are_checked():
+    run = subprocess.run([harness.RETWATCH, "trace", "--comm", "a-name-of-more-than-15-bytes",
+                          "work"], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and "at most 15 bytes" in run.stderr, run.stderr
+    run = subprocess.run([harness.RETWATCH, "trace", "--cgroup", "relative/path", "work"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and "starting with /" in run.stderr, run.stderr
+    run = subprocess.run([harness.RETWATCH, "trace", "--follow", "--comm", "x", "work"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and "--follow follows the processes --pid names" in run.stderr
