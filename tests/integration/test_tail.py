@@ -67,6 +67,18 @@ def assert_tail_exits(r, name):
     assert f["tail_exits"] == rep["tail_calls"][name] == rep["calls"][name], f"{name}: {f}"
 
 
+def assert_nap_counts_every_path(r):
+    """nap, traced, counts its own calls by every path into it: the tail calls
+    of direct, relay (via chain), mixed, indirect, pointer and both; the
+    calls from outer, hidden (via via_static) and main."""
+    rep = r.report
+    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer",
+                                             "both"))
+    want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
+    nap = r.function("nap")
+    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+
+
 @pytest.mark.parametrize("attach,stripped", [("uprobe_multi", False), ("perf_event", False),
                                              ("uprobe_multi", True)])
 def test_tail_calls_timed(attach, stripped):
@@ -94,14 +106,7 @@ def test_tail_target_traced_too():
         r.report[key]["relay"] = r.report[key]["chain"]
     for name in ("direct", "chain", "relay", "pointer"):
         assert_timed_by_tail(r, name)
-    rep = r.report
-    # every path into nap: tail calls of direct, relay (via chain), mixed,
-    # indirect, pointer; calls from outer, hidden (via via_static) and main
-    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer",
-                                             "both"))
-    want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
-    nap = r.function("nap")
-    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+    assert_nap_counts_every_path(r)
 
 
 @pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
@@ -113,12 +118,7 @@ def test_wrapper_traced_with_its_target(attach):
     r = trace(("both", "pointer", "nap"), ("--attach", attach))
     for name in ("both", "pointer"):
         assert_timed_by_tail(r, name)
-    rep = r.report
-    want = sum(rep["tail_calls"][n] for n in ("direct", "chain", "mixed", "indirect", "pointer",
-                                             "both"))
-    want += rep["calls"]["outer"] + rep["calls"]["via_static"] + rep["calls"]["nap"]
-    nap = r.function("nap")
-    assert nap["calls"] == want and nap["orphans"] == 0 and nap["tail_closed"] == 0, nap
+    assert_nap_counts_every_path(r)
 
 
 def test_wrapper_alone_ends_at_its_targets_ret():
