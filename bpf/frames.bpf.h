@@ -4,7 +4,7 @@
  * by (tgid, g, g.stack.hi - SP): the depth from the top of the goroutine's
  * stack survives the goroutine moving to another thread and its stack being
  * copied; recursion gives each level its own depth. Native frames are keyed
- * by (tgid, tid, SP). See design.md, "The in-flight call key".
+ * by (tgid, tid, SP). See docs/design.md, "5. Timing a call: the in-flight key".
  *
  * A g reused by a new goroutine needs no check of its goid (a read of user
  * memory on every entry): the dead goroutine's frames nest like any others,

@@ -2,7 +2,7 @@
 /*
  * Latency statistics over the log-linear buckets of bpf/hist.h: merging,
  * percentiles, printing, and the duration syntax users type. The fields
- * mirror struct rw_hist (bpf/retwatch.h) and struct tracer_latency, so a
+ * mirror struct rw_hist (bpf/retwatch.h), so a
  * histogram read from the kernel copies over field by field.
  */
 #ifndef RETWATCH_LATENCY_H

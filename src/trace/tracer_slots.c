@@ -101,7 +101,7 @@ static int go_minor(const struct binary *b)
 	return minor;
 }
 
-/* Offset of runtime.g.goid (see design.md); 0 when unknown. */
+/* Offset of runtime.g.goid (see docs/design.md, section 5); 0 when unknown. */
 static uint32_t goid_offset(int minor)
 {
 	if (minor < 17)

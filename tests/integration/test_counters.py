@@ -199,7 +199,7 @@ def test_counters_of_a_recursion_deeper_than_the_bound(driver):
     for their function and as frames_full (what the agent exposes), once
     each (an entry repeated after runtime.morestack is no second loss); the
     shallower ones all measured, nothing purged, nothing left in flight."""
-    max_depth = 1024  # TRACER_MAX_DEPTH in src/tracer.h
+    max_depth = 1024  # TRACER_MAX_DEPTH in src/trace/tracer.h
     rep, tracee = trace(driver, NATIVE, "deeprec", ["recurse_shallow", "recurse_deep"])
     check_consistent(rep)
     c = rep["counters"]

@@ -239,7 +239,7 @@ def test_recursion_with_stack_growth(t):
 # The tracer measures TRACER_MAX_DEPTH nested calls per goroutine; deeper
 # calls are counted lost for their function, never silently dropped.
 
-MAX_DEPTH = 1024  # TRACER_MAX_DEPTH in src/tracer.h
+MAX_DEPTH = 1024  # TRACER_MAX_DEPTH in src/trace/tracer.h
 
 
 @pytest.mark.parametrize("t", GO, ids=tracing.param_id)
