@@ -43,6 +43,12 @@ static void on_signal(int sig)
 	exiting = 1;
 }
 
+/* A process, known by its PID and start time (a PID is reused). */
+struct proc_id {
+	pid_t pid;
+	uint64_t start;
+};
+
 struct proc {
 	pid_t pid;
 	uint64_t start; /* its start time: with pid, which process it was */
@@ -60,10 +66,7 @@ struct trace_run {
 	size_t nprocs, procs_cap, nlive;
 	/* processes --follow, --comm or --cgroup selected that could not be
 	 * traced (not asked again), and the executables whose refusal was said */
-	struct {
-		pid_t pid;
-		uint64_t start;
-	} * refused;
+	struct proc_id *refused;
 	size_t nrefused, refused_cap;
 	char *refused_exes[MAX_REFUSED_EXES];
 	size_t nrefused_exes;
@@ -116,7 +119,7 @@ static void trace_usage(FILE *f)
 		"                        names it), now and later; repeatable\n"
 		"                        New processes are attached within a second; with\n"
 		"                        --comm or --cgroup, tracing goes on until the\n"
-		"                        duration ends or a signal, whoever runs\n"
+		"                        duration ends or a signal, even with none running\n"
 		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
