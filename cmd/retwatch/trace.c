@@ -870,6 +870,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return -1;
 	}
+	calibrate_probes(r, args);
 	r->sym = symbolizer__new(r->cache);
 	r->results = results__new(r->t);
 	if (!r->results) {
@@ -881,8 +882,6 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		if (add_proc(r, args->pids[i], args, false))
 			return -1;
 	scan_procs(r, args);
-	/* after the processes and patterns are checked: an error costs no calibration */
-	calibrate_probes(r, args);
 	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n",
 		results__nrows(r->results), results__nrows(r->results) == 1 ? "" : "s", r->nprocs,
 		r->nprocs == 1 ? "" : "es", tracer__attach_mode(r->t),

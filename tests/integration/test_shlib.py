@@ -153,12 +153,6 @@ def test_library_pattern_of_a_function_built_into_the_executable():
     assert "its executable has main: write 'main'" in run.stderr, run.describe()
 
 
-def test_an_error_costs_no_calibration():
-    """The processes and patterns are checked before the probes' bias is
-    calibrated (about a second and a half): a refused run never calibrates."""
-    run = trace_refused("no_such_function_anywhere")
-    assert "probe bias" not in run.stderr, run.describe()
-
 
 def test_misspelled_library_function_suggested():
     run = trace_refused("libshfix.so:shfix_slep")
