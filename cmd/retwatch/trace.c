@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -664,6 +665,54 @@ static int scan_one(pid_t pid, void *data)
 	return 0;
 }
 
+struct kids_ctx {
+	pid_t parent;
+	dev_t dev;
+	ino_t ino;
+	size_t n;
+};
+
+static int count_kid(pid_t pid, void *data)
+{
+	struct kids_ctx *k = data;
+	struct proc_stat st;
+	struct stat exe;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (!proc_stat__read(pid, &st) && st.ppid == k->parent && !stat(path, &exe) &&
+	    exe.st_dev == k->dev && exe.st_ino == k->ino)
+		k->n++;
+	return 0;
+}
+
+/*
+ * A server that does its work in children running its own executable (a
+ * pre-fork server: PostgreSQL, nginx, Apache) counts nothing itself: say
+ * so, and what traces them, rather than show a silent 0.
+ */
+static void hint_children(const struct trace_args *args)
+{
+	for (size_t i = 0; i < args->npids && !args->follow; i++) {
+		struct kids_ctx k = { .parent = args->pids[i] };
+		struct stat exe;
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/exe", k.parent);
+		if (stat(path, &exe))
+			continue;
+		k.dev = exe.st_dev;
+		k.ino = exe.st_ino;
+		proctree__each(count_kid, &k);
+		if (k.n)
+			fprintf(stderr,
+				"retwatch: process %d has %zu child process%s running its executable "
+				"(a pre-fork server's workers?), not traced: --follow traces them "
+				"too\n",
+				k.parent, k.n, k.n == 1 ? "" : "es");
+	}
+}
+
 /* The processes --follow, --comm or --cgroup select that are not traced yet: traced. */
 static void scan_procs(struct trace_run *r, const struct trace_args *args)
 {
@@ -882,6 +931,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		if (add_proc(r, args->pids[i], args, false))
 			return -1;
 	scan_procs(r, args);
+	hint_children(args);
 	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n",
 		results__nrows(r->results), results__nrows(r->results) == 1 ? "" : "s", r->nprocs,
 		r->nprocs == 1 ? "" : "es", tracer__attach_mode(r->t),

@@ -38,8 +38,11 @@ def test_follow_traces_workers_and_their_children():
 
 
 def test_without_follow_only_the_server_counts():
+    """And retwatch says why: the server has workers running its executable."""
     r = tracing.run_ok([(prefork(), "follow")], ("work", "serve"))
     assert r.function("work")["calls"] == 0, r.describe()
+    assert "has 2 child processes running its executable" in r.retwatch.stderr, r.describe()
+    assert "--follow traces them too" in r.retwatch.stderr, r.describe()
     assert r.function("serve")["calls"] == r.report["calls"]["serve"], r.describe()
 
 
