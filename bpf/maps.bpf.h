@@ -96,7 +96,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RW_MAX_HISTS);
 	__type(key, struct rw_hist_key);
-	__type(value, __u32);
+	__type(value, struct rw_proc_hist);
 } proc_hists SEC(".maps");
 
 /*

@@ -275,6 +275,22 @@ struct rw_hist_key {
 };
 _Static_assert(sizeof(struct rw_hist_key) == 8, "rw_hist_key layout");
 
+/*
+ * What proc_hists holds for a (function, process): its histogram slot, and
+ * the process's start time as /proc/PID/stat says it (clock ticks since
+ * boot; 0: not known). A pid is a process only with its start time: until
+ * userspace sees that another process took the pid over, the shared probes'
+ * hits of that other process must not count as the old one's.
+ */
+struct rw_proc_hist {
+	__u32 hist;
+	__u32 pad;
+	__u64 starttime;
+};
+_Static_assert(sizeof(struct rw_proc_hist) == 16, "rw_proc_hist layout");
+/* USER_HZ, the ticks of /proc/PID/stat's start time, on every architecture we build for */
+#define RW_NS_PER_TICK 10000000ULL
+
 struct rw_hist {
 	/*
 	 * Whose histogram this slot is, set by userspace (on every CPU) when it
@@ -403,6 +419,9 @@ enum rw_stat {
 	/* entries of a shared probe in a process not traced for its function
 	 * (it maps the file; not a loss: nothing of it is measured) */
 	RW_STAT_UNTRACED_HITS,
+	/* entries of a shared probe in a process that took over the pid of one
+	 * traced (its start time is not the traced one's): not counted for it */
+	RW_STAT_REUSED_PID_HITS,
 	RW_STAT__MAX,
 };
 

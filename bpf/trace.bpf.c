@@ -59,13 +59,26 @@ static __always_inline bool hit__counts(const struct rw_func *fn, __u64 cookie)
 }
 
 /*
+ * The current process's start time as /proc/PID/stat gives it (its thread
+ * group leader's, in clock ticks since boot). A per-process attachment needs
+ * no such check: the kernel runs it only in the task it was made for, never
+ * in another that takes over its pid.
+ */
+static __always_inline __u64 current__starttime(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->group_leader->start_boottime / RW_NS_PER_TICK;
+}
+
+/*
  * The histogram slot of (fn_id, tgid) at an entry: the cookie's, or for a
  * shared probe proc_hists'; false in a process not traced for fn_id.
  */
 static __always_inline bool hit__hist(__u64 cookie, __u32 fn_id, __u32 tgid, __u32 *ret)
 {
 	struct rw_hist_key k = { .fn_id = fn_id, .tgid = tgid };
-	__u32 *h;
+	const struct rw_proc_hist *h;
 
 	if (!(cookie & RW_COOKIE_SHARED)) {
 		*ret = cookie__hist(cookie);
@@ -76,7 +89,11 @@ static __always_inline bool hit__hist(__u64 cookie, __u32 fn_id, __u32 tgid, __u
 		stat_inc(RW_STAT_UNTRACED_HITS);
 		return false;
 	}
-	*ret = *h;
+	if (h->starttime && h->starttime != current__starttime()) {
+		stat_inc(RW_STAT_REUSED_PID_HITS);
+		return false;
+	}
+	*ret = h->hist;
 	return true;
 }
 

@@ -13,6 +13,23 @@ uint64_t clock__mono_ns(void)
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+bool clock__boottime_shifted(void)
+{
+	FILE *f = fopen("/proc/self/timens_offsets", "re");
+	char line[128], name[32];
+	long long sec, nsec;
+	bool shifted = false;
+
+	if (!f)
+		return false; /* no time namespaces in this kernel */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%31s %lld %lld", name, &sec, &nsec) == 3 &&
+		    !strcmp(name, "boottime") && (sec || nsec))
+			shifted = true;
+	fclose(f);
+	return shifted;
+}
+
 void clock__rfc3339(time_t t, char *buf, size_t len)
 {
 	struct tm tm;

@@ -7,6 +7,7 @@
 #ifndef RETWATCH_CLOCK_H
 #define RETWATCH_CLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -15,6 +16,12 @@
 
 /* Now on CLOCK_MONOTONIC, in nanoseconds. */
 uint64_t clock__mono_ns(void);
+/*
+ * Whether this process's time namespace shifts CLOCK_BOOTTIME from the
+ * kernel's (/proc/self/timens_offsets): the start times /proc/PID/stat gives
+ * us are then not the ones the kernel's programs read.
+ */
+bool clock__boottime_shifted(void);
 /* t as "2026-11-23T12:00:00Z". */
 void clock__rfc3339(time_t t, char *buf, size_t len);
 /* Reads the seconds of an RFC 3339 time ("...Z"); 0 when s is NULL or not one. */

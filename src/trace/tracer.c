@@ -44,6 +44,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_SHARE_EVENTS] = "share_events",
 	[RW_STAT_CONTEXTS_HASHED] = "contexts_hashed",
 	[RW_STAT_UNTRACED_HITS] = "untraced_hits",
+	[RW_STAT_REUSED_PID_HITS] = "reused_pid_hits",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -220,6 +221,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->share_events = opts ? opts->share_slow_calls_per_sec : 0;
 	t->tenant_of = opts ? opts->tenant_of : NULL;
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
+	t->starttimes = !clock__boottime_shifted();
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;

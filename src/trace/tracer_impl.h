@@ -163,6 +163,9 @@ struct tracer {
 	size_t nretired, retired_cap;
 	/* the node's processes by executable, for shared probes */
 	struct exeprocs exe;
+	/* proc_hists holds each process's start time: the kernel's programs
+	 * read the same clock as /proc/PID/stat gives us */
+	bool starttimes;
 	uint64_t next_share_check_ns;
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;

@@ -506,6 +506,7 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 {
 	struct rw_hist_key k = { .fn_id = s->fn_id, .tgid = (uint32_t)pid };
 	const struct exeproc *ep;
+	struct rw_proc_hist ph;
 	struct batch *b;
 	int e;
 
@@ -538,7 +539,10 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 		batch__free(t, b);
 		return e;
 	}
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.proc_hists), &k, &b->hist, BPF_ANY)) {
+	ep = exeprocs__find(&t->exe, pid); /* exe__refresh_for(pid): the caller's */
+	ph = (struct rw_proc_hist){ .hist = b->hist,
+				    .starttime = ep && t->starttimes ? ep->starttime : 0 };
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.proc_hists), &k, &ph, BPF_ANY)) {
 		e = rw_error_set(err, errno, "failed to store a histogram slot: %s",
 				 strerror(errno));
 		batch__free(t, b);
@@ -549,7 +553,6 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 	for (size_t i = 0; i < s->ndropped; i++)
 		if (s->dropped[i].pid == pid)
 			s->dropped[i] = s->dropped[--s->ndropped];
-	ep = exeprocs__find(&t->exe, pid); /* exe__refresh_for(pid): the caller's */
 	if (s->shared) {
 		/* the shared probes count it now; unless it maps the file as a library */
 		if (ep && exe__is(ep, f))

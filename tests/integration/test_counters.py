@@ -36,7 +36,7 @@ ALL = {
     "other_process", "not_g_stack", "read_failed", "frames_full", "contexts_full", "no_func",
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
     "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
-    "share_contexts", "share_events", "contexts_hashed", "untraced_hits",
+    "share_contexts", "share_events", "contexts_hashed", "untraced_hits", "reused_pid_hits",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {

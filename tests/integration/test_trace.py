@@ -491,6 +491,48 @@ def test_shared_probes_leave_a_new_untraced_process():
     assert got == ["0"], f"the untraced process trapped: {got}\n{r.describe()}"
 
 
+def test_shared_probes_never_count_a_process_that_took_a_traced_pid():
+    """Two traced processes of a file share its probes. While retwatch is
+    stopped (SIGSTOP: it cannot notice anything, the kernel's programs run
+    on), the second exits and a new process of the same file, not traced,
+    takes its pid (clone3 set_tid) and makes its calls. None of them count
+    as the old process's: the shared probe's entry checks the process's
+    start time, and counts them in reused_pid_hits."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")
+    reused = []
+
+    def release(result, started):
+        assert wait_links(result.proc.pid, 3) == 3, "the two processes' probes are not shared"
+        os.kill(result.proc.pid, signal.SIGSTOP)
+        try:
+            started[1].release()
+            result.reports[1] = started[1].finish()
+            reused.append(tracing.TraceeProcess(NATIVE, "sleep", pid=started[1].pid))
+            reused[0].release()
+            reused.append(reused[0].finish())
+        finally:
+            os.kill(result.proc.pid, signal.SIGCONT)
+        started[0].release()
+        result.reports[0] = started[0].finish()
+
+    try:
+        r = tracing.run_ok([(NATIVE, "sleep")] * 2, ["main.sleepFor"], release=release)
+    finally:
+        monkeypatch.undo()
+        if reused:
+            reused[0].kill()
+    name = NATIVE.fn("sleep_for")
+    made = reused[1]["calls"][name]
+    assert made > 0, reused[1]
+    assert r.function(name)["calls"] == sum(rep["calls"][name] for rep in r.reports), \
+        f"the new process's {made} calls counted as the old one's?\n{r.describe()}"
+    # an entry each, or more: a Go call whose stack grows enters twice
+    got = re.findall(r"^retwatch: stat reused_pid_hits (\d+)$", r.retwatch.stderr, re.M)
+    assert len(got) == 1 and int(got[0]) >= made, \
+        f"{got}, not the new process's {made} calls\n{r.describe()}"
+
+
 def hist_pages_held(pid):
     """How many pages of histograms (per-CPU arrays named rw_hist_page)
     process pid holds."""

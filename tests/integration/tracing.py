@@ -14,6 +14,7 @@ import os
 import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -156,10 +157,14 @@ class Stream:
 class TraceeProcess:
     """A started tracee, stopped at its "ready" line."""
 
-    def __init__(self, tracee, scenario):
+    def __init__(self, tracee, scenario, pid=0):
+        """pid: the process id it must have (started through setpid), or 0."""
         self.tracee = tracee
         self.scenario = scenario
-        self.proc = subprocess.Popen([tracee.path, scenario], stdin=subprocess.PIPE,
+        argv = [tracee.path, scenario]
+        if pid:
+            argv = [setpid(), str(pid), "", *argv]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out = Stream(self.proc.stdout)
         self.err = Stream(self.proc.stderr)
@@ -169,7 +174,7 @@ class TraceeProcess:
             raise AssertionError(f"{tracee.id} {scenario}: no 'ready' line\n"
                                  f"--- stdout\n{self.out.text}--- stderr\n{self.err.text}")
         self.pid = int(ready.split()[1])
-        assert self.pid == self.proc.pid
+        assert self.pid == (pid or self.proc.pid)
         self.released_at = None
 
     def release(self):
@@ -207,8 +212,25 @@ class TraceeProcess:
 
     def kill(self):
         if self.proc.poll() is None:
+            pid = getattr(self, "pid", self.proc.pid)
+            if pid != self.proc.pid:  # setpid's child: setpid exits after it
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc.kill()
             self.proc.wait()
+
+
+def setpid():
+    """tests/agent/setpid.c built: runs a program with a chosen process id."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "setpid.c")
+    out = os.path.join(tempfile.gettempdir(), f"retwatch-setpid-{os.getuid()}")
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        tmp = f"{out}.tmp{os.getpid()}"
+        subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", tmp, src], check=True)
+        os.replace(tmp, out)
+    return out
 
 
 def bpf_objects(kind):
