@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "analysis/binary.h"
+#include "trace/calibrate.h"
 #include "cmd.h"
 
 /*
@@ -152,7 +153,27 @@ static void out_json_uint(struct out *o, const char *key, uint64_t v)
 	out_int(o, (int64_t)v);
 }
 
-static void json_func(struct out *o, const struct func_info *f)
+/* The kind of instruction f's entry probe sits on (calibrate.h). */
+static enum probe_entry entry_kind(const struct binary *b, const struct func_info *f)
+{
+	uint8_t code[8];
+
+	if (binary__read(b, f->address + (uint64_t)f->entry_site, code, sizeof(code)))
+		return PROBE_ENTRY_STEPPED;
+	return calibrate__entry_kind(code, sizeof(code));
+}
+
+/* How many of m's functions have their entry probe on an instruction the kernel emulates. */
+static size_t entries_emulated(const struct binary *b, const struct binary_match *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->nfuncs; i++)
+		n += entry_kind(b, m->funcs[i]) != PROBE_ENTRY_STEPPED;
+	return n;
+}
+
+static void json_func(struct out *o, const struct binary *b, const struct func_info *f)
 {
 	out_char(o, '{');
 	out_key(o, "name", true);
@@ -162,6 +183,10 @@ static void json_func(struct out *o, const struct func_info *f)
 	out_json_uint(o, "address", f->address);
 	out_json_uint(o, "file_offset", f->file_offset);
 	out_json_uint(o, "size", f->size);
+	out_key(o, "entry_site", false);
+	out_int(o, f->entry_site);
+	out_key(o, "entry_kind", false);
+	out_json_str(o, probe_entry__str(entry_kind(b, f)));
 	out_key(o, "source", false);
 	out_json_str(o, func_source__str(f->source));
 	out_key(o, "mode", false);
@@ -198,12 +223,13 @@ static void print_json(struct out *o, const struct binary *b, const struct binar
 	out_json_str_or_null(o, binary__build_id(b));
 	out_key(o, "stripped", false);
 	out_str(o, binary__stripped(b) ? "true" : "false");
+	out_json_uint(o, "entries_emulated", entries_emulated(b, m));
 	out_key(o, "functions", false);
 	out_char(o, '[');
 	for (size_t i = 0; i < m->nfuncs; i++) {
 		if (i)
 			out_char(o, ',');
-		json_func(o, m->funcs[i]);
+		json_func(o, b, m->funcs[i]);
 	}
 	out_str(o, "]}\n");
 }
@@ -235,7 +261,7 @@ static void print_num(struct out *o, const char *label, uint64_t v, unsigned int
 	out_uint(o, v, base);
 }
 
-static void print_func(struct out *o, const struct func_info *f)
+static void print_func(struct out *o, const struct binary *b, const struct func_info *f)
 {
 	out_char(o, '\n');
 	out_str(o, f->name);
@@ -248,7 +274,10 @@ static void print_func(struct out *o, const struct func_info *f)
 	print_num(o, "    address     ", f->address, 16);
 	print_num(o, "\n    file offset ", f->file_offset, 16);
 	print_num(o, "\n    size        ", f->size, 10);
-	out_char(o, '\n');
+	print_num(o, "\n    entry probe +", (uint64_t)f->entry_site, 16);
+	out_str(o, " (");
+	out_str(o, probe_entry__str(entry_kind(b, f)));
+	out_str(o, ")\n");
 	out_str(o, "    source      ");
 	out_str(o, func_source__str(f->source));
 	out_str(o, "\n    mode        ");
@@ -295,7 +324,11 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 	out_str(o, bid ? bid : "none");
 	out_str(o, binary__stripped(b) ? ", stripped\n" : ", not stripped\n");
 	for (size_t i = 0; i < m->nfuncs; i++)
-		print_func(o, m->funcs[i]);
+		print_func(o, b, m->funcs[i]);
+	print_num(o, "\nentry probes on an instruction the kernel emulates (push, nop): ",
+		  entries_emulated(b, m), 10);
+	print_num(o, " of ", m->nfuncs, 10);
+	out_str(o, " functions\n");
 }
 
 static void report_unmatched(const struct binary *b, const struct binary_match *m)

@@ -90,6 +90,7 @@ struct trace_args {
 	enum tracer_attach_mode attach_mode;
 	bool json;
 	bool raw;	     /* durations as measured, the probes' bias left in */
+	bool entry_at_start; /* entry probes at the first byte (tracer_opts) */
 	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
 	size_t npatterns;
@@ -104,7 +105,8 @@ static void trace_usage(FILE *f)
 		"                      [--cgroup PATH] [--duration SECONDS]\n"
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
 		"                      [--interval SECONDS] [--json] [--raw]\n"
-		"                      [--max-overhead BUDGET] [--attach MODE] PATTERN...\n"
+		"                      [--max-overhead BUDGET] [--attach MODE]\n"
+		"                      [--entry-at-start] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -139,7 +141,10 @@ static void trace_usage(FILE *f)
 		"                        own cost that falls inside them (by default it is\n"
 		"                        calibrated at start and taken out)\n"
 		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
-		"                        file) or perf_event (one uprobe per offset)\n",
+		"                        file) or perf_event (one uprobe per offset)\n"
+		"  --entry-at-start      put each entry probe at the function's first byte, not\n"
+		"                        on the instruction the kernel emulates a few bytes on\n"
+		"                        (`retwatch inspect` shows where): to compare costs\n",
 		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC);
 }
 
@@ -799,6 +804,7 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 	}
 	case 'j': a->json = true; return 0;
 	case 'r': a->raw = true; return 0;
+	case 'e': a->entry_at_start = true; return 0;
 	case 'o':
 		if (calibrate__parse_overhead(arg, &a->max_overhead)) {
 			fprintf(stderr,
@@ -837,12 +843,13 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "raw", no_argument, NULL, 'r' },
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
+		{ "entry-at-start", no_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:eh", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -909,7 +916,8 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
-				     .slow_calls_per_sec = args->slow_per_sec };
+				     .slow_calls_per_sec = args->slow_per_sec,
+				     .entry_at_start = args->entry_at_start };
 	struct rw_error err = {};
 
 	r->json = args->json;

@@ -21,6 +21,7 @@
 #include "base/demangle.h"
 #include "analysis/disasm.h"
 #include "analysis/elfbin.h"
+#include "analysis/entrysite.h"
 #include "analysis/gopclntab.h"
 
 /* The name of a function found from its FDE alone (anon_func_at). */
@@ -28,13 +29,29 @@ static const char anon_name[] = "(no symbol)";
 
 /* ---- analysis ---- */
 
+/* Whether addr is the entry of runtime.morestack or runtime.morestack_noctxt. */
+static bool is_morestack(void *ctx, uint64_t addr)
+{
+	static const char *const names[] = { "runtime.morestack", "runtime.morestack_noctxt" };
+	const struct binary *b = ctx;
+
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		size_t i = bin_match__key_lower_bound(b, names[k]);
+
+		for (; i < b->nkeys && !strcmp(b->keys[i].name, names[k]); i++)
+			if (b->fns[b->keys[i].fn].addr == addr)
+				return true;
+	}
+	return false;
+}
+
 /*
- * Sweeps fi's ranges into f->dis. 0; 1 when they cannot be read (fi->reason
+ * Sweeps fi's ranges into f->dis, and chooses its entry site. 0; 1 when they cannot be read (fi->reason
  * says why); or -ENOMEM.
  */
 static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
-	struct code_range cr[DWARF_MAX_RANGES];
+	struct code_range cr[DWARF_MAX_RANGES] = { 0 };
 	uint64_t total = 0;
 	size_t n = 0;
 	int ret = 0;
@@ -70,6 +87,8 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 		}
 	}
 	ret = disasm__scan(cr, n, f->addr, f->dis);
+	if (!ret && n)
+		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b);
 out:
 	for (size_t i = 0; i < n; i++)
 		free((void *)cr[i].bytes);

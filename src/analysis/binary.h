@@ -37,6 +37,9 @@ struct func_info {
 	uint64_t address;      /* virtual address of the entry */
 	uint64_t file_offset;  /* what a uprobe attaches at */
 	uint64_t size;	       /* of the entry range */
+	/* where the entry probe goes, as an offset from address (entrysite.h);
+	 * 0: the first byte */
+	int64_t entry_site;
 	enum func_source source;
 	bool go; /* in Go's function table: Go code, not C linked in by cgo */
 	/* ranges[0] holds the entry; DWARF_MAX_RANGES at most (Go: one) */

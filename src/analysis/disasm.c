@@ -49,7 +49,8 @@ struct decoders {
 };
 
 enum jump_kind {
-	JUMP_NONE,     /* not a jump, or one inside the function */
+	JUMP_NONE,     /* not a jump, or one whose target is not known */
+	JUMP_INSIDE,   /* direct, to *ret_target inside the function */
 	JUMP_LEAVES,   /* leaves the function: *ret_target where it goes, 0 if not known */
 	JUMP_INDIRECT, /* unconditional, through a register or a computed address */
 };
@@ -284,17 +285,50 @@ static enum jump_kind jump_kind(const ZydisDecodedInstruction *insn, const Zydis
 
 	*ret_target = 0;
 	if (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative) {
-		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], addr, &target)) ||
-		    in_ranges(ranges, nranges, target))
+		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], addr, &target)))
 			return JUMP_NONE;
 		*ret_target = target;
-		return JUMP_LEAVES;
+		return in_ranges(ranges, nranges, target) ? JUMP_INSIDE : JUMP_LEAVES;
 	}
 	if (uncond && ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 	    ops[0].mem.base == ZYDIS_REGISTER_RIP)
 		return JUMP_LEAVES;
 	/* a switch table, or a tail call through a function pointer */
 	return uncond ? JUMP_INDIRECT : JUMP_NONE;
+}
+
+enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
+{
+	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+	size_t i = len >= 1 && code[0] == 0x66; /* operand size */
+
+	if (len >= sizeof(nop5) && !memcmp(code, nop5, sizeof(nop5)))
+		return DISASM_PROBE_NOP5;
+	if (i < len && code[i] == 0x90)
+		return DISASM_PROBE_NOP;
+	if (i + 2 < len && code[i] == 0x0f && code[i + 1] == 0x1f && !(code[i + 2] & 0x38))
+		return DISASM_PROBE_NOP;
+	if (len >= 1 && code[0] >= 0x50 && code[0] <= 0x57)
+		return DISASM_PROBE_PUSH;
+	if (len >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57)
+		return DISASM_PROBE_PUSH;
+	return DISASM_PROBE_STEPPED;
+}
+
+/* Notes a direct jump inside the function when it lands near the entry. */
+static int note_entry_jump(struct disasm_result *res, uint64_t entry, uint64_t from, uint64_t to)
+{
+	struct disasm_jump *p;
+
+	if (to < entry || to - entry >= DISASM_ENTRY_RUN)
+		return 0;
+	p = realloc(res->entry_jumps, (res->nentry_jumps + 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	res->entry_jumps = p;
+	p[res->nentry_jumps++] = (struct disasm_jump){ from, to };
+	return 0;
 }
 
 static int push_u64(uint64_t **arr, size_t n, uint64_t v)
@@ -390,8 +424,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 		if (disasm__quick(r->bytes + off, r->len - off, &insn)) {
 			/* as Zydis computes it: 64-bit arithmetic, wrapping */
 			target = addr + insn.length + (uint64_t)insn.rel;
-			if (insn.kind == DISASM_JUMP_REL && !in_ranges(ranges, nranges, target))
-				jk = JUMP_LEAVES;
+			if (insn.kind == DISASM_JUMP_REL)
+				jk = in_ranges(ranges, nranges, target) ? JUMP_INSIDE : JUMP_LEAVES;
 		} else if (zydis_read(dec, r->bytes + off, r->len - off, &insn, &full, ops,
 				      &jump)) {
 			if (jump)
@@ -413,6 +447,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 				return -ENOMEM;
 		} else if (jk == JUMP_INDIRECT) {
 			res->nindirect_jumps++;
+		} else if (jk == JUMP_INSIDE && note_entry_jump(res, entry, addr, target)) {
+			return -ENOMEM;
 		}
 		off += insn.length;
 		if (idx == 0 && insn.kind != DISASM_INT3)
@@ -492,15 +528,17 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 		free(res->returns);
 		free(res->tail_calls);
 		free(res->tail_targets);
+		free(res->entry_jumps);
 		res->returns = res->tail_calls = NULL;
 		res->tail_targets = NULL;
-		res->nreturns = res->ntail_calls = res->nindirect_jumps = 0;
+		res->entry_jumps = NULL;
+		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
 		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
 		return 0;
 	}
 	if (res->undecodable) {
 		/* never report sites found before the failure: the sweep is not trusted */
-		res->nreturns = res->ntail_calls = res->nindirect_jumps = 0;
+		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
 		return 0;
 	}
 	if (res->nreturns)
@@ -530,6 +568,7 @@ void disasm_result__clear(struct disasm_result *res)
 	free(res->returns);
 	free(res->tail_calls);
 	free(res->tail_targets);
+	free(res->entry_jumps);
 	free(res->reason);
 	memset(res, 0, sizeof(*res));
 }

@@ -33,6 +33,16 @@ struct code_range {
 	size_t len;
 };
 
+/*
+ * Direct jumps that land near the entry, within DISASM_ENTRY_RUN bytes of
+ * it: what the entry site must not skip (entrysite.h).
+ */
+#define DISASM_ENTRY_RUN 64
+
+struct disasm_jump {
+	uint64_t from, to; /* virtual addresses */
+};
+
 struct disasm_result {
 	int64_t *returns; /* return instructions, as offsets from the entry */
 	size_t nreturns;
@@ -48,6 +58,9 @@ struct disasm_result {
 	 * not decidable from the instruction).
 	 */
 	size_t nindirect_jumps;
+	/* direct JMPs and Jccs of the function to [entry, entry + DISASM_ENTRY_RUN) */
+	struct disasm_jump *entry_jumps;
+	size_t nentry_jumps;
 	size_t ninsns;
 	bool undecodable;
 	bool over_budget;  /* past DISASM_MAX_RETURNS or DISASM_MAX_BYTES: entry-only */
@@ -70,6 +83,23 @@ struct disasm_insn {
 	enum disasm_kind kind;
 	int64_t rel;
 };
+
+/*
+ * What an instruction costs a uprobe placed on it: the kernel emulates a
+ * PUSH of a register and the NOP forms in the trap, and steps anything else
+ * out of line with a second trap (which forms a kernel emulates varies: the
+ * calibration measures each).
+ */
+enum disasm_probe_kind {
+	DISASM_PROBE_STEPPED, /* anything else: LEA, CMP, SUB, MOV, ENDBR64... */
+	DISASM_PROBE_PUSH,    /* PUSH of a register (50-57, 41 50-57) */
+	DISASM_PROBE_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 */
+	DISASM_PROBE_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
+	DISASM_PROBE__N,
+};
+
+/* The kind of the instruction at code (len bytes). */
+enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len);
 
 /*
  * Reads the instruction at p (n bytes there) when it has one of the common

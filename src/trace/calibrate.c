@@ -84,21 +84,7 @@ static const char *const target_names[CAL_TARGETS] = {
 
 enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len)
 {
-	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
-
-	size_t i = len >= 1 && code[0] == 0x66; /* operand size */
-
-	if (len >= sizeof(nop5) && !memcmp(code, nop5, sizeof(nop5)))
-		return PROBE_ENTRY_NOP5;
-	if (i < len && code[i] == 0x90)
-		return PROBE_ENTRY_NOP;
-	if (i + 2 < len && code[i] == 0x0f && code[i + 1] == 0x1f && !(code[i + 2] & 0x38))
-		return PROBE_ENTRY_NOP;
-	if (len >= 1 && code[0] >= 0x50 && code[0] <= 0x57)
-		return PROBE_ENTRY_PUSH;
-	if (len >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57)
-		return PROBE_ENTRY_PUSH;
-	return PROBE_ENTRY_STEPPED;
+	return (enum probe_entry)disasm__probe_kind(code, len);
 }
 
 enum probe_entry probe_entry__parse(const char *s)

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis/disasm.h"
 #include "base/rwerr.h"
 #include "trace/tracer.h"
 
@@ -37,7 +38,14 @@ enum probe_entry {
 	PROBE_ENTRY__N,
 };
 
-/* The kind of the instruction at code (len bytes of a function's entry). */
+_Static_assert(PROBE_ENTRY_STEPPED == (int)DISASM_PROBE_STEPPED &&
+		       PROBE_ENTRY_PUSH == (int)DISASM_PROBE_PUSH &&
+		       PROBE_ENTRY_NOP == (int)DISASM_PROBE_NOP &&
+		       PROBE_ENTRY_NOP5 == (int)DISASM_PROBE_NOP5 &&
+		       PROBE_ENTRY__N == (int)DISASM_PROBE__N,
+	       "the kinds are the disassembler's");
+
+/* The kind of the instruction at code (len bytes of a function's entry site). */
 enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len);
 const char *probe_entry__str(enum probe_entry e);
 /* The kind probe_entry__str names; PROBE_ENTRY_STEPPED for NULL or any other text. */

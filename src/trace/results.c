@@ -148,7 +148,9 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		if (m->rows[i] == SIZE_MAX)
 			goto nomem;
 		/* where its entry probe sits: its cost inside a duration depends on it */
-		if (!binary__read(tracer_target__binary(tt), fi->address, code, sizeof(code)))
+		if (!binary__read(tracer_target__binary(tt),
+				  fi->address + (uint64_t)tracer__entry_site(tt, fi), code,
+				  sizeof(code)))
 			r->rows[m->rows[i]].entry = calibrate__entry_kind(code, sizeof(code));
 	}
 	/* the guard's first interval starts now */

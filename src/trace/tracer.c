@@ -73,6 +73,11 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
+int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi)
+{
+	return tt->t->entry_at_start ? 0 : fi->entry_site;
+}
+
 static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 {
 	enum bpf_attach_type type = multi ? UPROBE_MULTI_ATTACH_TYPE : 0;
@@ -222,6 +227,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->tenant_of = opts ? opts->tenant_of : NULL;
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
 	t->starttimes = !clock__boottime_shifted();
+	t->entry_at_start = opts && opts->entry_at_start;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;

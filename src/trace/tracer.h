@@ -58,6 +58,9 @@ struct tracer_opts {
 	 */
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;
+	/* every entry probe at its function's first byte, not at the entry
+	 * site the analysis chose (func_info.entry_site): to compare the two */
+	bool entry_at_start;
 };
 
 /* Slow-call events the default limit lets through a second (tracer_opts). */
@@ -112,6 +115,8 @@ struct binary_cache *tracer__cache(const struct tracer *t);
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret);
 /* "uprobe_multi" or "perf_event". */
 const char *tracer__attach_mode(const struct tracer *t);
+/* Where tt's entry probe of fi sits, as an offset from its entry. */
+int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi);
 
 /*
  * Traces the functions matching patterns in process pid, whose executable is

@@ -185,17 +185,25 @@ static int run_self(struct tracer *t, struct tracer_target *tt, double seconds)
 int main(int argc, char **argv)
 {
 	static const char *const self_patterns[] = { "held_call" };
-	bool self = argc == 3 && !strcmp(argv[1], "--self");
+	/* --entry-at-start first: the entry probes at the first byte (tracer_opts) */
+	struct tracer_opts opts = { .entry_at_start = argc > 1 &&
+						      !strcmp(argv[1], "--entry-at-start") };
 	struct rw_error err = { 0 };
 	struct tracer_target *tt = NULL;
 	struct tracer *t = NULL;
 	int e = -EINVAL;
+	bool self;
+
+	argc -= opts.entry_at_start;
+	argv += opts.entry_at_start;
+	self = argc == 3 && !strcmp(argv[1], "--self");
 
 	if (!self && argc < 4) {
-		fprintf(stderr, "usage: counters PID EXE PATTERN... | counters --self SECONDS\n");
+		fprintf(stderr, "usage: counters [--entry-at-start] PID EXE PATTERN... | counters "
+				"--self SECONDS\n");
 		return 2;
 	}
-	t = tracer__new(NULL, &err);
+	t = tracer__new(&opts, &err);
 	if (!t) {
 		fprintf(stderr, "counters: %s\n", err.msg);
 		return 1;

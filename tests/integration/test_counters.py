@@ -141,14 +141,15 @@ class Driver:
             self.proc.wait()
 
 
-def trace(driver_path, tracee, scenario, roles, during=None):
+def trace(driver_path, tracee, scenario, roles, during=None, options=()):
     """Traces a tracee's scenario with the driver; reaps once the tracee has
     exited. during(driver, tracee_process) replaces waiting for the scenario
     to finish. Returns (the driver's report, the tracee's report or None)."""
     t = tracing.TraceeProcess(tracee, scenario)
     d = None
     try:
-        d = Driver(driver_path, [str(t.pid), tracee.path, *(tracee.fn(r) for r in roles)])
+        d = Driver(driver_path, [*options, str(t.pid), tracee.path,
+                                 *(tracee.fn(r) for r in roles)])
         d.wait_tracing()
         t.release()
         if during:
@@ -181,26 +182,38 @@ def check_consistent(rep):
     assert c["slow_limited"] == c["all"]["slow_limited"], rep
 
 
-def test_counters_of_a_recursion_across_stack_growth(driver):
-    """Every call measured: nothing unmeasured, nothing dropped, and the
-    restarts after runtime.morestack recognized as such."""
-    rep, tracee = trace(driver, NATIVE, "recursive", ["deep"])
+# where the entry probes go: the first byte, where a stack growth runs the
+# stack check twice; or past the check (the entry site), where it does not
+ENTRIES = [pytest.param(["--entry-at-start"], id="first-byte"), pytest.param([], id="site")]
+
+
+@pytest.mark.parametrize("options", ENTRIES)
+def test_counters_of_a_recursion_across_stack_growth(driver, options):
+    """Every call measured: nothing unmeasured, nothing dropped. With the
+    entry probe at the first byte, the restarts after runtime.morestack are
+    recognized as such; past the stack check, none reaches the probe."""
+    rep, tracee = trace(driver, NATIVE, "recursive", ["deep"], options=options)
     check_consistent(rep)
     c = rep["counters"]
     assert rep["functions"]["main.deep"] == {"calls": tracee["calls"]["main.deep"], "orphans": 0,
                                              "lost": 0}, rep
     assert all(n == 0 for n in c["unmeasured"].values()), rep
-    assert c["all"]["restarts"] > 0, f"no restart after morestack recognized\n{rep}"
+    if options:
+        assert c["all"]["restarts"] > 0, f"no restart after morestack recognized\n{rep}"
+    else:
+        assert c["all"]["restarts"] == 0, f"a restart reached the entry site\n{rep}"
     assert (c["purged"], c["swept"], rep["reaped"], rep["ticks"], c["lost_events"]) == (0, 0, 0, 0, 0), rep
 
 
-def test_counters_of_a_recursion_deeper_than_the_bound(driver):
+@pytest.mark.parametrize("options", ENTRIES)
+def test_counters_of_a_recursion_deeper_than_the_bound(driver, options):
     """Recursion past TRACER_MAX_DEPTH: the calls beyond it are counted lost
     for their function and as frames_full (what the agent exposes), once
     each (an entry repeated after runtime.morestack is no second loss); the
     shallower ones all measured, nothing purged, nothing left in flight."""
     max_depth = 1024  # TRACER_MAX_DEPTH in src/trace/tracer.h
-    rep, tracee = trace(driver, NATIVE, "deeprec", ["recurse_shallow", "recurse_deep"])
+    rep, tracee = trace(driver, NATIVE, "deeprec", ["recurse_shallow", "recurse_deep"],
+                        options=options)
     check_consistent(rep)
     c = rep["counters"]
     shallow, deep = "main.recurseShallow", "main.recurseDeep"

@@ -32,6 +32,7 @@ def schema_errors(doc):
     errors = []
     for key, ok in (("binary", lambda x: isinstance(x, str)), ("go_version", is_str_or_none),
                     ("build_id", is_str_or_none), ("stripped", lambda x: type(x) is bool),
+                    ("entries_emulated", is_int),
                     ("functions", lambda x: isinstance(x, list))):
         if key not in doc or not ok(doc[key]):
             errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
@@ -43,6 +44,10 @@ def schema_errors(doc):
             "address": is_int,
             "file_offset": is_int,
             "size": is_int,
+            # where the entry probe goes: an offset into the function, and
+            # the kind of instruction there (an emulated one, or stepped)
+            "entry_site": lambda x: is_int(x) and 0 <= x < 64,
+            "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5"),
             "source": lambda x: x in SOURCES,
             "mode": lambda x: x in MODES,
             "reason": is_str_or_none,

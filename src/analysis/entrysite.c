@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+#include <stddef.h>
+
+#include <Zydis/Zydis.h>
+
+#include "analysis/entrysite.h"
+
+/* Instructions looked at: the entry run, and a Go stack check's block. */
+#define RUN_MAX_INSNS 16
+#define BLOCK_MAX_INSNS 48
+/* The morestack blocks whose jump back to the entry is allowed. */
+#define MAX_BLOCKS 4
+
+struct insn {
+	ZydisDecodedInstruction i;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	uint64_t addr;
+};
+
+/* The instruction at addr, inside r; false when it is not there or does not decode. */
+static bool decode(const ZydisDecoder *d, const struct code_range *r, uint64_t addr,
+		   struct insn *ret)
+{
+	if (addr < r->addr || addr - r->addr >= r->len)
+		return false;
+	ret->addr = addr;
+	return ZYAN_SUCCESS(ZydisDecoderDecodeFull(d, r->bytes + (addr - r->addr),
+						   r->len - (addr - r->addr), &ret->i, ret->ops));
+}
+
+/* Whether it may change where the code goes: a branch, a call, a RET, a trap. */
+static bool transfers(const struct insn *x)
+{
+	switch (x->i.meta.category) {
+	case ZYDIS_CATEGORY_COND_BR:
+	case ZYDIS_CATEGORY_UNCOND_BR:
+	case ZYDIS_CATEGORY_CALL:
+	case ZYDIS_CATEGORY_RET:
+	case ZYDIS_CATEGORY_SYSCALL:
+	case ZYDIS_CATEGORY_INTERRUPT:
+	case ZYDIS_CATEGORY_SYSTEM: return true;
+	default: return x->i.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE;
+	}
+}
+
+/* Whether it writes the stack pointer (explicitly or not) or memory. */
+static bool writes_sp_or_memory(const struct insn *x)
+{
+	for (uint8_t k = 0; k < x->i.operand_count; k++) {
+		const ZydisDecodedOperand *op = &x->ops[k];
+
+		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+			continue;
+		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY)
+			return true;
+		if (op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value) ==
+			    ZYDIS_REGISTER_RSP)
+			return true;
+	}
+	return false;
+}
+
+/* Where a relative branch goes; false for any other. */
+static bool branch_target(const struct insn *x, uint64_t *ret)
+{
+	ZyanU64 t;
+
+	if (!x->i.operand_count_visible || x->ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    !x->ops[0].imm.is_relative ||
+	    !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&x->i, &x->ops[0], x->addr, &t)))
+		return false;
+	*ret = t;
+	return true;
+}
+
+/*
+ * Whether the Go stack check's branch to block leads through runtime.morestack
+ * back to the entry: stores (argument spills) and other plain instructions,
+ * a call of runtime.morestack*, loads, and a JMP to the entry, at *ret_jump.
+ */
+static bool morestack_block(const ZydisDecoder *d, const struct code_range *r, uint64_t block,
+			    entrysite_morestack_fn is_morestack, void *ctx, uint64_t *ret_jump)
+{
+	uint64_t addr = block, to;
+	bool called = false;
+	struct insn x;
+
+	for (int n = 0; n < BLOCK_MAX_INSNS && decode(d, r, addr, &x); n++, addr += x.i.length) {
+		if (!transfers(&x))
+			continue;
+		if (!called && x.i.meta.category == ZYDIS_CATEGORY_CALL && branch_target(&x, &to) &&
+		    is_morestack && is_morestack(ctx, to)) {
+			called = true;
+			continue;
+		}
+		if (called && x.i.meta.category == ZYDIS_CATEGORY_UNCOND_BR &&
+		    branch_target(&x, &to) && to == r->addr) {
+			*ret_jump = x.addr;
+			return true;
+		}
+		return false;
+	}
+	return false;
+}
+
+static bool allowed_jump(const struct disasm_jump *j, uint64_t entry, int64_t site,
+			 const uint64_t *back, size_t nback)
+{
+	if (j->to > entry && j->to - entry <= (uint64_t)site)
+		return false; /* lands on an instruction the probe skips */
+	if (j->to != entry)
+		return true;
+	for (size_t k = 0; k < nback; k++)
+		if (j->from == back[k])
+			return true;
+	return false; /* a loop back to the entry would pass the probe again */
+}
+
+int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
+			  entrysite_morestack_fn is_morestack, void *ctx)
+{
+	uint64_t addr = r->addr, back[MAX_BLOCKS], to;
+	size_t nback = 0;
+	int64_t site = -1;
+	ZydisDecoder d;
+	struct insn x;
+
+	if (!r->bytes || dis->undecodable || dis->over_budget || dis->nindirect_jumps ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return 0;
+	for (int n = 0;
+	     n < RUN_MAX_INSNS && addr - r->addr < DISASM_ENTRY_RUN && decode(&d, r, addr, &x);
+	     n++, addr += x.i.length) {
+		if (disasm__probe_kind(r->bytes + (addr - r->addr), r->len - (addr - r->addr)) !=
+		    DISASM_PROBE_STEPPED) {
+			site = (int64_t)(addr - r->addr);
+			break;
+		}
+		/* Go's stack check: a Jcc to its morestack block */
+		if (go && x.i.meta.category == ZYDIS_CATEGORY_COND_BR && nback < MAX_BLOCKS &&
+		    branch_target(&x, &to) &&
+		    morestack_block(&d, r, to, is_morestack, ctx, &back[nback])) {
+			nback++;
+			continue;
+		}
+		if (transfers(&x) || writes_sp_or_memory(&x))
+			return 0;
+	}
+	if (site <= 0 || site >= DISASM_ENTRY_RUN)
+		return 0;
+	for (size_t k = 0; k < dis->nentry_jumps; k++)
+		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
+			return 0;
+	return site;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where a function's entry probe goes. A uprobe on an instruction the
+ * kernel emulates (a PUSH of a register, a NOP: disasm__probe_kind) costs
+ * one trap; on any other the kernel also steps the instruction out of line,
+ * a second trap. Many functions begin with one of the others (Go's stack
+ * check, ENDBR64, a MOV) and reach a PUSH a few bytes on: the entry probe
+ * goes there when every call passes it exactly once, at the entry's stack
+ * pointer, with the return address still at the top of the stack. That
+ * holds when the instructions skipped write neither RSP nor memory, none of
+ * them branches (but Go's stack check, whose block calls runtime.morestack
+ * and jumps back to the entry before the probe: a stack growth's restart
+ * then reaches it once), no jump of the function lands on one of them, and
+ * the function has no jump through a register (a switch table could).
+ * Anything else keeps its probe at the first byte.
+ */
+#ifndef RETWATCH_ENTRYSITE_H
+#define RETWATCH_ENTRYSITE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analysis/disasm.h"
+
+/* Whether addr is runtime.morestack or runtime.morestack_noctxt. */
+typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
+
+/*
+ * The entry site of the function whose entry range is r (r->addr its entry),
+ * swept into dis: an offset from the entry, 0 for the first byte. go: Go
+ * code, whose stack check may be skipped (is_morestack tells its block).
+ */
+int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
+			  entrysite_morestack_fn is_morestack, void *ctx);
+
+#endif

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#include <string.h>
+
+#include "analysis/entrysite.h"
+#include "test.h"
+
+#define ENTRY 0x1000
+#define MORESTACK 0x9000
+
+static bool morestack_at(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	return addr == MORESTACK;
+}
+
+/* The entry site of code at ENTRY, swept first as the analysis does; -1 on error. */
+static int64_t site_of(const uint8_t *code, size_t len, bool go)
+{
+	struct code_range r = { ENTRY, code, len };
+	struct disasm_result dis;
+	int64_t site;
+
+	if (disasm__scan(&r, 1, ENTRY, &dis))
+		return -1;
+	site = entrysite__choose(&r, &dis, go, morestack_at, NULL);
+	disasm_result__clear(&dis);
+	return site;
+}
+
+/* A Go function: stack check, body, and its morestack block at 0x10. */
+static const uint8_t go_fn[] = {
+	0x49, 0x3b, 0x66, 0x10,	      /* cmp rsp, [r14+0x10] */
+	0x76, 0x0a,		      /* jbe 0x1010 (the block) */
+	0x55,			      /* push rbp                 @6: the site */
+	0x48, 0x89, 0xe5,	      /* mov rbp, rsp */
+	0x5d,			      /* pop rbp */
+	0xc3,			      /* ret */
+	0xcc, 0xcc, 0xcc, 0xcc,	      /* int3 padding */
+	0x48, 0x89, 0x44, 0x24, 0x08, /* mov [rsp+8], rax (a spill) @0x10 */
+	0xe8, 0xe6, 0x7f, 0x00, 0x00, /* call 0x9000 (runtime.morestack_noctxt) */
+	0x48, 0x8b, 0x44, 0x24, 0x08, /* mov rax, [rsp+8] */
+	0xeb, 0xdf,		      /* jmp 0x1000 */
+};
+
+TEST(entrysite_go_skips_its_stack_check)
+{
+	return ASSERT_EQ(site_of(go_fn, sizeof(go_fn), true), 6) &&
+	       /* the same bytes as C code: the branch ends the run */
+	       ASSERT_EQ(site_of(go_fn, sizeof(go_fn), false), 0);
+}
+
+TEST(entrysite_go_block_must_call_morestack)
+{
+	uint8_t code[sizeof(go_fn)];
+
+	memcpy(code, go_fn, sizeof(code));
+	code[0x16] = 0xe6 - 0x10; /* call 0x8ff0: not runtime.morestack */
+	return ASSERT_EQ(site_of(code, sizeof(code), true), 0);
+}
+
+TEST(entrysite_go_jump_onto_the_site)
+{
+	uint8_t code[sizeof(go_fn)];
+
+	memcpy(code, go_fn, sizeof(code));
+	code[0x0c] = 0xeb; /* jmp 0x1006: a loop back to the site */
+	code[0x0d] = 0xf8;
+	return ASSERT_EQ(site_of(code, sizeof(code), true), 0);
+}
+
+TEST(entrysite_endbr64_then_push)
+{
+	static const uint8_t code[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x53,			/* push rbx   @4 */
+		0x89, 0xfb,		/* mov ebx, edi */
+		0x5b,			/* pop rbx */
+		0xc3,			/* ret */
+	};
+	return ASSERT_EQ(site_of(code, sizeof(code), false), 4);
+}
+
+TEST(entrysite_stays_at_the_first_byte)
+{
+	static const uint8_t writes_memory[] = {
+		0x48, 0x89, 0x7c, 0x24, 0xf8, /* mov [rsp-8], rdi */
+		0x53, 0x5b, 0xc3,	      /* push rbx; pop rbx; ret */
+	};
+	static const uint8_t moves_sp[] = {
+		0x48, 0x83, 0xec, 0x08, /* sub rsp, 8 */
+		0x53, 0x5b,		/* push rbx; pop rbx */
+		0x48, 0x83, 0xc4, 0x08, /* add rsp, 8 */
+		0xc3,
+	};
+	static const uint8_t loops_to_entry[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x53, 0x5b,		/* push rbx; pop rbx */
+		0xff, 0xcf,		/* dec edi */
+		0x7f, 0xf6,		/* jg 0x1000 */
+		0xc3,
+	};
+	static const uint8_t jump_table[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x53, 0x5b,		/* push rbx; pop rbx */
+		0x74, 0x02,		/* je +2 */
+		0xff, 0xe0,		/* jmp rax: a switch table could land anywhere */
+		0xc3,
+	};
+	static const uint8_t branch_first[] = {
+		0x85, 0xff,	  /* test edi, edi */
+		0x78, 0x03,	  /* js +3: a shrink-wrapped early exit */
+		0x53, 0x5b, 0xc3, /* push rbx; pop rbx; ret */
+		0x31, 0xc0, 0xc3, /* xor eax, eax; ret */
+	};
+	static const uint8_t push_first[] = { 0x55, 0x5d, 0xc3 };
+
+	return ASSERT_EQ(site_of(writes_memory, sizeof(writes_memory), false), 0) &&
+	       ASSERT_EQ(site_of(moves_sp, sizeof(moves_sp), false), 0) &&
+	       ASSERT_EQ(site_of(loops_to_entry, sizeof(loops_to_entry), false), 0) &&
+	       ASSERT_EQ(site_of(jump_table, sizeof(jump_table), false), 0) &&
+	       ASSERT_EQ(site_of(branch_first, sizeof(branch_first), false), 0) &&
+	       ASSERT_EQ(site_of(push_first, sizeof(push_first), false), 0);
+}
+
+TEST(entrysite_probe_kinds)
+{
+	static const uint8_t push_r12[] = { 0x41, 0x54 }, nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 },
+			     nop4[] = { 0x0f, 0x1f, 0x40, 0x00 }, lea[] = { 0x8d, 0x47, 0x01 };
+
+	return ASSERT_EQ(disasm__probe_kind(push_r12, sizeof(push_r12)), DISASM_PROBE_PUSH) &&
+	       ASSERT_EQ(disasm__probe_kind(nop5, sizeof(nop5)), DISASM_PROBE_NOP5) &&
+	       ASSERT_EQ(disasm__probe_kind(nop4, sizeof(nop4)), DISASM_PROBE_NOP) &&
+	       ASSERT_EQ(disasm__probe_kind(lea, sizeof(lea)), DISASM_PROBE_STEPPED);
+}
