@@ -3,10 +3,14 @@
 #
 # 1. Cost of a traced call against the floor: a Go workload calls a small
 #    function (two RETs) CALLS times a round, with no probes (bare), with an
-#    empty BPF program at the same entry and RET offsets retwatch uses
-#    (floor), and under `retwatch trace` (ours), ROUNDS rounds of each,
-#    interleaved. Prints median ns per call, the overheads and their ratio,
-#    and checks retwatch's JSON call count against the calls made.
+#    empty BPF program at its first byte and its RETs (floor), under
+#    `retwatch trace` (ours: the entry probe at the site the analysis chose)
+#    and under `retwatch trace --entry-at-start` (first: at the first byte),
+#    ROUNDS rounds of each, interleaved. Prints median ns per call, the
+#    overheads and their ratios, and checks retwatch's JSON call counts
+#    against the calls made. FUNC=main.theFramed times a function with Go's
+#    stack check, whose entry probe goes past it to its PUSH; the default,
+#    main.theFunc, is a leaf whose probe stays at its first byte.
 # 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for ROUNDS more
 #    rounds, so stats do not slow part 1): run_time_ns / run_cnt of rw_entry,
 #    rw_ret, the empty program and the clock program (cookie, pid and clock
@@ -25,6 +29,8 @@
 # Env:   CALLS        calls per round (default 200000)
 #        ROUNDS       rounds of each kind in part 1, and of part 2 (default 3)
 #        NFUNCS       functions in part 3 (default 1000)
+#        FUNC         the workload's function in parts 1 and 2: main.theFunc
+#                     (default) or main.theFramed
 #        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
 #                     before a subset is timed and extrapolated (default 100)
 #        RETWATCH     the retwatch binary (default build/retwatch)
@@ -44,7 +50,7 @@ parts=${PARTS:-123}
 read -r -a trace_opts <<<"${TRACE_OPTS:-}"
 retwatch=${RETWATCH:-build/retwatch}
 out=build/bench
-func=main.theFunc
+func=${FUNC:-main.theFunc}
 bench_start=$(date +%s)
 
 if [[ ! -x $retwatch || ! -f build/libretwatch-agent.a ]]; then
@@ -59,7 +65,7 @@ fi
 work=$(mktemp -d)
 : >"$work/ours"
 stats_old=$(cat /proc/sys/kernel/bpf_stats_enabled)
-wl_pid='' floor_pid='' clock_pid='' rw_pid='' attach_pid=''
+wl_pid='' floor_pid='' clock_pid='' rw_pid='' attach_pid='' last_ids=''
 
 # Ends what this script started (by PID only) and restores the stats sysctl.
 cleanup() {
@@ -131,13 +137,15 @@ stop_floor() {
 		return 1
 	}
 	floor_pid=''
+	released
 }
 
+# start_ours [OPTION...]: retwatch trace on the workload, with more options.
 start_ours() {
 	: >"$work/rw.err" # waitfor must not find the previous round's line
 	# --max-overhead 0: the guard would detach theFunc (every call traced, by design)
 	RETWATCH_DEBUG=1 "$retwatch" trace --pid "$wl_pid" --json --max-overhead 0 \
-		"${trace_opts[@]}" "$func" \
+		"${trace_opts[@]}" "$@" "$func" \
 		>"$work/rw.json" 2>"$work/rw.err" &
 	rw_pid=$!
 	waitfor "$work/rw.err" '^retwatch: tracing' "$rw_pid"
@@ -153,6 +161,7 @@ stop_ours() {
 		return 1
 	}
 	rw_pid=''
+	released
 	rw_calls=$(python3 -c '
 import json, sys
 fs = [f for f in json.load(open(sys.argv[1]))["functions"] if f["name"] == sys.argv[2]]
@@ -181,9 +190,26 @@ for p in json.load(sys.stdin):
         print(p["name"], p.get("run_cnt", 0), p.get("run_time_ns", 0))' "$(prog_ids "$pid")" "$@"
 }
 
-# Records the BPF programs PID holds as ours, for check_clean.
+# Records the BPF programs PID holds as ours, for check_clean, and as the
+# last started's, for released.
 remember() {
-	prog_ids "$1" | tr , '\n' >>"$work/ours"
+	last_ids=$(prog_ids "$1")
+	tr , '\n' <<<"$last_ids" >>"$work/ours"
+}
+
+# Waits (up to 10 s) until the programs of the last process started are
+# unloaded: a closed uprobe link is released after an RCU grace period, and
+# until then its breakpoints stay in the workload, slowing the next round.
+released() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		bpftool -j prog show | python3 -c '
+import json, sys
+ids = {int(i) for i in sys.argv[1].split(",") if i}
+sys.exit(any(p["id"] in ids for p in json.load(sys.stdin)))' "$last_ids" && return 0
+		sleep 0.1
+	done
+	echo "trace_bench: programs $last_ids still loaded 10 s after their process ended" >&2
 }
 
 # Prints whether anything of ours is still loaded or attached: our programs
@@ -261,13 +287,13 @@ median() {
 
 if [[ $parts == *[12]* ]]; then
 
-	coproc WL { exec "$out/workload" -n "$calls"; }
+	coproc WL { exec "$out/workload" -n "$calls" -f "${func#main.}"; }
 	read -r -t 60 word wl_pid <&"${WL[0]}"
 	[[ $word == pid ]] || {
 		echo "trace_bench: workload did not start" >&2
 		exit 1
 	}
-	"$retwatch" inspect "$out/workload" "$func" | awk '/returns/ { print "   ", $0 }'
+	"$retwatch" inspect "$out/workload" "$func" | awk '/returns|entry probe/ { print "   ", $0 }'
 	round # warm-up, not counted
 fi
 
@@ -276,8 +302,8 @@ fi
 if [[ $parts == *1* ]]; then
 	echo
 	echo "== 1. overhead per traced call: $func (2 RETs), $calls calls a round, $rounds rounds each"
-	bare=() floor=() ours=()
-	ours_total=0
+	bare=() floor=() ours=() first=()
+	ours_total=0 first_total=0
 	for ((r = 1; r <= rounds; r++)); do
 		round
 		bare+=("$round_ns")
@@ -290,23 +316,30 @@ if [[ $parts == *1* ]]; then
 		ours+=("$round_ns")
 		stop_ours
 		ours_total=$((ours_total + ${rw_calls/missing/0}))
-		printf '    round %d: bare %8s ns/call   floor %8s ns/call   ours %8s ns/call   retwatch calls %s of %s\n' \
-			"$r" "${bare[-1]}" "${floor[-1]}" "${ours[-1]}" "$rw_calls" "$calls"
+		start_ours --entry-at-start
+		round
+		first+=("$round_ns")
+		stop_ours
+		first_total=$((first_total + ${rw_calls/missing/0}))
+		printf '    round %d: bare %8s   floor %8s   ours %8s   first %8s ns/call   retwatch calls %s of %s\n' \
+			"$r" "${bare[-1]}" "${floor[-1]}" "${ours[-1]}" "${first[-1]}" "$rw_calls" "$calls"
 	done
 	mb=$(median "${bare[@]}")
 	mf=$(median "${floor[@]}")
 	mo=$(median "${ours[@]}")
+	ma=$(median "${first[@]}")
 	min() {
 		printf '%s\n' "$@" | sort -g | head -n 1
 	}
 
-	awk -v b="$mb" -v f="$mf" -v o="$mo" -v nb="$(min "${bare[@]}")" -v nf="$(min "${floor[@]}")" \
-		-v no="$(min "${ours[@]}")" 'BEGIN {
-		printf "    median ns/call:  bare %.1f   floor %.1f   ours %.1f   (min: %.1f, %.1f, %.1f)\n", b, f, o, nb, nf, no
-		printf "    overhead per call (probe - bare):  floor %.1f ns   ours %.1f ns   (ours - floor %.1f ns)\n", f - b, o - b, o - f
-		printf "    ours/floor:  total per-call time %.3f   overhead %.3f\n", o / f, (o - b) / (f - b)
+	awk -v b="$mb" -v f="$mf" -v o="$mo" -v a="$ma" -v nb="$(min "${bare[@]}")" \
+		-v nf="$(min "${floor[@]}")" -v no="$(min "${ours[@]}")" -v na="$(min "${first[@]}")" 'BEGIN {
+		printf "    median ns/call:  bare %.1f   floor %.1f   ours %.1f   first %.1f   (min: %.1f, %.1f, %.1f, %.1f)\n", b, f, o, a, nb, nf, no, na
+		printf "    overhead per call (probe - bare):  floor %.1f ns   ours %.1f ns   first %.1f ns\n", f - b, o - b, a - b
+		printf "    against the floor'"'"'s overhead:  ours %.3f   first %.3f\n", (o - b) / (f - b), (a - b) / (f - b)
 	}'
-	echo "    retwatch JSON calls over its $rounds rounds: $ours_total (calls made: $((calls * rounds)))"
+	echo "    retwatch JSON calls over its $rounds rounds: ours $ours_total, first $first_total" \
+		"(calls made: $((calls * rounds)) each)"
 	check_clean "part 1"
 fi
 
