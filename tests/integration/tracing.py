@@ -98,8 +98,8 @@ def go_tracee(toolchain, variant="default"):
     return found[0]
 
 
-def c_tracee():
-    found = [t for t in tracees() if t.kind == "c"]
+def c_tracee(variant="normal"):
+    found = [t for t in tracees() if t.kind == "c" and t.variant == variant]
     assert len(found) == 1, "no C tracee in manifest.json (rebuild the fixtures)"
     return found[0]
 

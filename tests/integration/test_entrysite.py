@@ -1,0 +1,53 @@
+"""Entry probes past the first byte: on the PUSH that follows ENDBR64 (C
+built for CET) or Go's stack check, where the kernel emulates the
+instruction in the trap instead of stepping it out of line. Every call still
+counted once, with the same scenarios as the first-byte probes: recursion,
+longjmp out of traced calls, threads, tail calls. (Go's stack growth and
+recursion past the stack check: test_counters.py; the site rules on crafted
+code, a loop back into the entry run, a jump table, a shrink-wrapped early
+exit: tests/unit/test_entrysite.c.)"""
+
+import pytest
+
+import harness
+import tracing
+from test_trace import assert_calls
+
+CET = tracing.c_tracee("cet")
+NATIVE = tracing.go_tracee("native", "default")
+
+# (scenario, roles): the C tracee's scenarios and what each times
+CASES = [("sleep", ("sleep_for", "sleep_short")), ("recursive", ("deep",)),
+         ("longjmp", ("jumper",)), ("threads", ("sleep_for",)), ("output", ("mix", "checksum"))]
+
+
+def sites(path, names):
+    """{name: (entry_site, entry_kind)} from `retwatch inspect --json`."""
+    doc = harness.inspect_json(path, list(names))
+    return {f["name"]: (f["entry_site"], f["entry_kind"]) for f in doc["functions"]}
+
+
+def test_cet_functions_are_entered_at_their_push():
+    """Each function that pushes before its first branch has its entry probe
+    on that PUSH, past ENDBR64; the others stay at the first byte."""
+    got = sites(CET.path, [CET.fn(r) for r in ("sleep_for", "deep", "jumper", "checksum")])
+    for name, (site, kind) in got.items():
+        assert site >= 4 and kind == "push", (name, site, kind)
+
+
+def test_go_functions_are_entered_past_their_stack_check():
+    got = sites(NATIVE.path, [NATIVE.fn(r) for r in ("sleep_for", "deep", "validate")])
+    for name, (site, kind) in got.items():
+        assert site > 0 and kind == "push", (name, site, kind)
+
+
+@pytest.mark.parametrize("name,roles", CASES, ids=[c[0] for c in CASES])
+def test_cet_calls_counted_once(name, roles):
+    r = tracing.scenario(CET, name, roles)
+    tracing.assert_document(r)
+    moved = 0
+    for role in roles:
+        fn = CET.fn(role)
+        f = assert_calls(r, role, CET, r.report["calls"][fn], r.report["orphans"].get(fn, 0))
+        moved += f["entry"] == "push"
+    assert moved, f"no function of {roles} entered at a push\n{r.describe()}"
