@@ -313,6 +313,12 @@ enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
 		return DISASM_PROBE_PUSH;
 	if (len >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57)
 		return DISASM_PROBE_PUSH;
+	if (len >= 2 && (code[0] == 0xeb || (code[0] >= 0x70 && code[0] <= 0x7f)))
+		return DISASM_PROBE_JUMP;
+	if (len >= 5 && code[0] == 0xe9)
+		return DISASM_PROBE_JUMP;
+	if (len >= 6 && code[0] == 0x0f && code[1] >= 0x80 && code[1] <= 0x8f)
+		return DISASM_PROBE_JUMP;
 	return DISASM_PROBE_STEPPED;
 }
 

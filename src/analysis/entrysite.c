@@ -122,7 +122,10 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 {
 	uint64_t addr = r->addr, back[MAX_BLOCKS], to;
 	size_t nback = 0;
-	int64_t site = -1;
+	/* the stack check's branch, where nothing after it fits (Go before
+	 * 1.21 makes its frame with SUB, no PUSH): a restart passes it twice,
+	 * taken for one call as at the first byte (runtime.morestack's probe) */
+	int64_t site = -1, check = -1;
 	ZydisDecoder d;
 	struct insn x;
 
@@ -132,21 +135,27 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 	for (int n = 0;
 	     n < RUN_MAX_INSNS && addr - r->addr < DISASM_ENTRY_RUN && decode(&d, r, addr, &x);
 	     n++, addr += x.i.length) {
+		/* Go's stack check: a Jcc to its morestack block */
+		if (go && x.i.meta.category == ZYDIS_CATEGORY_COND_BR && nback < MAX_BLOCKS &&
+		    branch_target(&x, &to) &&
+		    morestack_block(&d, r, to, is_morestack, ctx, &back[nback])) {
+			if (check < 0 &&
+			    disasm__probe_kind(r->bytes + (addr - r->addr),
+					       r->len - (addr - r->addr)) == DISASM_PROBE_JUMP)
+				check = (int64_t)(addr - r->addr);
+			nback++;
+			continue;
+		}
 		if (disasm__probe_kind(r->bytes + (addr - r->addr), r->len - (addr - r->addr)) !=
 		    DISASM_PROBE_STEPPED) {
 			site = (int64_t)(addr - r->addr);
 			break;
 		}
-		/* Go's stack check: a Jcc to its morestack block */
-		if (go && x.i.meta.category == ZYDIS_CATEGORY_COND_BR && nback < MAX_BLOCKS &&
-		    branch_target(&x, &to) &&
-		    morestack_block(&d, r, to, is_morestack, ctx, &back[nback])) {
-			nback++;
-			continue;
-		}
 		if (transfers(&x) || writes_sp_or_memory(&x))
-			return 0;
+			break;
 	}
+	if (site < 0)
+		site = check;
 	if (site <= 0 || site >= DISASM_ENTRY_RUN)
 		return 0;
 	for (size_t k = 0; k < dis->nentry_jumps; k++)

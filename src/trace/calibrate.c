@@ -16,20 +16,25 @@
  * (another process, an interrupt storm) slows a few of them, not all. */
 #define ROUND_GAP_NS (20 * 1000 * 1000)
 
-/* What is probed: kept out of line and alive by `used`. Its entry is a LEA. */
-__attribute__((noinline, used)) int retwatch_calibrate_target(int x)
-{
-	/* the compiler may not fold the calls away */
-	__asm__ volatile("" : "+r"(x));
-	return x + 1;
-}
-
-/* The same function entered at a PUSH, at a NOP and at a five-byte NOP. */
+/*
+ * What is probed: one function entered at a LEA (stepped), and the same
+ * entered at a PUSH, at a NOP, at a five-byte NOP and at a Jcc. Written in
+ * assembly: compiled, a sanitizer's overflow check would give the first a
+ * Jcc its entry probe would move to (entrysite.h).
+ */
+int retwatch_calibrate_target(int x);
 int retwatch_calibrate_push(int x);
 int retwatch_calibrate_nop(int x);
 int retwatch_calibrate_nop5(int x);
+int retwatch_calibrate_jump(int x);
 int retwatch_calibrate_entry_only(int x);
 __asm__(".text\n"
+	".globl retwatch_calibrate_target\n"
+	".type retwatch_calibrate_target, @function\n"
+	"retwatch_calibrate_target:\n"
+	"	lea 1(%rdi), %eax\n"
+	"	ret\n"
+	".size retwatch_calibrate_target, . - retwatch_calibrate_target\n"
 	".globl retwatch_calibrate_push\n"
 	".type retwatch_calibrate_push, @function\n"
 	"retwatch_calibrate_push:\n"
@@ -53,6 +58,14 @@ __asm__(".text\n"
 	"	lea 1(%rdi), %eax\n"
 	"	ret\n"
 	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n"
+	/* either way to the next instruction, whatever the flags */
+	".globl retwatch_calibrate_jump\n"
+	".type retwatch_calibrate_jump, @function\n"
+	"retwatch_calibrate_jump:\n"
+	"	js 1f\n"
+	"1:	lea 1(%rdi), %eax\n"
+	"	ret\n"
+	".size retwatch_calibrate_jump, . - retwatch_calibrate_jump\n"
 	/* no RET: it leaves by an indirect jump to its return address, so it is
 	 * probed at its entry only (entered at a LEA, as the first) */
 	".globl retwatch_calibrate_entry_only\n"
@@ -72,6 +85,7 @@ static int (*const targets[CAL_TARGETS])(int) = {
 	[PROBE_ENTRY_PUSH] = retwatch_calibrate_push,
 	[PROBE_ENTRY_NOP] = retwatch_calibrate_nop,
 	[PROBE_ENTRY_NOP5] = retwatch_calibrate_nop5,
+	[PROBE_ENTRY_JUMP] = retwatch_calibrate_jump,
 	[CAL_ENTRY_ONLY] = retwatch_calibrate_entry_only,
 };
 static const char *const target_names[CAL_TARGETS] = {
@@ -79,6 +93,7 @@ static const char *const target_names[CAL_TARGETS] = {
 	[PROBE_ENTRY_PUSH] = "retwatch_calibrate_push",
 	[PROBE_ENTRY_NOP] = "retwatch_calibrate_nop",
 	[PROBE_ENTRY_NOP5] = "retwatch_calibrate_nop5",
+	[PROBE_ENTRY_JUMP] = "retwatch_calibrate_jump",
 	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
 };
 
@@ -101,6 +116,7 @@ const char *probe_entry__str(enum probe_entry e)
 	case PROBE_ENTRY_PUSH: return "push";
 	case PROBE_ENTRY_NOP: return "nop";
 	case PROBE_ENTRY_NOP5: return "nop5";
+	case PROBE_ENTRY_JUMP: return "jump";
 	default: return "stepped";
 	}
 }

@@ -35,6 +35,7 @@ enum probe_entry {
 	PROBE_ENTRY_PUSH,    /* PUSH of a register (50-57, 41 50-57) */
 	PROBE_ENTRY_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 (calibrated on 90) */
 	PROBE_ENTRY_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
+	PROBE_ENTRY_JUMP,    /* a relative JMP or Jcc (calibrated on a Jcc) */
 	PROBE_ENTRY__N,
 };
 
@@ -42,6 +43,7 @@ _Static_assert(PROBE_ENTRY_STEPPED == (int)DISASM_PROBE_STEPPED &&
 		       PROBE_ENTRY_PUSH == (int)DISASM_PROBE_PUSH &&
 		       PROBE_ENTRY_NOP == (int)DISASM_PROBE_NOP &&
 		       PROBE_ENTRY_NOP5 == (int)DISASM_PROBE_NOP5 &&
+		       PROBE_ENTRY_JUMP == (int)DISASM_PROBE_JUMP &&
 		       PROBE_ENTRY__N == (int)DISASM_PROBE__N,
 	       "the kinds are the disassembler's");
 

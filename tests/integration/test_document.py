@@ -47,7 +47,7 @@ def schema_errors(doc):
             # where the entry probe goes: an offset into the function, and
             # the kind of instruction there (an emulated one, or stepped)
             "entry_site": lambda x: is_int(x) and 0 <= x < 64,
-            "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5"),
+            "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump"),
             "source": lambda x: x in SOURCES,
             "mode": lambda x: x in MODES,
             "reason": is_str_or_none,

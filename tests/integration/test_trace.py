@@ -700,6 +700,10 @@ def test_text_threshold_and_table():
     # a histogram: rows of bars
     bars = [line for line in out.splitlines() if re.search(r"([#*@=|\u2580-\u259f])\1{2,}", line)]
     assert len(bars) >= 2, f"no histogram in the output\n{r.describe()}"
+    # its footing said: the kernel's buckets hold durations as measured
+    for role, _ in SLEEP_ROLES:
+        assert re.search(rf"^{re.escape(NATIVE.fn(role))} \(as measured, with the probes' \S+ "
+                         r"inside each call", out, re.M), r.describe()
 
 
 def test_interval_prints_periodically():

@@ -529,7 +529,7 @@ def check_schema(doc):
             "lost": is_int,
             "slow_dropped": is_int,
             "reason": lambda x: x is None or isinstance(x, str),
-            "entry": lambda x: x in ("stepped", "push", "nop", "nop5"),
+            "entry": lambda x: x in ("stepped", "push", "nop", "nop5", "jump"),
             "probe_bias_ns": is_int,
         }
         for key, ok in checks.items():

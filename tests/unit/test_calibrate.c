@@ -93,8 +93,11 @@ TEST(calibrate_entry_kind)
 		{ { 0x49, 0x3b, 0x66, 0x10 }, 4, PROBE_ENTRY_STEPPED },	      /* Go's stack check */
 		{ { 0x48, 0x83, 0xec, 0x08 }, 4, PROBE_ENTRY_STEPPED },	      /* sub $8,%rsp */
 		{ { 0x41, 0x58 }, 2, PROBE_ENTRY_STEPPED },		      /* pop %r8 */
-		{ { 0x0f, 0x1f, 0xc8 }, 3, PROBE_ENTRY_STEPPED }, /* 0f 1f /1: not a NOP */
-		{ { 0x55 }, 0, PROBE_ENTRY_STEPPED },		  /* nothing read */
+		{ { 0x0f, 0x1f, 0xc8 }, 3, PROBE_ENTRY_STEPPED },    /* 0f 1f /1: not a NOP */
+		{ { 0x55 }, 0, PROBE_ENTRY_STEPPED },		     /* nothing read */
+		{ { 0x7c, 0x10 }, 2, PROBE_ENTRY_JUMP },	     /* jl */
+		{ { 0xeb, 0xfe }, 2, PROBE_ENTRY_JUMP },	     /* jmp . */
+		{ { 0x0f, 0x84, 0, 0, 0 }, 5, PROBE_ENTRY_STEPPED }, /* je rel32, cut short */
 	};
 	bool ok = true;
 

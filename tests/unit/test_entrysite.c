@@ -49,6 +49,21 @@ TEST(entrysite_go_skips_its_stack_check)
 	       ASSERT_EQ(site_of(go_fn, sizeof(go_fn), false), 0);
 }
 
+TEST(entrysite_go_without_a_push_stays_on_its_stack_check)
+{
+	uint8_t code[sizeof(go_fn)];
+
+	/* Go before 1.21 makes its frame with SUB: the stack check's JBE is
+	 * the site (a restart passes it twice, as it does the first byte) */
+	memcpy(code, go_fn, sizeof(code));
+	code[6] = 0x48; /* sub rsp, 8 */
+	code[7] = 0x83;
+	code[8] = 0xec;
+	code[9] = 0x08;
+	code[10] = 0x90;
+	return ASSERT_EQ(site_of(code, sizeof(code), true), 4);
+}
+
 TEST(entrysite_go_block_must_call_morestack)
 {
 	uint8_t code[sizeof(go_fn)];
@@ -106,29 +121,48 @@ TEST(entrysite_stays_at_the_first_byte)
 		0xff, 0xe0,		/* jmp rax: a switch table could land anywhere */
 		0xc3,
 	};
-	static const uint8_t branch_first[] = {
-		0x85, 0xff,	  /* test edi, edi */
-		0x78, 0x03,	  /* js +3: a shrink-wrapped early exit */
-		0x53, 0x5b, 0xc3, /* push rbx; pop rbx; ret */
-		0x31, 0xc0, 0xc3, /* xor eax, eax; ret */
-	};
 	static const uint8_t push_first[] = { 0x55, 0x5d, 0xc3 };
 
 	return ASSERT_EQ(site_of(writes_memory, sizeof(writes_memory), false), 0) &&
 	       ASSERT_EQ(site_of(moves_sp, sizeof(moves_sp), false), 0) &&
 	       ASSERT_EQ(site_of(loops_to_entry, sizeof(loops_to_entry), false), 0) &&
 	       ASSERT_EQ(site_of(jump_table, sizeof(jump_table), false), 0) &&
-	       ASSERT_EQ(site_of(branch_first, sizeof(branch_first), false), 0) &&
 	       ASSERT_EQ(site_of(push_first, sizeof(push_first), false), 0);
+}
+
+TEST(entrysite_on_the_branch_that_ends_the_run)
+{
+	static const uint8_t shrink_wrapped[] = {
+		0x85, 0xff,	  /* test edi, edi */
+		0x78, 0x03,	  /* js +3: an early exit before the pushes  @2 */
+		0x53, 0x5b, 0xc3, /* push rbx; pop rbx; ret */
+		0x31, 0xc0, 0xc3, /* xor eax, eax; ret */
+	};
+	static const uint8_t loops_to_the_branch[] = {
+		0x85, 0xff, /* test edi, edi */
+		0x78, 0x03, /* js +3 */
+		0xff, 0xcf, /* dec edi */
+		0xeb, 0xfa, /* jmp 0x1002: back onto the branch */
+		0xc3,
+	};
+	return ASSERT_EQ(site_of(shrink_wrapped, sizeof(shrink_wrapped), false), 2) &&
+	       ASSERT_EQ(site_of(loops_to_the_branch, sizeof(loops_to_the_branch), false), 0);
 }
 
 TEST(entrysite_probe_kinds)
 {
 	static const uint8_t push_r12[] = { 0x41, 0x54 }, nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 },
-			     nop4[] = { 0x0f, 0x1f, 0x40, 0x00 }, lea[] = { 0x8d, 0x47, 0x01 };
+			     nop4[] = { 0x0f, 0x1f, 0x40, 0x00 }, lea[] = { 0x8d, 0x47, 0x01 },
+			     jl[] = { 0x7c, 0x10 }, jne32[] = { 0x0f, 0x85, 0, 1, 0, 0 },
+			     jmp32[] = { 0xe9, 0, 1, 0, 0 }, call[] = { 0xe8, 0, 1, 0, 0 };
 
 	return ASSERT_EQ(disasm__probe_kind(push_r12, sizeof(push_r12)), DISASM_PROBE_PUSH) &&
 	       ASSERT_EQ(disasm__probe_kind(nop5, sizeof(nop5)), DISASM_PROBE_NOP5) &&
 	       ASSERT_EQ(disasm__probe_kind(nop4, sizeof(nop4)), DISASM_PROBE_NOP) &&
-	       ASSERT_EQ(disasm__probe_kind(lea, sizeof(lea)), DISASM_PROBE_STEPPED);
+	       ASSERT_EQ(disasm__probe_kind(lea, sizeof(lea)), DISASM_PROBE_STEPPED) &&
+	       ASSERT_EQ(disasm__probe_kind(jl, sizeof(jl)), DISASM_PROBE_JUMP) &&
+	       ASSERT_EQ(disasm__probe_kind(jne32, sizeof(jne32)), DISASM_PROBE_JUMP) &&
+	       ASSERT_EQ(disasm__probe_kind(jmp32, sizeof(jmp32)), DISASM_PROBE_JUMP) &&
+	       /* a CALL is emulated too, but not calibrated: stepped */
+	       ASSERT_EQ(disasm__probe_kind(call, sizeof(call)), DISASM_PROBE_STEPPED);
 }
