@@ -925,6 +925,29 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
 }
 
+/*
+ * The patterns checked in each --pid's executable before the calibration
+ * (half a second): a typo is said at once. A process that cannot be read is
+ * left to add_proc, which says why.
+ */
+static int preflight(struct trace_run *r, const struct trace_args *args)
+{
+	for (size_t i = 0; args->nexe_patterns && i < args->npids; i++) {
+		struct rw_error err = {};
+		char exe[64];
+
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[i]);
+		if (check_exe(r, args->pids[i], exe, args))
+			return -1;
+		if (tracer__check(r->t, exe, args->exe_patterns, args->nexe_patterns, &err) ==
+		    -ENOENT) {
+			fprintf(stderr, "retwatch: process %d: %s\n", args->pids[i], err.msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
@@ -939,6 +962,8 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return -1;
 	}
+	if (preflight(r, args))
+		return -1;
 	calibrate_probes(r, args);
 	r->sym = symbolizer__new(r->cache);
 	r->results = results__new(r->t);

@@ -390,6 +390,23 @@ static int unmatched_error(const struct binary *b, const struct binary_match *m,
 	return rw_error_set(err, ENOENT, "%s", msg);
 }
 
+int tracer__check(struct tracer *t, const char *path, const char *const *patterns, size_t npatterns,
+		  struct rw_error *err)
+{
+	struct binary_match m = { 0 };
+	struct binary *b = binary__open(t->cache, path, err);
+	int e;
+
+	if (!b)
+		return -(errno ? errno : EINVAL);
+	e = binary__match(b, patterns, npatterns, BINARY_DEFAULT_LIMIT, &m, err);
+	if (!e && m.nunmatched && !(t->partial && m.nfuncs))
+		e = unmatched_error(b, &m, path, err);
+	binary_match__clear(&m);
+	binary__put(b);
+	return e;
+}
+
 static bool pid_traced_elsewhere(const struct tracer *t, const struct tracer_target *tt)
 {
 	for (const struct tracer_target *o = t->targets; o; o = o->next)

@@ -119,6 +119,15 @@ const char *tracer__attach_mode(const struct tracer *t);
 int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi);
 
 /*
+ * What tracer__add would say of patterns in the file at path, without
+ * attaching anything: 0 when they match, or the same error (a pattern that
+ * matches nothing, with suggestions). Its analysis stays in the tracer's
+ * cache for the attach. -errno when the file cannot be read.
+ */
+int tracer__check(struct tracer *t, const char *path, const char *const *patterns, size_t npatterns,
+		  struct rw_error *err);
+
+/*
  * Traces the functions matching patterns in process pid, whose executable is
  * path (for a local process, /proc/PID/exe). Function slots already made
  * for the same file are shared; the probes are this process's own.
