@@ -4,7 +4,10 @@
  * byte's position into an entry range and a second (cold) range. Every site
  * found lies inside a range, sorted, and never past the budgets; a function
  * over a budget has none. Where the table of common forms reads the input's
- * first instruction, Zydis reads the same one. Silent on every input.
+ * first instruction, Zydis reads the same one. The entry site (entrysite.h,
+ * as Go code when the first byte is odd; runtime.morestack at the second
+ * range) lies in the entry's first bytes, on an instruction of a kind the
+ * kernel emulates, or at the entry. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include <Zydis/Zydis.h>
 
 #include "analysis/disasm.h"
+#include "analysis/entrysite.h"
 
 /* disasm__quick's answer at data against Zydis's full decoder. */
 static void check_quick(const uint8_t *data, size_t size)
@@ -42,6 +46,12 @@ static void check_quick(const uint8_t *data, size_t size)
 		__builtin_trap();
 }
 
+static bool second_range(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	return addr == 0x801000;
+}
+
 static int64_t offset_of(const struct code_range *r, size_t n, int64_t site, uint64_t entry)
 {
 	for (size_t i = 0; i < n; i++)
@@ -54,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct code_range r[2];
 	struct disasm_result res;
+	int64_t site;
 	size_t split;
 
 	if (!size)
@@ -72,6 +83,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (offset_of(r, 2, res.returns[i], 0x401000) ||
 		    (i && res.returns[i - 1] >= res.returns[i]))
 			__builtin_trap();
+	site = entrysite__choose(&r[0], &res, data[0] & 1, second_range, NULL);
+	if (site < 0 || site >= DISASM_ENTRY_RUN || (site && (uint64_t)site >= r[0].len) ||
+	    (site && disasm__probe_kind(data + site, split - (size_t)site) == DISASM_PROBE_STEPPED))
+		__builtin_trap();
 	disasm_result__clear(&res);
 	return 0;
 }
