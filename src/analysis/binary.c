@@ -4,6 +4,7 @@
  * and DWARF, their names and match keys, and the address index.
  * binary_impl.h holds what the pieces share.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -586,7 +587,40 @@ static bool inherent_path(const char *name, char *buf, size_t len)
 }
 
 /*
- * The names patterns are matched against: each entry's own, and for a C++
+ * A Go generic function's name without its instantiation, into buf: each
+ * bracketed list that follows a name is dropped ("main.Sum[go.shape.int]"
+ * is "main.Sum", "main.(*Box[go.shape.string]).Get" is "main.(*Box).Get").
+ * False when name has no such list. Brackets after anything else ("[2]int"
+ * in an array type's name) stay.
+ */
+static bool generic_base(const char *name, char *buf, size_t len)
+{
+	size_t n = 0, depth = 0;
+	bool dropped = false;
+
+	for (const char *p = name; *p; p++) {
+		bool ident = p > name && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+
+		if (*p == '[' && (depth || ident)) {
+			depth++;
+			dropped = true;
+			continue;
+		}
+		if (depth) {
+			depth -= *p == ']';
+			continue;
+		}
+		if (n + 1 >= len)
+			return false;
+		buf[n++] = *p;
+	}
+	buf[n] = '\0';
+	return dropped && !depth && n;
+}
+
+/*
+ * The names patterns are matched against: each entry's own, for a Go generic
+ * function its name without the instantiation (generic_base), and for a C++
  * or Rust symbol its demangled forms, with and without C++ parameter lists
  * ("shop::Cart::total(int) const", "shop::Cart::total"; "main::compute",
  * and for a v0 method "main::Cart::total" besides "<main::Cart>::total").
@@ -609,7 +643,11 @@ static int build_keys(struct binary *b)
 			free(k);
 			return -ECANCELED;
 		}
-		if (demangle(f->name, true, full, sizeof(full))) {
+		if (b->pcln && strchr(f->name, '[') && generic_base(f->name, bare, sizeof(bare))) {
+			forms[nforms] = keep_name(b, bare, strlen(bare));
+			if (!forms[nforms++])
+				goto nomem;
+		} else if (demangle(f->name, true, full, sizeof(full))) {
 			f->demangled = keep_name(b, full, strlen(full));
 			if (!f->demangled)
 				goto nomem;
