@@ -325,7 +325,7 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 	out_str(o, binary__stripped(b) ? ", stripped\n" : ", not stripped\n");
 	for (size_t i = 0; i < m->nfuncs; i++)
 		print_func(o, b, m->funcs[i]);
-	print_num(o, "\nentry probes on an instruction the kernel emulates (push, nop): ",
+	print_num(o, "\nentry probes on an instruction the kernel emulates (push, nop, jump): ",
 		  entries_emulated(b, m), 10);
 	print_num(o, " of ", m->nfuncs, 10);
 	out_str(o, " functions\n");

@@ -46,8 +46,8 @@ static bool is_morestack(void *ctx, uint64_t addr)
 }
 
 /*
- * Sweeps fi's ranges into f->dis, and chooses its entry site. 0; 1 when they cannot be read (fi->reason
- * says why); or -ENOMEM.
+ * Sweeps fi's ranges into f->dis, and chooses its entry site. 0; 1 when they
+ * cannot be read (fi->reason says why); or -ENOMEM.
  */
 static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
