@@ -9,8 +9,10 @@
 #    ROUNDS rounds of each, interleaved. Prints median ns per call, the
 #    overheads and their ratios, and checks retwatch's JSON call counts
 #    against the calls made. FUNC=main.theFramed times a function with Go's
-#    stack check, whose entry probe goes past it to its PUSH; the default,
-#    main.theFunc, is a leaf whose probe stays at its first byte.
+#    stack check, whose entry probe goes past it to its PUSH; FUNC=the_framed
+#    a C function built for CET (bench/workload.c: endbr64, then a PUSH where
+#    its probe goes); the default, main.theFunc, is a Go leaf whose probe goes
+#    on its first branch.
 # 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for ROUNDS more
 #    rounds, so stats do not slow part 1): run_time_ns / run_cnt of rw_entry,
 #    rw_ret, the empty program and the clock program (cookie, pid and clock
@@ -30,7 +32,7 @@
 #        ROUNDS       rounds of each kind in part 1, and of part 2 (default 3)
 #        NFUNCS       functions in part 3 (default 1000)
 #        FUNC         the workload's function in parts 1 and 2: main.theFunc
-#                     (default) or main.theFramed
+#                     (default), main.theFramed, or the_framed (the C workload)
 #        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
 #                     before a subset is timed and extrapolated (default 100)
 #        RETWATCH     the retwatch binary (default build/retwatch)
@@ -90,6 +92,9 @@ gcc "${cflags[@]}" bench/floor.c bench/emptyprog.c "${link[@]}" -o "$out/floor"
 gcc "${cflags[@]}" bench/attach_time.c bench/emptyprog.c "${link[@]}" \
 	-o "$out/attach_time"
 (cd bench/workload && GOFLAGS=-buildvcs=false go build -o ../../"$out"/workload .)
+gcc -O2 -fcf-protection=full -Wall -Wextra -Werror bench/workload.c -o "$out/workload_c"
+workload=$out/workload
+[[ $func == main.* ]] || workload=$out/workload_c
 go build -o "$out/compile" cmd/compile
 
 echo "kernel $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), retwatch: $retwatch" \
@@ -287,13 +292,13 @@ median() {
 
 if [[ $parts == *[12]* ]]; then
 
-	coproc WL { exec "$out/workload" -n "$calls" -f "${func#main.}"; }
+	coproc WL { exec "$workload" -n "$calls" -f "${func#main.}"; }
 	read -r -t 60 word wl_pid <&"${WL[0]}"
 	[[ $word == pid ]] || {
 		echo "trace_bench: workload did not start" >&2
 		exit 1
 	}
-	"$retwatch" inspect "$out/workload" "$func" | awk '/returns|entry probe/ { print "   ", $0 }'
+	"$retwatch" inspect "$workload" "$func" | awk '/returns|entry probe/ { print "   ", $0 }'
 	round # warm-up, not counted
 fi
 
@@ -301,7 +306,7 @@ fi
 
 if [[ $parts == *1* ]]; then
 	echo
-	echo "== 1. overhead per traced call: $func (2 RETs), $calls calls a round, $rounds rounds each"
+	echo "== 1. overhead per traced call: $func, $calls calls a round, $rounds rounds each"
 	bare=() floor=() ours=() first=()
 	ours_total=0 first_total=0
 	for ((r = 1; r <= rounds; r++)); do
