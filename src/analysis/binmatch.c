@@ -329,6 +329,14 @@ const char *bin_match__display_name(const struct fn_entry *f)
 	return f->demangled ? f->demangled : f->name;
 }
 
+/* Whether key is a Go generic function's name without its instantiation. */
+static bool generic_key(const struct binary *b, const struct name_key *key)
+{
+	const struct fn_entry *f = &b->fns[key->fn];
+
+	return b->pcln && !f->demangled && key->name != f->name && strcmp(key->name, f->name);
+}
+
 static void suggest(const struct binary *b, struct binary_unmatched *u)
 {
 	struct suggester sg = { .budget = SUGGEST_CELL_BUDGET };
@@ -341,7 +349,7 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 		sg.diff[(unsigned char)sg.lit[i]]++;
 	sg.max = sg.lp / 4 > 2 ? sg.lp / 4 : 2;
 	for (size_t i = 0, d = 0; i < b->nkeys; i++) {
-		const char *name = b->keys[i].name;
+		const char *name = b->keys[i].name, *shown;
 		size_t c = b->fns[b->keys[i].fn].canon, k;
 
 		if (cancel__requested())
@@ -355,8 +363,12 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 		}
 		if (d > sg.max || b->fns[c].dropped)
 			continue;
+		/* a Go generic function by its name without instantiation, once
+		 * for all its instances (build_keys) */
+		shown = generic_key(b, &b->keys[i]) ? name : bin_match__display_name(&b->fns[c]);
 		/* one function once, at its best distance (its names are several) */
-		for (k = 0; k < u->nsuggestions && fn[k] != c; k++)
+		for (k = 0; k < u->nsuggestions && fn[k] != c && strcmp(u->suggestions[k], shown);
+		     k++)
 			;
 		if (k < u->nsuggestions) {
 			if (d >= dist[k])
@@ -384,7 +396,7 @@ static void suggest(const struct binary *b, struct binary_unmatched *u)
 		}
 		dist[k] = d;
 		fn[k] = c;
-		u->suggestions[k] = bin_match__display_name(&b->fns[c]);
+		u->suggestions[k] = shown;
 	}
 }
 

@@ -47,3 +47,12 @@ def test_every_instance_traced():
         assert len(names) == 2, (generic, names, r.describe())
         got = sum(r.function(n)["calls"] for n in names)
         assert got == want, f"{generic}: {got} calls over {names}, the tracee made {want}\n{r.describe()}"
+
+
+def test_suggestions_name_the_generic_function():
+    """A typo is answered with the name as written in the source, once for
+    all its instances."""
+    run = harness.inspect(TRACEES[0].path, "main.summ")
+    run.assert_refused()
+    assert "similar names: main.sum" in run.stderr and "main.sum[" not in run.stderr, \
+        run.describe()
