@@ -14,6 +14,8 @@
 
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 5000
+/* A Retry-After is honoured up to this long. */
+#define RETRY_AFTER_MAX_S 60
 /* The server ends each watch after this long; a new one resumes.
  * RETWATCH_WATCH_TIMEOUT_S sets another (tests, a proxy that cuts sooner). */
 #define WATCH_TIMEOUT_S 240
@@ -51,6 +53,7 @@ struct informer {
 	informer_trim_fn trim;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
+	long retry_after_s; /* the thread's own: the server's last Retry-After */
 
 	pthread_mutex_t lock; /* guards everything below */
 	struct entry *items;
@@ -235,6 +238,11 @@ static int list_page(struct informer *inf, const char *cont, cJSON *all, char *n
 				  "and RBAC rules (manifests/install.yaml, charts/retwatch): %s",
 				  inf->name, inf->path, status,
 				  kube__error_text(body, why, sizeof(why)));
+		else if ((status == 429 || status >= 500) &&
+			 (inf->retry_after_s = kube__retry_after()))
+			log_warn("%s: list %s: the API server answered %d with Retry-After %ld s, "
+				 "retrying then",
+				 inf->name, inf->path, status, inf->retry_after_s);
 		else if (status == 429 || status >= 500)
 			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
 				 inf->name, inf->path, status);
@@ -423,6 +431,8 @@ static int watch(struct informer *inf)
 	}
 	if (status == 200 || status == -ECANCELED)
 		return 0;
+	if (status == 429 || status >= 500)
+		inf->retry_after_s = kube__retry_after();
 	if (status == -ETIMEDOUT)
 		log_warn("%s: watch silent for %d s (no event, no bookmark, past its %d s "
 			 "timeout), restarting it from resourceVersion %s",
@@ -440,6 +450,16 @@ static void pause_ms(struct informer *inf, int ms)
 		usleep(50 * 1000);
 }
 
+/* The pause before the next try: the backoff's, or the server's Retry-After
+ * when longer (bounded). */
+static int retry_pause_ms(struct informer *inf, int backoff_ms)
+{
+	long ra = inf->retry_after_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : inf->retry_after_s;
+
+	inf->retry_after_s = 0;
+	return ra * 1000 > backoff_ms ? (int)ra * 1000 : backoff_ms;
+}
+
 static void *run(void *arg)
 {
 	struct informer *inf = arg;
@@ -452,7 +472,7 @@ static void *run(void *arg)
 	while (!inf->stop) {
 		int r;
 
-		pause_ms(inf, kube__backoff_jitter(backoff, &seed));
+		pause_ms(inf, retry_pause_ms(inf, kube__backoff_jitter(backoff, &seed)));
 		if (need_list) {
 			if (list(inf)) {
 				backoff = kube__backoff_next(backoff, BACKOFF_MIN_MS,
