@@ -155,6 +155,38 @@ def test_uid_precondition_409_is_final(cluster):
             assert not agent.find(msg_has="retrying against the newer object")
 
 
+def test_lists_wait_for_retry_after(cluster):
+    """The informer's list of probes and the summary writer's list of a
+    probe's reports, answered 429 and 503 with Retry-After: each is tried
+    again no sooner than asked."""
+    ns = cluster.namespace()
+    left = {"probes": 1, "reports": 1}
+
+    def rule(req):
+        if req.method == "GET" and "/apis/retwatch.io/v1alpha1/functionprobes?" in req.path \
+                and "watch=1" not in req.path and left["probes"]:
+            left["probes"] -= 1
+            return Reply(429, status_body(429, "TooManyRequests", "slow down"),
+                         {"Retry-After": "2"})
+        if req.method == "GET" and f"/namespaces/{ns}/functionprobereports?" in req.path \
+                and left["reports"]:
+            left["reports"] -= 1
+            return Reply(503, status_body(503, "ServiceUnavailable", "busy"),
+                         {"Retry-After": "2"})
+        return None
+    with ApiProxy(cluster.cp, rule) as proxy:
+        with cluster.agent("node-a", user=proxy.kubeconfig_user()) as agent:
+            lists = [r for r in proxy.requests("GET", "/apis/retwatch.io/v1alpha1/functionprobes?")
+                     if "watch=1" not in r.path]
+            assert lists[0].action == "429" and lists[1].at - lists[0].at >= 2, lists[:2]
+            assert agent.find(msg_has="answered 429 with Retry-After 2 s")
+            cluster.apply_probe(ns, "l", spec())
+            wait_written(cluster, ns, "l", agent, proxy)
+            reports = proxy.requests("GET", f"/namespaces/{ns}/functionprobereports?")
+            assert reports[0].action == "503", reports
+            assert reports[1].at - reports[0].at >= 2, reports[:2]
+
+
 WATCH_TIMEOUT_S = 12
 WATCH_IDLE_S = 15  # informer.c: the timeout and a quarter of it
 
