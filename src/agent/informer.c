@@ -14,10 +14,13 @@
 
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 5000
-/* The server ends each watch after this long; a new one resumes. */
+/* A Retry-After is honoured up to this long. */
+#define RETRY_AFTER_MAX_S 60
+/* The server ends each watch after this long; a new one resumes.
+ * RETWATCH_WATCH_TIMEOUT_S sets another (tests, a proxy that cuts sooner). */
 #define WATCH_TIMEOUT_S 240
-/* No byte for this long on a watch (not even a bookmark): reconnect. */
-#define WATCH_IDLE_S (WATCH_TIMEOUT_S + 60)
+#define WATCH_TIMEOUT_MIN_S 5
+#define WATCH_TIMEOUT_MAX_S 3600
 #define LIST_TIMEOUT_MS 60000
 /* Objects per list page, by default. */
 #define LIST_PAGE 500
@@ -50,6 +53,7 @@ struct informer {
 	informer_trim_fn trim;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
+	long retry_after_s; /* the thread's own: the server's last Retry-After */
 
 	pthread_mutex_t lock; /* guards everything below */
 	struct entry *items;
@@ -234,6 +238,11 @@ static int list_page(struct informer *inf, const char *cont, cJSON *all, char *n
 				  "and RBAC rules (manifests/install.yaml, charts/retwatch): %s",
 				  inf->name, inf->path, status,
 				  kube__error_text(body, why, sizeof(why)));
+		else if ((status == 429 || status >= 500) &&
+			 (inf->retry_after_s = kube__retry_after()))
+			log_warn("%s: list %s: the API server answered %d with Retry-After %ld s, "
+				 "retrying then",
+				 inf->name, inf->path, status, inf->retry_after_s);
 		else if (status == 429 || status >= 500)
 			log_warn("%s: list %s: the API server is not ready (HTTP %d), retrying",
 				 inf->name, inf->path, status);
@@ -371,23 +380,46 @@ static int on_event(const char *line, size_t len, void *ctx)
 	return stop;
 }
 
+/* The watches' timeoutSeconds. */
+static int watch_timeout_s(void)
+{
+	const char *v = getenv("RETWATCH_WATCH_TIMEOUT_S");
+	long s = v ? strtol(v, NULL, 10) : 0;
+
+	if (s < WATCH_TIMEOUT_MIN_S || s > WATCH_TIMEOUT_MAX_S)
+		return WATCH_TIMEOUT_S;
+	return (int)s;
+}
+
+/*
+ * No byte for this long on a watch of timeout_s (not even a bookmark): it is
+ * restarted. The server ends a live watch at timeout_s; the margin (a
+ * quarter, at most a minute) lets its last bytes come late.
+ */
+static int watch_idle_s(int timeout_s)
+{
+	int margin = timeout_s / 4;
+
+	return timeout_s + (margin > 60 ? 60 : margin < 2 ? 2 : margin);
+}
+
 /* 0: the server ended the watch; 1: 410 Gone; -errno: it failed. */
 static int watch(struct informer *inf)
 {
 	struct rw_error err = { "" };
 	char *path = NULL;
-	int status;
+	int status, timeout_s = watch_timeout_s(), idle_s = watch_idle_s(timeout_s);
 
 	inf->gone = false;
 	if (asprintf(&path,
 		     "%s?%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d",
 		     inf->path, inf->query ? inf->query : "", inf->query ? "&" : "", inf->rv,
-		     WATCH_TIMEOUT_S) < 0)
+		     timeout_s) < 0)
 		return -ENOMEM;
 	pthread_mutex_lock(&inf->lock);
 	inf->c.watches++;
 	pthread_mutex_unlock(&inf->lock);
-	status = kube__stream(inf->k, path, on_event, inf, &inf->stop, WATCH_IDLE_S, &err);
+	status = kube__stream(inf->k, path, on_event, inf, &inf->stop, idle_s, &err);
 	free(path);
 	if (inf->gone || status == 410) {
 		pthread_mutex_lock(&inf->lock);
@@ -399,8 +431,15 @@ static int watch(struct informer *inf)
 	}
 	if (status == 200 || status == -ECANCELED)
 		return 0;
-	log_warn("%s: watch failed, will resume from resourceVersion %s: %s", inf->name, inf->rv,
-		 err.msg);
+	if (status == 429 || status >= 500)
+		inf->retry_after_s = kube__retry_after();
+	if (status == -ETIMEDOUT)
+		log_warn("%s: watch silent for %d s (no event, no bookmark, past its %d s "
+			 "timeout), restarting it from resourceVersion %s",
+			 inf->name, idle_s, timeout_s, inf->rv);
+	else
+		log_warn("%s: watch failed, will resume from resourceVersion %s: %s", inf->name,
+			 inf->rv, err.msg);
 	count_failure(inf);
 	return status < 0 ? status : -EPROTO;
 }
@@ -409,6 +448,16 @@ static void pause_ms(struct informer *inf, int ms)
 {
 	for (; ms > 0 && !inf->stop; ms -= 50)
 		usleep(50 * 1000);
+}
+
+/* The pause before the next try: the backoff's, or the server's Retry-After
+ * when longer (bounded). */
+static int retry_pause_ms(struct informer *inf, int backoff_ms)
+{
+	long ra = inf->retry_after_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : inf->retry_after_s;
+
+	inf->retry_after_s = 0;
+	return ra * 1000 > backoff_ms ? (int)ra * 1000 : backoff_ms;
 }
 
 static void *run(void *arg)
@@ -423,7 +472,7 @@ static void *run(void *arg)
 	while (!inf->stop) {
 		int r;
 
-		pause_ms(inf, kube__backoff_jitter(backoff, &seed));
+		pause_ms(inf, retry_pause_ms(inf, kube__backoff_jitter(backoff, &seed)));
 		if (need_list) {
 			if (list(inf)) {
 				backoff = kube__backoff_next(backoff, BACKOFF_MIN_MS,

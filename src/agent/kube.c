@@ -32,6 +32,9 @@ struct kube {
 	unsigned long requests; /* atomic */
 };
 
+/* The calling thread's last Retry-After (kube__retry_after). */
+static __thread long retry_after_s;
+
 struct buf {
 	char *data;
 	size_t len, cap, max;
@@ -324,6 +327,7 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 	int e;
 
 	__atomic_add_fetch(&k->requests, 1, __ATOMIC_RELAXED);
+	retry_after_s = 0;
 	e = auth_header(k, &auth, err);
 	if (e)
 		return e;
@@ -373,7 +377,11 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 				 "%s %s: %s", method, path,
 				 errbuf[0] ? errbuf : curl_easy_strerror(rc));
 	} else {
+		curl_off_t ra = 0;
+
 		e = (int)response_status(c);
+		if (curl_easy_getinfo(c->curl, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+			retry_after_s = (long)ra;
 	}
 out:
 	curl_slist_free_all(hdrs);
@@ -411,6 +419,22 @@ int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
 			     c.body.data ? c.body.data : "");
 	free(c.body.data);
 	return e;
+}
+
+long kube__retry_after(void)
+{
+	return retry_after_s;
+}
+
+bool kube__uid_conflict(const char *body)
+{
+	cJSON *doc = body ? cJSON_Parse(body) : NULL;
+	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "message"));
+	/* the storage layer's words for a failed uid precondition */
+	bool yes = msg && strstr(msg, "Precondition failed: UID in precondition");
+
+	cJSON_Delete(doc);
+	return yes;
 }
 
 unsigned long kube__requests(const struct kube *k)

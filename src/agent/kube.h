@@ -9,6 +9,7 @@
 #define RETWATCH_KUBE_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "agent/kubeconfig.h"
@@ -41,6 +42,20 @@ typedef int (*kube_line_fn)(const char *line, size_t len, void *ctx);
  */
 int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
 		 const volatile sig_atomic_t *stop, int idle_s, struct rw_error *err);
+
+/*
+ * The Retry-After of the calling thread's last response (429, 503), in
+ * seconds, 0 without one: the wait the server asks for before the next
+ * attempt (an HTTP date is turned into seconds from now).
+ */
+long kube__retry_after(void);
+/*
+ * Whether a 409's Status body says the write's uid precondition failed: the
+ * object was deleted and made again under its name, so the write is for an
+ * object that is gone. Any other 409 (a resourceVersion conflict) is worth
+ * sending again against the newer object.
+ */
+bool kube__uid_conflict(const char *body);
 
 /* Requests started so far (watches included), by every thread. */
 unsigned long kube__requests(const struct kube *k);

@@ -17,6 +17,14 @@
 #define LEASE_TIMEOUT_MS 5000
 /* How often an agent that does not hold the Lease looks whether it is free. */
 #define LEASE_RETRY_S 2
+/* A Retry-After is honoured up to this long (a server asking for more is
+ * asked again then). */
+#define RETRY_AFTER_MAX_S 60
+/* Backoff of a write the server could not take now (no Retry-After given). */
+#define RETRY_MIN_MS 1000
+#define RETRY_MAX_MS 5000
+/* A conflict is retried sooner: the newer object is there already. */
+#define CONFLICT_MIN_MS 200
 
 struct patch {
 	char *key, *path, *manager, *body;
@@ -46,6 +54,10 @@ struct publisher {
 	char seen_holder[256], seen_renew[64];
 	struct timespec seen_at;
 	struct timespec next_lease;
+	int lease_wait_s;     /* the Lease's last Retry-After */
+	int backoff_ms;	      /* the retry ceiling after the last failures */
+	unsigned int seed;    /* the jitter's */
+	struct timespec hold; /* nothing is sent before (a Retry-After, a backoff) */
 };
 
 static void free_patch(struct patch *pt)
@@ -81,7 +93,6 @@ static bool send_delete(struct publisher *p, const char *path, long timeout_ms)
 	return status / 100 == 2 || status == 404;
 }
 
-/* Sends one patch; called without the lock. */
 /* Whether the server refused a write for its size: 413 from the API server,
  * or etcd's "request is too large" past --max-request-bytes. */
 static bool refused_as_too_large(int status, const char *resp)
@@ -89,8 +100,44 @@ static bool refused_as_too_large(int status, const char *resp)
 	return status == 413 || (status / 100 >= 4 && resp && strstr(resp, "request is too large"));
 }
 
-static bool send_patch(struct publisher *p, const char *path, const char *manager, const char *body,
-		       long timeout_ms, bool *ret_too_large)
+/* What became of one write. */
+struct outcome {
+	bool ok;	/* done with: taken, or for an object that is gone */
+	bool too_large; /* refused for its size */
+	int retry_ms;	/* > 0: send it again after this long */
+};
+
+/* Whether the server asks the client to come back later: overloaded (429,
+ * API Priority and Fairness) or unavailable (5xx, a restarting server). */
+static bool retryable(int status)
+{
+	return status < 0 || status == 429 || status / 100 == 5;
+}
+
+/* The wait before the next attempt after a retryable answer: the server's
+ * Retry-After (bounded), else the backoff with jitter; logged as such. */
+static int retry_wait_ms(struct publisher *p, int status, const char *what, const char *path)
+{
+	long ra = status > 0 ? kube__retry_after() : 0;
+	int ms;
+
+	if (ra > 0) {
+		ms = (int)(ra > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : ra) * 1000;
+		log_warn("failed to %s %s: API server answered %d with Retry-After %ld s; "
+			 "retrying in %d s",
+			 what, path, status, ra, ms / 1000);
+		return ms;
+	}
+	p->backoff_ms = kube__backoff_next(p->backoff_ms, RETRY_MIN_MS, RETRY_MAX_MS);
+	ms = kube__backoff_jitter(p->backoff_ms, &p->seed);
+	if (status > 0)
+		log_warn("failed to %s %s: API server answered %d; retrying in %.1f s", what, path,
+			 status, ms / 1000.0);
+	return ms;
+}
+
+static void send_patch(struct publisher *p, const char *path, const char *manager, const char *body,
+		       long timeout_ms, struct outcome *ret)
 {
 	struct rw_error err = { "" };
 	char *url = NULL, *resp = NULL, esc[256], why[512];
@@ -98,19 +145,37 @@ static bool send_patch(struct publisher *p, const char *path, const char *manage
 
 	if (asprintf(&url, "%s?fieldManager=%s&force=true", path,
 		     kube__escape(manager, esc, sizeof(esc))) < 0)
-		return false;
+		return;
 	status = kube__request(p->k, "PATCH", url, "application/apply-patch+yaml", body, timeout_ms,
 			       &resp, &err);
 	if (status < 0)
 		log_warn("failed to write status %s: %s", path, err.msg);
-	else if (status / 100 != 2)
+	else if (status / 100 != 2 && status != 409 && !retryable(status))
 		log_warn("failed to write status %s: HTTP %d: %s", path, status,
 			 kube__error_text(resp, why, sizeof(why)));
-	*ret_too_large = refused_as_too_large(status, resp);
+	ret->too_large = refused_as_too_large(status, resp);
+	/* 404: the probe is gone. Neither is retried. */
+	ret->ok = status / 100 == 2 || status == 404;
+	if (status == 409 && kube__uid_conflict(resp)) {
+		/* the probe was deleted and made again: this write was for the old one */
+		log_info("not writing status %s: its probe was replaced (%s)", path,
+			 kube__error_text(resp, why, sizeof(why)));
+		ret->ok = true;
+	} else if (status == 409) {
+		/* a resourceVersion conflict: an apply sends no resourceVersion,
+		 * so sent again it applies to the newer object */
+		p->backoff_ms = kube__backoff_next(p->backoff_ms, CONFLICT_MIN_MS, RETRY_MAX_MS);
+		ret->retry_ms = kube__backoff_jitter(p->backoff_ms, &p->seed);
+		log_warn("failed to write status %s: HTTP 409: %s; retrying against the newer "
+			 "object in %d ms",
+			 path, kube__error_text(resp, why, sizeof(why)), ret->retry_ms);
+	} else if (retryable(status) && !ret->too_large) {
+		ret->retry_ms = retry_wait_ms(p, status, "write status", path);
+	}
+	if (ret->ok)
+		p->backoff_ms = 0;
 	free(resp);
 	free(url);
-	/* 404: the probe is gone; 409 on uid: it was replaced. Neither is retried. */
-	return status / 100 == 2 || status == 404 || status == 409;
 }
 
 static struct patch *find(struct publisher *p, const char *key);
@@ -130,13 +195,68 @@ static struct patch *oldest_queued(struct publisher *p)
 	return best;
 }
 
+static void add_ms(struct timespec *t, long ms)
+{
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (ms % 1000) * 1000000L;
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+/* How long until the hold ends (<= 0: sending is free). */
+static double held_s(struct publisher *p)
+{
+	return -elapsed_s(&p->hold);
+}
+
+/* Sends the patch or delete of pt (a copy: a newer one may replace it
+ * meanwhile), without the lock; then records what became of it. */
+static void send_one(struct publisher *p, struct patch *pt, long timeout_ms)
+{
+	char *key = strdup(pt->key), *path = strdup(pt->path);
+	char *manager = strdup(pt->manager), *body = strdup(pt->body);
+	bool del = pt->del;
+	struct outcome out = { 0 };
+
+	pt->queued = false;
+	pthread_mutex_unlock(&p->lock);
+	if (key && path && manager && body && del)
+		out.ok = send_delete(p, path, timeout_ms);
+	else if (key && path && manager && body)
+		send_patch(p, path, manager, body, timeout_ms, &out);
+	free(path);
+	free(manager);
+	free(body);
+	pthread_mutex_lock(&p->lock);
+	p->c.patches++;
+	if (!out.ok)
+		p->c.failures++;
+	/* the key may have been forgotten while the lock was free */
+	pt = key ? find(p, key) : NULL;
+	if (pt) {
+		pt->failed = !out.ok;
+		pt->too_large = out.too_large;
+		/* sent again as it was, first in line, unless a newer one waits */
+		if (out.retry_ms > 0)
+			pt->queued = true;
+	}
+	if (out.retry_ms > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &p->hold);
+		add_ms(&p->hold, out.retry_ms);
+	}
+	/* a deleted object's key is done with, unless a newer write waits */
+	if (pt && out.ok && del && !pt->queued)
+		drop(p, key);
+	free(key);
+}
+
 static void send_queued(struct publisher *p)
 {
 	struct patch *pt;
 
 	for (;;) {
-		char *key, *path, *manager, *body;
-		bool ok, del, too_large = false;
 		long timeout_ms = PATCH_TIMEOUT_MS;
 
 		if (p->stop) {
@@ -146,37 +266,13 @@ static void send_queued(struct publisher *p)
 				return;
 			timeout_ms = (long)(left * 1000);
 		}
+		/* the server asked to wait (Retry-After), or failed: back off */
+		if (held_s(p) > 0)
+			return;
 		pt = oldest_queued(p);
 		if (!pt)
 			return;
-		/* send a copy: a newer patch may replace this one meanwhile */
-		key = strdup(pt->key);
-		path = strdup(pt->path);
-		manager = strdup(pt->manager);
-		body = strdup(pt->body);
-		del = pt->del;
-		pt->queued = false;
-		pthread_mutex_unlock(&p->lock);
-		ok = key && path && manager && body &&
-		     (del ? send_delete(p, path, timeout_ms)
-			  : send_patch(p, path, manager, body, timeout_ms, &too_large));
-		free(path);
-		free(manager);
-		free(body);
-		pthread_mutex_lock(&p->lock);
-		p->c.patches++;
-		if (!ok)
-			p->c.failures++;
-		/* the key may have been forgotten while the lock was free */
-		pt = key ? find(p, key) : NULL;
-		if (pt) {
-			pt->failed = !ok;
-			pt->too_large = too_large;
-		}
-		/* a deleted object's key is done with, unless a newer write waits */
-		if (pt && ok && del && !pt->queued)
-			drop(p, key);
-		free(key);
+		send_one(p, pt, timeout_ms);
 		/* a long queue must not let the Lease lapse */
 		tend_lease(p);
 	}
@@ -237,6 +333,14 @@ static bool lease_free(struct publisher *p, const cJSON *lease)
 	return elapsed_s(&p->seen_at) > p->lease_s;
 }
 
+/* The Retry-After of the Lease request just made, bounded. */
+static int lease_retry_after(void)
+{
+	long ra = kube__retry_after();
+
+	return (int)(ra > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : ra);
+}
+
 static bool try_lease(struct publisher *p)
 {
 	struct rw_error err = { "" };
@@ -256,6 +360,7 @@ static bool try_lease(struct publisher *p)
 		goto out;
 	}
 	if (status != 200) {
+		p->lease_wait_s = status > 0 ? lease_retry_after() : 0;
 		if (status > 0)
 			log_warn("failed to read Lease %s: HTTP %d: %s", p->lease_path, status,
 				 kube__error_text(resp, why, sizeof(why)));
@@ -271,6 +376,12 @@ static bool try_lease(struct publisher *p)
 		status = kube__request(p->k, "PUT", p->lease_path, "application/json", body,
 				       LEASE_TIMEOUT_MS, NULL, &err);
 		leader = status == 200;
+		p->lease_wait_s = status > 0 ? lease_retry_after() : 0;
+		/* written meanwhile by another: read again at the next try, soon */
+		if (status == 409)
+			log_info("Lease %s changed since it was read (409 Conflict): reading it "
+				 "again",
+				 p->lease_path);
 	}
 out:
 	cJSON_Delete(lease);
@@ -300,6 +411,14 @@ static void tend_lease(struct publisher *p)
 		clock_gettime(CLOCK_MONOTONIC, &p->renewed);
 	clock_gettime(CLOCK_MONOTONIC, &p->next_lease);
 	p->next_lease.tv_sec += leader && p->lease_s / 3 > 0 ? p->lease_s / 3 : LEASE_RETRY_S;
+	/* the server asked to wait longer (429, 503) */
+	if (p->lease_wait_s > 0) {
+		log_warn("Lease %s: API server answered with Retry-After %d s; trying again then",
+			 p->lease_path, p->lease_wait_s);
+		clock_gettime(CLOCK_MONOTONIC, &p->next_lease);
+		p->next_lease.tv_sec += p->lease_wait_s;
+		p->lease_wait_s = 0;
+	}
 }
 
 /* Hands the Lease over at once instead of letting it expire. */
@@ -338,10 +457,14 @@ static void *run(void *arg)
 	while (!p->stop) {
 		struct timespec until;
 
+		double hold;
+
 		send_queued(p);
 		tend_lease(p);
+		/* wake when a hold ends, else once a second (the Lease) */
+		hold = held_s(p);
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 1;
+		add_ms(&until, hold > 0 && hold < 1 ? (long)(hold * 1000) + 1 : 1000);
 		pthread_cond_timedwait(&p->cond, &p->lock, &until);
 	}
 	send_queued(p);
@@ -364,6 +487,9 @@ struct publisher *publisher__start(struct kube *k, const char *identity, const c
 		return NULL;
 	p->k = k;
 	p->lease_s = lease_s;
+	/* each agent its own jitter, so nodes' agents do not retry in step */
+	p->seed = (unsigned int)time(NULL) ^ (unsigned int)(uintptr_t)p;
+	clock_gettime(CLOCK_MONOTONIC, &p->hold);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	p->identity = strdup(identity);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/kobj.h"
 #include "base/log.h"
@@ -15,6 +16,8 @@
 /* Reports per list request: a page is all the memory a summary's input takes. */
 #define PAGE_LIMIT 25
 #define LIST_TIMEOUT_MS 15000
+/* A Retry-After is honoured up to this long. */
+#define RETRY_AFTER_MAX_S 60
 
 struct request {
 	char *uid, *ns, *name, *spec_err, *status_path;
@@ -40,6 +43,7 @@ struct summarizer {
 	bool stop;
 	struct request *reqs;
 	uint64_t seq;
+	long wait_s; /* the thread's own: a Retry-After to honour before the next list */
 	struct summarizer_counters c;
 };
 
@@ -96,6 +100,12 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 	} else if (status < 0) {
 		log_warn("summary of %s/%s: failed to list its reports: %s", r->ns, r->name,
 			 err.msg);
+	} else if ((status == 429 || status / 100 == 5) && kube__retry_after() > 0) {
+		/* overloaded: the next list waits as long as the server asks */
+		s->wait_s = kube__retry_after();
+		log_warn("summary of %s/%s: failed to list its reports: API server answered %d "
+			 "with Retry-After %ld s; waiting that long",
+			 r->ns, r->name, status, s->wait_s);
 	} else {
 		log_warn("summary of %s/%s: failed to list its reports: HTTP %d: %s", r->ns,
 			 r->name, status, kube__error_text(body, why, sizeof(why)));
@@ -189,6 +199,17 @@ static struct request *oldest_queued(struct summarizer *s)
 	return best;
 }
 
+/* Waits out a Retry-After (bounded) before the next list; called without
+ * the lock. */
+static void pause_retry_after(struct summarizer *s)
+{
+	long ms = (s->wait_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s->wait_s) * 1000;
+
+	s->wait_s = 0;
+	for (; ms > 0 && !__atomic_load_n(&s->stop, __ATOMIC_RELAXED); ms -= 100)
+		usleep(100 * 1000);
+}
+
 static void *run(void *arg)
 {
 	struct summarizer *s = arg;
@@ -220,6 +241,7 @@ static void *run(void *arg)
 		text = copy.uid && copy.ns && copy.name && copy.status_path
 			       ? summarize(s, &copy, copy.last, &counted)
 			       : NULL;
+		pause_retry_after(s);
 		pthread_mutex_lock(&s->lock);
 		s->c.summaries++;
 		s->c.writes += text != NULL;

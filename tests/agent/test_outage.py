@@ -1,6 +1,9 @@
 """The API server away for two minutes: the agent keeps tracing (nothing
 detached, /healthz live so that no kubelet restarts it) and, once the API
-server is back, reports every call made meanwhile."""
+server is back, reports every call made meanwhile.
+
+RETWATCH_OUTAGE_S sets another length (the issue's three minutes:
+RETWATCH_OUTAGE_S=180, by hand: `make test` keeps two to stay in its time)."""
 
 import os
 import signal
@@ -10,7 +13,7 @@ from agentproc import wait_for
 from test_agent import FUNCS, count_afresh, fns, has_calls, rfc3339, spec
 from test_tenants import Watch
 
-OUTAGE_S = 120
+OUTAGE_S = int(os.environ.get("RETWATCH_OUTAGE_S", "120"))
 
 
 def test_two_minutes_without_the_api_server_lose_nothing(cluster, make_pod):

@@ -31,3 +31,20 @@ TEST(backoff_jitter_spreads_within_half_to_whole)
 	       ASSERT_EQ(kube__backoff_jitter(-5, &seed), 0) &&
 	       ASSERT_TRUE(kube__backoff_jitter(1, &seed) <= 1);
 }
+
+TEST(conflict_on_uid_is_told_from_a_resource_version_one)
+{
+	static const char uid[] =
+		"{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Conflict\",\"code\":409,"
+		"\"message\":\"Operation cannot be fulfilled on functionprobes.retwatch.io \\\"p\\\": "
+		"Precondition failed: UID in precondition: 1, UID in object meta: 2\"}";
+	static const char rv[] =
+		"{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Conflict\",\"code\":409,"
+		"\"message\":\"Operation cannot be fulfilled on functionprobes.retwatch.io \\\"p\\\": "
+		"the object has been modified; please apply your changes to the latest version "
+		"and try again\"}";
+
+	return ASSERT_TRUE(kube__uid_conflict(uid)) && ASSERT_TRUE(!kube__uid_conflict(rv)) &&
+	       ASSERT_TRUE(!kube__uid_conflict(NULL)) &&
+	       ASSERT_TRUE(!kube__uid_conflict("<html>")) && ASSERT_EQ(kube__retry_after(), 0);
+}
