@@ -135,13 +135,22 @@ bool binary__stripped(const struct binary *b);
 bool binary__is_go(const struct binary *b);
 size_t binary__nfuncs(const struct binary *b);
 /*
- * Why a pattern may match nothing in a stripped native file: it has only
- * the functions it exports (its dynamic symbols), or none. Writes the
+ * Why a pattern may match nothing in a stripped native file without a
+ * debug file (debugfile.h): it has only the functions it exports (its
+ * dynamic symbols), or none; where its debug file was looked for. Writes the
  * note, saying what to write instead, into buf (len > 0) and returns true;
  * false for a file whose names were all searched (not stripped, or Go,
  * whose function table survives stripping).
  */
 bool binary__stripped_note(const struct binary *b, char *buf, size_t len);
+/*
+ * Where a stripped file's function names and DWARF came from: its separate
+ * debug file's path (as the root it was found in sees it), or NULL when the
+ * names are the file's own.
+ */
+const char *binary__debug_file(const struct binary *b);
+/* Why a debug file found was not used (a CRC that is not the link's), or NULL. */
+const char *binary__debug_note(const struct binary *b);
 
 /*
  * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since

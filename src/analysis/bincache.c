@@ -16,6 +16,7 @@
 
 #include "analysis/binary.h"
 #include "analysis/binary_impl.h"
+#include "analysis/debugfile.h"
 #include "base/cancel.h"
 #include "base/demangle.h"
 #include "analysis/disasm.h"
@@ -53,6 +54,9 @@ static void binary_free(struct binary *b)
 	free(b->names);
 	gopclntab__free(b->pcln);
 	dwarfinfo__free(b->dwarf);
+	elfbin__free(b->dbg);
+	free(b->dbg_path);
+	free(b->dbg_note);
 	elfbin__free(b->eb);
 	free(b->go_version);
 	free(b->path);
@@ -96,6 +100,62 @@ static const char *file_kind(mode_t mode)
 	if (S_ISSOCK(mode))
 		return "a socket";
 	return "not a file";
+}
+
+/*
+ * Where the file opened as path lies, for finding its debug file: inside a
+ * process's root ("/proc/PID/root/usr/bin/x": *ret_root_fd that root, and
+ * "/usr/bin/x") or on the node (-1, and the path the kernel gives for an
+ * fd's or exe's link, else the real path). False when it cannot be told.
+ */
+static bool file_place(const char *path, int *ret_root_fd, char *buf, size_t len)
+{
+	char root[64];
+	ssize_t n;
+	int pid_len = 0;
+
+	*ret_root_fd = -1;
+	if (sscanf(path, "/proc/%*[0-9]/root/%n", &pid_len) == 0 && pid_len > 0) {
+		snprintf(root, sizeof(root), "%.*s", pid_len - 1, path);
+		*ret_root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (*ret_root_fd < 0)
+			return false;
+		return snprintf(buf, len, "/%s", path + pid_len) < (int)len;
+	}
+	if (!strncmp(path, "/proc/", 6)) {
+		n = readlink(path, buf, len - 1);
+		if (n <= 0 || buf[0] != '/')
+			return false;
+		buf[n] = 0;
+		return true;
+	}
+	return realpath(path, buf) != NULL; /* buf holds PATH_MAX bytes */
+}
+
+/* A stripped file's separate debug file (debugfile.h), if one is found. */
+static int open_debug_file(struct binary *b, const char *path)
+{
+	struct debugfile *df;
+	char place[DEBUGFILE_PATH_MAX];
+	int root_fd = -1;
+
+	if (elfbin__has_symtab(b->eb))
+		return 0;
+	df = calloc(1, sizeof(*df));
+	if (!df)
+		return -ENOMEM;
+	if (!file_place(path, &root_fd, place, sizeof(place)))
+		place[0] = 0; /* by build id only */
+	if (!debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df)) {
+		b->dbg = df->eb;
+		b->dbg_path = strdup(df->path);
+	}
+	if (df->note[0])
+		b->dbg_note = strdup(df->note);
+	if (root_fd >= 0)
+		close(root_fd);
+	free(df);
+	return 0;
 }
 
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
@@ -157,7 +217,11 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		errno = ret;
 		return NULL;
 	}
-	ret = bin_index__build(b, err);
+	ret = open_debug_file(b, path);
+	if (ret)
+		ret = rw_error_set(err, -ret, "out of memory");
+	else
+		ret = bin_index__build(b, err);
 	if (ret) {
 		binary_free(b);
 		errno = -ret;
@@ -284,20 +348,45 @@ bool binary__stripped(const struct binary *b)
 
 bool binary__stripped_note(const struct binary *b, char *buf, size_t len)
 {
-	if (!binary__stripped(b) || binary__is_go(b))
+	const char *id = binary__build_id(b), *sep = b->dbg_note ? "; " : "";
+	char where[DEBUGFILE_PATH_MAX];
+	int n;
+
+	if (!binary__stripped(b) || binary__is_go(b) || b->dbg)
 		return false;
-	if (!b->nfns)
-		snprintf(buf, len,
-			 "the file is stripped: it has no symbol table and exports no function; "
-			 "functions of the shared libraries it loads are named as LIB:PATTERN, "
-			 "such as 'libc.so.6:malloc'");
+	/* what to install, or what --debug-dir's directory should hold */
+	if (!id || debugfile__build_id_path("", id, where, sizeof(where)))
+		snprintf(where, sizeof(where), "%s", "the file its .gnu_debuglink names");
 	else
-		snprintf(buf, len,
-			 "the file is stripped: only the %zu functions it exports were searched, "
-			 "not its static ones (their names are in its separate debug file, which "
-			 "retwatch does not read)",
-			 b->nfns);
+		memmove(where, where + 1, strlen(where)); /* "/.build-id/..." */
+	if (!b->nfns)
+		n = snprintf(
+			buf, len,
+			"the file is stripped: it has no symbol table and exports no function; "
+			"functions of the shared libraries it loads are named as LIB:PATTERN "
+			"('libc.so.6:malloc'); its own are in its debug file, not found: install "
+			"its debug symbols, or give --debug-dir DIR holding %s",
+			where);
+	else
+		n = snprintf(
+			buf, len,
+			"the file is stripped: only the %zu functions it exports were searched, "
+			"not its static ones; no debug file of it was found: install its debug "
+			"symbols, or give --debug-dir DIR holding %s",
+			b->nfns, where);
+	if (n >= 0 && (size_t)n < len && *sep)
+		snprintf(buf + n, len - (size_t)n, "%s%s", sep, b->dbg_note);
 	return true;
+}
+
+const char *binary__debug_file(const struct binary *b)
+{
+	return b->dbg_path;
+}
+
+const char *binary__debug_note(const struct binary *b)
+{
+	return b->dbg_note;
 }
 
 bool binary__is_go(const struct binary *b)
