@@ -125,6 +125,14 @@ void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, siz
  * file. cache may be NULL. NULL on error, with errno and a message set.
  */
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err);
+/*
+ * binary__open, without a cache, with the file debug_path names as the
+ * stripped file's debug file instead of one searched for (checked as one
+ * found is: a regular ELF file, its build id the file's when both have one;
+ * else not used). For tests and fuzzing.
+ */
+struct binary *binary__open_with_debug_file(const char *path, const char *debug_path,
+					    struct rw_error *err);
 /* Drops a reference taken by binary__open; NULL is fine. */
 void binary__put(struct binary *b);
 

@@ -133,32 +133,52 @@ static bool file_place(const char *path, int *ret_root_fd, char *buf, size_t len
 }
 
 /* A stripped file's separate debug file (debugfile.h), if one is found. */
-static int open_debug_file(struct binary *b, const char *path)
+/* debug_path, named by the caller, as the debug file of b (checked as one found is). */
+static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_path)
+{
+	int fd = open(debug_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	return fd < 0 ? NULL : debugfile__open_fd(b->eb, fd, debug_path);
+}
+
+/*
+ * A stripped file's separate debug file (debugfile.h), if one is found, or
+ * the one debug_path names (when not NULL). 0 or -ENOMEM.
+ */
+static int open_debug_file(struct binary *b, const char *path, const char *debug_path)
 {
 	struct debugfile *df;
 	char place[DEBUGFILE_PATH_MAX];
-	int root_fd = -1;
+	int root_fd = -1, ret;
 
 	if (elfbin__has_symtab(b->eb))
 		return 0;
 	df = calloc(1, sizeof(*df));
 	if (!df)
 		return -ENOMEM;
-	if (!file_place(path, &root_fd, place, sizeof(place)))
-		place[0] = 0; /* by build id only */
-	if (!debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df)) {
+	if (debug_path) {
+		df->eb = open_named_debug_file(b, debug_path);
+		snprintf(df->path, sizeof(df->path), "%s", debug_path);
+	} else {
+		if (!file_place(path, &root_fd, place, sizeof(place)))
+			place[0] = 0; /* by build id only */
+		debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df);
+	}
+	if (df->eb) {
 		b->dbg = df->eb;
 		b->dbg_path = strdup(df->path);
 	}
 	if (df->note[0])
 		b->dbg_note = strdup(df->note);
+	ret = (b->dbg && !b->dbg_path) || (df->note[0] && !b->dbg_note) ? -ENOMEM : 0;
 	if (root_fd >= 0)
 		close(root_fd);
 	free(df);
-	return 0;
+	return ret;
 }
 
-struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+static struct binary *open_binary(struct binary_cache *cache, const char *path,
+				  const char *debug_path, struct rw_error *err)
 {
 	struct binary *b;
 	struct stat st;
@@ -217,7 +237,7 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		errno = ret;
 		return NULL;
 	}
-	ret = open_debug_file(b, path);
+	ret = open_debug_file(b, path, debug_path);
 	if (ret)
 		ret = rw_error_set(err, -ret, "out of memory");
 	else
@@ -237,6 +257,17 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		cache_evict(cache);
 	}
 	return b;
+}
+
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+{
+	return open_binary(cache, path, NULL, err);
+}
+
+struct binary *binary__open_with_debug_file(const char *path, const char *debug_path,
+					    struct rw_error *err)
+{
+	return open_binary(NULL, path, debug_path, err);
 }
 
 void binary__put(struct binary *b)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/binary.h"
 #include "analysis/debugfile.h"
 #include "test.h"
 
@@ -170,5 +171,32 @@ cleanup:
 	elfbin__free(bin);
 	test__rm_tree(top);
 	free(df);
+	return ok;
+}
+
+TEST(debugfile_named_names_static_functions)
+{
+	const char *exe = test__fixture("c/debug/debugfix");
+	const char *dbg = test__fixture("c/debug/debugfix.debug");
+	const char *other = test__fixture("c/normal/cfix");
+	static const char *const pats[] = { "parse_record" };
+	struct binary_match m = {};
+	struct rw_error err;
+	struct binary *b, *wrong;
+	bool ok;
+
+	if (!exe || !dbg || !other)
+		return true;
+	b = binary__open_with_debug_file(exe, dbg, &err);
+	/* another binary's file (another build id) is not used */
+	wrong = binary__open_with_debug_file(exe, other, &err);
+	ok = ASSERT_TRUE(b && wrong) && ASSERT_STREQ(binary__debug_file(b), dbg) &&
+	     ASSERT_OK(binary__match(b, pats, 1, 8, &m, &err)) && ASSERT_EQ(m.nfuncs, 1) &&
+	     ASSERT_EQ(m.funcs[0]->address, m.funcs[0]->file_offset) &&
+	     ASSERT_TRUE(m.funcs[0]->nreturns >= 1) && ASSERT_FALSE(binary__debug_file(wrong)) &&
+	     ASSERT_EQ(binary__nfuncs(wrong), 0);
+	binary_match__clear(&m);
+	binary__put(b);
+	binary__put(wrong);
 	return ok;
 }
