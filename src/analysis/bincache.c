@@ -18,6 +18,7 @@
 #include "analysis/binary_impl.h"
 #include "analysis/debugfile.h"
 #include "base/cancel.h"
+#include "base/rootpath.h"
 #include "base/demangle.h"
 #include "analysis/disasm.h"
 #include "analysis/elfbin.h"
@@ -102,37 +103,80 @@ static const char *file_kind(mode_t mode)
 	return "not a file";
 }
 
+/* Whether path, resolved inside root_fd (-1: the node's "/"), is the file want describes. */
+static bool same_file_at(int root_fd, const char *path, const struct stat *want)
+{
+	int node_fd = root_fd < 0 ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	int fd = rootpath__open(root_fd < 0 ? node_fd : root_fd, path, O_PATH);
+	struct stat st;
+	bool same = fd >= 0 && !fstat(fd, &st) && st.st_dev == want->st_dev &&
+		    st.st_ino == want->st_ino;
+
+	if (fd >= 0)
+		close(fd);
+	if (node_fd >= 0)
+		close(node_fd);
+	return same;
+}
+
 /*
- * Where the file opened as path lies, for finding its debug file: inside a
- * process's root ("/proc/PID/root/usr/bin/x": *ret_root_fd that root, and
- * "/usr/bin/x") or on the node (-1, and the path the kernel gives for an
- * fd's or exe's link, else the real path). False when it cannot be told.
+ * An exe link's text is the path from our root when the process's root is
+ * under it (a chroot): "/srv/root/bin/x" for "/bin/x" in root "/srv/root".
+ */
+static void strip_root_prefix(const char *root, char *buf)
+{
+	char top[DEBUGFILE_PATH_MAX];
+	ssize_t n = readlink(root, top, sizeof(top) - 1);
+
+	if (n <= 1 || top[0] != '/')
+		return; /* "/": the same as ours, or a root we cannot name */
+	top[n] = 0;
+	if (!strncmp(buf, top, (size_t)n) && buf[n] == '/')
+		memmove(buf, buf + n, strlen(buf + n) + 1);
+}
+
+/*
+ * Where the file opened as path lies, for finding its debug file beside it:
+ * inside a process's root ("/proc/PID/root/usr/bin/x", or /proc/PID/exe and
+ * its link's text: *ret_root_fd that root, and "/usr/bin/x") or on the node
+ * (-1, and the text of a /proc link such as /proc/self/fd/N, else the real
+ * path). A link's text is what its process sees, so the path found must
+ * lead to the same file where it is looked up. False when it cannot be
+ * told (then the debug file is looked for by build id only).
  */
 static bool file_place(const char *path, int *ret_root_fd, char *buf, size_t len)
 {
-	char root[64];
+	char root[64] = "";
+	int pid_len = 0, exe_len = 0;
+	struct stat want;
 	ssize_t n;
-	int pid_len = 0;
 
 	*ret_root_fd = -1;
-	if (sscanf(path, "/proc/%*[0-9]/root/%n", &pid_len) == 0 && pid_len > 0) {
+	if (stat(path, &want))
+		return false;
+	sscanf(path, "/proc/%*[0-9]/root/%n", &pid_len);
+	sscanf(path, "/proc/%*[0-9]/exe%n", &exe_len);
+	if (pid_len > 0) {
 		snprintf(root, sizeof(root), "%.*s", pid_len - 1, path);
-		*ret_root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (*ret_root_fd < 0)
+		if (snprintf(buf, len, "/%s", path + pid_len) >= (int)len)
 			return false;
-		return snprintf(buf, len, "/%s", path + pid_len) < (int)len;
-	}
-	if (!strncmp(path, "/proc/", 6)) {
+	} else if (!strncmp(path, "/proc/", 6)) {
+		if (exe_len > 0 && !path[exe_len])
+			snprintf(root, sizeof(root), "%.*sroot", exe_len - 3, path);
 		n = readlink(path, buf, len - 1);
 		if (n <= 0 || buf[0] != '/')
 			return false;
 		buf[n] = 0;
-		return true;
+	} else if (!realpath(path, buf)) { /* buf holds PATH_MAX bytes */
+		return false;
 	}
-	return realpath(path, buf) != NULL; /* buf holds PATH_MAX bytes */
+	if (root[0] && (*ret_root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	if (exe_len > 0)
+		strip_root_prefix(root, buf);
+	return same_file_at(*ret_root_fd, buf, &want);
 }
 
-/* A stripped file's separate debug file (debugfile.h), if one is found. */
 /* debug_path, named by the caller, as the debug file of b (checked as one found is). */
 static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_path)
 {

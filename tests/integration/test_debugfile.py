@@ -140,3 +140,55 @@ def test_trace_counts_static_functions(tmp_path, layout):
         f = r.function(name)
         assert f["calls"] == r.report["calls"][name] > 0, f"{name}: {f}\n{r.describe()}"
         assert f["orphans"] == 0 and f["lost"] == 0, f
+
+
+def container_root(tmp, layout):
+    """A chroot holding the stripped binary at /bin/debugfix, the libraries it
+    loads, and its debug file as layout says: in the root's own
+    /usr/lib/debug/.build-id ("build-id") or beside the binary ("debuglink").
+    The node's copy of the debug file is nowhere the search looks."""
+    exe, dbg = fixture_pair()
+    root = tmp / "root"
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(exe, root / "bin" / "debugfix")
+    ldd = subprocess.run(["ldd", exe], capture_output=True, text=True, check=True).stdout
+    for lib in re.findall(r"(/\S+) \(0x", ldd):
+        dest = root / lib.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(lib), dest)
+    if layout == "build-id":
+        bid = build_id(exe)
+        where = root / "usr/lib/debug/.build-id" / bid[:2]
+        where.mkdir(parents=True)
+        shutil.copy2(dbg, where / (bid[2:] + ".debug"))
+        return root, f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug"
+    if layout == "escape":  # a link out of the root: resolved inside it, to nothing
+        os.symlink(os.path.abspath(dbg), root / "bin" / "debugfix.debug")
+        return root, None
+    shutil.copy2(dbg, root / "bin" / "debugfix.debug")
+    return root, "/bin/debugfix.debug"
+
+
+@pytest.mark.parametrize("layout", ["build-id", "debuglink", "escape"])
+def test_container_root_searched_first(tmp_path, layout):
+    """A process in another root (chroot): its debug file is looked for
+    inside that root (the path reported is the one the root sees), through
+    /proc/PID/exe and /proc/PID/root/PATH as the agent names files. A
+    symlink there to the node's copy leads nowhere (resolved in the root)."""
+    root, want = container_root(tmp_path, layout)
+    proc = subprocess.Popen(["chroot", str(root), "/bin/debugfix", "count"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("ready "), "the chrooted fixture did not start"
+        for path in (f"/proc/{proc.pid}/exe", f"/proc/{proc.pid}/root/bin/debugfix"):
+            if want is None:
+                run = harness.inspect(path, "parse_record")
+                run.assert_refused()
+                assert "not found" in run.stderr, run.describe()
+                continue
+            doc = harness.inspect_json(path, STATIC)
+            assert doc["debug_file"] == want, (path, doc)
+            assert set(harness.functions_by_name(doc)) == set(STATIC), doc
+    finally:
+        proc.kill()
+        proc.wait()
