@@ -126,6 +126,14 @@ void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, siz
  */
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err);
 /*
+ * binary__open of path (such as /proc/self/fd/N), which origin named when
+ * it was opened (such as /proc/PID/exe): the debug file is looked for
+ * beside origin, inside its process's root first, where origin still leads
+ * to the file opened.
+ */
+struct binary *binary__open_as(struct binary_cache *cache, const char *path, const char *origin,
+			       struct rw_error *err);
+/*
  * binary__open, without a cache, with the file debug_path names as the
  * stripped file's debug file instead of one searched for (checked as one
  * found is: a regular ELF file, its build id the file's when both have one;

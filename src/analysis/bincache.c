@@ -141,19 +141,17 @@ static void strip_root_prefix(const char *root, char *buf)
  * its link's text: *ret_root_fd that root, and "/usr/bin/x") or on the node
  * (-1, and the text of a /proc link such as /proc/self/fd/N, else the real
  * path). A link's text is what its process sees, so the path found must
- * lead to the same file where it is looked up. False when it cannot be
+ * lead to the file opened (want) where it is looked up. False when it cannot be
  * told (then the debug file is looked for by build id only).
  */
-static bool file_place(const char *path, int *ret_root_fd, char *buf, size_t len)
+static bool file_place(const char *path, const struct stat *want, int *ret_root_fd, char *buf,
+		       size_t len)
 {
 	char root[64] = "";
 	int pid_len = 0, exe_len = 0;
-	struct stat want;
 	ssize_t n;
 
 	*ret_root_fd = -1;
-	if (stat(path, &want))
-		return false;
 	sscanf(path, "/proc/%*[0-9]/root/%n", &pid_len);
 	sscanf(path, "/proc/%*[0-9]/exe%n", &exe_len);
 	if (pid_len > 0) {
@@ -174,7 +172,7 @@ static bool file_place(const char *path, int *ret_root_fd, char *buf, size_t len
 		return false;
 	if (exe_len > 0)
 		strip_root_prefix(root, buf);
-	return same_file_at(*ret_root_fd, buf, &want);
+	return same_file_at(*ret_root_fd, buf, want);
 }
 
 /* debug_path, named by the caller, as the debug file of b (checked as one found is). */
@@ -189,7 +187,8 @@ static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_
  * A stripped file's separate debug file (debugfile.h), if one is found, or
  * the one debug_path names (when not NULL). 0 or -ENOMEM.
  */
-static int open_debug_file(struct binary *b, const char *path, const char *debug_path)
+static int open_debug_file(struct binary *b, const char *path, const struct stat *st,
+			   const char *debug_path)
 {
 	struct debugfile *df;
 	char place[DEBUGFILE_PATH_MAX];
@@ -204,7 +203,7 @@ static int open_debug_file(struct binary *b, const char *path, const char *debug
 		df->eb = open_named_debug_file(b, debug_path);
 		snprintf(df->path, sizeof(df->path), "%s", debug_path);
 	} else {
-		if (!file_place(path, &root_fd, place, sizeof(place)))
+		if (!file_place(path, st, &root_fd, place, sizeof(place)))
 			place[0] = 0; /* by build id only */
 		debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df);
 	}
@@ -221,7 +220,7 @@ static int open_debug_file(struct binary *b, const char *path, const char *debug
 	return ret;
 }
 
-static struct binary *open_binary(struct binary_cache *cache, const char *path,
+static struct binary *open_binary(struct binary_cache *cache, const char *path, const char *origin,
 				  const char *debug_path, struct rw_error *err)
 {
 	struct binary *b;
@@ -281,7 +280,7 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path,
 		errno = ret;
 		return NULL;
 	}
-	ret = open_debug_file(b, path, debug_path);
+	ret = open_debug_file(b, origin ? origin : path, &st, debug_path);
 	if (ret)
 		ret = rw_error_set(err, -ret, "out of memory");
 	else
@@ -305,13 +304,19 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path,
 
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
 {
-	return open_binary(cache, path, NULL, err);
+	return open_binary(cache, path, NULL, NULL, err);
+}
+
+struct binary *binary__open_as(struct binary_cache *cache, const char *path, const char *origin,
+			       struct rw_error *err)
+{
+	return open_binary(cache, path, origin, NULL, err);
 }
 
 struct binary *binary__open_with_debug_file(const char *path, const char *debug_path,
 					    struct rw_error *err)
 {
-	return open_binary(NULL, path, debug_path, err);
+	return open_binary(NULL, path, NULL, debug_path, err);
 }
 
 void binary__put(struct binary *b)

@@ -200,3 +200,46 @@ TEST(debugfile_named_names_static_functions)
 	binary__put(wrong);
 	return ok;
 }
+
+/*
+ * A file opened as /proc/self/fd/N and named by its origin (the agent's
+ * /proc/PID/exe): the debug file beside the origin is used only where the
+ * origin leads to the file opened.
+ */
+TEST(debugfile_beside_origin_only_when_it_is_the_file)
+{
+	const char *exe = test__fixture("c/debug/debugfix");
+	const char *dbg = test__fixture("c/debug/debugfix.debug");
+	char top[] = "/tmp/rw-origin-XXXXXX", a[4096], b[4096], fdpath[64];
+	struct binary *same = NULL, *other = NULL;
+	struct rw_error err;
+	bool ok = false;
+	int fd = -1;
+
+	if (!exe || !dbg)
+		return true;
+	if (!ASSERT_TRUE(mkdtemp(top)) || !mkdirs(top, "a") || !mkdirs(top, "b"))
+		goto cleanup;
+	snprintf(a, sizeof(a), "%s/a/debugfix", top);
+	snprintf(b, sizeof(b), "%s/b/debugfix.debug", top);
+	if (!copy_file(exe, a) || !copy_file(dbg, b))
+		goto cleanup;
+	fd = open(a, O_RDONLY | O_CLOEXEC);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	/* b/debugfix is a copy, another file: b/ is not where the file is */
+	snprintf(b, sizeof(b), "%s/b/debugfix", top);
+	other = copy_file(exe, b) ? binary__open_as(NULL, fdpath, b, &err) : NULL;
+	/* the file moved over the copy: its origin leads to it, the debug file is beside */
+	ok = ASSERT_TRUE(fd >= 0 && other) && ASSERT_FALSE(binary__debug_file(other)) &&
+	     ASSERT_OK(rename(a, b));
+	same = ok ? binary__open_as(NULL, fdpath, b, &err) : NULL;
+	snprintf(a, sizeof(a), "%s/b/debugfix.debug", top);
+	ok = ok && ASSERT_TRUE(same) && ASSERT_STREQ(binary__debug_file(same), a);
+cleanup:
+	binary__put(same);
+	binary__put(other);
+	if (fd >= 0)
+		close(fd);
+	test__rm_tree(top);
+	return ok;
+}
