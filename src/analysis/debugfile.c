@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "analysis/debugfile.h"
+#include "base/cancel.h"
 #include "base/rootpath.h"
 
 /* --debug-dir: set while the command line is parsed, read by every open after */
@@ -75,6 +76,9 @@ int debugfile__crc32(int fd, uint64_t max, uint32_t *ret_crc)
 	while ((n = pread(fd, buf, sizeof(buf), (off_t)done)) > 0) {
 		if ((uint64_t)n > max - done)
 			return -EFBIG;
+		/* a gigabyte takes a second: the analyzer's time limit holds here too */
+		if (cancel__requested())
+			return -ECANCELED;
 		crc = crc32(crc, buf, (uInt)n);
 		done += (uint64_t)n;
 	}

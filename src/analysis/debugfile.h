@@ -43,7 +43,7 @@ int debugfile__build_id_path(const char *dir, const char *build_id, char *buf, s
 
 /*
  * The CRC-32 .gnu_debuglink holds (zlib's, ISO-HDLC) of the first max bytes
- * of fd: 0, -EFBIG when the file is longer, or -errno.
+ * of fd: 0, -EFBIG when the file is longer, -ECANCELED (cancel.h), or -errno.
  */
 int debugfile__crc32(int fd, uint64_t max, uint32_t *ret_crc);
 
