@@ -173,6 +173,14 @@ static size_t entries_emulated(const struct binary *b, const struct binary_match
 	return n;
 }
 
+/* The file a function's name (and DWARF) came from: a stripped file's debug file, or itself. */
+static const char *names_from(const struct binary *b, const struct func_info *f)
+{
+	const char *dbg = binary__debug_file(b);
+
+	return dbg && f->source != FUNC_SOURCE_PCLNTAB ? dbg : binary__path(b);
+}
+
 static void json_func(struct out *o, const struct binary *b, const struct func_info *f)
 {
 	out_char(o, '{');
@@ -189,6 +197,8 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_json_str(o, probe_entry__str(entry_kind(b, f)));
 	out_key(o, "source", false);
 	out_json_str(o, func_source__str(f->source));
+	out_key(o, "names_from", false);
+	out_json_str(o, names_from(b, f));
 	out_key(o, "mode", false);
 	out_json_str(o, func_mode__str(f->mode));
 	out_key(o, "reason", false);
@@ -223,6 +233,10 @@ static void print_json(struct out *o, const struct binary *b, const struct binar
 	out_json_str_or_null(o, binary__build_id(b));
 	out_key(o, "stripped", false);
 	out_str(o, binary__stripped(b) ? "true" : "false");
+	out_key(o, "debug_file", false);
+	out_json_str_or_null(o, binary__debug_file(b));
+	out_key(o, "debug_file_ignored", false);
+	out_json_str_or_null(o, binary__debug_note(b));
 	out_json_uint(o, "entries_emulated", entries_emulated(b, m));
 	out_key(o, "functions", false);
 	out_char(o, '[');
@@ -280,6 +294,10 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 	out_str(o, ")\n");
 	out_str(o, "    source      ");
 	out_str(o, func_source__str(f->source));
+	if (names_from(b, f) != binary__path(b)) {
+		out_str(o, " of ");
+		out_str(o, names_from(b, f));
+	}
 	out_str(o, "\n    mode        ");
 	out_str(o, func_mode__str(f->mode));
 	out_char(o, '\n');
@@ -323,6 +341,15 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 	out_str(o, ", build id ");
 	out_str(o, bid ? bid : "none");
 	out_str(o, binary__stripped(b) ? ", stripped\n" : ", not stripped\n");
+	if (binary__debug_file(b)) {
+		out_str(o, "symbols from ");
+		out_str(o, binary__debug_file(b));
+		out_char(o, '\n');
+	}
+	if (binary__debug_note(b)) {
+		out_str(o, binary__debug_note(b));
+		out_char(o, '\n');
+	}
 	for (size_t i = 0; i < m->nfuncs; i++)
 		print_func(o, b, m->funcs[i]);
 	print_num(o, "\nentry probes on an instruction the kernel emulates (push, nop, jump): ",
@@ -333,7 +360,7 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 
 static void report_unmatched(const struct binary *b, const struct binary_match *m)
 {
-	char note[256];
+	char note[1024];
 
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		const struct binary_unmatched *u = &m->unmatched[i];
@@ -381,11 +408,25 @@ static int library_parts(const char *path, char **patterns, size_t n)
 	return 0;
 }
 
+static int parse_limit(const char *arg, size_t *ret_limit)
+{
+	char *end;
+
+	errno = 0;
+	*ret_limit = strtoul(arg, &end, 10);
+	if (errno || *end || !*arg || arg[0] == '-' || !*ret_limit) {
+		fprintf(stderr, "retwatch: invalid --limit '%s': give a positive number\n", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "limit", required_argument, NULL, 'l' },
+		{ "debug-dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -398,20 +439,16 @@ int cmd_inspect(int argc, char **argv)
 	int c, ret = 1;
 
 	/* options anywhere: `inspect BIN --json PAT` too (no function name starts with '-') */
-	while ((c = getopt_long(argc, argv, "jl:h", opts, NULL)) != -1) {
-		char *end;
-
+	while ((c = getopt_long(argc, argv, "jl:D:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
 		case 'l':
-			errno = 0;
-			limit = strtoul(optarg, &end, 10);
-			if (errno || *end || !*optarg || optarg[0] == '-' || !limit) {
-				fprintf(stderr,
-					"retwatch: invalid --limit '%s': give a positive number\n",
-					optarg);
+			if (parse_limit(optarg, &limit))
 				return 2;
-			}
+			break;
+		case 'D':
+			if (cmd_debug_dir(optarg))
+				return 2;
 			break;
 		case 'h': cmd_usage(stdout); return 0;
 		default: cmd_usage(stderr); return 2;

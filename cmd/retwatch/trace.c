@@ -106,7 +106,7 @@ static void trace_usage(FILE *f)
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
 		"                      [--interval SECONDS] [--json] [--raw]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE]\n"
-		"                      [--entry-at-start] PATTERN...\n"
+		"                      [--entry-at-start] [--debug-dir DIR...] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -144,7 +144,10 @@ static void trace_usage(FILE *f)
 		"                        file) or perf_event (one uprobe per offset)\n"
 		"  --entry-at-start      put each entry probe at the function's first byte, not\n"
 		"                        on the instruction the kernel emulates a few bytes on\n"
-		"                        (`retwatch inspect` shows where): to compare costs\n",
+		"                        (`retwatch inspect` shows where): to compare costs\n"
+		"  --debug-dir DIR       look for a stripped file's debug file (its static\n"
+		"                        functions' names) in DIR/.build-id/ and DIR/<the\n"
+		"                        file's directory>/ before /usr/lib/debug; repeatable\n",
 		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC);
 }
 
@@ -814,6 +817,7 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 	case 'j': a->json = true; return 0;
 	case 'r': a->raw = true; return 0;
 	case 'e': a->entry_at_start = true; return 0;
+	case 'D': return cmd_debug_dir(arg) ? -EINVAL : 0;
 	case 'o':
 		if (calibrate__parse_overhead(arg, &a->max_overhead)) {
 			fprintf(stderr,
@@ -853,12 +857,13 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "entry-at-start", no_argument, NULL, 'e' },
+		{ "debug-dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:eh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:eD:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;

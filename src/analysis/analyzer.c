@@ -112,14 +112,16 @@ static void notify(struct analyzer *a)
  * otherwise do. The match's answer (too many functions, names that match
  * nothing) is the tracer's to give; the binary keeps the work.
  */
-static struct binary *analyse(int fd, char **patterns, size_t npatterns, struct rw_error *err)
+static struct binary *analyse(int fd, const char *name, char **patterns, size_t npatterns,
+			      struct rw_error *err)
 {
 	struct binary_match m;
 	struct binary *b;
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	b = binary__open(NULL, path, err);
+	/* name (/proc/PID/exe): where the file's debug file is looked for */
+	b = binary__open_as(NULL, path, name, err);
 	if (b && !binary__match(b, (const char *const *)patterns, npatterns, BINARY_DEFAULT_LIMIT,
 				&m, NULL))
 		binary_match__clear(&m);
@@ -191,6 +193,21 @@ static void time_out(struct analyzer *a, struct job *j, uint64_t now)
 }
 
 /* Takes queued jobs one at a time until the analyzer stops or gives up on it. */
+/* A worker's reading of a job it took (and owns: its fd, name and patterns are freed). */
+static struct binary *read_job(analyzer_read_fn read, int fd, char *name, char **patterns,
+			       size_t npatterns, struct rw_error *err)
+{
+	struct binary *b = read ? read(fd, patterns, npatterns, err)
+				: analyse(fd, name ? name : "", patterns, npatterns, err);
+
+	free(name);
+	close(fd);
+	for (size_t i = 0; i < npatterns; i++)
+		free(patterns[i]);
+	free(patterns);
+	return b;
+}
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
@@ -201,7 +218,8 @@ static void *work(void *arg)
 	while (!a->stopping && !w->abandoned) {
 		struct job *j = next_queued(a);
 		struct rw_error err = { "" };
-		analyzer_read_fn read = a->read ? a->read : analyse;
+		analyzer_read_fn read = a->read; /* a test's, else analyse() */
+		char *name;
 		char **patterns;
 		size_t npatterns;
 		uint64_t deadline;
@@ -214,6 +232,7 @@ static void *work(void *arg)
 		}
 		/* the worker owns what it reads: the job may be gone when it ends */
 		fd = j->fd;
+		name = strdup(j->name);
 		patterns = j->patterns;
 		npatterns = j->npatterns;
 		j->fd = -1;
@@ -230,11 +249,7 @@ static void *work(void *arg)
 		w->owner = j->owner ? strdup(j->owner) : NULL;
 		pthread_mutex_unlock(&a->lock);
 
-		b = read(fd, patterns, npatterns, &err);
-		close(fd);
-		for (size_t i = 0; i < npatterns; i++)
-			free(patterns[i]);
-		free(patterns);
+		b = read_job(read, fd, name, patterns, npatterns, &err);
 
 		pthread_mutex_lock(&a->lock);
 		a->counters.analyses++;

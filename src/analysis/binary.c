@@ -258,7 +258,7 @@ static uint64_t code_section_end(const struct code_section *secs, size_t n, uint
 static int index_symtab(struct binary *b)
 {
 	size_t n, nsecs;
-	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	const struct elfbin_sym *syms = bin_index__syms(b, &n);
 	struct code_section *secs;
 
 	if (code_sections(b, &secs, &nsecs))
@@ -272,6 +272,9 @@ static int index_symtab(struct binary *b)
 			return -ECANCELED;
 		}
 		if (strstr(name, ".cold") && (ends_with(name, ".cold") || strstr(name, ".cold.")))
+			continue;
+		/* a debug file's symbol names code of the file, or nothing */
+		if (b->dbg && !elfbin__is_code(b->eb, syms[i].addr, 1))
 			continue;
 		if (ends_with(name, ".abi0")) {
 			name = keep_name(b, name, strlen(name) - 5);
@@ -310,7 +313,7 @@ nomem:
 static int attach_cold_symbols(struct binary *b)
 {
 	size_t n;
-	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	const struct elfbin_sym *syms = bin_index__syms(b, &n);
 
 	for (size_t i = 0; i < n; i++) {
 		const char *cold = strstr(syms[i].name, ".cold");
@@ -382,7 +385,7 @@ bool bin_index__pcln_has_entry(const struct binary *b, uint64_t addr)
 const struct elfbin_sym *bin_index__sym_exactly_at(const struct binary *b, uint64_t addr)
 {
 	size_t n, lo = 0, hi;
-	const struct elfbin_sym *syms = elfbin__syms(b->eb, &n);
+	const struct elfbin_sym *syms = bin_index__syms(b, &n);
 
 	hi = n;
 	while (lo < hi) {
@@ -394,6 +397,11 @@ const struct elfbin_sym *bin_index__sym_exactly_at(const struct binary *b, uint6
 			hi = mid;
 	}
 	return lo < n && syms[lo].addr == addr ? &syms[lo] : NULL;
+}
+
+const struct elfbin_sym *bin_index__syms(const struct binary *b, size_t *ret_n)
+{
+	return elfbin__syms(b->dbg ? b->dbg : b->eb, ret_n);
 }
 
 /* Whether .symtab or .dynsym has a function at addr. */
@@ -452,7 +460,8 @@ static int index_dwarf(struct binary *b, struct rw_error *err)
 	size_t n, before = b->nfns;
 	int ret;
 
-	ret = dwarfinfo__load(elfbin__elf(b->eb), &b->dwarf, err);
+	/* a stripped file's DWARF is in its debug file, at the same addresses */
+	ret = dwarfinfo__load(elfbin__elf(b->dbg ? b->dbg : b->eb), &b->dwarf, err);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret)

@@ -125,6 +125,22 @@ void binary_cache__stats(const struct binary_cache *cache, size_t *ret_hits, siz
  * file. cache may be NULL. NULL on error, with errno and a message set.
  */
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err);
+/*
+ * binary__open of path (such as /proc/self/fd/N), which origin named when
+ * it was opened (such as /proc/PID/exe): the debug file is looked for
+ * beside origin, inside its process's root first, where origin still leads
+ * to the file opened.
+ */
+struct binary *binary__open_as(struct binary_cache *cache, const char *path, const char *origin,
+			       struct rw_error *err);
+/*
+ * binary__open, without a cache, with the file debug_path names as the
+ * stripped file's debug file instead of one searched for (checked as one
+ * found is: a regular ELF file, its build id the file's when both have one;
+ * else not used). For tests and fuzzing.
+ */
+struct binary *binary__open_with_debug_file(const char *path, const char *debug_path,
+					    struct rw_error *err);
 /* Drops a reference taken by binary__open; NULL is fine. */
 void binary__put(struct binary *b);
 
@@ -135,13 +151,22 @@ bool binary__stripped(const struct binary *b);
 bool binary__is_go(const struct binary *b);
 size_t binary__nfuncs(const struct binary *b);
 /*
- * Why a pattern may match nothing in a stripped native file: it has only
- * the functions it exports (its dynamic symbols), or none. Writes the
+ * Why a pattern may match nothing in a stripped native file without a
+ * debug file (debugfile.h): it has only the functions it exports (its
+ * dynamic symbols), or none; where its debug file was looked for. Writes the
  * note, saying what to write instead, into buf (len > 0) and returns true;
  * false for a file whose names were all searched (not stripped, or Go,
  * whose function table survives stripping).
  */
 bool binary__stripped_note(const struct binary *b, char *buf, size_t len);
+/*
+ * Where a stripped file's function names and DWARF came from: its separate
+ * debug file's path (as the root it was found in sees it), or NULL when the
+ * names are the file's own.
+ */
+const char *binary__debug_file(const struct binary *b);
+/* Why a debug file found was not used (a CRC that is not the link's), or NULL. */
+const char *binary__debug_note(const struct binary *b);
 
 /*
  * Matches names or globs (`*`, `?`; `\` escapes; brackets are literal since

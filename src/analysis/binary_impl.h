@@ -65,6 +65,11 @@ struct binary {
 	struct timespec mtime;
 	struct timespec ctime;
 	struct elfbin *eb;
+	/* a stripped file's separate debug file (debugfile.h): its symbols and
+	 * DWARF name the functions, eb's code and headers place them */
+	struct elfbin *dbg;
+	char *dbg_path;
+	char *dbg_note; /* a debug file ignored (a CRC that is not the link's), or NULL */
 	struct dwarfinfo *dwarf;
 	struct gopclntab *pcln;
 	char *go_version;
@@ -136,6 +141,8 @@ struct binary_cache {
 int bin_index__build(struct binary *b, struct rw_error *err);
 /* The analyzer gave up on this reading (cancel.h): ECANCELED, in err. */
 int bin_index__cancelled(const struct binary *b, struct rw_error *err);
+/* The function symbols functions are named by: the debug file's, else the file's. */
+const struct elfbin_sym *bin_index__syms(const struct binary *b, size_t *ret_n);
 /* The symbol at exactly addr, or NULL. */
 const struct elfbin_sym *bin_index__sym_exactly_at(const struct binary *b, uint64_t addr);
 const char *bin_index__dot_name(struct binary *b, const char *name);

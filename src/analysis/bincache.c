@@ -16,7 +16,9 @@
 
 #include "analysis/binary.h"
 #include "analysis/binary_impl.h"
+#include "analysis/debugfile.h"
 #include "base/cancel.h"
+#include "base/rootpath.h"
 #include "base/demangle.h"
 #include "analysis/disasm.h"
 #include "analysis/elfbin.h"
@@ -53,6 +55,9 @@ static void binary_free(struct binary *b)
 	free(b->names);
 	gopclntab__free(b->pcln);
 	dwarfinfo__free(b->dwarf);
+	elfbin__free(b->dbg);
+	free(b->dbg_path);
+	free(b->dbg_note);
 	elfbin__free(b->eb);
 	free(b->go_version);
 	free(b->path);
@@ -98,7 +103,125 @@ static const char *file_kind(mode_t mode)
 	return "not a file";
 }
 
-struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+/* Whether path, resolved inside root_fd (-1: the node's "/"), is the file want describes. */
+static bool same_file_at(int root_fd, const char *path, const struct stat *want)
+{
+	int node_fd = root_fd < 0 ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	int fd = rootpath__open(root_fd < 0 ? node_fd : root_fd, path, O_PATH);
+	struct stat st;
+	bool same = fd >= 0 && !fstat(fd, &st) && st.st_dev == want->st_dev &&
+		    st.st_ino == want->st_ino;
+
+	if (fd >= 0)
+		close(fd);
+	if (node_fd >= 0)
+		close(node_fd);
+	return same;
+}
+
+/*
+ * An exe link's text is the path from our root when the process's root is
+ * under it (a chroot): "/srv/root/bin/x" for "/bin/x" in root "/srv/root".
+ */
+static void strip_root_prefix(const char *root, char *buf)
+{
+	char top[DEBUGFILE_PATH_MAX];
+	ssize_t n = readlink(root, top, sizeof(top) - 1);
+
+	if (n <= 1 || top[0] != '/')
+		return; /* "/": the same as ours, or a root we cannot name */
+	top[n] = 0;
+	if (!strncmp(buf, top, (size_t)n) && buf[n] == '/')
+		memmove(buf, buf + n, strlen(buf + n) + 1);
+}
+
+/*
+ * Where the file opened as path lies, for finding its debug file beside it:
+ * inside a process's root ("/proc/PID/root/usr/bin/x", or /proc/PID/exe and
+ * its link's text: *ret_root_fd that root, and "/usr/bin/x") or on the node
+ * (-1, and the text of a /proc link such as /proc/self/fd/N, else the real
+ * path). A link's text is what its process sees, so the path found must
+ * lead to the file opened (want) where it is looked up. False when it cannot be
+ * told (then the debug file is looked for by build id only).
+ */
+static bool file_place(const char *path, const struct stat *want, int *ret_root_fd, char *buf,
+		       size_t len)
+{
+	char root[64] = "";
+	int pid_len = 0, exe_len = 0;
+	ssize_t n;
+
+	*ret_root_fd = -1;
+	sscanf(path, "/proc/%*[0-9]/root/%n", &pid_len);
+	sscanf(path, "/proc/%*[0-9]/exe%n", &exe_len);
+	if (pid_len > 0) {
+		snprintf(root, sizeof(root), "%.*s", pid_len - 1, path);
+		if (snprintf(buf, len, "/%s", path + pid_len) >= (int)len)
+			return false;
+	} else if (!strncmp(path, "/proc/", 6)) {
+		if (exe_len > 0 && !path[exe_len])
+			snprintf(root, sizeof(root), "%.*sroot", exe_len - 3, path);
+		n = readlink(path, buf, len - 1);
+		if (n <= 0 || buf[0] != '/')
+			return false;
+		buf[n] = 0;
+	} else if (!realpath(path, buf)) { /* buf holds PATH_MAX bytes */
+		return false;
+	}
+	if (root[0] && (*ret_root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	if (exe_len > 0)
+		strip_root_prefix(root, buf);
+	return same_file_at(*ret_root_fd, buf, want);
+}
+
+/* debug_path, named by the caller, as the debug file of b (checked as one found is). */
+static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_path)
+{
+	int fd = open(debug_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	return fd < 0 ? NULL : debugfile__open_fd(b->eb, fd, debug_path);
+}
+
+/*
+ * A stripped file's separate debug file (debugfile.h), if one is found, or
+ * the one debug_path names (when not NULL). 0 or -ENOMEM.
+ */
+static int open_debug_file(struct binary *b, const char *path, const struct stat *st,
+			   const char *debug_path)
+{
+	struct debugfile *df;
+	char place[DEBUGFILE_PATH_MAX];
+	int root_fd = -1, ret;
+
+	if (elfbin__has_symtab(b->eb))
+		return 0;
+	df = calloc(1, sizeof(*df));
+	if (!df)
+		return -ENOMEM;
+	if (debug_path) {
+		df->eb = open_named_debug_file(b, debug_path);
+		snprintf(df->path, sizeof(df->path), "%s", debug_path);
+	} else {
+		if (!file_place(path, st, &root_fd, place, sizeof(place)))
+			place[0] = 0; /* by build id only */
+		debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df);
+	}
+	if (df->eb) {
+		b->dbg = df->eb;
+		b->dbg_path = strdup(df->path);
+	}
+	if (df->note[0])
+		b->dbg_note = strdup(df->note);
+	ret = (b->dbg && !b->dbg_path) || (df->note[0] && !b->dbg_note) ? -ENOMEM : 0;
+	if (root_fd >= 0)
+		close(root_fd);
+	free(df);
+	return ret;
+}
+
+static struct binary *open_binary(struct binary_cache *cache, const char *path, const char *origin,
+				  const char *debug_path, struct rw_error *err)
 {
 	struct binary *b;
 	struct stat st;
@@ -157,7 +280,11 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		errno = ret;
 		return NULL;
 	}
-	ret = bin_index__build(b, err);
+	ret = open_debug_file(b, origin ? origin : path, &st, debug_path);
+	if (ret)
+		ret = rw_error_set(err, -ret, "out of memory");
+	else
+		ret = bin_index__build(b, err);
 	if (ret) {
 		binary_free(b);
 		errno = -ret;
@@ -173,6 +300,23 @@ struct binary *binary__open(struct binary_cache *cache, const char *path, struct
 		cache_evict(cache);
 	}
 	return b;
+}
+
+struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
+{
+	return open_binary(cache, path, NULL, NULL, err);
+}
+
+struct binary *binary__open_as(struct binary_cache *cache, const char *path, const char *origin,
+			       struct rw_error *err)
+{
+	return open_binary(cache, path, origin, NULL, err);
+}
+
+struct binary *binary__open_with_debug_file(const char *path, const char *debug_path,
+					    struct rw_error *err)
+{
+	return open_binary(NULL, path, NULL, debug_path, err);
 }
 
 void binary__put(struct binary *b)
@@ -284,20 +428,45 @@ bool binary__stripped(const struct binary *b)
 
 bool binary__stripped_note(const struct binary *b, char *buf, size_t len)
 {
-	if (!binary__stripped(b) || binary__is_go(b))
+	const char *id = binary__build_id(b), *sep = b->dbg_note ? "; " : "";
+	char where[DEBUGFILE_PATH_MAX];
+	int n;
+
+	if (!binary__stripped(b) || binary__is_go(b) || b->dbg)
 		return false;
-	if (!b->nfns)
-		snprintf(buf, len,
-			 "the file is stripped: it has no symbol table and exports no function; "
-			 "functions of the shared libraries it loads are named as LIB:PATTERN, "
-			 "such as 'libc.so.6:malloc'");
+	/* what to install, or what --debug-dir's directory should hold */
+	if (!id || debugfile__build_id_path("", id, where, sizeof(where)))
+		snprintf(where, sizeof(where), "%s", "the file its .gnu_debuglink names");
 	else
-		snprintf(buf, len,
-			 "the file is stripped: only the %zu functions it exports were searched, "
-			 "not its static ones (their names are in its separate debug file, which "
-			 "retwatch does not read)",
-			 b->nfns);
+		memmove(where, where + 1, strlen(where)); /* "/.build-id/..." */
+	if (!b->nfns)
+		n = snprintf(
+			buf, len,
+			"the file is stripped: it has no symbol table and exports no function; "
+			"functions of the shared libraries it loads are named as LIB:PATTERN "
+			"('libc.so.6:malloc'); its own are in its debug file, not found: install "
+			"its debug symbols, or give --debug-dir DIR holding %s",
+			where);
+	else
+		n = snprintf(
+			buf, len,
+			"the file is stripped: only the %zu functions it exports were searched, "
+			"not its static ones; no debug file of it was found: install its debug "
+			"symbols, or give --debug-dir DIR holding %s",
+			b->nfns, where);
+	if (n >= 0 && (size_t)n < len && *sep)
+		snprintf(buf + n, len - (size_t)n, "%s%s", sep, b->dbg_note);
 	return true;
+}
+
+const char *binary__debug_file(const struct binary *b)
+{
+	return b->dbg_path;
+}
+
+const char *binary__debug_note(const struct binary *b)
+{
+	return b->dbg_note;
 }
 
 bool binary__is_go(const struct binary *b)

@@ -160,7 +160,8 @@ static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t n;
 
-	if (!data || !sh->sh_entsize)
+	/* d_buf is NULL for a table without bytes (a debug file's .dynsym) */
+	if (!data || !data->d_buf || !sh->sh_entsize)
 		return 0;
 	n = data->d_size / sizeof(Elf64_Sym);
 	for (size_t i = 0; i < n; i++) {

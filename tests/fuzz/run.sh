@@ -20,6 +20,13 @@ run_one() {
 		cp "$f" "$corpus/seed-$(echo "${f#"$fixtures"/}" | tr / -)"
 	done
 	python3 tests/fuzz/seeds/go_seeds.py "$corpus"
+	# a stripped binary and its debug file in one input (fuzz_debugfile.c)
+	if [ "$name" = fuzz_debugfile ] && [ -f "$fixtures/c/debug/debugfix.debug" ]; then
+		python3 -c 'import struct, sys
+b, d = (open(p, "rb").read() for p in sys.argv[1:3])
+open(sys.argv[3], "wb").write(struct.pack("<I", len(b)) + b + d)' \
+			"$fixtures/c/debug/debugfix" "$fixtures/c/debug/debugfix.debug" "$corpus/seed-debug-pair"
+	fi
 	# seeds of a target's own kind of input (such as /proc/PID/maps text)
 	if [ -d "tests/fuzz/seeds/$name" ]; then
 		cp tests/fuzz/seeds/"$name"/* "$corpus"/

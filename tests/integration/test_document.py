@@ -32,6 +32,8 @@ def schema_errors(doc):
     errors = []
     for key, ok in (("binary", lambda x: isinstance(x, str)), ("go_version", is_str_or_none),
                     ("build_id", is_str_or_none), ("stripped", lambda x: type(x) is bool),
+                    # a stripped file's separate debug file, and one refused (test_debugfile.py)
+                    ("debug_file", is_str_or_none), ("debug_file_ignored", is_str_or_none),
                     ("entries_emulated", is_int),
                     ("functions", lambda x: isinstance(x, list))):
         if key not in doc or not ok(doc[key]):
@@ -49,6 +51,8 @@ def schema_errors(doc):
             "entry_site": lambda x: is_int(x) and 0 <= x < 64,
             "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump"),
             "source": lambda x: x in SOURCES,
+            # the file that named it: the binary, or its debug file
+            "names_from": lambda x: isinstance(x, str) and x,
             "mode": lambda x: x in MODES,
             "reason": is_str_or_none,
             "returns": lambda x: isinstance(x, list) and all(map(is_int, x)),
