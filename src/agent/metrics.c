@@ -213,13 +213,14 @@ static void log_skipped(struct metrics_server *ms, uint64_t now)
 /*
  * The endpoint's messages, such as libmicrohttpd's on a connection refused
  * at the limit: a client that opens connections as fast as it can must not
- * fill the log, so one line per LOG_EVERY_NS, and then how many were left
- * out.
+ * fill the log, so one line per LOG_EVERY_NS, which says how many were left
+ * out since the last (or the main loop's beat says it, once a burst is over).
  */
 static void vlog_limited(struct metrics_server *ms, const char *fmt, va_list ap)
 {
-	uint64_t now = clock__mono_ns();
+	uint64_t now = clock__mono_ns(), skipped, since;
 	char msg[512];
+	cJSON *ev;
 
 	pthread_mutex_lock(&ms->log_mu);
 	if (ms->logged_ns && now - ms->logged_ns < LOG_EVERY_NS) {
@@ -227,12 +228,23 @@ static void vlog_limited(struct metrics_server *ms, const char *fmt, va_list ap)
 		pthread_mutex_unlock(&ms->log_mu);
 		return;
 	}
-	log_skipped(ms, now);
+	skipped = ms->log_skipped;
+	since = now - ms->logged_ns;
+	ms->log_skipped = 0;
 	ms->logged_ns = now;
 	pthread_mutex_unlock(&ms->log_mu);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	msg[strcspn(msg, "\n")] = '\0';
-	log_warn("metrics endpoint: %s", msg);
+	if (!skipped) {
+		log_warn("metrics endpoint: %s", msg);
+		return;
+	}
+	ev = log_event(LOG_WARN,
+		       "metrics endpoint: %s (%" PRIu64 " more messages left out in %.0f s)", msg,
+		       skipped, (double)since / 1e9);
+	if (ev)
+		cJSON_AddNumberToObject(ev, "left_out", (double)skipped);
+	log_emit(ev);
 }
 
 static void log_limited(struct metrics_server *ms, const char *fmt, ...)
