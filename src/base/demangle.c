@@ -48,9 +48,25 @@ static bool run(const char *name, bool rust, int options, char *buf, size_t len)
 	return true;
 }
 
+/*
+ * Whether a Rust v0 name may hold a punycode identifier ("u" and its
+ * length): libiberty decodes one into a buffer of its own, which the
+ * longjmp of put() would leak when the bound ends the output inside it.
+ * Such names (and a few others with "u" and a digit) stay mangled.
+ */
+static bool v0_punycode(const char *name)
+{
+	if (strncmp(name, "_R", 2))
+		return false;
+	for (const char *p = strchr(name, 'u'); p; p = strchr(p + 1, 'u'))
+		if (p[1] >= '0' && p[1] <= '9')
+			return true;
+	return false;
+}
+
 bool demangle(const char *name, bool params, char *buf, size_t len)
 {
-	if (!len || strnlen(name, DEMANGLE_MAX_IN + 1) > DEMANGLE_MAX_IN)
+	if (!len || strnlen(name, DEMANGLE_MAX_IN + 1) > DEMANGLE_MAX_IN || v0_punycode(name))
 		return false;
 	/* Rust's legacy names are C++-shaped (_ZN...17h<hash>E): Rust first */
 	if ((!strncmp(name, "_R", 2) || !strncmp(name, "_ZN", 3)) && run(name, true, 0, buf, len))
