@@ -8,10 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include "base/clock.h"
 #include "base/demangle.h"
+#include "analysis/debugfile.h"
 #include "analysis/elfbin.h"
 #include "base/procmaps.h"
 #include "base/rootpath.h"
@@ -214,33 +213,12 @@ static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size
 
 /* ---- separate debug files ---- */
 
-static bool is_hex_id(const char *id)
-{
-	size_t n = id ? strlen(id) : 0;
-
-	if (n < 4 || n % 2)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return true;
-}
-
 /* The CRC-32 .gnu_debuglink holds, of the whole file fd. */
 static bool crc_matches(int fd, uint32_t want)
 {
-	unsigned char buf[65536];
-	uLong crc = crc32(0, NULL, 0);
-	uint64_t done = 0;
-	ssize_t n;
+	uint32_t crc;
 
-	while ((n = pread(fd, buf, sizeof(buf), done)) > 0) {
-		crc = crc32(crc, buf, n);
-		done += n;
-		if (done > DEBUG_CRC_MAX_BYTES)
-			return false;
-	}
-	return n == 0 && (uint32_t)crc == want;
+	return !debugfile__crc32(fd, DEBUG_CRC_MAX_BYTES, &crc) && crc == want;
 }
 
 /*
@@ -283,7 +261,8 @@ static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const str
 	uint32_t crc;
 	int root_fd;
 
-	if (!is_hex_id(id))
+	/* not hex (or none): no .build-id path */
+	if (id && debugfile__build_id_path(DEBUG_DIR, id, path, sizeof(path)))
 		id = NULL;
 	link = elfbin__debuglink(eb, &crc);
 	if (!id && !link)
@@ -292,10 +271,8 @@ static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const str
 	root_fd = open(root, O_PATH | O_CLOEXEC | O_DIRECTORY);
 	if (root_fd < 0)
 		return NULL;
-	if (id) {
-		snprintf(path, sizeof(path), DEBUG_DIR "/.build-id/%.2s/%s.debug", id, id + 2);
+	if (id)
 		d = debug_try(root_fd, path, id, false, 0);
-	}
 	slash = map->path[0] == '/' ? strrchr(map->path, '/') : NULL;
 	if (!d && link && slash) {
 		int dir = (int)(slash - map->path);
