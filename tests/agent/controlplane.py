@@ -35,6 +35,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -193,7 +194,18 @@ class ControlPlane:
         return self.kubeconfig(user)
 
     def kubectl(self, *args, user="admin", input=None, check=True, timeout=60):
-        """Run kubectl as user; return the CompletedProcess (text, output captured)."""
+        """Run kubectl as user; return the CompletedProcess (text, output captured).
+        A "-f -" reads input from a file, not a pipe: once in a full run, kubectl
+        1.37 parsed a piped JSON document as YAML and refused it."""
+        if input is not None and "-" in args:
+            with tempfile.NamedTemporaryFile("w", dir=self.workdir, prefix="kubectl-input-",
+                                             delete=False) as f:
+                f.write(input)
+            try:
+                args = tuple(f.name if a == "-" else a for a in args)
+                return self.kubectl(*args, user=user, check=check, timeout=timeout)
+            finally:
+                os.unlink(f.name)
         argv = [os.path.join(self.bindir, "kubectl"), "--kubeconfig", self.kubeconfig(user), *args]
         res = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
         if check and res.returncode != 0:
