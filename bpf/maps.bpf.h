@@ -100,15 +100,16 @@ struct {
 } proc_hists SEC(".maps");
 
 /*
- * The slow-call threshold of each histogram slot, that is of each (function,
- * process) traced (0: none): a process's own probes' threshold, never that
- * of another process of the same file, whose probe may be another tenant's.
+ * Which calls of each histogram slot, that is of each (function, process)
+ * traced, are sent (struct rw_threshold): a process's own probes' choice,
+ * never that of another process of the same file, whose probe may be
+ * another tenant's.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, RW_MAX_HISTS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct rw_threshold);
 } hist_thresholds SEC(".maps");
 
 struct {

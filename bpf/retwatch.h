@@ -62,6 +62,8 @@ _Static_assert(RW_MAX_HISTS % RW_HIST_PAGE == 0 && (RW_HIST_PAGE & (RW_HIST_PAGE
  */
 #define RW_MAX_SHARES 1024
 #define RW_MAX_SHARED_PROCS 65536
+/* The most slowest calls kept per function (struct rw_keep) */
+#define RW_MAX_KEEP 20
 
 struct rw_share {
 	__u64 contexts;	    /* in the in-flight map now */
@@ -317,10 +319,24 @@ struct rw_hist {
 	/* not counts: the slow-call rate limiter's state (struct latency stops above) */
 	struct rw_rate {
 		__u64 window_ns; /* when this CPU's window began */
-		__u64 sent;	 /* events sent in it */
+		__u64 sent;	 /* slow calls sent in it */
+		__u64 kept;	 /* and candidates for the slowest kept (rw_keep) */
 	} rate;
+	/*
+	 * The slowest calls that returned on this CPU since userspace began its
+	 * window (rw_threshold.keep_window): a call is sent as a candidate for
+	 * the slowest kept only when it is among them, so the union over CPUs
+	 * and processes holds the function's slowest, and a window of N calls
+	 * sends about keep x (1 + ln(N / keep)) a CPU, not N.
+	 */
+	struct rw_keep {
+		__u32 window; /* rw_threshold.keep_window they are of */
+		__u32 pad;
+		__u64 ns[RW_MAX_KEEP]; /* durations; 0: a free place */
+	} keep;
 };
-_Static_assert(sizeof(struct rw_hist) == 8 + 72 + 8 * RW_HIST_BUCKETS + 16, "rw_hist layout");
+_Static_assert(sizeof(struct rw_hist) == 8 + 72 + 8 * RW_HIST_BUCKETS + 24 + 8 + 8 * RW_MAX_KEEP,
+	       "rw_hist layout");
 
 /*
  * Bytes of user stack sent with a native slow call, in whole pages from the
@@ -334,6 +350,24 @@ _Static_assert(sizeof(struct rw_hist) == 8 + 72 + 8 * RW_HIST_BUCKETS + 16, "rw_
 
 /* The registers an unwinder starts from: the caller's callee-saved ones
  * (restored by the time a RET runs), SP and the RET's own address. */
+/*
+ * Which calls of a (function, process) are sent (hist_thresholds): those at
+ * least slow_ns slow (the slow-call threshold; 0: none), and, when keep is
+ * set, those at least keep_ns slow (the floor userspace raises to the
+ * slowest calls it keeps: a call under it could not be one of them) that
+ * are among the keep slowest to return on their CPU in keep_window
+ * (struct rw_keep; a new keep_window begins a new window). A call sent for
+ * keep alone is not a slow call: a rate that refuses it counts no
+ * slow_dropped, and it has its own rate (rw_rate.kept).
+ */
+struct rw_threshold {
+	__u64 slow_ns;
+	__u64 keep_ns;
+	__u32 keep; /* 0: none; at most RW_MAX_KEEP */
+	__u32 keep_window;
+};
+_Static_assert(sizeof(struct rw_threshold) == 24, "rw_threshold layout");
+
 struct rw_regs {
 	__u64 ip;
 	__u64 sp;
@@ -422,6 +456,10 @@ enum rw_stat {
 	/* entries of a shared probe in a process that took over the pid of one
 	 * traced (its start time is not the traced one's): not counted for it */
 	RW_STAT_REUSED_PID_HITS,
+	/* calls faster than the slow-call threshold, sent as candidates for
+	 * the slowest kept (rw_threshold.keep_ns), and those refused by a rate */
+	RW_STAT_KEEP_SENT,
+	RW_STAT_KEEP_REFUSED,
 	RW_STAT__MAX,
 };
 

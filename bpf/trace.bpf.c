@@ -207,26 +207,71 @@ static __always_inline __u64 goid__read(const struct call_ctx *c, const struct r
 	return goid;
 }
 
+/* A call not sent: a slow call is counted in its histogram's slow_dropped
+ * and in stat; a candidate for the slowest kept only in RW_STAT_KEEP_REFUSED. */
+static __always_inline void slow_call__refused(struct rw_hist *h, bool slow, __u32 stat)
+{
+	if (slow) {
+		h->slow_dropped++;
+		stat_inc(stat);
+	} else {
+		stat_inc(RW_STAT_KEEP_REFUSED);
+	}
+}
+
 /*
  * Whether a slow call may go to the ring buffer: at most fn->max_events per
  * window, counted per CPU in the (function, process) histogram the RET
  * already holds, so a 1 ns threshold on a hot function cannot flood the ring
  * buffer shared by every probe, nor its reader. Checked before the reserve.
  */
-static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_func *fn, __u64 now)
+static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_func *fn, __u64 now,
+					     bool slow)
 {
+	__u64 *sent = slow ? &h->rate.sent : &h->rate.kept;
+
 	if (!fn->max_events)
 		return true;
 	if (now - h->rate.window_ns >= RW_RATE_WINDOW_NS) {
 		h->rate.window_ns = now;
 		h->rate.sent = 0;
+		h->rate.kept = 0;
 	}
-	if (h->rate.sent >= fn->max_events) {
-		h->slow_dropped++;
-		stat_inc(RW_STAT_SLOW_LIMITED);
+	if (*sent >= fn->max_events) {
+		slow_call__refused(h, slow, RW_STAT_SLOW_LIMITED);
 		return false;
 	}
-	h->rate.sent++;
+	(*sent)++;
+	return true;
+}
+
+/*
+ * Whether a call of dur is among the th->keep slowest to return on this
+ * CPU in th's window (struct rw_keep): it takes the place of the fastest.
+ * A global function: the verifier checks its loops once, not at each of
+ * frame__close's places.
+ */
+__noinline int keep__enter(struct rw_hist *h, const struct rw_threshold *th, __u64 dur)
+{
+	__u64 least = ~0ULL;
+	__u32 at = 0;
+
+	if (!h || !th)
+		return 0;
+	if (h->keep.window != th->keep_window) {
+		for (int i = 0; i < RW_MAX_KEEP; i++)
+			h->keep.ns[i] = 0;
+		h->keep.window = th->keep_window;
+	}
+	for (__u32 i = 0; i < RW_MAX_KEEP && i < th->keep; i++) {
+		if (h->keep.ns[i] < least) {
+			least = h->keep.ns[i];
+			at = i;
+		}
+	}
+	if (dur <= least || at >= RW_MAX_KEEP)
+		return false;
+	h->keep.ns[at] = dur;
 	return true;
 }
 
@@ -236,7 +281,7 @@ static __always_inline bool slow_call__admit(struct rw_hist *h, const struct rw_
  * fill the ring buffer the node's other namespaces share. The window's
  * reset may race with another CPU's: a few events more or less.
  */
-static __always_inline bool share__admit_event(struct rw_hist *h, __u32 tgid, __u64 now)
+static __always_inline bool share__admit_event(struct rw_hist *h, __u32 tgid, __u64 now, bool slow)
 {
 	struct rw_share *sh = share__of(tgid);
 
@@ -247,9 +292,9 @@ static __always_inline bool share__admit_event(struct rw_hist *h, __u32 tgid, __
 		sh->events = 0;
 	}
 	if (sh->events >= sh->max_events) {
-		__sync_fetch_and_add(&sh->events_refused, 1);
-		h->slow_dropped++;
-		stat_inc(RW_STAT_SHARE_EVENTS);
+		if (slow)
+			__sync_fetch_and_add(&sh->events_refused, 1);
+		slow_call__refused(h, slow, RW_STAT_SHARE_EVENTS);
 		return false;
 	}
 	__sync_fetch_and_add(&sh->events, 1);
@@ -308,7 +353,7 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 /* Go's frame-pointer walk (stack[]) is its stack; native code sends its stack's top too. */
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u32 fn_id, __u64 start,
-					    __u64 dur, struct rw_hist *h)
+					    __u64 dur, struct rw_hist *h, bool slow)
 {
 	struct rw_event_copy *ec;
 	struct rw_event *e;
@@ -319,7 +364,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 			goto full;
 		slow_call__fill(e, regs, c, fn, fn_id, start, dur);
 		bpf_ringbuf_submit(e, 0);
-		return;
+		goto sent;
 	}
 	ec = bpf_ringbuf_reserve(&events, sizeof(*ec), 0);
 	if (!ec)
@@ -327,10 +372,12 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	slow_call__fill(&ec->e, regs, c, fn, fn_id, start, dur);
 	ec->e.copy_bytes = stack_copy__read(ec->copy, ec->e.copy_addr);
 	bpf_ringbuf_submit(ec, 0);
+sent:
+	if (!slow)
+		stat_inc(RW_STAT_KEEP_SENT);
 	return;
 full:
-	h->slow_dropped++;
-	stat_inc(RW_STAT_RINGBUF_FULL);
+	slow_call__refused(h, slow, RW_STAT_RINGBUF_FULL);
 }
 
 /*
@@ -377,8 +424,9 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 {
 	__u32 fn_id = top->fn_id, flags = top->flags;
 	__u64 start = top->start_ns, dur = now - start;
-	const __u64 *threshold;
+	const struct rw_threshold *th;
 	struct rw_hist *h;
+	bool slow, keep;
 
 	fr->n--;
 	fr->last_ns = now;
@@ -390,10 +438,15 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 		h->tail_closed++;
 		stat_inc(RW_STAT_TAIL_CLOSED);
 	}
-	threshold = bpf_map_lookup_elem(&hist_thresholds, &hist);
-	if (threshold && *threshold && dur >= *threshold && slow_call__admit(h, fn, now) &&
-	    share__admit_event(h, c->key.tgid, now))
-		slow_call__send(regs, c, fn, fn_id, start, dur, h);
+	th = bpf_map_lookup_elem(&hist_thresholds, &hist);
+	if (!th)
+		return flags;
+	slow = th->slow_ns && dur >= th->slow_ns;
+	/* a slow call is sent whether or not it is among the slowest */
+	keep = th->keep && dur >= th->keep_ns && keep__enter(h, th, dur);
+	if ((slow || keep) && slow_call__admit(h, fn, now, slow) &&
+	    share__admit_event(h, c->key.tgid, now, slow))
+		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow);
 	return flags;
 }
 

@@ -35,6 +35,8 @@
 #define SCAN_EVERY_NS NS_PER_S
 /* executables of selected processes whose refusal was said, at most */
 #define MAX_REFUSED_EXES 64
+/* --json: each function's slowest calls kept, unless --slowest says */
+#define DEFAULT_SLOWEST 5
 
 static volatile sig_atomic_t exiting;
 
@@ -72,6 +74,7 @@ struct trace_run {
 	char *refused_exes[MAX_REFUSED_EXES];
 	size_t nrefused_exes;
 	bool json;
+	uint64_t threshold_ns; /* --threshold: events this slow are slow calls */
 	uint64_t slow_calls;
 	struct calibration cal;
 	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
@@ -87,6 +90,7 @@ struct trace_args {
 	double duration, interval;
 	uint64_t threshold_ns;
 	uint32_t slow_per_sec;
+	long slowest; /* --slowest: calls kept per function; -1: not given */
 	enum tracer_attach_mode attach_mode;
 	bool json;
 	bool raw;	     /* durations as measured, the probes' bias left in */
@@ -104,7 +108,7 @@ static void trace_usage(FILE *f)
 		"usage: retwatch trace --pid PID [--pid PID...] [--follow] [--comm NAME]\n"
 		"                      [--cgroup PATH] [--duration SECONDS]\n"
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
-		"                      [--interval SECONDS] [--json] [--raw]\n"
+		"                      [--interval SECONDS] [--json] [--raw] [--slowest N]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE]\n"
 		"                      [--entry-at-start] [--debug-dir DIR...] PATTERN...\n"
 		"\n"
@@ -132,6 +136,9 @@ static void trace_usage(FILE *f)
 		"                        0: no limit)\n"
 		"  --interval SECONDS    print the table every SECONDS as well as at the end\n"
 		"  --json                print one JSON object at the end\n"
+		"  --slowest N           print each function's N slowest calls at the end,\n"
+		"                        with their stacks (1 to %d; 0: none; --json has\n"
+		"                        the %d slowest unless told)\n"
 		"  --max-overhead BUDGET detach a function from a process when its probes\n"
 		"                        cost more than BUDGET of one CPU there (calls/s x\n"
 		"                        the calibrated cost of a traced call) at two checks\n"
@@ -148,7 +155,7 @@ static void trace_usage(FILE *f)
 		"  --debug-dir DIR       look for a stripped file's debug file (its static\n"
 		"                        functions' names) in DIR/.build-id/ and DIR/<the\n"
 		"                        file's directory>/ before /usr/lib/debug; repeatable\n",
-		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC);
+		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC, SLOWEST_MAX_KEEP, DEFAULT_SLOWEST);
 }
 
 static void on_slow_call(const struct tracer_event *ev, void *ctx)
@@ -159,6 +166,10 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	uint64_t pcs[UNWIND_MAX_FRAMES];
 	size_t n;
 
+	results__offer(r->results, ev, clock__mono_ns());
+	/* the others are candidates for the slowest calls kept */
+	if (!r->threshold_ns || ev->duration_ns < r->threshold_ns)
+		return;
 	r->slow_calls++;
 	if (r->json)
 		return;
@@ -373,6 +384,77 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	return o;
 }
 
+/* A call's end as RFC 3339 UTC with microseconds. */
+static void format_end(uint64_t ns, char *buf, size_t len)
+{
+	time_t sec = (time_t)(ns / NS_PER_S);
+	struct tm tm;
+	size_t n;
+
+	gmtime_r(&sec, &tm);
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%06uZ", (unsigned int)(ns % NS_PER_S / 1000));
+}
+
+/* Row i's slowest calls kept: durations less the bias, as the table's. */
+static cJSON *json_slowest(const struct trace_run *r, size_t i)
+{
+	const struct results_row *w = results__row(r->results, i);
+	const struct slow_call *calls[SLOWEST_MAX_KEEP];
+	size_t n = results__slowest(r->results, i, calls, SLOWEST_MAX_KEEP);
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t k = 0; arr && k < n; k++) {
+		const struct slow_call *c = calls[k];
+		cJSON *o = cJSON_CreateObject(), *stack;
+		char end[48];
+
+		if (!o)
+			break;
+		cJSON_AddItemToArray(arr, o);
+		cJSON_AddItemToObject(o, "duration_ns", json_u64(shown(r, w, c->duration_ns)));
+		cJSON_AddItemToObject(o, "raw_duration_ns", json_u64(c->duration_ns));
+		format_end(c->end_ns, end, sizeof(end));
+		cJSON_AddStringToObject(o, "ended", end);
+		cJSON_AddNumberToObject(o, "pid", c->pid);
+		cJSON_AddNumberToObject(o, "tid", c->tid);
+		if (c->goid)
+			cJSON_AddItemToObject(o, "goroutine", json_u64(c->goid));
+		stack = cJSON_AddArrayToObject(o, "stack");
+		for (size_t f = 0; stack && f < c->nstack; f++)
+			cJSON_AddItemToArray(stack, cJSON_CreateString(c->stack[f]));
+	}
+	return arr;
+}
+
+/* Each function's slowest calls, after the table (--slowest N). */
+static void print_slowest(const struct trace_run *r)
+{
+	for (size_t i = 0; i < results__nrows(r->results); i++) {
+		const struct results_row *w = results__row(r->results, i);
+		const struct slow_call *calls[SLOWEST_MAX_KEEP];
+		size_t n = results__slowest(r->results, i, calls, SLOWEST_MAX_KEEP);
+
+		if (!n)
+			continue;
+		printf("\nslowest calls of %s:\n", w->name);
+		for (size_t k = 0; k < n; k++) {
+			char dur[LATENCY_FMT_LEN], end[48];
+
+			format_end(calls[k]->end_ns, end, sizeof(end));
+			printf("  %s (pid %d, tid %d",
+			       latency__format_ns(shown(r, w, calls[k]->duration_ns), dur,
+						  sizeof(dur)),
+			       calls[k]->pid, calls[k]->tid);
+			if (calls[k]->goid)
+				printf(", goroutine %" PRIu64, calls[k]->goid);
+			printf(", ended %s)\n", end);
+			for (size_t f = 0; f < calls[k]->nstack; f++)
+				printf("      %s\n", calls[k]->stack[f]);
+		}
+	}
+}
+
 static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
@@ -385,6 +467,8 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 		(void)results__hold(r->results, i);
 		results__read(r->results, i, NULL, NULL, &l);
 		cJSON_AddItemToArray(funcs, json_row(r, i, &l));
+		cJSON_AddItemToObject(cJSON_GetArrayItem(funcs, cJSON_GetArraySize(funcs) - 1),
+				      "slowest_calls", json_slowest(r, i));
 		results__release(r->results);
 	}
 	cJSON_AddItemToObject(root, "functions", funcs);
@@ -765,6 +849,24 @@ static int parse_pid(const char *s, struct trace_args *a)
 	return 0;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* A whole number from 0 to max for option opt; else says what to give. */
+static int parse_count(const char *opt, const char *arg, unsigned long max, const char *give,
+		       unsigned long *ret)
+{
+	char *end;
+
+	errno = 0;
+	*ret = strtoul(arg, &end, 10);
+	if (errno || *end || !*arg || arg[0] == '-' || *ret > max) {
+		fprintf(stderr, "retwatch: invalid %s '%s': give %s\n", opt, arg, give);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_option(int c, const char *arg, struct trace_args *a)
 {
 	switch (c) {
@@ -781,18 +883,11 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		}
 		return 0;
 	case 's': {
-		char *end;
 		unsigned long v;
 
-		errno = 0;
-		v = strtoul(arg, &end, 10);
-		if (errno || *end || !*arg || arg[0] == '-' || v > UINT32_MAX) {
-			fprintf(stderr,
-				"retwatch: invalid --slow-calls-per-second '%s': give a number "
-				"(0: no limit)\n",
-				arg);
+		if (parse_count("--slow-calls-per-second", arg, UINT32_MAX,
+				"a number (0: no limit)", &v))
 			return -EINVAL;
-		}
 		a->slow_per_sec = (uint32_t)v;
 		return 0;
 	}
@@ -815,6 +910,15 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		return 0;
 	}
 	case 'j': a->json = true; return 0;
+	case 'S': {
+		unsigned long v;
+
+		if (parse_count("--slowest", arg, SLOWEST_MAX_KEEP,
+				"a number of calls from 0 to " STR(SLOWEST_MAX_KEEP), &v))
+			return -EINVAL;
+		a->slowest = (long)v;
+		return 0;
+	}
 	case 'r': a->raw = true; return 0;
 	case 'e': a->entry_at_start = true; return 0;
 	case 'D': return cmd_debug_dir(arg) ? -EINVAL : 0;
@@ -853,6 +957,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "slow-calls-per-second", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "slowest", required_argument, NULL, 'S' },
 		{ "raw", no_argument, NULL, 'r' },
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
@@ -863,7 +968,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jro:a:eD:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:ro:a:eD:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -961,6 +1066,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	struct rw_error err = {};
 
 	r->json = args->json;
+	r->threshold_ns = args->threshold_ns;
 	r->cache = topts.cache = binary_cache__new(16);
 	r->t = tracer__new(&topts, &err);
 	if (!r->t) {
@@ -973,6 +1079,14 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	r->sym = symbolizer__new(r->cache);
 	r->results = results__new(r->t);
 	if (!r->results) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return -1;
+	}
+	if (!r->sym ||
+	    results__keep_slowest(r->results,
+				  (size_t)(args->slowest >= 0 ? args->slowest
+							      : (args->json ? DEFAULT_SLOWEST : 0)),
+				  0, r->sym)) {
 		fprintf(stderr, "retwatch: out of memory\n");
 		return -1;
 	}
@@ -1075,6 +1189,7 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 		print_json(r, &c);
 	} else {
 		print_table(r, true);
+		print_slowest(r);
 		if (r->slow_calls || args->threshold_ns)
 			printf("\n%" PRIu64 " slow call%s\n", r->slow_calls,
 			       r->slow_calls == 1 ? "" : "s");
@@ -1095,6 +1210,7 @@ int cmd_trace(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct trace_args args = { .slow_per_sec = TRACER_SLOW_CALLS_PER_SEC,
+				   .slowest = -1,
 				   .max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD };
 	struct trace_run r = {};
 	int ret = parse_args(argc, argv, &args);

@@ -3,8 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "base/clock.h"
 #include "trace/results.h"
+#include "trace/slowest.h"
+#include "trace/symbolize.h"
 
 /* The overhead guard's state of one function of one process. */
 struct guard {
@@ -42,6 +46,10 @@ struct results {
 	struct group *groups;
 	bool holding; /* row held_row is read from the members' held counts */
 	size_t held_row;
+	/* each row's slowest calls kept (results__keep_slowest); keep 0: none */
+	size_t keep;
+	uint64_t window_ns;
+	struct symbolizer *sym;
 };
 
 static bool streq(const char *a, const char *b)
@@ -91,6 +99,7 @@ void results__free(struct results *r)
 	for (size_t i = 0; i < r->nrows; i++) {
 		free(r->rows[i].name);
 		free(r->rows[i].reason);
+		slowest__free(r->rows[i].slowest);
 	}
 	free(r->rows);
 	free(r);
@@ -111,6 +120,13 @@ static size_t row_get(struct results *r, const char *name)
 	rows[r->nrows].name = strdup(name);
 	if (!rows[r->nrows].name)
 		return SIZE_MAX;
+	if (r->keep) {
+		rows[r->nrows].slowest = slowest__new(r->keep, r->window_ns, clock__mono_ns());
+		if (!rows[r->nrows].slowest) {
+			free(rows[r->nrows].name);
+			return SIZE_MAX;
+		}
+	}
 	return r->nrows++;
 }
 
@@ -159,6 +175,9 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 	m->target = tt;
 	m->next = r->members;
 	r->members = m;
+	for (size_t i = 0; i < n && r->keep; i++)
+		tracer_target__keep_slowest(r->t, tt, i, (unsigned int)r->keep,
+					    slowest__floor(r->rows[m->rows[i]].slowest), false);
 	return 0;
 nomem:
 	if (m)
@@ -362,6 +381,128 @@ bool results__find_call(const struct results *r, const struct tracer_event *ev,
 		}
 	}
 	return false;
+}
+
+int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
+			  struct symbolizer *sym)
+{
+	uint64_t now = clock__mono_ns();
+
+	if (keep > SLOWEST_MAX_KEEP || keep > TRACER_MAX_KEEP)
+		return -EINVAL;
+	if (keep == r->keep && window_ns == r->window_ns && sym == r->sym)
+		return 0;
+	for (size_t k = 0; k < r->nrows; k++) {
+		struct slowest *s = keep ? slowest__new(keep, window_ns, now) : NULL;
+
+		if (keep && !s)
+			return -ENOMEM;
+		slowest__free(r->rows[k].slowest);
+		r->rows[k].slowest = s;
+	}
+	r->keep = keep;
+	r->window_ns = window_ns;
+	r->sym = sym;
+	for (struct member *m = r->members; m; m = m->next)
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			tracer_target__keep_slowest(
+				r->t, m->target, i, (unsigned int)keep,
+				keep ? slowest__floor(r->rows[m->rows[i]].slowest) : 0, true);
+	return 0;
+}
+
+/* Row k's floor to the kernel, for each live process of it (new_window: its window began). */
+static void row_floor(struct results *r, size_t k, bool new_window)
+{
+	uint64_t floor = slowest__floor(r->rows[k].slowest);
+
+	for (struct member *m = r->members; m; m = m->next)
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			if (m->rows[i] == k)
+				tracer_target__keep_slowest(r->t, m->target, i,
+							    (unsigned int)r->keep, floor,
+							    new_window);
+}
+
+void results__tick(struct results *r, uint64_t now_ns)
+{
+	for (size_t k = 0; k < r->nrows && r->keep; k++)
+		if (slowest__roll(r->rows[k].slowest, now_ns))
+			row_floor(r, k, true);
+}
+
+/* ns of CLOCK_MONOTONIC as CLOCK_REALTIME, at now_ns (CLOCK_MONOTONIC). */
+static uint64_t realtime_of(uint64_t ns, uint64_t now_ns)
+{
+	struct timespec ts;
+	uint64_t real;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	real = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return ns <= now_ns && now_ns - ns <= real ? real - (now_ns - ns) : real;
+}
+
+bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t now_ns)
+{
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	struct slow_call c = { 0 };
+	const struct member *m;
+	struct slowest *s;
+	char frame[512];
+	size_t k = 0, n;
+	bool found = false;
+
+	if (!r->keep)
+		return false;
+	for (m = r->members; m && !found; m = m->next) {
+		if (tracer_target__pid(m->target) != ev->pid)
+			continue;
+		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
+			if (tracer_target__func(m->target, i)->fn_id == ev->fn_id &&
+			    !tracer_target__detached(m->target, i)) {
+				k = m->rows[i];
+				found = true;
+				break;
+			}
+		if (found)
+			break;
+	}
+	if (!found)
+		return false;
+	s = r->rows[k].slowest;
+	if (slowest__roll(s, now_ns))
+		row_floor(r, k, true);
+	if (ev->duration_ns < slowest__floor(s))
+		return false;
+	c.duration_ns = ev->duration_ns;
+	c.end_mono_ns = ev->start_ns + ev->duration_ns;
+	c.end_ns = realtime_of(c.end_mono_ns, now_ns);
+	c.pid = ev->pid;
+	c.tid = ev->tid;
+	c.goid = ev->goid;
+	if ((m->pod && !(c.pod = strdup(m->pod))) ||
+	    (m->container && !(c.container = strdup(m->container)))) {
+		slow_call__clear(&c);
+		return false;
+	}
+	n = r->sym ? symbolizer__event_stack(r->sym, ev, pcs, UNWIND_MAX_FRAMES) : 0;
+	for (size_t i = 0; i < n && c.nstack < SLOWEST_MAX_FRAMES; i++) {
+		symbolizer__resolve(r->sym, ev->pid, pcs[i], i == 0, frame, sizeof(frame));
+		c.stack[c.nstack] = strdup(frame);
+		if (c.stack[c.nstack])
+			c.nstack++;
+	}
+	if (!slowest__add(s, &c))
+		return false;
+	row_floor(r, k, false);
+	return true;
+}
+
+size_t results__slowest(const struct results *r, size_t k, const struct slow_call **ret, size_t max)
+{
+	if (k >= r->nrows || !r->rows[k].slowest)
+		return 0;
+	return slowest__read(r->rows[k].slowest, ret, max);
 }
 
 void results__foreach_group(const struct results *r, results_group_fn fn, void *ctx)

@@ -17,6 +17,7 @@
 #include "analysis/binary.h"
 #include "trace/calibrate.h"
 #include "base/latency.h"
+#include "trace/slowest.h"
 #include "trace/tracer.h"
 
 struct results_row {
@@ -33,6 +34,7 @@ struct results_row {
 	size_t detached_retired;
 	pid_t detached_pid;
 	double detached_rate, detached_overhead, detached_max;
+	struct slowest *slowest; /* its slowest calls kept; NULL: none */
 };
 
 /* Whose call a slow-call event is. */
@@ -42,6 +44,7 @@ struct results_call {
 };
 
 struct results;
+struct symbolizer;
 
 struct results *results__new(struct tracer *t);
 /* Stops tracing every process left (as results__retire, not exited); NULL is fine. */
@@ -83,6 +86,27 @@ void results__release(struct results *r);
 /* The call of a slow-call event, when one of r's processes made it. */
 bool results__find_call(const struct results *r, const struct tracer_event *ev,
 			struct results_call *ret);
+
+/*
+ * Keeps each row's keep (at most SLOWEST_MAX_KEEP; 0: none, the default)
+ * slowest calls of the current window of window_ns and the one before
+ * (0: one window, never ending), with their stacks through sym: the kernel
+ * sends every traced process's calls that could be among them
+ * (tracer_target__keep_slowest), and results__offer keeps them. Forgets
+ * the calls kept before. -EINVAL, -ENOMEM.
+ */
+int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
+			  struct symbolizer *sym);
+/*
+ * An event (tracer__poll's) of one of r's processes: kept when it is among
+ * its row's slowest now (now_ns: clock__mono_ns()). Whether it was.
+ */
+bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t now_ns);
+/* Begins the windows of slowest calls due by now_ns. Call it each interval. */
+void results__tick(struct results *r, uint64_t now_ns);
+/* Row k's slowest calls kept, slowest first (slowest.h); how many. */
+size_t results__slowest(const struct results *r, size_t k, const struct slow_call **ret,
+			size_t max);
 
 /*
  * The overhead guard. The cost probes put on a process: calls per second

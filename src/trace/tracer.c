@@ -45,10 +45,13 @@ static const char *const stat_names[] = {
 	[RW_STAT_CONTEXTS_HASHED] = "contexts_hashed",
 	[RW_STAT_UNTRACED_HITS] = "untraced_hits",
 	[RW_STAT_REUSED_PID_HITS] = "reused_pid_hits",
+	[RW_STAT_KEEP_SENT] = "keep_sent",
+	[RW_STAT_KEEP_REFUSED] = "keep_refused",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
 _Static_assert(TRACER_MAX_DEPTH == RW_MAX_DEPTH, "tracer.h says the kernel's bound");
+_Static_assert(TRACER_MAX_KEEP == RW_MAX_KEEP, "tracer.h says the kernel's slowest calls kept");
 _Static_assert(TRACER_MAX_CONTEXTS == RW_MAX_CONTEXTS, "tracer.h says the in-flight map's room");
 _Static_assert(TRACER_MAX_CHUNKS == RW_MAX_CHUNKS, "tracer.h says the deep chunks' room");
 _Static_assert(TRACER_DEEP_FRAMES == RW_MAX_FRAMES && RW_MAX_FRAMES == RW_CHUNK_FRAMES,
@@ -285,6 +288,7 @@ static void target__free(struct tracer_target *tt)
 	free(tt->slots);
 	free(tt->swept_orphans);
 	free(tt->swept_tail_exits);
+	free(tt->keep);
 	for (size_t i = 0; tt->base && i < tt->nfuncs; i++)
 		free(tt->base[i]);
 	free(tt->base);
@@ -469,8 +473,9 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	tt->swept_tail_exits = calloc(tt->nfuncs + 1, sizeof(*tt->swept_tail_exits));
 	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
 	tt->kept = calloc(tt->nfuncs + 1, sizeof(*tt->kept));
+	tt->keep = calloc(tt->nfuncs + 1, sizeof(*tt->keep));
 	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->swept_tail_exits || !tt->base ||
-	    !tt->kept) {
+	    !tt->kept || !tt->keep) {
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -559,6 +564,47 @@ size_t tracer_target__nfuncs(const struct tracer_target *tt)
 const struct tracer_func *tracer_target__func(const struct tracer_target *tt, size_t i)
 {
 	return i < tt->nfuncs ? &tt->funcs[i] : NULL;
+}
+
+int tracer_target__keep_slowest(struct tracer *t, struct tracer_target *tt, size_t i,
+				unsigned int keep, uint64_t floor_ns, bool new_window)
+{
+	uint32_t most = 0, window;
+	const struct slot *s;
+	uint64_t lowest = 0;
+	struct batch *b;
+
+	if (i >= tt->nfuncs || keep > TRACER_MAX_KEEP)
+		return -EINVAL;
+	tt->keep[i] = (struct target_keep){ .n = keep, .floor_ns = keep ? floor_ns : 0 };
+	s = tt->slots[i];
+	b = s ? slot__batch(s, tt->pid) : NULL;
+	if (!b || !b->has_hist)
+		return 0; /* detached: tracer_target__reattach sets it again */
+	/* the process's targets (probes) of the function: the most calls, the lowest floor */
+	for (const struct tracer_target *o = t->targets; o; o = o->next) {
+		if (o->pid != tt->pid || o == tt)
+			continue;
+		for (size_t k = 0; k < o->nfuncs; k++) {
+			if (o->slots[k] != s || !o->keep[k].n)
+				continue;
+			most = o->keep[k].n > most ? o->keep[k].n : most;
+			if (!lowest || o->keep[k].floor_ns < lowest)
+				lowest = o->keep[k].floor_ns;
+		}
+	}
+	if (keep) {
+		most = keep > most ? keep : most;
+		if (!lowest || floor_ns < lowest)
+			lowest = floor_ns;
+	}
+	window = b->keep_window + (new_window ? 1 : 0);
+	if (most == b->keep && lowest == b->keep_ns && window == b->keep_window)
+		return 0;
+	b->keep = most;
+	b->keep_ns = lowest;
+	b->keep_window = window;
+	return batch__set_threshold(t, b);
 }
 
 int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t i,

@@ -70,6 +70,8 @@ struct tracer_opts {
 /* Calls nested deeper than this take chunks of as many frames each, of this many in all. */
 #define TRACER_DEEP_FRAMES 64
 #define TRACER_MAX_CHUNKS 4096
+/* The most slowest calls a caller may keep per function (tracer_target__keep_slowest). */
+#define TRACER_MAX_KEEP 20
 /* tracer__poll delivers at most this many events a call: a flood waits for the next. */
 #define TRACER_POLL_MAX_EVENTS 1024
 
@@ -184,6 +186,19 @@ const struct tracer_func *tracer_target__func(const struct tracer_target *target
 size_t tracer_target__nunmatched(const struct tracer_target *target);
 const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *target,
 							size_t i);
+/*
+ * Sends target's calls of function i that may be among the keep (at most
+ * TRACER_MAX_KEEP; 0: none) slowest the caller keeps to the event callback
+ * too, slow or not: those at least floor_ns slow (the caller's keep-th
+ * slowest, raised as it keeps slower ones) that are among the keep slowest
+ * to return on their CPU since the caller's window began (new_window: it
+ * begins now). Where other targets of the process (other probes) trace the
+ * function, the most calls and the lowest floor hold. Such a call below the
+ * target's threshold is no slow call: a rate that refuses it counts no
+ * latency.slow_dropped.
+ */
+int tracer_target__keep_slowest(struct tracer *t, struct tracer_target *target, size_t i,
+				unsigned int keep, uint64_t floor_ns, bool new_window);
 /* Reads the latency of function i since the target was added: the kernel's
  * per-CPU histograms summed (less what another target of the same process
  * and function had counted before; min and max are the histogram's own). */

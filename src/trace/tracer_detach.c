@@ -82,7 +82,10 @@ int tracer_target__reattach(struct tracer *t, struct tracer_target *tt, size_t i
 	s->users++;
 	tt->slots[i] = s;
 	tt->funcs[i].fn_id = s->fn_id;
-	return hist__create(t, tt, i, err);
+	e = hist__create(t, tt, i, err);
+	if (!e && tt->keep[i].n)
+		tracer_target__keep_slowest(t, tt, i, tt->keep[i].n, tt->keep[i].floor_ns, false);
+	return e;
 }
 
 bool tracer_target__detached(const struct tracer_target *tt, size_t i)

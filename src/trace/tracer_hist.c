@@ -203,14 +203,25 @@ int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *
 	return 0;
 }
 
-/* Calls counted in slot i at least threshold_ns slow are sent (0: none). */
-int hist_slot__set_threshold(struct tracer *t, uint32_t i, uint64_t threshold_ns)
+/* Which calls counted in slot i are sent (struct rw_threshold; NULL: none). */
+int hist_slot__set_threshold(struct tracer *t, uint32_t i, const struct rw_threshold *th)
 {
-	__u64 v = threshold_ns;
+	struct rw_threshold none = {};
 
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hist_thresholds), &i, &v, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.hist_thresholds), &i, th ? th : &none,
+				BPF_ANY))
 		return -errno;
 	return 0;
+}
+
+int batch__set_threshold(struct tracer *t, const struct batch *b)
+{
+	struct rw_threshold th = { .slow_ns = b->threshold_ns,
+				   .keep_ns = b->keep_ns,
+				   .keep = b->keep,
+				   .keep_window = b->keep_window };
+
+	return hist_slot__set_threshold(t, b->hist, &th);
 }
 
 /*
@@ -220,7 +231,7 @@ int hist_slot__set_threshold(struct tracer *t, uint32_t i, uint64_t threshold_ns
 void hist_slot__release(struct tracer *t, uint32_t i)
 {
 	hist_slot__reset(t, i, 0, 0);
-	hist_slot__set_threshold(t, i, 0);
+	hist_slot__set_threshold(t, i, NULL);
 	idpool__release(&t->hist_ids, i, true);
 }
 

@@ -68,6 +68,10 @@ struct batch {
 	uint32_t hist;
 	/* calls of (function, pid) at least this slow are sent (hist_thresholds) */
 	uint64_t threshold_ns;
+	/* and candidates for the slowest kept (struct rw_threshold): of its
+	 * targets' (tracer_target__keep_slowest) the most calls, the lowest floor */
+	uint32_t keep, keep_window;
+	uint64_t keep_ns;
 	struct batch *next;
 };
 
@@ -116,6 +120,11 @@ struct tracer_target {
 	struct latency **base; /* a shared histogram's counts when added, per function */
 	/* per function: what it counted before it was detached (NULL: never) */
 	struct latency **kept;
+	/* per function: the slowest calls kept (tracer_target__keep_slowest) */
+	struct target_keep {
+		uint32_t n;
+		uint64_t floor_ns;
+	} * keep;
 	size_t nfuncs;
 	struct tracer_target *next;
 };
@@ -185,7 +194,9 @@ void ids__take_back(struct tracer *t, struct idpool *p, bool wait);
 int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id);
 int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
 		     struct rw_error *err);
-int hist_slot__set_threshold(struct tracer *t, uint32_t i, uint64_t threshold_ns);
+int hist_slot__set_threshold(struct tracer *t, uint32_t i, const struct rw_threshold *th);
+/* b's threshold_ns and keep into its histogram slot's hist_thresholds. */
+int batch__set_threshold(struct tracer *t, const struct batch *b);
 void hist_slot__release(struct tracer *t, uint32_t i);
 int hist_slot__read(struct tracer *t, uint32_t i, struct latency *ret);
 

@@ -513,9 +513,13 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 	b = slot__batch(s, pid);
 	if (b) {
 		/* another probe of the process's namespace: the lower threshold */
-		if (threshold_ns && (!b->threshold_ns || threshold_ns < b->threshold_ns) &&
-		    !hist_slot__set_threshold(t, b->hist, threshold_ns))
+		if (threshold_ns && (!b->threshold_ns || threshold_ns < b->threshold_ns)) {
+			uint64_t was = b->threshold_ns;
+
 			b->threshold_ns = threshold_ns;
+			if (batch__set_threshold(t, b))
+				b->threshold_ns = was;
+		}
 		return 0;
 	}
 	b = calloc(1, sizeof(*b));
@@ -533,7 +537,7 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 	b->has_hist = true;
 	/* before its probes: calls counted from the attach on are sent as slow */
 	b->threshold_ns = threshold_ns;
-	e = hist_slot__set_threshold(t, b->hist, threshold_ns);
+	e = batch__set_threshold(t, b);
 	if (e) {
 		e = rw_error_set(err, -e, "failed to set a slow-call threshold: %s", strerror(-e));
 		batch__free(t, b);

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+/* The slowest calls kept (src/trace/slowest.c) against a list of every call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/slowest.h"
+#include "test.h"
+
+#define WINDOW 1000
+#define CALLS 20000
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int by_duration_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Calls end at increasing times; each read is the keep slowest of the
+ * current window and the one before, as a sort of every call says. */
+static bool check_against_every_call(size_t keep, uint64_t seed)
+{
+	static uint64_t dur[CALLS], at[CALLS], want[CALLS];
+	struct slowest *s = slowest__new(keep, WINDOW, 0);
+	const struct slow_call *got[SLOWEST_MAX_KEEP];
+	uint64_t now = 0, begun = 0;
+	bool ok = true;
+
+	if (!ASSERT_TRUE(s))
+		return false;
+	for (size_t i = 0; i < CALLS && ok; i++) {
+		struct slow_call c = { .pid = 1 };
+		size_t nwant = 0, n;
+
+		now += xorshift(&seed) % 40; /* some windows get no call */
+		if (slowest__roll(s, now))
+			begun = now - (now - begun) % WINDOW;
+		dur[i] = 1 + xorshift(&seed) % 5000;
+		at[i] = now;
+		c.duration_ns = dur[i];
+		c.stack[c.nstack++] = strdup("f+0x1 (/bin/x)");
+		/* below the floor it may be dropped, never would it be read */
+		if (dur[i] < slowest__floor(s))
+			slow_call__clear(&c);
+		else
+			slowest__add(s, &c);
+		ok &= ASSERT_TRUE(c.nstack == 0);
+		for (size_t k = i + 1;
+		     k-- > 0 && at[k] >= begun - (begun >= WINDOW ? WINDOW : begun);)
+			want[nwant++] = dur[k];
+		qsort(want, nwant, sizeof(*want), by_duration_desc);
+		n = slowest__read(s, got, SLOWEST_MAX_KEEP);
+		ok &= ASSERT_EQ(n, nwant < keep ? nwant : keep);
+		for (size_t k = 0; k < n && ok; k++)
+			ok &= CHECK(got[k]->duration_ns == want[k],
+				    "call %zu at %" PRIu64 ": read %zu is %" PRIu64
+				    ", want %" PRIu64,
+				    i, now, k, got[k]->duration_ns, want[k]);
+	}
+	slowest__free(s);
+	return ok;
+}
+
+TEST(slowest_are_the_slowest_of_two_windows)
+{
+	return check_against_every_call(1, 7) && check_against_every_call(5, 11) &&
+	       check_against_every_call(SLOWEST_MAX_KEEP, 13);
+}
+
+TEST(slowest_forget_windows_long_past)
+{
+	struct slowest *s = slowest__new(3, 100, 0);
+	const struct slow_call *got[3];
+	struct slow_call c = { .duration_ns = 50 };
+	bool ok;
+
+	if (!ASSERT_TRUE(s))
+		return false;
+	ok = ASSERT_TRUE(slowest__add(s, &c));
+	ok &= ASSERT_EQ(slowest__floor(s), 1);
+	/* one window on: still read */
+	ok &= ASSERT_TRUE(slowest__roll(s, 150));
+	ok &= ASSERT_EQ(slowest__read(s, got, 3), 1);
+	/* two windows on: gone */
+	ok &= ASSERT_TRUE(slowest__roll(s, 399));
+	ok &= ASSERT_EQ(slowest__read(s, got, 3), 0);
+	ok &= ASSERT_FALSE(slowest__roll(s, 399));
+	slowest__free(s);
+	return ok;
+}
+
+TEST(slowest_window_zero_never_ends)
+{
+	struct slowest *s = slowest__new(2, 0, 0);
+	const struct slow_call *got[2];
+	bool ok = true;
+
+	if (!ASSERT_TRUE(s))
+		return false;
+	for (uint64_t d = 1; d <= 10; d++) {
+		struct slow_call c = { .duration_ns = d * 10 };
+
+		slowest__add(s, &c);
+	}
+	ok &= ASSERT_FALSE(slowest__roll(s, UINT64_MAX));
+	ok &= ASSERT_EQ(slowest__read(s, got, 2), 2);
+	ok &= ASSERT_EQ(got[0]->duration_ns, 100) && ASSERT_EQ(got[1]->duration_ns, 90);
+	ok &= ASSERT_EQ(slowest__floor(s), 91);
+	slowest__free(s);
+	return ok;
+}
+
+TEST(slowest_refuses_a_keep_out_of_range)
+{
+	return ASSERT_TRUE(!slowest__new(0, 0, 0)) &&
+	       ASSERT_TRUE(!slowest__new(SLOWEST_MAX_KEEP + 1, 0, 0));
+}
