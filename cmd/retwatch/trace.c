@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "cmd.h"
 #include "base/latency.h"
+#include "base/log.h"
 #include "base/proctree.h"
 #include "trace/results.h"
 #include "trace/shlib.h"
@@ -384,18 +385,6 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	return o;
 }
 
-/* A call's end as RFC 3339 UTC with microseconds. */
-static void format_end(uint64_t ns, char *buf, size_t len)
-{
-	time_t sec = (time_t)(ns / NS_PER_S);
-	struct tm tm;
-	size_t n;
-
-	gmtime_r(&sec, &tm);
-	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, len - n, ".%06uZ", (unsigned int)(ns % NS_PER_S / 1000));
-}
-
 /* Row i's slowest calls kept: durations less the bias, as the table's. */
 static cJSON *json_slowest(const struct trace_run *r, size_t i)
 {
@@ -407,14 +396,14 @@ static cJSON *json_slowest(const struct trace_run *r, size_t i)
 	for (size_t k = 0; arr && k < n; k++) {
 		const struct slow_call *c = calls[k];
 		cJSON *o = cJSON_CreateObject(), *stack;
-		char end[48];
+		char end[TIME_RFC3339_LEN];
 
 		if (!o)
 			break;
 		cJSON_AddItemToArray(arr, o);
 		cJSON_AddItemToObject(o, "duration_ns", json_u64(shown(r, w, c->duration_ns)));
 		cJSON_AddItemToObject(o, "raw_duration_ns", json_u64(c->duration_ns));
-		format_end(c->end_ns, end, sizeof(end));
+		time_rfc3339_at(c->end_ns, end, sizeof(end), 6);
 		cJSON_AddStringToObject(o, "ended", end);
 		cJSON_AddNumberToObject(o, "pid", c->pid);
 		cJSON_AddNumberToObject(o, "tid", c->tid);
@@ -439,9 +428,9 @@ static void print_slowest(const struct trace_run *r)
 			continue;
 		printf("\nslowest calls of %s:\n", w->name);
 		for (size_t k = 0; k < n; k++) {
-			char dur[LATENCY_FMT_LEN], end[48];
+			char dur[LATENCY_FMT_LEN], end[TIME_RFC3339_LEN];
 
-			format_end(calls[k]->end_ns, end, sizeof(end));
+			time_rfc3339_at(calls[k]->end_ns, end, sizeof(end), 6);
 			printf("  %s (pid %d, tid %d",
 			       latency__format_ns(shown(r, w, calls[k]->duration_ns), dur,
 						  sizeof(dur)),

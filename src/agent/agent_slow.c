@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Slow calls: each probe's calls over its threshold, logged with their
- * symbolized stacks.
+ * Slow calls: each probe's slowest calls kept for its reports, and its
+ * calls over its threshold logged with their symbolized stacks.
  */
 #include <stdio.h>
 
@@ -46,15 +46,20 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 	log_emit(log);
 }
 
-/* Every probe of this process and function whose threshold the call passed. */
+/* Every probe of this process and function: the call among its slowest
+ * kept, and logged where it passed the probe's threshold. */
 void agent_slow__on_call(const struct tracer_event *ev, void *ctx)
 {
+	uint64_t now = clock__mono_ns();
 	struct agent *a = ctx;
 	struct results_call rc;
 
 	for (struct fprobe *p = a->probes; p; p = p->next)
+		if (p->valid)
+			results__offer(p->results, ev, now);
+	for (struct fprobe *p = a->probes; p; p = p->next)
 		if (p->spec.threshold_ns && ev->duration_ns >= p->spec.threshold_ns &&
 		    results__find_call(p->results, ev, &rc) &&
-		    fprobe__may_log_slow_call(p, clock__mono_ns(), a->o.slow_calls_per_sec))
+		    fprobe__may_log_slow_call(p, now, a->o.slow_calls_per_sec))
 			log_slow_call(a, p, &rc, ev);
 }

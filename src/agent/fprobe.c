@@ -93,6 +93,9 @@ static void apply_spec(struct fprobe *p, const cJSON *obj)
 	probe_spec__free(&p->spec);
 	p->generation = kobj_generation(obj) < 0 ? 0 : kobj_generation(obj);
 	p->valid = !probe_spec__parse(kobj_get(obj, "spec"), &p->spec, &err);
+	if (p->valid && p->results &&
+	    results__keep_slowest(p->results, p->spec.keep, p->spec.window_ns, p->env->sym))
+		log_warn("probe %s/%s: no memory to keep its slowest calls", p->ns, p->name);
 	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
 	p->expired = false;
 	if (!p->valid)
@@ -370,6 +373,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	/* the overhead guard looks once a report interval */
 	if (p->env->cal.call_cost_ns)
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);
+	results__tick(p->results, now);
 	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
 				   npods, p->wrote);
 	if (!entry)
@@ -426,6 +430,7 @@ void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJS
 		.expired = p->expired,
 		.spec_err = p->spec_err,
 		.expires = p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S),
+		.keep = p->valid ? p->spec.keep : 0,
 	};
 	struct status_probe sp = about(p);
 

@@ -168,8 +168,8 @@ static int check_lengths(const cJSON *arr, const char *name, size_t max, struct 
 
 int probe_spec__check_bounds(const cJSON *spec, struct rw_error *err)
 {
-	static const char *const strs[] = { "executable", "slowThreshold", "lifetime",
-					    "reportInterval", "maxOverhead" };
+	static const char *const strs[] = { "executable",     "slowThreshold", "lifetime",
+					    "reportInterval", "maxOverhead",   "window" };
 	int e = check_selector_bounds(field(spec, "selector"), err);
 
 	if (!e)
@@ -211,11 +211,12 @@ static void keep_only(cJSON *obj, const char *const *keep)
 
 void probe_spec__trim(cJSON *spec)
 {
-	static const char *const fields[] = {
-		"selector", "containers",     "executable",  "functions",   "slowThreshold",
-		"lifetime", "reportInterval", "maxOverhead", PROBE_REFUSED, NULL
-	};
+	static const char *const fields[] = { "selector",	"containers",	 "executable",
+					      "functions",	"slowThreshold", "lifetime",
+					      "reportInterval", "maxOverhead",	 "slowCalls",
+					      "window",		PROBE_REFUSED,	 NULL };
 	static const char *const selector[] = { "matchLabels", "matchExpressions", NULL };
+	static const char *const slow_calls[] = { "keep", NULL };
 	struct rw_error err = { "" };
 	cJSON *child;
 
@@ -223,6 +224,7 @@ void probe_spec__trim(cJSON *spec)
 		return;
 	keep_only(spec, fields);
 	keep_only(cJSON_GetObjectItemCaseSensitive(spec, "selector"), selector);
+	keep_only(cJSON_GetObjectItemCaseSensitive(spec, "slowCalls"), slow_calls);
 	if (!probe_spec__check_bounds(spec, &err))
 		return;
 	/* what is over the bounds is not kept: only why */
@@ -351,10 +353,42 @@ static int parse_durations(const cJSON *spec, struct probe_spec *s, struct rw_er
 			     PROBE_DEFAULT_INTERVAL_NS, &s->interval_ns, err);
 	if (e)
 		return e;
+	if (!e)
+		e = duration(field(spec, "window"), "spec.window", PROBE_DEFAULT_WINDOW_NS,
+			     &s->window_ns, err);
+	if (e)
+		return e;
 	if (!s->lifetime_ns)
 		return rw_error_set(err, EINVAL, "spec.lifetime must be longer than 0");
 	if (s->interval_ns < PROBE_MIN_INTERVAL_NS)
 		return rw_error_set(err, EINVAL, "spec.reportInterval must be at least 2s");
+	if (s->window_ns < s->interval_ns)
+		return rw_error_set(err, EINVAL,
+				    "spec.window must be at least spec.reportInterval: a window is "
+				    "one report interval or more");
+	return 0;
+}
+
+/* spec.slowCalls.keep: the slowest calls each function's reports keep. */
+static int parse_slow_calls(const cJSON *v, struct probe_spec *s, struct rw_error *err)
+{
+	const cJSON *keep = field(v, "keep");
+
+	s->keep = PROBE_DEFAULT_KEEP;
+	if (!v)
+		return 0;
+	if (!cJSON_IsObject(v))
+		return rw_error_set(err, EINVAL,
+				    "spec.slowCalls must be an object, such as {keep: 5}");
+	if (!keep)
+		return 0;
+	if (!cJSON_IsNumber(keep) || keep->valuedouble < 0 || keep->valuedouble > PROBE_MAX_KEEP ||
+	    keep->valuedouble != (double)(int)keep->valuedouble)
+		return rw_error_set(err, EINVAL,
+				    "spec.slowCalls.keep must be a whole number of calls from 0 "
+				    "(none) to %d",
+				    PROBE_MAX_KEEP);
+	s->keep = (unsigned int)keep->valuedouble;
 	return 0;
 }
 
@@ -432,6 +466,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 		e = parse_durations(spec, ret, err);
 	if (!e)
 		e = parse_max_overhead(field(spec, "maxOverhead"), ret, err);
+	if (!e)
+		e = parse_slow_calls(field(spec, "slowCalls"), ret, err);
 	if (e)
 		probe_spec__free(ret);
 	return e;

@@ -29,6 +29,11 @@
 #define PROBE_MIN_INTERVAL_NS (2ULL * 1000000000ULL)
 #define PROBE_DEFAULT_INTERVAL_NS (10ULL * 1000000000ULL)
 #define PROBE_DEFAULT_LIFETIME_NS (3600ULL * 1000000000ULL)
+/* spec.window: the slowest calls (and recent latency) are of the last one to two */
+#define PROBE_DEFAULT_WINDOW_NS (60ULL * 1000000000ULL)
+/* spec.slowCalls.keep: each function's slowest calls in a report and the summary */
+#define PROBE_DEFAULT_KEEP 5
+#define PROBE_MAX_KEEP 20
 
 enum label_op { LABEL_IN, LABEL_NOT_IN, LABEL_EXISTS, LABEL_DOES_NOT_EXIST };
 
@@ -53,6 +58,8 @@ struct probe_spec {
 	/* the overhead guard's budget per function and process, a share of one
 	 * CPU (spec.maxOverhead; default 2%); 0: no guard */
 	double max_overhead;
+	uint64_t window_ns; /* spec.window */
+	unsigned int keep;  /* spec.slowCalls.keep: 0: none */
 };
 
 /* Parses and checks a spec; err says which field is wrong and how. */

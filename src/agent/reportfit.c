@@ -239,6 +239,38 @@ static int sort_by_calls(cJSON *arr)
 	return 0;
 }
 
+/*
+ * Cuts every function's slowest calls to the same number, as few as it
+ * takes to fit limit (none: the array goes); *size is entry's size after.
+ * Sets r's calls (the most a function had) and calls_kept.
+ */
+static void fit_calls(cJSON *entry, cJSON *fns, size_t limit, size_t *size, struct reportfit *r)
+{
+	const cJSON *fn;
+
+	cJSON_ArrayForEach(fn, fns)
+	{
+		size_t n = (size_t)cJSON_GetArraySize(kobj_get(fn, "slowestCalls"));
+
+		r->calls = n > r->calls ? n : r->calls;
+	}
+	r->calls_kept = r->calls;
+	while (*size > limit && r->calls_kept > 0) {
+		r->calls_kept--;
+		cJSON_ArrayForEach(fn, fns)
+		{
+			cJSON *calls = (cJSON *)kobj_get(fn, "slowestCalls");
+
+			while (cJSON_GetArraySize(calls) > (int)r->calls_kept)
+				cJSON_DeleteItemFromArray(calls, cJSON_GetArraySize(calls) - 1);
+			if (calls && !r->calls_kept)
+				cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)fn,
+									"slowestCalls");
+		}
+		*size = json_size(entry);
+	}
+}
+
 static void say(cJSON *entry, const struct reportfit *r, size_t budget)
 {
 	cJSON *errs = (cJSON *)kobj_get(entry, "errors");
@@ -250,6 +282,10 @@ static void say(cJSON *entry, const struct reportfit *r, size_t budget)
 	n = snprintf(msg, sizeof(msg),
 		     "report over its byte budget (%zu KiB; %zu KiB whole): ", budget / 1024,
 		     (r->whole + 1023) / 1024);
+	if (r->calls_kept < r->calls)
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n,
+			      "each function lists its %zu slowest calls of %zu; ", r->calls_kept,
+			      r->calls);
 	if (r->unlisted)
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n,
 			      "no pod rows (up to %zu pods of a function counted, not listed)",
@@ -285,6 +321,13 @@ int reportfit__entry(cJSON *entry, size_t budget, struct reportfit *ret)
 	ret->whole = ret->bytes = size = json_size(entry);
 	if (size <= limit)
 		return 0;
+	/* the slowest calls go before any pod is folded: the counts stay whole */
+	fit_calls(entry, fns, limit, &size, ret);
+	if (size <= limit) {
+		say(entry, ret, budget);
+		ret->bytes = json_size(entry);
+		return 0;
+	}
 	nfs = (size_t)cJSON_GetArraySize(fns);
 	fs = calloc(nfs ? nfs : 1, sizeof(*fs));
 	if (!fs)
@@ -340,6 +383,13 @@ bool reportfit__summary(cJSON *status, size_t budget)
 	/* the summary's readers take its percentiles; the buckets are the reports' */
 	cJSON_ArrayForEach(fn, fns) cJSON_DeleteItemFromObjectCaseSensitive(fn, "bucketCounts");
 	size = json_size(status);
+	if (size > limit) {
+		struct reportfit r = { 0 };
+
+		fit_calls(status, fns, limit, &size, &r);
+		if (r.calls_kept < r.calls)
+			cJSON_AddNumberToObject(sum, "slowestCallsKept", (double)r.calls_kept);
+	}
 	if (size > limit && !sort_by_calls(fns)) {
 		left = drop_tail(fns, &size, limit);
 		if (left)

@@ -5,7 +5,9 @@
  * write of 1,676 KiB was refused here), and a node of 100 pods traced for 64
  * functions makes a 2.6 MB report.
  *
- * Over the budget, each function of a report keeps its slowest pods whole
+ * Over the budget, each function of a report first lists fewer of its
+ * slowest calls (the same number for every function, none if need be).
+ * Then each function keeps its slowest pods whole
  * (as many as fit, the same number for every function) and folds the rest
  * into one row per revision, {"folded": pods, "revision": ..., latency}: the
  * function's totals are untouched, its revisions still add up exactly, and
@@ -37,6 +39,8 @@ struct reportfit {
 	size_t unlisted;  /* pods no longer listed at all (rows dropped) */
 	size_t fns_left;  /* functions left out */
 	size_t pods_left; /* pods left out of the entry's "pods" */
+	/* slowest calls of the function with the most, and each function's kept */
+	size_t calls, calls_kept;
 };
 
 /*
@@ -48,8 +52,9 @@ int reportfit__entry(cJSON *entry, size_t budget, struct reportfit *ret);
 
 /*
  * Fits a probe's status (summary__doc's) within budget bytes less
- * REPORTFIT_ENVELOPE: the summary's functions lose their buckets, then the
- * least-called functions go (summary.functionsOmitted). Whether it fits.
+ * REPORTFIT_ENVELOPE: the summary's functions lose their buckets, then
+ * slowest calls (summary.slowestCallsKept), then the least-called functions
+ * go (summary.functionsOmitted). Whether it fits.
  */
 bool reportfit__summary(cJSON *status, size_t budget);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "agent/kobj.h"
+#include "base/log.h"
 #include "agent/status.h"
 #include "agent/statuswire.h"
 
@@ -89,6 +90,39 @@ static void add_group(const char *pod, const char *container, void *ctx)
 	status_latency__to_json(&l, item);
 }
 
+/* Row k's slowest calls kept, as measured (status__add_bias takes the bias out). */
+static void add_slow_calls(cJSON *f, const struct results *r, size_t k)
+{
+	const struct slow_call *calls[SLOWEST_MAX_KEEP];
+	size_t n = results__slowest(r, k, calls, SLOWEST_MAX_KEEP);
+	cJSON *arr = n ? cJSON_AddArrayToObject(f, "slowestCalls") : NULL;
+
+	for (size_t i = 0; arr && i < n; i++) {
+		const struct slow_call *c = calls[i];
+		cJSON *o = cJSON_CreateObject(), *stack;
+		char ended[TIME_RFC3339_LEN];
+
+		if (!o)
+			return;
+		cJSON_AddItemToArray(arr, o);
+		status__add_duration(o, "duration", c->duration_ns);
+		cJSON_AddNumberToObject(o, "durationNs", (double)c->duration_ns);
+		time_rfc3339_at(c->end_ns, ended, sizeof(ended), 6);
+		cJSON_AddStringToObject(o, "ended", ended);
+		if (c->pod)
+			cJSON_AddStringToObject(o, "pod", c->pod);
+		if (c->container)
+			cJSON_AddStringToObject(o, "container", c->container);
+		cJSON_AddNumberToObject(o, "pid", c->pid);
+		cJSON_AddNumberToObject(o, "tid", c->tid);
+		if (c->goid)
+			cJSON_AddNumberToObject(o, "goroutine", (double)c->goid);
+		stack = cJSON_AddArrayToObject(o, "stack");
+		for (size_t j = 0; stack && j < c->nstack; j++)
+			cJSON_AddItemToArray(stack, cJSON_CreateString(c->stack[j]));
+	}
+}
+
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
 			  size_t npods, bool wrote)
@@ -126,6 +160,7 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
 		results__release(r);
+		add_slow_calls(f, r, k);
 	}
 	return e;
 }
@@ -163,7 +198,7 @@ bool status__seed(const cJSON *status, const char *node, int64_t generation, str
 
 void status__add_bias(cJSON *entry, const struct calibration *cal)
 {
-	const cJSON *fn, *pod;
+	const cJSON *fn, *pod, *call;
 
 	if (!entry || !cal->bias_ns)
 		return;
@@ -180,6 +215,10 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 		status__take_bias((cJSON *)fn, bias);
 		cJSON_ArrayForEach(pod, cJSON_GetObjectItemCaseSensitive(fn, "pods"))
 			status__take_bias((cJSON *)pod, bias);
+		cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(fn, "slowestCalls"))
+			status__set_call_duration(
+				(cJSON *)call,
+				latency__less((uint64_t)kobj_int(call, "durationNs", 0), bias));
 	}
 }
 

@@ -323,6 +323,13 @@ static void set_duration(cJSON *obj, const char *name, uint64_t ns)
 	status__add_duration(obj, name, ns);
 }
 
+void status__set_call_duration(cJSON *call, uint64_t ns)
+{
+	set_duration(call, "duration", ns);
+	cJSON_DeleteItemFromObjectCaseSensitive(call, "durationNs");
+	cJSON_AddNumberToObject(call, "durationNs", (double)ns);
+}
+
 void status__take_bias(cJSON *obj, uint64_t bias)
 {
 	static const char *const names[] = { "p50", "p95", "p99", "max" };

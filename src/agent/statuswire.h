@@ -78,6 +78,8 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret);
 cJSON *status__function(const char *name, const char *mode, const char *reason, double returns,
 			const struct latency *l);
 
+/* A slowest call's duration and durationNs, as ns. */
+void status__set_call_duration(cJSON *call, uint64_t ns);
 /* Adds ns to obj as a duration ("1.5ms"). -ENOMEM. */
 int status__add_duration(cJSON *obj, const char *name, uint64_t ns);
 /* Adds the time now to obj, RFC 3339 with digits of a second. */

@@ -19,6 +19,9 @@
  * more is another agent's error or forgery. */
 #define SUMMARY_MAX_FUNCTIONS 256
 #define NO_REVISION "unknown"
+/* A slowest call's fields another agent wrote, bounded: longer is a forgery. */
+#define CALL_TEXT_MAX 1024
+#define CALL_FRAMES_MAX 16
 
 struct pod_row {
 	char *pod, *container, *node, *revision;
@@ -42,6 +45,10 @@ struct merged {
 	size_t nslowest;
 	struct rev_row revs[SUMMARY_REVISIONS + 1];
 	size_t nrevs;
+	/* the slowest calls over every node, slowest first, each naming its node */
+	cJSON *calls[SUMMARY_MAX_CALLS];
+	uint64_t call_ns[SUMMARY_MAX_CALLS];
+	size_t ncalls;
 };
 
 struct summary {
@@ -95,6 +102,8 @@ void summary__free(struct summary *s)
 			pod_row_clear(&m->slowest[k]);
 		for (size_t k = 0; k < m->nrevs; k++)
 			free(m->revs[k].revision);
+		for (size_t k = 0; k < m->ncalls; k++)
+			cJSON_Delete(m->calls[k]);
 	}
 	free(s->fns);
 	for (size_t i = 0; i < s->nerrors; i++)
@@ -196,16 +205,85 @@ static void add_revision(struct merged *m, const char *rev, size_t pods, const s
 	latency__merge(&r->l, l);
 }
 
+/* Copies string field name of from into to when it is one of at most CALL_TEXT_MAX bytes. */
+static void copy_text(cJSON *to, const cJSON *from, const char *name)
+{
+	const char *v = kobj_str(from, name);
+
+	if (v && strnlen(v, CALL_TEXT_MAX + 1) <= CALL_TEXT_MAX)
+		cJSON_AddStringToObject(to, name, v);
+}
+
+/* Copies integer field name of from into to when it is within [0, max]. */
+static void copy_int(cJSON *to, const cJSON *from, const char *name, int64_t max)
+{
+	int64_t v = kobj_int(from, name, -1);
+
+	if (v >= 0 && v <= max)
+		cJSON_AddNumberToObject(to, name, (double)v);
+}
+
+/*
+ * Keeps a call of a node's report among the function's slowest: what
+ * another agent wrote, each field checked and copied (nothing else is), with
+ * the node's name added.
+ */
+static void add_call(struct merged *m, const cJSON *call, const char *node)
+{
+	int64_t ns = kobj_int(call, "durationNs", -1);
+	const cJSON *frame;
+	cJSON *o, *stack;
+	size_t at, n = 0;
+
+	if (ns < 0 || ns > (int64_t)1 << 62 || !cJSON_IsObject(call))
+		return;
+	for (at = 0; at < m->ncalls && m->call_ns[at] >= (uint64_t)ns; at++)
+		;
+	if (at >= SUMMARY_MAX_CALLS || !(o = cJSON_CreateObject()))
+		return;
+	status__set_call_duration(o, (uint64_t)ns);
+	copy_text(o, call, "ended");
+	cJSON_AddStringToObject(o, "node", node);
+	copy_text(o, call, "pod");
+	copy_text(o, call, "container");
+	copy_int(o, call, "pid", MAX_NODE_PROCESSES);
+	copy_int(o, call, "tid", MAX_NODE_PROCESSES);
+	copy_int(o, call, "goroutine", (int64_t)1 << 53);
+	stack = cJSON_AddArrayToObject(o, "stack");
+	cJSON_ArrayForEach(frame, kobj_get(call, "stack"))
+	{
+		if (n++ >= CALL_FRAMES_MAX)
+			break;
+		if (cJSON_IsString(frame) &&
+		    strnlen(frame->valuestring, CALL_TEXT_MAX + 1) <= CALL_TEXT_MAX)
+			cJSON_AddItemToArray(stack, cJSON_CreateString(frame->valuestring));
+	}
+	if (m->ncalls == SUMMARY_MAX_CALLS)
+		cJSON_Delete(m->calls[--m->ncalls]);
+	memmove(&m->calls[at + 1], &m->calls[at], (m->ncalls - at) * sizeof(m->calls[0]));
+	memmove(&m->call_ns[at + 1], &m->call_ns[at], (m->ncalls - at) * sizeof(m->call_ns[0]));
+	m->calls[at] = o;
+	m->call_ns[at] = (uint64_t)ns;
+	m->ncalls++;
+}
+
 static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint64_t node_bias)
 {
 	/* written by agents; bounded all the same */
 	int64_t bias = kobj_int(fn, "probeBiasNs", (int64_t)node_bias);
+	const cJSON *pod, *call;
 	struct merged *m;
-	const cJSON *pod;
 	struct latency l;
+	size_t ncalls = 0;
 
 	if (!kobj_str(fn, "name") || status_latency__from_json(fn, &l) || !(m = fn_get(s, fn)))
 		return;
+	cJSON_ArrayForEach(call, kobj_get(fn, "slowestCalls"))
+	{
+		if (ncalls++ >= SUMMARY_MAX_CALLS)
+			break;
+		add_call(m, call, node);
+	}
 	if (bias > 0 && bias < (int64_t)NS_PER_S && (!m->bias_ns || (uint64_t)bias < m->bias_ns))
 		m->bias_ns = (uint64_t)bias;
 	latency__merge(&m->l, &l);
@@ -381,7 +459,19 @@ static cJSON *revisions_json(struct merged *m, uint64_t bias)
 	return arr;
 }
 
-static cJSON *summary_json(struct summary *s)
+/* The function's slowest calls over every node, keep of them. */
+static cJSON *calls_json(struct merged *m, size_t keep)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; arr && i < m->ncalls && i < keep; i++) {
+		cJSON_AddItemToArray(arr, m->calls[i]);
+		m->calls[i] = NULL;
+	}
+	return arr;
+}
+
+static cJSON *summary_json(struct summary *s, size_t keep)
 {
 	cJSON *sum = cJSON_CreateObject(), *fns = cJSON_CreateArray();
 	const struct merged *slowest = NULL;
@@ -400,6 +490,8 @@ static cJSON *summary_json(struct summary *s)
 			status__take_bias(f, m->bias_ns);
 		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, m->bias_ns));
 		cJSON_AddItemToObject(f, "revisions", revisions_json(m, m->bias_ns));
+		if (keep && m->ncalls)
+			cJSON_AddItemToObject(f, "slowestCalls", calls_json(m, keep));
 		calls += m->l.calls;
 		if (latency__count(&m->l) && (!slowest || q > p99)) {
 			slowest = m;
@@ -526,7 +618,7 @@ cJSON *summary__doc(const struct status_probe *p, const struct status_state *st,
 		cJSON_AddStringToObject(
 			status, "reportInterval",
 			latency__format_ns(interval_ns, interval, sizeof(interval)));
-		cJSON_AddItemToObject(status, "summary", summary_json(s));
+		cJSON_AddItemToObject(status, "summary", summary_json(s, st->keep));
 	}
 	return status;
 }

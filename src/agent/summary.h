@@ -24,12 +24,15 @@
 #define SUMMARY_SLOWEST 3
 #define SUMMARY_REVISIONS 6
 #define SUMMARY_OTHER "other"
+/* Per function: the slowest calls merged, of which spec.slowCalls.keep are written */
+#define SUMMARY_MAX_CALLS 20
 
 /* What the conditions say of the probe. */
 struct status_state {
 	bool valid, expired;
 	const char *spec_err; /* why not valid */
 	time_t expires;	      /* creation + spec.lifetime */
+	unsigned int keep;    /* spec.slowCalls.keep */
 };
 
 struct summary;

@@ -38,19 +38,27 @@ bool log_enabled(enum log_level level)
 void time_rfc3339(char *buf, size_t len, unsigned int digits)
 {
 	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	time_rfc3339_at((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec, buf, len,
+			digits);
+}
+
+void time_rfc3339_at(uint64_t ns, char *buf, size_t len, unsigned int digits)
+{
+	time_t secs = (time_t)(ns / 1000000000ULL);
 	struct tm tm;
 	char sec[32];
 	long frac;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
+	gmtime_r(&secs, &tm);
 	strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (!digits) {
 		snprintf(buf, len, "%sZ", sec);
 		return;
 	}
 	digits = digits > 6 ? 6 : digits;
-	frac = ts.tv_nsec;
+	frac = (long)(ns % 1000000000ULL);
 	for (unsigned int i = digits; i < 9; i++)
 		frac /= 10;
 	snprintf(buf, len, "%s.%0*ldZ", sec, (int)digits, frac);

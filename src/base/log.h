@@ -8,6 +8,7 @@
 #define RETWATCH_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -32,6 +33,8 @@ void log_emit(cJSON *ev);
 /* Now as an RFC 3339 UTC time with digits (0, 3 or 6) of fractional seconds,
  * as the log, the status and Leases write times. */
 void time_rfc3339(char *buf, size_t len, unsigned int digits);
+/* The same for ns of CLOCK_REALTIME. */
+void time_rfc3339_at(uint64_t ns, char *buf, size_t len, unsigned int digits);
 #define TIME_RFC3339_LEN 40
 
 /* Routes libbpf's messages into the log (warnings and up; debug with LOG_DEBUG). */

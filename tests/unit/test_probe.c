@@ -46,14 +46,30 @@ TEST(probe_spec_fields)
 	if (!ASSERT_OK(
 		    parse("{\"selector\":{},\"functions\":[\"a\",\"b\"],\"containers\":[\"app\"],"
 			  "\"executable\":\"/app/server\",\"slowThreshold\":\"100ms\","
-			  "\"lifetime\":\"1h30m\",\"reportInterval\":\"2s\"}",
+			  "\"lifetime\":\"1h30m\",\"reportInterval\":\"2s\","
+			  "\"slowCalls\":{\"keep\":12},\"window\":\"30s\"}",
 			  &s, &err)))
 		return CHECK(false, "%s", err.msg);
-	ok = ASSERT_EQ(s.threshold_ns, 100000000ULL) &&
+	ok = ASSERT_EQ(s.threshold_ns, 100000000ULL) && ASSERT_EQ(s.keep, 12) &&
+	     ASSERT_EQ(s.window_ns, 30ULL * 1000000000ULL) &&
 	     ASSERT_EQ(s.lifetime_ns, 5400ULL * 1000000000ULL) &&
 	     ASSERT_EQ(s.interval_ns, 2000000000ULL) && ASSERT_STREQ(s.executable, "/app/server") &&
 	     ASSERT_TRUE(probe_spec__wants_container(&s, "app")) &&
 	     ASSERT_FALSE(probe_spec__wants_container(&s, "sidecar"));
+	probe_spec__free(&s);
+	return ok;
+}
+
+TEST(probe_spec_slow_call_defaults)
+{
+	struct rw_error err = { "" };
+	struct probe_spec s;
+	bool ok;
+
+	if (!ASSERT_OK(parse("{\"selector\":{},\"functions\":[\"a\"],\"slowCalls\":{}}", &s, &err)))
+		return CHECK(false, "%s", err.msg);
+	ok = ASSERT_EQ(s.keep, PROBE_DEFAULT_KEEP) &&
+	     ASSERT_EQ(s.window_ns, PROBE_DEFAULT_WINDOW_NS);
 	probe_spec__free(&s);
 	return ok;
 }
@@ -76,6 +92,14 @@ TEST(probe_spec_errors)
 		  "spec.lifetime must be longer than 0" },
 		{ "{\"selector\":{},\"functions\":[\"a\"],\"slowThreshold\":\"fast\"}",
 		  "spec.slowThreshold must be a duration" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"slowCalls\":{\"keep\":21}}",
+		  "spec.slowCalls.keep must be a whole number of calls from 0 (none) to 20" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"slowCalls\":{\"keep\":2.5}}",
+		  "spec.slowCalls.keep must be a whole number" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"slowCalls\":5}",
+		  "spec.slowCalls must be an object" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"window\":\"5s\"}",
+		  "spec.window must be at least spec.reportInterval" },
 		{ "{\"selector\":{},\"functions\":[\"a\"],\"executable\":\"app\"}",
 		  "spec.executable must be an absolute path" },
 		{ "{\"selector\":{\"matchLabels\":{\"a\":1}},\"functions\":[\"a\"]}",

@@ -250,3 +250,64 @@ TEST(reportfit_summary_bounded)
 	cJSON_Delete(doc);
 	return ok;
 }
+
+/* A call as status__node_entry writes it, with 16 frames of 60 bytes. */
+static cJSON *call_json(uint64_t ns, int i)
+{
+	cJSON *c = cJSON_CreateObject(), *stack;
+
+	status__set_call_duration(c, ns);
+	cJSON_AddStringToObject(c, "ended", "2026-11-27T04:00:00.000001Z");
+	cJSON_AddStringToObject(c, "pod", "payments-000");
+	cJSON_AddStringToObject(c, "container", "app");
+	cJSON_AddNumberToObject(c, "pid", 1000 + i);
+	cJSON_AddNumberToObject(c, "tid", 1000 + i);
+	stack = cJSON_AddArrayToObject(c, "stack");
+	for (int k = 0; k < 16; k++)
+		cJSON_AddItemToArray(
+			stack,
+			cJSON_CreateString("main.(*Server).handleCharge+0x1a2 (/app/payments)"));
+	return c;
+}
+
+/* 64 functions keeping 20 slowest calls each: over the budget the calls are
+ * cut first, the same number for every function, and the pods stay whole. */
+TEST(reportfit_cuts_slowest_calls_first)
+{
+	const size_t budget = 2600 * 1024;
+	cJSON *entry = big_entry(), *fn;
+	struct reportfit fit;
+	size_t before, with;
+	bool ok = true;
+
+	before = size_of(entry);
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+	{
+		cJSON *calls = cJSON_AddArrayToObject(fn, "slowestCalls");
+
+		for (int i = 0; i < 20; i++)
+			cJSON_AddItemToArray(calls, call_json(5000000 - (uint64_t)i * 1000, i));
+	}
+	with = size_of(entry);
+	printf("# a report of 64 functions x 100 pods: %zu KiB, %zu KiB with 20 slowest calls "
+	       "each\n",
+	       before / 1024, with / 1024);
+	ok &= ASSERT_TRUE(with > budget - REPORTFIT_ENVELOPE);
+	ok &= ASSERT_OK(reportfit__entry(entry, budget, &fit));
+	ok &= ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE) && ASSERT_EQ(fit.calls, 20) &&
+	      ASSERT_TRUE(fit.calls_kept < 20) && ASSERT_EQ(fit.kept, 0) &&
+	      ASSERT_EQ(fit.unlisted, 0);
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+	{
+		const cJSON *calls = kobj_get(fn, "slowestCalls");
+
+		ok &= ASSERT_EQ((size_t)cJSON_GetArraySize(calls), fit.calls_kept) &&
+		      ASSERT_EQ(cJSON_GetArraySize(kobj_get(fn, "pods")), NPODS);
+		/* the slowest stay */
+		ok &= !calls || ASSERT_EQ(kobj_int(calls->child, "durationNs", 0), 5000000);
+	}
+	ok &= ASSERT_STRCONTAINS(cJSON_GetArrayItem(kobj_get(entry, "errors"), 0)->valuestring,
+				 "slowest calls of 20");
+	cJSON_Delete(entry);
+	return ok;
+}

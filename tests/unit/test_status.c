@@ -692,3 +692,87 @@ TEST(status_summary_bias_and_detached)
 	free(l);
 	return ok;
 }
+
+/* A call of a report's function, as status__node_entry writes it. */
+static void add_call(cJSON *entry, uint64_t ns, const char *pod)
+{
+	cJSON *f = kobj_get(entry, "functions")->child, *c = cJSON_CreateObject(), *arr;
+
+	arr = (cJSON *)kobj_get(f, "slowestCalls");
+	if (!arr)
+		arr = cJSON_AddArrayToObject(f, "slowestCalls");
+	status__set_call_duration(c, ns);
+	cJSON_AddStringToObject(c, "ended", "2026-11-27T04:00:00.000001Z");
+	cJSON_AddStringToObject(c, "pod", pod);
+	cJSON_AddNumberToObject(c, "pid", 42);
+	cJSON_AddNumberToObject(c, "tid", 43);
+	cJSON_AddNumberToObject(c, "goroutine", 7);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "stack"),
+			     cJSON_CreateString("main.charge+0x1 (/app/x)"));
+	cJSON_AddItemToArray(arr, c);
+}
+
+/* The summary's slowest calls: every node's merged, slowest first, each
+ * naming its node, spec.slowCalls.keep of them; what another agent wrote is
+ * checked field by field. */
+TEST(status_summary_slowest_calls)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_state st = { .valid = true, .expires = 2000000000, .keep = 3 };
+	struct latency *l = latency_of(1000, 100, 10);
+	struct summary *s = summary__new(1);
+	cJSON *a = node_json("n1", 1, true, NULL, "main.charge", l);
+	cJSON *b = node_json("n2", 1, true, NULL, "main.charge", l), *forged, *doc;
+	const cJSON *calls, *c;
+	char long_pod[2048];
+	bool ok;
+
+	add_call(a, 50000000, "web-1");
+	add_call(a, 3000, "web-1");
+	add_call(b, 70000000, "web-2");
+	add_call(b, 60000000, "web-3");
+	memset(long_pod, 'x', sizeof(long_pod) - 1);
+	long_pod[sizeof(long_pod) - 1] = 0;
+	add_call(b, 10000000, long_pod);
+	/* a duration past any real one, a stack of numbers, a pid out of range */
+	forged = cJSON_GetArrayItem(kobj_get(kobj_get(b, "functions")->child, "slowestCalls"), 2);
+	cJSON_AddItemToArray((cJSON *)kobj_get(forged, "stack"), cJSON_CreateNumber(1));
+	cJSON_ReplaceItemInObject(forged, "pid", cJSON_CreateNumber(-5));
+	add_call(b, (uint64_t)1 << 63, "web-9");
+	ok = ASSERT_TRUE(s) && add_report(s, report_json("n1", a)) &&
+	     add_report(s, report_json("n2", b));
+	doc = summary__doc(&p, &st, NULL, s, NS_PER_S);
+	calls = kobj_get(fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.charge"),
+			 "slowestCalls");
+	ok = ok && ASSERT_EQ(cJSON_GetArraySize(calls), 3) &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(calls, 0), "durationNs", 0), 70000000) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(calls, 0), "node"), "n2") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(calls, 0), "duration"), "70.00ms") &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(calls, 1), "durationNs", 0), 60000000) &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(calls, 2), "durationNs", 0), 50000000) &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(calls, 2), "node"), "n1") &&
+	     ASSERT_STREQ(kobj_str(cJSON_GetArrayItem(calls, 2), "pod"), "web-1") &&
+	     ASSERT_EQ(kobj_int(cJSON_GetArrayItem(calls, 2), "goroutine", 0), 7);
+	cJSON_Delete(doc);
+	summary__free(s);
+	/* keep 20: the forged call is there, with only what passed its checks */
+	s = summary__new(1);
+	st.keep = 20;
+	a = node_json("n2", 1, true, NULL, "main.charge", l);
+	add_call(a, 10000000, long_pod);
+	forged = kobj_get(kobj_get(a, "functions")->child, "slowestCalls")->child;
+	cJSON_AddItemToArray((cJSON *)kobj_get(forged, "stack"), cJSON_CreateNumber(1));
+	cJSON_ReplaceItemInObject(forged, "pid", cJSON_CreateNumber(-5));
+	ok = ok && ASSERT_TRUE(s) && add_report(s, report_json("n2", a));
+	doc = summary__doc(&p, &st, NULL, s, NS_PER_S);
+	calls = kobj_get(fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.charge"),
+			 "slowestCalls");
+	c = cJSON_GetArrayItem(calls, 0);
+	ok = ok && ASSERT_EQ(cJSON_GetArraySize(calls), 1) && ASSERT_FALSE(kobj_get(c, "pod")) &&
+	     ASSERT_FALSE(kobj_get(c, "pid")) && ASSERT_EQ(kobj_int(c, "tid", 0), 43) &&
+	     ASSERT_EQ(cJSON_GetArraySize(kobj_get(c, "stack")), 1);
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(l);
+	return ok;
+}

@@ -1,0 +1,79 @@
+"""The slowest calls in the resource: each node's report keeps its
+spec.slowCalls.keep slowest calls per function with who made them and their
+stacks, and the summary merges them over every node. Three pods over two
+nodes call main.charge 1,000 times, 10 of them for customer "slow-co" (250 ms
+instead of 1 ms: on two busy cores a 1 ms sleep can take 100 ms): the
+summary's 10 slowest calls are exactly those."""
+
+import os
+import signal
+
+from agentproc import wait_for
+from test_agent import attached_log, fns, spec
+
+PODS = (("web-1", "node-a", 400), ("web-2", "node-a", 300), ("web-3", "node-b", 300))
+SLOW_NS = 250e6
+CHARGE = ["/app/podapp", "-slow-charge", "250ms", "-charges"]
+
+
+def summary_fn(cluster, ns, name):
+    return fns(cluster.status(ns, name).get("summary", {})).get("main.charge")
+
+
+def test_the_summary_keeps_the_slowest_calls_of_every_node(cluster, make_pod):
+    ns = cluster.namespace()
+    pods = {name: make_pod(ns, name, {"app": "web"}, node,
+                           containers={"app": CHARGE + [str(n)]})
+            for name, node, n in PODS}
+    with cluster.agent("node-a") as a, cluster.agent("node-b") as b:
+        cluster.apply_probe(ns, "pay", spec(functions=["main.charge"], slowCalls={"keep": 10}))
+        for name, node, _ in PODS:
+            pid = pods[name].containers["app"].pid
+            attached_log(a if node == "node-a" else b, pid, timeout=10)
+        for p in pods.values():
+            os.kill(p.containers["app"].pid, signal.SIGHUP)
+
+        def all_calls():
+            f = summary_fn(cluster, ns, "pay")
+            return f if f and f["calls"] == 1000 and len(f.get("slowestCalls", [])) == 10 \
+                else None
+        f = wait_for("the summary of 1,000 calls", all_calls, timeout=30, interval=0.5)
+        report_a = fns(cluster.node_entry(ns, "pay", "node-a"))["main.charge"]
+    calls = f["slowestCalls"]
+    slow = {name: len([s for s in p.containers["app"].stats()["charges"]])
+            for name, p in pods.items()}
+    assert slow == {"web-1": 4, "web-2": 3, "web-3": 3}, slow
+    # exactly the slow inputs: each at least 50 ms, from the pod that made it
+    assert all(c["durationNs"] >= SLOW_NS * 0.99 for c in calls), calls
+    by_pod = {}
+    for c in calls:
+        by_pod[c["pod"]] = by_pod.get(c["pod"], 0) + 1
+        node = dict((n, nd) for n, nd, _ in PODS)[c["pod"]]
+        assert c["node"] == node and c["container"] == "app", c
+        assert c["pid"] > 0 and c["tid"] > 0 and c["goroutine"] > 0, c
+        assert c["stack"][0].startswith("main.charge+"), c["stack"]
+        assert any(s.startswith("main.runCharges+") for s in c["stack"][1:3]), c["stack"]
+        assert c["ended"].endswith("Z"), c
+    assert by_pod == slow, (by_pod, calls)
+    durations = [c["durationNs"] for c in calls]
+    assert durations == sorted(durations, reverse=True), durations
+    # node-a's own report: its 7 slow calls lead its 10, then 3 of the fast ones
+    mine = report_a["slowestCalls"]
+    assert len(mine) == 10 and all(c["durationNs"] >= SLOW_NS * 0.99 for c in mine[:7]), mine
+    assert all(c["durationNs"] < SLOW_NS * 0.99 for c in mine[7:]), mine
+    assert {c["pod"] for c in mine} <= {"web-1", "web-2"}, mine
+
+
+def test_no_slowest_calls_when_keep_is_zero(cluster, make_pod):
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a",
+                   containers={"app": CHARGE + ["100"]})
+    with cluster.agent("node-a") as a:
+        cluster.apply_probe(ns, "none", spec(functions=["main.charge"], slowCalls={"keep": 0}))
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        f = wait_for("the summary of 100 calls",
+                     lambda: (summary_fn(cluster, ns, "none") or {}).get("calls") == 100
+                     and summary_fn(cluster, ns, "none"), timeout=20, interval=0.5)
+        report = fns(cluster.node_entry(ns, "none", "node-a"))["main.charge"]
+    assert "slowestCalls" not in f and "slowestCalls" not in report, (f, report)
