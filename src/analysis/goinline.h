@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inlined copies of Go functions, from the inline tree that Go keeps in
+ * .gopclntab for tracebacks (so stripped binaries have it): each function's
+ * FUNCDATA_InlTree lists the calls inlined into it, and its
+ * PCDATA_InlTreeIndex table says which of them each instruction belongs to.
+ * Go 1.20 and later (pcHeader magic 0xfffffff1) only: the table layout of
+ * go1.18/1.19 kept a different tree. The input is hostile: every offset is
+ * bounds-checked, the tree's parent chains are checked for loops, and the
+ * work is bounded (GOINL_MAX_STEPS).
+ */
+#ifndef RETWATCH_GOINLINE_H
+#define RETWATCH_GOINLINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libelf.h>
+
+#include "analysis/dwarfinfo.h"
+#include "base/rwerr.h"
+
+/*
+ * Work bound of one reading, in pc-value steps and name bytes: kube-apiserver
+ * v1.34 takes about 7 million steps; a table crafted to cost more is refused.
+ */
+#define GOINL_MAX_STEPS (64u << 20)
+/* Inline tree entries per function: the runtime's own bound (inlineUnwinder). */
+#define GOINL_MAX_TREE (1u << 20)
+/* Copies listed at most: a glob over a big binary stops there (the count goes on). */
+#define GOINL_MAX_COPIES 4096
+
+/* One call inlined somewhere: its code lies inside another function's. */
+struct goinl_copy {
+	char *name;	      /* the function inlined */
+	char *caller;	      /* the function whose call it replaced (maybe itself inlined) */
+	char *outer;	      /* the function whose code holds it */
+	uint64_t outer_entry; /* virtual address */
+	unsigned int depth;   /* 0: inlined into outer itself; 1: into a copy inlined there... */
+	struct addr_range *ranges; /* ascending, disjoint, inside outer; none: no code left */
+	size_t nranges;
+};
+
+struct goinl_list {
+	struct goinl_copy *copies; /* in the order of the functions holding them */
+	size_t ncopies;
+	size_t nmatched; /* copies found; more than ncopies past GOINL_MAX_COPIES */
+	size_t nfuncs;	 /* functions with an inline tree */
+	size_t ntree;	 /* inline tree entries, all functions */
+};
+
+/* Which inlined functions to list, by name. */
+typedef bool (*goinl_match_fn)(const char *name, void *arg);
+
+/*
+ * Pure parser over a pclntab's bytes (as gopclntab__parse takes them) and
+ * the bytes at moduledata.gofunc (go:func.*), which FUNCDATA offsets are
+ * relative to. Lists the copies of every inlined function match accepts.
+ * Returns 0, -EOPNOTSUPP for a table older than go1.20, -EINVAL for a
+ * corrupted table or tree, -EFBIG past GOINL_MAX_STEPS, -ENOMEM,
+ * -ECANCELED; with a message in err.
+ */
+int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const uint8_t *gofunc,
+		    size_t gofunc_size, goinl_match_fn match, void *arg,
+		    struct goinl_list **ret_list, struct rw_error *err);
+
+/*
+ * Finds the pclntab and go:func.* of an ELF file (its symbol, else
+ * runtime.firstmoduledata's gofunc: works stripped) and parses them. fd as
+ * for gopclntab__load. -ENOENT when the file is not a Go binary.
+ */
+int goinline__load(Elf *elf, int fd, goinl_match_fn match, void *arg, struct goinl_list **ret_list,
+		   struct rw_error *err);
+
+void goinl_list__free(struct goinl_list *l);
+
+/* How many distinct callers (names) the copies have. */
+size_t goinl_list__ncallers(const struct goinl_list *l);
+
+#endif
