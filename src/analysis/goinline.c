@@ -215,7 +215,7 @@ static int decode_runs(struct inl_ctx *c, const char *name, uint32_t tab, uint32
 past_end:
 	return rw_error_set(
 		err, EINVAL,
-		"corrupted .gopclntab: %s's inline index table runs past the end of the section",
+		"corrupted .gopclntab: %s's inline index table runs past the end of the section or holds a malformed number",
 		name);
 }
 
