@@ -301,7 +301,7 @@ out:
 
 TEST(goinline_fixtures)
 {
-	static const char *const variants[] = { "default", "stripped", "pie-stripped" };
+	static const char *const variants[] = { "default", "stripped", "pie", "pie-stripped" };
 	char rel[128];
 	bool ok = true;
 	int seen = 0;
