@@ -542,6 +542,7 @@ int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const
 	for (size_t i = 0; i < c.h.nfunc && !ret; i++)
 		ret = func_copies(&c, i, err);
 	if (!ret) {
+		c.out->steps = c.steps;
 		*ret_list = c.out;
 		c.out = NULL;
 	}
