@@ -603,10 +603,11 @@ int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		goto cleanup;
 	}
-	/* a Go function may exist inlined only: its copies, from the inline tree */
+	/* a Go function may exist inlined only: its copies, from the inline tree
+	 * (why they could not be read matters to a name that matched nothing) */
 	if (binary__inlined(b, (const char *const *)argv + optind + 1, argc - optind - 1, &inl,
 			    &err) &&
-	    err.msg[0])
+	    m.nunmatched)
 		fprintf(stderr, "retwatch: cannot list the inlined copies in %s: %s\n",
 			binary__path(b), err.msg);
 	nmissing = report_unmatched(b, &m, inl);
