@@ -239,13 +239,13 @@ static void json_ranges(struct out *o, const struct addr_range *r, size_t n)
 	out_char(o, ']');
 }
 
-/* "inlined": every copy, "inlined_total": how many there are (more past GOINL_MAX_COPIES) */
-static void json_inlined(struct out *o, const struct goinl_list *l)
+/* "inlined": every copy, "inlined_total": how many there are (more past INL_MAX_COPIES) */
+static void json_inlined(struct out *o, const struct inl_list *l)
 {
 	out_key(o, "inlined", false);
 	out_char(o, '[');
 	for (size_t i = 0; l && i < l->ncopies; i++) {
-		const struct goinl_copy *c = &l->copies[i];
+		const struct inl_copy *c = &l->copies[i];
 
 		out_str(o, i ? ",{" : "{");
 		out_key(o, "name", true);
@@ -268,7 +268,7 @@ static void json_inlined(struct out *o, const struct goinl_list *l)
 }
 
 static void print_json(struct out *o, const struct binary *b, const struct binary_match *m,
-		       const struct goinl_list *inl)
+		       const struct inl_list *inl)
 {
 	out_char(o, '{');
 	out_key(o, "binary", true);
@@ -379,7 +379,7 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 	}
 }
 
-static void print_copy(struct out *o, const struct goinl_copy *c)
+static void print_copy(struct out *o, const struct inl_copy *c)
 {
 	out_char(o, '\n');
 	out_str(o, c->name);
@@ -401,7 +401,7 @@ static void print_copy(struct out *o, const struct goinl_copy *c)
 	out_str(o, "\n    not timed   " INLINED_NOT_TIMED "\n");
 }
 
-static void print_inlined(struct out *o, const struct goinl_list *l)
+static void print_inlined(struct out *o, const struct inl_list *l)
 {
 	if (!l || !l->nmatched)
 		return;
@@ -411,12 +411,12 @@ static void print_inlined(struct out *o, const struct goinl_list *l)
 	if (l->nmatched > l->ncopies)
 		print_num(o, " (the first ", l->ncopies, 10);
 	out_str(o, l->nmatched > l->ncopies ? " listed)" : "");
-	print_num(o, ", in ", goinl_list__ncallers(l), 10);
+	print_num(o, ", in ", inl_list__ncallers(l), 10);
 	out_str(o, " callers; " INLINED_NOT_TIMED "\n");
 }
 
 static void print_text(struct out *o, const struct binary *b, const struct binary_match *m,
-		       const struct goinl_list *inl)
+		       const struct inl_list *inl)
 {
 	const char *gv = binary__go_version(b), *bid = binary__build_id(b);
 
@@ -449,7 +449,7 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 }
 
 /* Whether one of l's copies is of a function pattern names. */
-static bool inlined_has(const struct goinl_list *l, const char *pattern)
+static bool inlined_has(const struct inl_list *l, const char *pattern)
 {
 	for (size_t i = 0; l && i < l->ncopies; i++)
 		if (binary__inlined_match(pattern, l->copies[i].name))
@@ -459,7 +459,7 @@ static bool inlined_has(const struct goinl_list *l, const char *pattern)
 
 /* The patterns that match nothing, not even an inlined copy; how many. */
 static size_t report_unmatched(const struct binary *b, const struct binary_match *m,
-			       const struct goinl_list *inl)
+			       const struct inl_list *inl)
 {
 	size_t n = 0;
 	char note[1024];
@@ -529,7 +529,7 @@ static int parse_limit(const char *arg, size_t *ret_limit)
 
 /* Prints the functions and copies found to stdout; 0 or -errno (said on stderr). */
 static int write_results(const struct binary *b, const struct binary_match *m,
-			 const struct goinl_list *inl, bool json)
+			 const struct inl_list *inl, bool json)
 {
 	struct out *out = calloc(1, sizeof(*out));
 	int ret;
@@ -562,7 +562,7 @@ int cmd_inspect(int argc, char **argv)
 		{},
 	};
 	struct binary_match m = {};
-	struct goinl_list *inl = NULL;
+	struct inl_list *inl = NULL;
 	struct rw_error err = {};
 	struct binary *b = NULL;
 	bool json = false;
@@ -615,7 +615,7 @@ int cmd_inspect(int argc, char **argv)
 		goto cleanup;
 	ret = nmissing || (!m.nfuncs && !(inl && inl->nmatched)) ? 1 : 0;
 cleanup:
-	goinl_list__free(inl);
+	inl_list__free(inl);
 	binary_match__clear(&m);
 	binary__put(b);
 	return ret;

@@ -196,7 +196,7 @@ int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_a
 /* Reads len bytes at virtual address addr from the file. */
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
 
-struct goinl_list;
+struct inl_list;
 /*
  * The inlined copies (goinline.h) of the functions the patterns name (names,
  * or globs as binary__match takes them), with their callers and ranges: Go's
@@ -205,7 +205,7 @@ struct goinl_list;
  * in err (a corrupted tree; a table older than go1.20: -EOPNOTSUPP).
  */
 int binary__inlined(struct binary *b, const char *const *patterns, size_t npatterns,
-		    struct goinl_list **ret_list, struct rw_error *err);
+		    struct inl_list **ret_list, struct rw_error *err);
 /* Whether an inlined copy's name is one that pattern names (as binary__inlined matches). */
 bool binary__inlined_match(const char *pattern, const char *name);
 

@@ -34,7 +34,7 @@ static bool inl_match(const char *name, void *arg)
 }
 
 int binary__inlined(struct binary *b, const char *const *patterns, size_t npatterns,
-		    struct goinl_list **ret_list, struct rw_error *err)
+		    struct inl_list **ret_list, struct rw_error *err)
 {
 	struct inl_patterns p = { .pat = patterns, .n = npatterns };
 	int ret;

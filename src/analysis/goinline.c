@@ -61,7 +61,7 @@ struct inl_ctx {
 	uint64_t pctab_off;
 	const uint8_t *gofunc;
 	size_t gofunc_size;
-	goinl_match_fn match;
+	inl_match_fn match;
 	void *arg;
 	size_t steps;
 	struct inl_run *runs;
@@ -74,7 +74,7 @@ struct inl_ctx {
 	int32_t *path;
 	size_t tree_cap;
 	size_t copies_cap;
-	struct goinl_list *out;
+	struct inl_list *out;
 };
 
 static int spend(struct inl_ctx *c, size_t n, struct rw_error *err)
@@ -311,59 +311,6 @@ static int tree_parents(struct inl_ctx *c, const char *name, const uint8_t *tree
 	return 0;
 }
 
-static int copy_add_range(struct goinl_copy *cp, uint64_t lo, uint64_t hi)
-{
-	struct addr_range *last = cp->nranges ? &cp->ranges[cp->nranges - 1] : NULL;
-	void *p;
-
-	if (last && last->hi == lo) {
-		last->hi = hi;
-		return 0;
-	}
-	/* doubling at powers of two */
-	if (!(cp->nranges & (cp->nranges - 1))) {
-		p = reallocarray(cp->ranges, cp->nranges ? 2 * cp->nranges : 1,
-				 sizeof(*cp->ranges));
-		if (!p)
-			return -ENOMEM;
-		cp->ranges = p;
-	}
-	cp->ranges[cp->nranges++] = (struct addr_range){ .lo = lo, .hi = hi };
-	return 0;
-}
-
-/* A new copy in c->out, or NULL when the list is full (counted) or out of memory (-errno). */
-static int new_copy(struct inl_ctx *c, const char *name, const char *caller, const char *outer,
-		    uint64_t entry, unsigned int depth, size_t *ret_i)
-{
-	struct goinl_list *l = c->out;
-	struct goinl_copy *cp;
-
-	*ret_i = SIZE_MAX;
-	l->nmatched++;
-	if (l->ncopies >= GOINL_MAX_COPIES)
-		return 0;
-	if (l->ncopies == c->copies_cap) {
-		size_t ncap = c->copies_cap ? 2 * c->copies_cap : 16;
-		void *p = reallocarray(l->copies, ncap, sizeof(*l->copies));
-
-		if (!p)
-			return -ENOMEM;
-		l->copies = p;
-		c->copies_cap = ncap;
-	}
-	cp = &l->copies[l->ncopies];
-	*cp = (struct goinl_copy){ .outer_entry = entry, .depth = depth };
-	cp->name = strdup(name);
-	cp->caller = strdup(caller);
-	cp->outer = strdup(outer);
-	l->ncopies++; /* freed with the list even when a strdup failed */
-	if (!cp->name || !cp->caller || !cp->outer)
-		return -ENOMEM;
-	*ret_i = l->ncopies - 1;
-	return 0;
-}
-
 /* The matched entries of one function's tree become copies, with their ranges. */
 static int list_copies(struct inl_ctx *c, const char *outer, uint64_t entry, const uint8_t *tree,
 		       size_t ntree, struct rw_error *err)
@@ -385,7 +332,8 @@ static int list_copies(struct inl_ctx *c, const char *outer, uint64_t entry, con
 					      "an inlined call", err);
 		if (!name || !caller)
 			return -EINVAL;
-		ret = new_copy(c, name, caller, outer, entry, c->depth[k], &c->copy_of[k]);
+		ret = inl_list__add(c->out, &c->copies_cap, name, caller, outer, entry, c->depth[k],
+				    &c->copy_of[k]);
 		if (ret)
 			return rw_error_set(err, -ret, "out of memory for the inlined copies");
 	}
@@ -399,8 +347,8 @@ static int list_copies(struct inl_ctx *c, const char *outer, uint64_t entry, con
 				return ret;
 			if (ci >= SIZE_MAX - 1)
 				continue;
-			if (copy_add_range(&c->out->copies[ci], entry + c->runs[r].lo,
-					   entry + c->runs[r].hi))
+			if (inl_copy__add_range(&c->out->copies[ci], entry + c->runs[r].lo,
+						entry + c->runs[r].hi))
 				return rw_error_set(err, ENOMEM,
 						    "out of memory for the inlined copies");
 		}
@@ -479,38 +427,9 @@ static int func_copies(struct inl_ctx *c, size_t i, struct rw_error *err)
 	return list_copies(c, outer, entry, tree, ntree, err);
 }
 
-void goinl_list__free(struct goinl_list *l)
-{
-	if (!l)
-		return;
-	for (size_t i = 0; i < l->ncopies; i++) {
-		free(l->copies[i].name);
-		free(l->copies[i].caller);
-		free(l->copies[i].outer);
-		free(l->copies[i].ranges);
-	}
-	free(l->copies);
-	free(l);
-}
-
-size_t goinl_list__ncallers(const struct goinl_list *l)
-{
-	size_t n = 0;
-
-	/* quadratic in the copies listed, GOINL_MAX_COPIES at most */
-	for (size_t i = 0; l && i < l->ncopies; i++) {
-		size_t j = 0;
-
-		while (j < i && strcmp(l->copies[j].caller, l->copies[i].caller))
-			j++;
-		n += j == i;
-	}
-	return n;
-}
-
 int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const uint8_t *gofunc,
-		    size_t gofunc_size, goinl_match_fn match, void *arg,
-		    struct goinl_list **ret_list, struct rw_error *err)
+		    size_t gofunc_size, inl_match_fn match, void *arg, struct inl_list **ret_list,
+		    struct rw_error *err)
 {
 	struct inl_ctx c = { .data = data,
 			     .gofunc = gofunc,
@@ -546,7 +465,7 @@ int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const
 		*ret_list = c.out;
 		c.out = NULL;
 	}
-	goinl_list__free(c.out);
+	inl_list__free(c.out);
 	free(c.runs);
 	free(c.parent);
 	free(c.depth);

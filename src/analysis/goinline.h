@@ -18,7 +18,7 @@
 
 #include <libelf.h>
 
-#include "analysis/dwarfinfo.h"
+#include "analysis/inlined.h"
 #include "base/rwerr.h"
 
 /*
@@ -30,31 +30,6 @@
 #define GOINL_MAX_STEPS (64u << 20)
 /* Inline tree entries per function: the runtime's own bound (inlineUnwinder). */
 #define GOINL_MAX_TREE (1u << 20)
-/* Copies listed at most: a glob over a big binary stops there (the count goes on). */
-#define GOINL_MAX_COPIES 4096
-
-/* One call inlined somewhere: its code lies inside another function's. */
-struct goinl_copy {
-	char *name;	      /* the function inlined */
-	char *caller;	      /* the function whose call it replaced (maybe itself inlined) */
-	char *outer;	      /* the function whose code holds it */
-	uint64_t outer_entry; /* virtual address */
-	unsigned int depth;   /* 0: inlined into outer itself; 1: into a copy inlined there... */
-	struct addr_range *ranges; /* ascending, disjoint, inside outer; none: no code left */
-	size_t nranges;
-};
-
-struct goinl_list {
-	struct goinl_copy *copies; /* in the order of the functions holding them */
-	size_t ncopies;
-	size_t nmatched; /* copies found; more than ncopies past GOINL_MAX_COPIES */
-	size_t nfuncs;	 /* functions with an inline tree */
-	size_t ntree;	 /* inline tree entries, all functions */
-	size_t steps;	 /* work done, as GOINL_MAX_STEPS counts it */
-};
-
-/* Which inlined functions to list, by name. */
-typedef bool (*goinl_match_fn)(const char *name, void *arg);
 
 /*
  * Pure parser over a pclntab's bytes (as gopclntab__parse takes them) and
@@ -65,20 +40,15 @@ typedef bool (*goinl_match_fn)(const char *name, void *arg);
  * -ECANCELED; with a message in err.
  */
 int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const uint8_t *gofunc,
-		    size_t gofunc_size, goinl_match_fn match, void *arg,
-		    struct goinl_list **ret_list, struct rw_error *err);
+		    size_t gofunc_size, inl_match_fn match, void *arg, struct inl_list **ret_list,
+		    struct rw_error *err);
 
 /*
  * Finds the pclntab and go:func.* of an ELF file (its symbol, else
  * runtime.firstmoduledata's gofunc: works stripped) and parses them. fd as
  * for gopclntab__load. -ENOENT when the file is not a Go binary.
  */
-int goinline__load(Elf *elf, int fd, goinl_match_fn match, void *arg, struct goinl_list **ret_list,
+int goinline__load(Elf *elf, int fd, inl_match_fn match, void *arg, struct inl_list **ret_list,
 		   struct rw_error *err);
-
-void goinl_list__free(struct goinl_list *l);
-
-/* How many distinct callers (names) the copies have. */
-size_t goinl_list__ncallers(const struct goinl_list *l);
 
 #endif

@@ -463,7 +463,7 @@ static uint64_t gofunc_addr(const struct elfimg *img, const uint8_t *data, uint6
 	return loc->have_md && elfimg__ptr(img, loc->md + MD_GOFUNC, &v) ? v : 0;
 }
 
-int goinline__load(Elf *elf, int fd, goinl_match_fn match, void *arg, struct goinl_list **ret_list,
+int goinline__load(Elf *elf, int fd, inl_match_fn match, void *arg, struct inl_list **ret_list,
 		   struct rw_error *err)
 {
 	const struct elfimg_region *gr = NULL;

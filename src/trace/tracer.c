@@ -360,7 +360,7 @@ static size_t unmatched_one(const struct binary_unmatched *u, const char *path, 
  * many more. A probe of 64 patterns named only its first before.
  */
 /* Whether copy c of l is one of pat's, the first of its caller among them. */
-static bool new_caller(const struct goinl_list *l, const char *pat, size_t c)
+static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
 {
 	if (!binary__inlined_match(pat, l->copies[c].name))
 		return false;
@@ -380,7 +380,7 @@ static bool new_caller(const struct goinl_list *l, const char *pat, size_t c)
 static size_t inlined_only(struct binary *b, const struct binary_match *m, const char *path,
 			   bool *ret_inlined, char *msg, size_t len)
 {
-	struct goinl_list *l = NULL;
+	struct inl_list *l = NULL;
 	const char **pats = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*pats));
 	size_t out = 0;
 
@@ -416,7 +416,7 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 		out = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 	}
 out:
-	goinl_list__free(l);
+	inl_list__free(l);
 	free(pats);
 	return out;
 }

@@ -30,12 +30,12 @@ static bool any_name(const char *name, void *arg)
 }
 
 /* Touches every copy so that ASan checks it. */
-static void touch_copies(const struct goinl_list *l)
+static void touch_copies(const struct inl_list *l)
 {
 	volatile size_t sum = 0;
 
 	for (size_t i = 0; l && i < l->ncopies; i++) {
-		const struct goinl_copy *c = &l->copies[i];
+		const struct inl_copy *c = &l->copies[i];
 
 		sum += strlen(c->name) + strlen(c->caller) + strlen(c->outer) + c->depth;
 		for (size_t r = 0; r < c->nranges; r++)
@@ -46,7 +46,7 @@ static void touch_copies(const struct goinl_list *l)
 
 static void inline_parse(const uint8_t *data, size_t size, uint64_t text)
 {
-	struct goinl_list *l = NULL;
+	struct inl_list *l = NULL;
 	struct rw_error err;
 	size_t g = 0;
 
@@ -56,17 +56,17 @@ static void inline_parse(const uint8_t *data, size_t size, uint64_t text)
 		    (size + 1);
 	if (!goinline__parse(data, size, text, data + g, size - g, any_name, NULL, &l, &err))
 		touch_copies(l);
-	goinl_list__free(l);
+	inl_list__free(l);
 }
 
 static void inline_load(Elf *elf, int fd)
 {
-	struct goinl_list *l = NULL;
+	struct inl_list *l = NULL;
 	struct rw_error err;
 
 	if (!goinline__load(elf, fd, any_name, NULL, &l, &err))
 		touch_copies(l);
-	goinl_list__free(l);
+	inl_list__free(l);
 }
 
 static void load_from_file(const uint8_t *data, size_t size)

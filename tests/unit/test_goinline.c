@@ -96,7 +96,7 @@ static bool match_main(const char *name, void *arg)
 	       (!arg && !strcmp(name, "main.clamp"));
 }
 
-static int itab_parse(const struct itab *t, size_t size, size_t tree_size, struct goinl_list **l,
+static int itab_parse(const struct itab *t, size_t size, size_t tree_size, struct inl_list **l,
 		      struct rw_error *err)
 {
 	return goinline__parse(t->buf, size, 0, t->tree, tree_size, match_main, NULL, l, err);
@@ -104,9 +104,9 @@ static int itab_parse(const struct itab *t, size_t size, size_t tree_size, struc
 
 TEST(goinline_synthetic)
 {
-	struct goinl_list *l = NULL;
+	struct inl_list *l = NULL;
 	struct rw_error err = { 0 };
-	const struct goinl_copy *v, *c;
+	const struct inl_copy *v, *c;
 	struct itab t;
 	bool ok;
 
@@ -127,8 +127,8 @@ TEST(goinline_synthetic)
 	     ASSERT_STREQ(c->name, "main.clamp") && ASSERT_STREQ(c->caller, "main.validate") &&
 	     ASSERT_STREQ(c->outer, "main.total") && ASSERT_EQ(c->depth, 1) &&
 	     ASSERT_EQ(c->nranges, 1) && ASSERT_EQ(c->ranges[0].lo, TEXT + 0x20) &&
-	     ASSERT_EQ(c->ranges[0].hi, TEXT + 0x28) && ASSERT_EQ(goinl_list__ncallers(l), 2);
-	goinl_list__free(l);
+	     ASSERT_EQ(c->ranges[0].hi, TEXT + 0x28) && ASSERT_EQ(inl_list__ncallers(l), 2);
+	inl_list__free(l);
 	l = NULL;
 	/* a name that matches nothing: an empty list, not an error */
 	ok = ok &&
@@ -136,13 +136,13 @@ TEST(goinline_synthetic)
 				       (void *)"main.nothing", &l, &err)) &&
 	     ASSERT_EQ(l->ncopies, 0) && ASSERT_EQ(l->nmatched, 0) && ASSERT_EQ(l->ntree, 2);
 out:
-	goinl_list__free(l);
+	inl_list__free(l);
 	return ok;
 }
 
 static bool expect_error(const struct itab *t, size_t tree_size, int want, const char *msg)
 {
-	struct goinl_list *l = NULL;
+	struct inl_list *l = NULL;
 	struct rw_error err = { 0 };
 	int ret = itab_parse(t, t->size, tree_size, &l, &err);
 
@@ -201,7 +201,7 @@ TEST(goinline_every_truncation)
 	itab_build(&t);
 	for (size_t n = 0; n <= t.size; n++) {
 		for (size_t g = 0; g <= sizeof(t.tree); g += 4) {
-			struct goinl_list *l = NULL;
+			struct inl_list *l = NULL;
 			struct rw_error err = { 0 };
 			uint8_t *copy = malloc(n ? n : 1), *tree = malloc(g ? g : 1);
 			int ret;
@@ -211,7 +211,7 @@ TEST(goinline_every_truncation)
 			ret = goinline__parse(copy, n, 0, tree, g, match_main, NULL, &l, &err);
 			ok &= CHECK(ret || (n == t.size && g == sizeof(t.tree)) || l->ncopies == 0,
 				    "size %zu tree %zu: %d", n, g, ret);
-			goinl_list__free(l);
+			inl_list__free(l);
 			free(copy);
 			free(tree);
 		}
@@ -237,7 +237,7 @@ static const struct gofunc *func_at(const struct gopclntab *t, uint64_t addr)
 
 static bool check_fixture(const char *path)
 {
-	struct goinl_list *l = NULL, *c = NULL;
+	struct inl_list *l = NULL, *c = NULL;
 	struct gopclntab *tab = NULL;
 	struct rw_error err = { 0 };
 	size_t ntotal = 0, ncheck = 0;
@@ -253,9 +253,9 @@ static bool check_fixture(const char *path)
 		goto out;
 	}
 	/* validate: twice in total (the loop, the sum), once in check */
-	ok = ASSERT_EQ(l->ncopies, 3) && ASSERT_EQ(goinl_list__ncallers(l), 2);
+	ok = ASSERT_EQ(l->ncopies, 3) && ASSERT_EQ(inl_list__ncallers(l), 2);
 	for (size_t i = 0; ok && i < l->ncopies; i++) {
-		const struct goinl_copy *v = &l->copies[i];
+		const struct inl_copy *v = &l->copies[i];
 		const struct gofunc *f = func_at(tab, v->outer_entry);
 
 		ntotal += !strcmp(v->caller, "main.total");
@@ -274,7 +274,7 @@ static bool check_fixture(const char *path)
 	/* clamp: inside each copy of validate, within its ranges */
 	ok = ok && ASSERT_EQ(c->ncopies, 3);
 	for (size_t i = 0; ok && i < c->ncopies; i++) {
-		const struct goinl_copy *k = &c->copies[i], *v = &l->copies[i];
+		const struct inl_copy *k = &c->copies[i], *v = &l->copies[i];
 		bool inside = true;
 
 		for (size_t r = 0; r < k->nranges; r++) {
@@ -289,8 +289,8 @@ static bool check_fixture(const char *path)
 		     ASSERT_EQ(k->outer_entry, v->outer_entry) && ASSERT_TRUE(inside);
 	}
 out:
-	goinl_list__free(l);
-	goinl_list__free(c);
+	inl_list__free(l);
+	inl_list__free(c);
 	gopclntab__free(tab);
 	if (elf)
 		elf_end(elf);
