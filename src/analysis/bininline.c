@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The inlined copies of the functions patterns name: Go's inline tree
- * (goinline.h), read on demand and not kept with the cached binary (most
+ * (goinline.h), or for native code DWARF's inlined subroutines
+ * (dwarfinfo.h), read on demand and not kept with the cached binary (most
  * patterns name functions that have bodies of their own).
  */
 #include <errno.h>
@@ -40,7 +41,7 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 	int ret;
 
 	*ret_list = NULL;
-	if (!b->pcln || !npatterns)
+	if ((!b->pcln && !b->dwarf) || !npatterns)
 		return 0;
 	for (size_t i = 0; i < npatterns; i++) {
 		if (!glob_has_wildcards(patterns[i]))
@@ -49,5 +50,7 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 		if (ret)
 			return ret;
 	}
+	if (!b->pcln)
+		return dwarfinfo__inlined(b->dwarf, inl_match, &p, ret_list, err);
 	return goinline__load(elfbin__elf(b->eb), elfbin__fd(b->eb), inl_match, &p, ret_list, err);
 }
