@@ -173,3 +173,103 @@ def test_trace_says_inlined_only():
     finally:
         proc.kill()
         proc.wait()
+
+
+# --------------------------------------------------------------------------
+# C: DWARF's inlined subroutines (tests/fixtures/c/inlfix.c, gcc -O2 -g)
+
+C_VARIANTS = ("inline", "inline-dwarf-only")
+
+
+def dwarf_dies(path):
+    """Every DIE of llvm-dwarfdump's output: (tag, name, parent index, ranges)."""
+    out = subprocess.run(["llvm-dwarfdump", "--debug-info", path], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    dies, stack = [], []
+    for line in out.split("\n"):
+        m = re.match(r"0x[0-9a-f]+:(\s+)DW_TAG_(\w+)", line)
+        if m:
+            indent = len(m.group(1))
+            while stack and dies[stack[-1]]["indent"] >= indent:
+                stack.pop()
+            dies.append({"indent": indent, "tag": m.group(2), "name": None, "ranges": [],
+                         "parent": stack[-1] if stack else None, "low": None, "high": None})
+            stack.append(len(dies) - 1)
+            continue
+        if not dies:
+            continue
+        d = dies[-1]
+        m = re.search(r'DW_AT_(?:name|abstract_origin)\t\((?:0x[0-9a-f]+ )?"([^"]+)"\)', line)
+        if m and d["name"] is None:
+            d["name"] = m.group(1)
+        m = re.search(r"DW_AT_low_pc\t\(0x([0-9a-f]+)\)", line)
+        if m:
+            d["low"] = int(m.group(1), 16)
+        m = re.search(r"DW_AT_high_pc\t\(0x([0-9a-f]+)\)", line)
+        if m:
+            d["high"] = int(m.group(1), 16)
+        m = re.search(r"\[0x([0-9a-f]+), 0x([0-9a-f]+)\)", line)
+        if m:
+            d["ranges"].append((int(m.group(1), 16), int(m.group(2), 16)))
+    for d in dies:
+        if d["low"] is not None and d["high"] is not None:
+            d["ranges"].append((d["low"], d["high"]))
+        d["ranges"] = sorted((lo, hi) for lo, hi in d["ranges"] if hi > lo)
+    return dies
+
+
+def dwarf_copies(path, name):
+    """{(caller, function, depth, ranges)} of name's inlined copies, from llvm-dwarfdump."""
+    dies, got = dwarf_dies(path), set()
+    for d in dies:
+        if d["tag"] != "inlined_subroutine" or d["name"] != name:
+            continue
+        p, depth, caller = d["parent"], 0, None
+        while dies[p]["tag"] != "subprogram":
+            if dies[p]["tag"] == "inlined_subroutine":
+                caller = caller or dies[p]["name"]
+                depth += 1
+            p = dies[p]["parent"]
+        got.add((caller or dies[p]["name"], dies[p]["name"], depth, tuple(d["ranges"])))
+    return got
+
+
+def listed_copies(doc, name):
+    return {(c["caller"], c["function"], c["depth"],
+             tuple((r["address"], r["address"] + r["size"]) for r in c["ranges"]))
+            for c in doc["inlined"] if c["name"] == name}
+
+
+@pytest.mark.parametrize("variant", C_VARIANTS)
+def test_c_copies_match_dwarf(variant):
+    path = harness.fixture(f"c/{variant}/inlfix")
+    full = harness.fixture("c/inline/inlfix")
+    doc = harness.inspect_json(path, ["mix_step", "fold", "atoi"])
+    assert doc["functions"] == [], doc["functions"]
+    mix = listed_copies(doc, "mix_step")
+    assert {c[0] for c in mix} == {"sum_all", "sum_one"} and len(mix) == 2, mix
+    assert all(c[3] for c in mix), mix
+    for name in ("mix_step", "fold", "atoi"):
+        want = dwarf_copies(full, name)
+        assert want, name
+        assert listed_copies(doc, name) == want, name
+    # fold sits in each copy of mix_step, one level down
+    assert {(c[0], c[2]) for c in listed_copies(doc, "fold")} == {("mix_step", 1)}
+    for c in doc["inlined"]:
+        assert c["timed"] is False and c["reason"] == NOT_TIMED, c
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
+def test_c_trace_says_inlined_only():
+    path = harness.fixture("c/inline/inlfix")
+    proc = subprocess.Popen([path, "10", "30"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
+                              "mix_step"], capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0, run.stderr
+        assert re.search(r"'mix_step' in \S+ exists only inlined, in 2 callers \((sum_all, sum_one|"
+                         r"sum_one, sum_all)\), and is not timed yet", run.stderr), run.stderr
+    finally:
+        proc.kill()
+        proc.wait()
