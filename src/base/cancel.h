@@ -49,7 +49,7 @@ bool cancel__expired(void);
  * into a `lea`, which sets none, so a stale flag sent a DWARF walk to the
  * "null pointer" report (gcc -O2 -fsanitize=undefined, binutils 2.40).
  */
-__attribute__((no_sanitize_undefined)) static inline bool cancel__requested(void)
+__attribute__((no_sanitize("undefined"))) static inline bool cancel__requested(void)
 {
 	struct cancel_binding *c = &cancel_binding;
 
