@@ -273,3 +273,14 @@ def test_c_trace_says_inlined_only():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_c_ranges_outside_their_function_said():
+    """Hostile DWARF: fold's copies claim 1 MiB past their functions."""
+    run = harness.inspect(harness.fixture("c/inline-bad/inlfix"), "fold")
+    run.assert_refused()
+    assert re.search(r"cannot list the inlined copies in \S+: corrupted DWARF: the inlined copy of "
+                     r"fold in sum_(all|one) has range 0x[0-9a-f]+-0x[0-9a-f]+, outside sum_(all|one)",
+                     run.stderr), run.describe()
+    # the functions with bodies are still listed
+    assert harness.inspect_json(harness.fixture("c/inline-bad/inlfix"), ["sum_one"])["functions"]

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "analysis/binary.h"
 #include "analysis/goinline.h"
 #include "analysis/gopclntab.h"
 #include "test.h"
@@ -319,5 +320,61 @@ TEST(goinline_fixtures)
 	}
 	if (!seen)
 		test__skip("no inline fixtures: run make fixtures");
+	return ok;
+}
+
+/* ---- DWARF: the C inline fixture ------------------------------------------ */
+
+TEST(dwarf_inlined_fixtures)
+{
+	const char *path = test__fixture("c/inline/inlfix"),
+		   *bad = test__fixture("c/inline-bad/inlfix");
+	const char *pats[] = { "mix_step", "sum_*", "fold" };
+	struct binary_match m = { 0 };
+	struct inl_list *l = NULL;
+	struct rw_error err = { 0 };
+	struct binary *b = NULL;
+	size_t nall = 0, none = 0;
+	bool ok;
+
+	if (!path || !bad) {
+		test__skip("no C inline fixtures: run make fixtures");
+		return true;
+	}
+	b = binary__open(NULL, path, &err);
+	ok = ASSERT_TRUE(b) && ASSERT_OK(binary__match(b, pats + 1, 1, 16, &m, &err)) &&
+	     ASSERT_EQ(m.nfuncs, 2) && ASSERT_OK(binary__inlined(b, pats, 1, &l, &err)) &&
+	     ASSERT_TRUE(l) && ASSERT_EQ(l->ncopies, 2) && ASSERT_EQ(inl_list__ncallers(l), 2);
+	for (size_t i = 0; ok && i < l->ncopies; i++) {
+		const struct inl_copy *c = &l->copies[i];
+		const struct func_info *f = NULL;
+
+		for (size_t k = 0; k < m.nfuncs; k++)
+			if (!strcmp(m.funcs[k]->name, c->outer))
+				f = m.funcs[k];
+		nall += !strcmp(c->caller, "sum_all");
+		none += !strcmp(c->caller, "sum_one");
+		ok = ASSERT_STREQ(c->name, "mix_step") && ASSERT_STREQ(c->caller, c->outer) &&
+		     ASSERT_TRUE(f) && ASSERT_EQ(c->outer_entry, f->address) &&
+		     ASSERT_TRUE(c->nranges > 0);
+		for (size_t r = 0; ok && r < c->nranges; r++)
+			ok = ASSERT_TRUE(c->ranges[r].lo >= f->address) &&
+			     ASSERT_TRUE(c->ranges[r].hi <= f->address + f->size) &&
+			     ASSERT_TRUE(!r || c->ranges[r - 1].hi < c->ranges[r].lo);
+	}
+	ok = ok && ASSERT_EQ(nall, 1) && ASSERT_EQ(none, 1);
+	inl_list__free(l);
+	l = NULL;
+	binary_match__clear(&m);
+	binary__put(b);
+	/* fold's ranges past their function (mix_step's, a range list, are sound) */
+	b = binary__open(NULL, bad, &err);
+	ok = ok && ASSERT_TRUE(b) &&
+	     ASSERT_EQ(binary__inlined(b, pats + 2, 1, &l, &err), -EINVAL) &&
+	     ASSERT_TRUE(l == NULL) &&
+	     ASSERT_STRCONTAINS(err.msg, "corrupted DWARF: the inlined copy of fold in") &&
+	     ASSERT_STRCONTAINS(err.msg, "outside");
+	inl_list__free(l);
+	binary__put(b);
 	return ok;
 }
