@@ -200,9 +200,10 @@ struct inl_list;
 /*
  * The inlined copies (goinline.h) of the functions the patterns name (names,
  * or globs as binary__match takes them), with their callers and ranges: Go's
- * inline tree, read from the file on each call, once for all the patterns.
- * *ret_list is NULL for a file that is not Go. 0, or -errno with a message
- * in err (a corrupted tree; a table older than go1.20: -EOPNOTSUPP).
+ * inline tree, read from the file on each call, once for all the patterns;
+ * for native code, DWARF's inlined subroutines. *ret_list is NULL for a
+ * file that has neither. 0, or -errno with a message in err (a corrupted
+ * tree or DWARF; a Go table older than go1.20: -EOPNOTSUPP).
  */
 int binary__inlined(struct binary *b, const char *const *patterns, size_t npatterns,
 		    struct inl_list **ret_list, struct rw_error *err);

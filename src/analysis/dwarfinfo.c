@@ -392,8 +392,12 @@ static int inl_walk(struct inl_walk *w, Dwarf_Die *parent, const char *caller, u
 			 * function nested in one (GNU C) is left out */
 			if (!caller)
 				ret = inl_outer(w, &child);
-			if (ret > 0)
+			if (ret > 0) {
+				size_t before = w->out->ntree;
+
 				ret = inl_walk(w, &child, w->outer, 0, depth + 1);
+				w->out->nfuncs += w->out->ntree > before;
+			}
 			break;
 		case DW_TAG_inlined_subroutine:
 			if (!caller)
