@@ -10,6 +10,7 @@
 #include "analysis/dwarfinfo.h"
 #include "analysis/elfimg.h"
 #include "analysis/inlined.h"
+#include "base/demangle.h"
 
 /* Hostile DWARF can nest without end; real code is far shallower. */
 #define MAX_DEPTH 32
@@ -255,6 +256,7 @@ struct inl_walk {
 	size_t nr;
 	bool r_all; /* every range of outer is in r */
 	struct rw_error *err;
+	char dem[DEMANGLE_MAX_OUT + 1]; /* the last name demangled */
 };
 
 static int inl_spend(struct inl_walk *w, size_t n)
@@ -355,8 +357,12 @@ static int inl_add(struct inl_walk *w, Dwarf_Die *die, const char *name, const c
 	return 0;
 }
 
-/* The name a pattern may give an inlined function: its plain name or its linkage name. */
-static const char *inl_name(const struct inl_walk *w, Dwarf_Die *die)
+/*
+ * The name a pattern gives an inlined function, when one does: its plain
+ * name, its linkage name, or that demangled as inspect matches functions
+ * ("shop::Cart::total", with or without parameters; Rust without the hash).
+ */
+static const char *inl_name(struct inl_walk *w, Dwarf_Die *die)
 {
 	Dwarf_Attribute attr;
 	const char *plain = NULL, *linkage = func_name(w->di, die);
@@ -365,7 +371,16 @@ static const char *inl_name(const struct inl_walk *w, Dwarf_Die *die)
 		plain = checked(w->di, dwarf_formstring(&attr));
 	if (plain && *plain && w->match(plain, w->arg))
 		return plain;
-	return linkage && w->match(linkage, w->arg) ? linkage : NULL;
+	if (!linkage || linkage == plain)
+		return NULL;
+	if (w->match(linkage, w->arg))
+		return linkage;
+	/* a few microseconds each (demangle.h): counted as 64 steps */
+	for (int params = 0; params < 2; params++)
+		if (!inl_spend(w, 64) && demangle(linkage, params, w->dem, sizeof(w->dem)) &&
+		    w->match(w->dem, w->arg))
+			return w->dem;
+	return NULL;
 }
 
 /*

@@ -284,3 +284,19 @@ def test_c_ranges_outside_their_function_said():
                      run.stderr), run.describe()
     # the functions with bodies are still listed
     assert harness.inspect_json(harness.fixture("c/inline-bad/inlfix"), ["sum_one"])["functions"]
+
+
+def test_cpp_copies_by_demangled_name():
+    """A C++ function found by the name c++filt prints, without parameters:
+    the copies of std::vector<long>'s destructor in shop's Cart destructor,
+    the ranges llvm-dwarfdump shows for its linkage name."""
+    path = harness.fixture("cpp/shop")
+    doc = harness.inspect_json(path, ["std::vector<long, std::allocator<long> >::~vector"])
+    got = [c for c in doc["inlined"]]
+    want = {c[3] for c in dwarf_copies(path, "_ZNSt6vectorIlSaIlEED4Ev")}
+    assert got and {tuple((r["address"], r["address"] + r["size"]) for r in c["ranges"])
+                    for c in got} == want, (got, want)
+    assert all(c["name"] == "std::vector<long, std::allocator<long> >::~vector" for c in got), got
+    # by its symbol too
+    doc = harness.inspect_json(path, ["_ZNSt6vectorIlSaIlEED4Ev"])
+    assert len(doc["inlined"]) == len(got), doc["inlined"]
