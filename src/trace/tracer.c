@@ -355,7 +355,10 @@ static size_t unmatched_one(const struct binary_unmatched *u, const char *path, 
 
 /*
  * -ENOENT naming the patterns that match nothing in path: a function that
- * exists only inlined first (said so, not "no function matches"), then those
+ * exists only inlined first (said so, not "no function matches"; with
+ * inlined_too only: the agent (partial) runs this on its main loop, where
+ * reading a big Go binary's inline tree, 73 ms for kube-apiserver, does not
+ * belong), then those
  * with suggestions (likely typos), as many as the message holds, and how
  * many more. A probe of 64 patterns named only its first before.
  */
@@ -422,7 +425,7 @@ out:
 }
 
 static int unmatched_error(struct binary *b, const struct binary_match *m, const char *path,
-			   struct rw_error *err)
+			   bool inlined_too, struct rw_error *err)
 {
 	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
 	size_t len = 0, shown = 0, missing = 0;
@@ -430,7 +433,8 @@ static int unmatched_error(struct binary *b, const struct binary_match *m, const
 
 	if (!inlined)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	len = inlined_only(b, m, path, inlined, msg, sizeof(msg));
+	if (inlined_too)
+		len = inlined_only(b, m, path, inlined, msg, sizeof(msg));
 	for (size_t i = 0; i < m->nunmatched; i++)
 		missing += !inlined[i];
 	if (len && !missing) {
@@ -479,7 +483,7 @@ int tracer__check(struct tracer *t, const char *path, const char *const *pattern
 		return -(errno ? errno : EINVAL);
 	e = binary__match(b, patterns, npatterns, BINARY_DEFAULT_LIMIT, &m, err);
 	if (!e && m.nunmatched && !(t->partial && m.nfuncs))
-		e = unmatched_error(b, &m, path, err);
+		e = unmatched_error(b, &m, path, !t->partial, err);
 	binary_match__clear(&m);
 	binary__put(b);
 	return e;
@@ -531,7 +535,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	if (e)
 		goto fail;
 	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		e = unmatched_error(tt->file->bin, &tt->match, path, err);
+		e = unmatched_error(tt->file->bin, &tt->match, path, !t->partial, err);
 		goto fail;
 	}
 	if (tt->match.nfuncs > max_funcs) {
