@@ -343,8 +343,14 @@ static int inl_add(struct inl_walk *w, Dwarf_Die *die, const char *name, const c
 				"corrupted DWARF: the inlined copy of %s in %s has range 0x%llx-0x%llx, outside %s",
 				name, w->outer, (unsigned long long)lo, (unsigned long long)hi,
 				w->outer);
-		if (inl_copy__add_range(c, lo, hi))
-			return rw_error_set(w->err, ENOMEM, "out of memory for the inlined copies");
+		ret = inl_copy__add_range(w->out, c, lo, hi);
+		if (ret)
+			return rw_error_set(
+				w->err, -ret,
+				ret == -E2BIG
+					? "the inlined copies have more than %u ranges (the limit)"
+					: "out of memory for the inlined copies (%u ranges at most)",
+				INL_MAX_RANGES);
 	}
 	if (c->nranges > 1)
 		qsort(c->ranges, c->nranges, sizeof(*c->ranges), range_cmp);

@@ -148,6 +148,11 @@ static int add_run(struct inl_ctx *c, uint32_t lo, uint32_t hi, int32_t idx, str
 		last->hi = hi;
 		return 0;
 	}
+	if (c->nruns == GOINL_MAX_RUNS)
+		return rw_error_set(
+			err, EFBIG,
+			"corrupted .gopclntab: a function's inline index changes more than %u times",
+			GOINL_MAX_RUNS);
 	if (c->nruns == c->runs_cap) {
 		size_t ncap = c->runs_cap ? 2 * c->runs_cap : 256;
 		void *p = reallocarray(c->runs, ncap, sizeof(*c->runs));
@@ -347,10 +352,15 @@ static int list_copies(struct inl_ctx *c, const char *outer, uint64_t entry, con
 				return ret;
 			if (ci >= SIZE_MAX - 1)
 				continue;
-			if (inl_copy__add_range(&c->out->copies[ci], entry + c->runs[r].lo,
-						entry + c->runs[r].hi))
-				return rw_error_set(err, ENOMEM,
-						    "out of memory for the inlined copies");
+			ret = inl_copy__add_range(c->out, &c->out->copies[ci],
+						  entry + c->runs[r].lo, entry + c->runs[r].hi);
+			if (ret)
+				return rw_error_set(
+					err, -ret,
+					ret == -E2BIG
+						? "the inlined copies have more than %u ranges (the limit)"
+						: "out of memory for the inlined copies (%u ranges at most)",
+					INL_MAX_RANGES);
 		}
 	}
 	return 0;

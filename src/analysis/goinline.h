@@ -28,6 +28,8 @@
  * refused.
  */
 #define GOINL_MAX_STEPS (64u << 20)
+/* Runs of one inline index in one function (12 bytes each, held per function). */
+#define GOINL_MAX_RUNS (1u << 20)
 /* Inline tree entries per function: the runtime's own bound (inlineUnwinder). */
 #define GOINL_MAX_TREE (1u << 20)
 

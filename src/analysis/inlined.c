@@ -65,7 +65,7 @@ int inl_list__add(struct inl_list *l, size_t *cap, const char *name, const char 
 	return 0;
 }
 
-int inl_copy__add_range(struct inl_copy *c, uint64_t lo, uint64_t hi)
+int inl_copy__add_range(struct inl_list *l, struct inl_copy *c, uint64_t lo, uint64_t hi)
 {
 	struct addr_range *last = c->nranges ? &c->ranges[c->nranges - 1] : NULL;
 	void *p;
@@ -74,6 +74,8 @@ int inl_copy__add_range(struct inl_copy *c, uint64_t lo, uint64_t hi)
 		last->hi = hi;
 		return 0;
 	}
+	if (l->nranges >= INL_MAX_RANGES)
+		return -E2BIG;
 	/* the array doubles when the count reaches a power of two */
 	if (!(c->nranges & (c->nranges - 1))) {
 		p = reallocarray(c->ranges, c->nranges ? 2 * c->nranges : 1, sizeof(*c->ranges));
@@ -82,5 +84,6 @@ int inl_copy__add_range(struct inl_copy *c, uint64_t lo, uint64_t hi)
 		c->ranges = p;
 	}
 	c->ranges[c->nranges++] = (struct addr_range){ .lo = lo, .hi = hi };
+	l->nranges++;
 	return 0;
 }

@@ -16,6 +16,9 @@
 
 /* Copies listed at most: a glob over a big binary stops there (the count goes on). */
 #define INL_MAX_COPIES 4096
+/* Ranges of all the copies listed: a hostile table could make each of them
+ * hold millions (a copy's code interleaved byte by byte with its caller's). */
+#define INL_MAX_RANGES (1u << 20)
 
 /* One call inlined somewhere: its code lies inside another function's. */
 struct inl_copy {
@@ -35,6 +38,7 @@ struct inl_list {
 	size_t nfuncs;	 /* functions holding inlined calls */
 	size_t ntree;	 /* inlined calls, all functions (matched or not) */
 	size_t steps;	 /* work done, as the reader's budget counts it */
+	size_t nranges;	 /* of all the copies, INL_MAX_RANGES at most */
 };
 
 /* Which inlined functions to list, by name. */
@@ -52,7 +56,10 @@ size_t inl_list__ncallers(const struct inl_list *l);
  */
 int inl_list__add(struct inl_list *l, size_t *cap, const char *name, const char *caller,
 		  const char *outer, uint64_t entry, unsigned int depth, size_t *ret_i);
-/* Adds [lo, hi) to a copy's ranges, merged with the last one when they touch. 0 or -ENOMEM. */
-int inl_copy__add_range(struct inl_copy *c, uint64_t lo, uint64_t hi);
+/*
+ * Adds [lo, hi) to the ranges of c, a copy of l, merged with the last one
+ * when they touch. 0, -E2BIG past INL_MAX_RANGES in l, or -ENOMEM.
+ */
+int inl_copy__add_range(struct inl_list *l, struct inl_copy *c, uint64_t lo, uint64_t hi);
 
 #endif
