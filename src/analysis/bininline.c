@@ -17,11 +17,24 @@ struct inl_patterns {
 	size_t n;
 };
 
-bool binary__inlined_match(const char *pattern, const char *name)
+static bool name_matches(const char *pattern, bool glob, const char *name)
 {
-	if (!glob_has_wildcards(pattern))
+	if (!glob)
 		return !strcmp(name, pattern);
 	return strnlen(name, GLOB_MAX_NAME + 1) <= GLOB_MAX_NAME && glob_match(pattern, name);
+}
+
+/* As functions are matched: a Go generic instance by its name without brackets too. */
+bool binary__inlined_match(const char *pattern, const char *name)
+{
+	char bare[GLOB_MAX_NAME + 1];
+	bool glob = glob_has_wildcards(pattern);
+
+	if (name_matches(pattern, glob, name))
+		return true;
+	return strchr(name, '[') && !strchr(pattern, '[') &&
+	       bin_index__generic_base(name, bare, sizeof(bare)) &&
+	       name_matches(pattern, glob, bare);
 }
 
 static bool inl_match(const char *name, void *arg)
