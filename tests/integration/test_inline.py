@@ -137,7 +137,8 @@ def test_text_output_and_globs():
     doc = harness.inspect_json(path, ["main.*"])
     names = {f["name"] for f in doc["functions"]}
     assert {"main.total", "main.check", "main.main"} <= names, names
-    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.validate"], doc["inlined"]
+    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.pick[go.shape.int]", "main.validate"], \
+        doc["inlined"]
     # a name nothing has is still refused
     harness.inspect(path, "main.nothere").assert_refused()
     assert "no function matches 'main.nothere'" in harness.inspect(path, "main.nothere").stderr
@@ -300,3 +301,14 @@ def test_cpp_copies_by_demangled_name():
     # by its symbol too
     doc = harness.inspect_json(path, ["_ZNSt6vectorIlSaIlEED4Ev"])
     assert len(doc["inlined"]) == len(got), doc["inlined"]
+
+
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_generic_copy_by_name_without_brackets(ver, variant):
+    """main.pick names the inlined copy of main.pick[go.shape.int], as it names
+    a generic function's instances (its name as the runtime prints it)."""
+    doc = harness.inspect_json(path_of(ver, variant), ["main.pick"])
+    copies = doc["inlined"]
+    assert [(c["name"], c["caller"]) for c in copies] == [("main.pick[go.shape.int]", "main.check")], copies
+    assert copies == harness.inspect_json(path_of(ver, variant), ["main.pick[go.shape.int]"])["inlined"]
+    assert copies == [c for c in harness.inspect_json(path_of(ver, variant), ["main.pi*"])["inlined"]]
