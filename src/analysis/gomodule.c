@@ -463,6 +463,33 @@ static uint64_t gofunc_addr(const struct elfimg *img, const uint8_t *data, uint6
 	return loc->have_md && elfimg__ptr(img, loc->md + MD_GOFUNC, &v) ? v : 0;
 }
 
+/*
+ * -EOPNOTSUPP for a table of a layout older than go1.20, said before the
+ * whole table is read for nothing (the parse says the same of a table it is
+ * given).
+ */
+static int inline_layout_check(const struct elfimg *img, const struct pchdr_loc *loc,
+			       struct rw_error *err)
+{
+	uint64_t off = loc->h.addr - loc->r->addr;
+	const struct pcln_layout *l;
+	uint8_t m[4];
+
+	if (off > loc->r->size || loc->r->size - off < sizeof(m))
+		return 0; /* the parse reports it */
+	if (loc->r->data)
+		memcpy(m, loc->r->data + off, sizeof(m));
+	else if (img->fd < 0 || !read_at(img->fd, m, sizeof(m), loc->r->offset + off))
+		return 0;
+	l = pcln_layout_of(rd32(m));
+	if (l && l->magic != GO120_MAGIC)
+		return rw_error_set(
+			err, EOPNOTSUPP,
+			"inlined copies are read from Go 1.20 and later tables only, and this one is %s",
+			l->go);
+	return 0;
+}
+
 int goinline__load(Elf *elf, int fd, inl_match_fn match, void *arg, struct inl_list **ret_list,
 		   struct rw_error *err)
 {
@@ -485,6 +512,9 @@ int goinline__load(Elf *elf, int fd, inl_match_fn match, void *arg, struct inl_l
 	}
 	if (!ret)
 		ret = pchdr_locate(&img, &loc, err);
+	if (ret)
+		goto cleanup;
+	ret = inline_layout_check(&img, &loc, err);
 	if (ret)
 		goto cleanup;
 	/* the whole table this time: the pc-value tables are wanted, and the
