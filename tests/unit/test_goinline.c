@@ -378,3 +378,74 @@ TEST(dwarf_inlined_fixtures)
 	binary__put(b);
 	return ok;
 }
+
+/*
+ * The bounds: 1,100 functions of 64 KiB that share one pc table whose index
+ * changes at every byte (65,536 steps each): 72 million steps, past
+ * GOINL_MAX_STEPS, refused with -EFBIG instead of read to the end; and as
+ * many ranges of validate's copies, past INL_MAX_RANGES (-E2BIG).
+ */
+TEST(goinline_step_budget)
+{
+	const size_t nfunc = 1100, fsize = 0x10000, hdr = 72;
+	size_t pct = hdr + sizeof(names) + 8, pctab = pct + 1, ftab, recs, size;
+	uint8_t tree[16] = { 0 }, *buf;
+	struct inl_list *l = NULL;
+	struct rw_error err = { 0 };
+	bool ok;
+	int ret;
+
+	ftab = (pctab + 2 * fsize + 1 + 7) & ~(size_t)7;
+	recs = ftab + (2 * nfunc + 1) * 4;
+	size = recs + nfunc * 72;
+	buf = calloc(1, size);
+	if (!ASSERT_TRUE(buf))
+		return false;
+	put32(buf, 0xfffffff1U);
+	buf[6] = 1;
+	buf[7] = 8;
+	memcpy(buf + hdr, names, sizeof(names));
+	/* +1 then -1 (zigzag 2, 1), one byte each: index 0, -1, 0, -1... */
+	for (size_t i = 0; i < fsize; i++) {
+		buf[pctab + 2 * i] = i % 2 ? 1 : 2;
+		buf[pctab + 2 * i + 1] = 1;
+	}
+	put64(buf + 8, nfunc);
+	put64(buf + 16, 1);
+	put64(buf + 24, TEXT);
+	put64(buf + 32, hdr);
+	put64(buf + 40, pct - 8);
+	put64(buf + 48, pct - 4);
+	put64(buf + 56, pct);
+	put64(buf + 64, ftab);
+	for (size_t i = 0; i <= nfunc; i++)
+		put32(buf + ftab + 8 * i, (uint32_t)(i * fsize));
+	for (size_t i = 0; i < nfunc; i++) {
+		size_t rec = recs + 72 * i;
+
+		put32(buf + ftab + 8 * i + 4, (uint32_t)(rec - ftab));
+		put32(buf + rec, (uint32_t)(i * fsize));
+		put32(buf + rec + 4, NAME_TOTAL);
+		put32(buf + rec + 28, 3);
+		buf[rec + 43] = 4;
+		put32(buf + rec + 44 + 8, 1);
+		for (int k = 0; k < 3; k++)
+			put32(buf + rec + 56 + 4 * k, UINT32_MAX);
+		put32(buf + rec + 56 + 12, 0);
+	}
+	/* called from +1, the function's own code */
+	put32(tree + 4, NAME_VALIDATE);
+	put32(tree + 8, 1);
+	/* listing nothing: the decoding alone goes past the steps */
+	ret = goinline__parse(buf, size, 0, tree, sizeof(tree), match_main, (void *)"main.nothing",
+			      &l, &err);
+	ok = ASSERT_EQ(ret, -EFBIG) && ASSERT_TRUE(l == NULL) &&
+	     ASSERT_STRCONTAINS(err.msg, "steps to read (the limit)");
+	/* listing validate: its 32,768 ranges a function fill the memory bound first */
+	ret = goinline__parse(buf, size, 0, tree, sizeof(tree), match_main, NULL, &l, &err);
+	ok = ok && ASSERT_EQ(ret, -E2BIG) && ASSERT_TRUE(l == NULL) &&
+	     ASSERT_STRCONTAINS(err.msg, "more than 1048576 ranges (the limit)");
+	free(buf);
+	inl_list__free(l);
+	return ok;
+}
