@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "analysis/binary.h"
+#include "analysis/goinline.h"
 #include "trace/calibrate.h"
 #include "cmd.h"
 
@@ -222,7 +223,52 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_str(o, "]}");
 }
 
-static void print_json(struct out *o, const struct binary *b, const struct binary_match *m)
+#define INLINED_NOT_TIMED "inlined copies are listed, not yet timed"
+
+static void json_ranges(struct out *o, const struct addr_range *r, size_t n)
+{
+	out_key(o, "ranges", false);
+	out_char(o, '[');
+	for (size_t i = 0; i < n; i++) {
+		out_str(o, i ? ",{" : "{");
+		out_key(o, "address", true);
+		out_int(o, (int64_t)r[i].lo);
+		out_json_uint(o, "size", r[i].hi - r[i].lo);
+		out_char(o, '}');
+	}
+	out_char(o, ']');
+}
+
+/* "inlined": every copy, "inlined_total": how many there are (more past INL_MAX_COPIES) */
+static void json_inlined(struct out *o, const struct inl_list *l)
+{
+	out_key(o, "inlined", false);
+	out_char(o, '[');
+	for (size_t i = 0; l && i < l->ncopies; i++) {
+		const struct inl_copy *c = &l->copies[i];
+
+		out_str(o, i ? ",{" : "{");
+		out_key(o, "name", true);
+		out_json_str(o, c->name);
+		out_key(o, "caller", false);
+		out_json_str(o, c->caller);
+		out_key(o, "function", false);
+		out_json_str(o, c->outer);
+		out_json_uint(o, "function_address", c->outer_entry);
+		out_json_uint(o, "depth", c->depth);
+		json_ranges(o, c->ranges, c->nranges);
+		out_key(o, "timed", false);
+		out_str(o, "false");
+		out_key(o, "reason", false);
+		out_json_str(o, INLINED_NOT_TIMED);
+		out_char(o, '}');
+	}
+	out_char(o, ']');
+	out_json_uint(o, "inlined_total", l ? l->nmatched : 0);
+}
+
+static void print_json(struct out *o, const struct binary *b, const struct binary_match *m,
+		       const struct inl_list *inl)
 {
 	out_char(o, '{');
 	out_key(o, "binary", true);
@@ -245,7 +291,9 @@ static void print_json(struct out *o, const struct binary *b, const struct binar
 			out_char(o, ',');
 		json_func(o, b, m->funcs[i]);
 	}
-	out_str(o, "]}\n");
+	out_char(o, ']');
+	json_inlined(o, inl);
+	out_str(o, "}\n");
 }
 
 /* "    label      " then each offset as +0x.. or -0x.., or " none" */
@@ -331,7 +379,44 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 	}
 }
 
-static void print_text(struct out *o, const struct binary *b, const struct binary_match *m)
+static void print_copy(struct out *o, const struct inl_copy *c)
+{
+	out_char(o, '\n');
+	out_str(o, c->name);
+	out_str(o, " (inlined)\n    caller      ");
+	out_str(o, c->caller);
+	out_str(o, "\n    in function ");
+	out_str(o, c->outer);
+	print_num(o, " at ", c->outer_entry, 16);
+	/* depth 1: inlined into a copy that is inlined into the function */
+	if (c->depth)
+		print_num(o, ", depth ", c->depth, 10);
+	out_str(o, "\n    ranges     ");
+	if (!c->nranges)
+		out_str(o, " none (no instructions left)");
+	for (size_t i = 0; i < c->nranges; i++) {
+		print_num(o, " ", c->ranges[i].lo, 16);
+		print_num(o, "-", c->ranges[i].hi, 16);
+	}
+	out_str(o, "\n    not timed   " INLINED_NOT_TIMED "\n");
+}
+
+static void print_inlined(struct out *o, const struct inl_list *l)
+{
+	if (!l || !l->nmatched)
+		return;
+	for (size_t i = 0; i < l->ncopies; i++)
+		print_copy(o, &l->copies[i]);
+	print_num(o, "\ninlined copies: ", l->nmatched, 10);
+	if (l->nmatched > l->ncopies)
+		print_num(o, " (the first ", l->ncopies, 10);
+	out_str(o, l->nmatched > l->ncopies ? " listed)" : "");
+	print_num(o, ", in ", inl_list__ncallers(l), 10);
+	out_str(o, " callers; " INLINED_NOT_TIMED "\n");
+}
+
+static void print_text(struct out *o, const struct binary *b, const struct binary_match *m,
+		       const struct inl_list *inl)
 {
 	const char *gv = binary__go_version(b), *bid = binary__build_id(b);
 
@@ -352,19 +437,39 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 	}
 	for (size_t i = 0; i < m->nfuncs; i++)
 		print_func(o, b, m->funcs[i]);
-	print_num(o, "\nentry probes on an instruction the kernel emulates (push, nop, jump): ",
-		  entries_emulated(b, m), 10);
-	print_num(o, " of ", m->nfuncs, 10);
-	out_str(o, " functions\n");
+	if (m->nfuncs) {
+		print_num(
+			o,
+			"\nentry probes on an instruction the kernel emulates (push, nop, jump): ",
+			entries_emulated(b, m), 10);
+		print_num(o, " of ", m->nfuncs, 10);
+		out_str(o, " functions\n");
+	}
+	print_inlined(o, inl);
 }
 
-static void report_unmatched(const struct binary *b, const struct binary_match *m)
+/* Whether one of l's copies is of a function pattern names. */
+static bool inlined_has(const struct inl_list *l, const char *pattern)
 {
+	for (size_t i = 0; l && i < l->ncopies; i++)
+		if (binary__inlined_match(pattern, l->copies[i].name))
+			return true;
+	return false;
+}
+
+/* The patterns that match nothing, not even an inlined copy; how many. */
+static size_t report_unmatched(const struct binary *b, const struct binary_match *m,
+			       const struct inl_list *inl)
+{
+	size_t n = 0;
 	char note[1024];
 
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		const struct binary_unmatched *u = &m->unmatched[i];
 
+		if (inlined_has(inl, u->pattern))
+			continue;
+		n++;
 		fprintf(stderr, "retwatch: no function matches '%s' in %s", u->pattern,
 			binary__path(b));
 		if (!u->nsuggestions && binary__stripped_note(b, note, sizeof(note))) {
@@ -380,6 +485,7 @@ static void report_unmatched(const struct binary *b, const struct binary_match *
 			fprintf(stderr, "%s %s", j ? "," : "", u->suggestions[j]);
 		fprintf(stderr, "\n");
 	}
+	return n;
 }
 
 /*
@@ -421,6 +527,31 @@ static int parse_limit(const char *arg, size_t *ret_limit)
 	return 0;
 }
 
+/* Prints the functions and copies found to stdout; 0 or -errno (said on stderr). */
+static int write_results(const struct binary *b, const struct binary_match *m,
+			 const struct inl_list *inl, bool json)
+{
+	struct out *out = calloc(1, sizeof(*out));
+	int ret;
+
+	if (!out) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return -ENOMEM;
+	}
+	out->fd = STDOUT_FILENO;
+	fflush(stdout);
+	if (json)
+		print_json(out, b, m, inl);
+	else
+		print_text(out, b, m, inl);
+	out_flush(out);
+	ret = out->err;
+	if (ret)
+		fprintf(stderr, "retwatch: failed to write the output: %s\n", strerror(-ret));
+	free(out);
+	return ret;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -431,11 +562,11 @@ int cmd_inspect(int argc, char **argv)
 		{},
 	};
 	struct binary_match m = {};
+	struct inl_list *inl = NULL;
 	struct rw_error err = {};
-	struct out *out = NULL;
 	struct binary *b = NULL;
 	bool json = false;
-	size_t limit = BINARY_DEFAULT_LIMIT;
+	size_t limit = BINARY_DEFAULT_LIMIT, nmissing;
 	int c, ret = 1;
 
 	/* options anywhere: `inspect BIN --json PAT` too (no function name starts with '-') */
@@ -472,29 +603,19 @@ int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		goto cleanup;
 	}
-	report_unmatched(b, &m);
-	if (m.nfuncs) {
-		out = calloc(1, sizeof(*out));
-		if (!out) {
-			fprintf(stderr, "retwatch: out of memory\n");
-			goto cleanup;
-		}
-		out->fd = STDOUT_FILENO;
-		fflush(stdout);
-		if (json)
-			print_json(out, b, &m);
-		else
-			print_text(out, b, &m);
-		out_flush(out);
-		if (out->err) {
-			fprintf(stderr, "retwatch: failed to write the output: %s\n",
-				strerror(-out->err));
-			goto cleanup;
-		}
-	}
-	ret = m.nunmatched || !m.nfuncs ? 1 : 0;
+	/* a Go function may exist inlined only: its copies, from the inline tree
+	 * (why they could not be read matters to a name that matched nothing) */
+	if (binary__inlined(b, (const char *const *)argv + optind + 1, argc - optind - 1, &inl,
+			    &err) &&
+	    m.nunmatched)
+		fprintf(stderr, "retwatch: cannot list the inlined copies in %s: %s\n",
+			binary__path(b), err.msg);
+	nmissing = report_unmatched(b, &m, inl);
+	if ((m.nfuncs || (inl && inl->nmatched)) && write_results(b, &m, inl, json))
+		goto cleanup;
+	ret = nmissing || (!m.nfuncs && !(inl && inl->nmatched)) ? 1 : 0;
 cleanup:
-	free(out);
+	inl_list__free(inl);
 	binary_match__clear(&m);
 	binary__put(b);
 	return ret;

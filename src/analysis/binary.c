@@ -602,7 +602,7 @@ static bool inherent_path(const char *name, char *buf, size_t len)
  * False when name has no such list. Brackets after anything else ("[2]int"
  * in an array type's name) stay.
  */
-static bool generic_base(const char *name, char *buf, size_t len)
+bool bin_index__generic_base(const char *name, char *buf, size_t len)
 {
 	size_t n = 0, depth = 0;
 	bool dropped = false;
@@ -629,7 +629,7 @@ static bool generic_base(const char *name, char *buf, size_t len)
 
 /*
  * The names patterns are matched against: each entry's own, for a Go generic
- * function its name without the instantiation (generic_base), and for a C++
+ * function its name without the instantiation (bin_index__generic_base), and for a C++
  * or Rust symbol its demangled forms, with and without C++ parameter lists
  * ("shop::Cart::total(int) const", "shop::Cart::total"; "main::compute",
  * and for a v0 method "main::Cart::total" besides "<main::Cart>::total").
@@ -652,7 +652,8 @@ static int build_keys(struct binary *b)
 			free(k);
 			return -ECANCELED;
 		}
-		if (b->pcln && strchr(f->name, '[') && generic_base(f->name, bare, sizeof(bare))) {
+		if (b->pcln && strchr(f->name, '[') &&
+		    bin_index__generic_base(f->name, bare, sizeof(bare))) {
 			forms[nforms] = keep_name(b, bare, strlen(bare));
 			if (!forms[nforms++])
 				goto nomem;

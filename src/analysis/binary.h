@@ -196,6 +196,20 @@ int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_a
 /* Reads len bytes at virtual address addr from the file. */
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
 
+struct inl_list;
+/*
+ * The inlined copies (goinline.h) of the functions the patterns name (names,
+ * or globs as binary__match takes them), with their callers and ranges: Go's
+ * inline tree, read from the file on each call, once for all the patterns;
+ * for native code, DWARF's inlined subroutines. *ret_list is NULL for a
+ * file that has neither. 0, or -errno with a message in err (a corrupted
+ * tree or DWARF; a Go table older than go1.20: -EOPNOTSUPP).
+ */
+int binary__inlined(struct binary *b, const char *const *patterns, size_t npatterns,
+		    struct inl_list **ret_list, struct rw_error *err);
+/* Whether an inlined copy's name is one that pattern names (as binary__inlined matches). */
+bool binary__inlined_match(const char *pattern, const char *name);
+
 const char *func_source__str(enum func_source s);
 const char *func_mode__str(enum func_mode m);
 

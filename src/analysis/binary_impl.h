@@ -146,6 +146,8 @@ const struct elfbin_sym *bin_index__syms(const struct binary *b, size_t *ret_n);
 /* The symbol at exactly addr, or NULL. */
 const struct elfbin_sym *bin_index__sym_exactly_at(const struct binary *b, uint64_t addr);
 const char *bin_index__dot_name(struct binary *b, const char *name);
+/* A Go generic name without its instantiation ("main.Sum" of "main.Sum[go.shape.int]"). */
+bool bin_index__generic_base(const char *name, char *buf, size_t len);
 /* Whether pclntab lists a function at addr. */
 bool bin_index__pcln_has_entry(const struct binary *b, uint64_t addr);
 /* Whether addr, or any of [lo, hi), is in a function of the index. */

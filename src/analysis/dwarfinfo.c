@@ -9,6 +9,8 @@
 #include "base/cancel.h"
 #include "analysis/dwarfinfo.h"
 #include "analysis/elfimg.h"
+#include "analysis/inlined.h"
+#include "base/demangle.h"
 
 /* Hostile DWARF can nest without end; real code is far shallower. */
 #define MAX_DEPTH 32
@@ -233,4 +235,246 @@ const struct dwarf_func *dwarfinfo__find_entry(const struct dwarfinfo *di, uint6
 			hi = mid;
 	}
 	return lo < di->nfuncs && di->funcs[lo].entry == entry ? &di->funcs[lo] : NULL;
+}
+
+/* ---- inlined copies ---- */
+
+/* Ranges of the function holding the copies, for the containment check. */
+#define INL_OUTER_RANGES 64
+/* Lexical blocks and inlined calls nest deeper than namespaces do. */
+#define INL_MAX_DEPTH 64
+
+struct inl_walk {
+	const struct dwarfinfo *di;
+	bool (*match)(const char *name, void *arg);
+	void *arg;
+	struct inl_list *out;
+	size_t cap, steps;
+	const char *outer;
+	uint64_t entry;
+	struct addr_range r[INL_OUTER_RANGES];
+	size_t nr;
+	bool r_all; /* every range of outer is in r */
+	struct rw_error *err;
+	char dem[DEMANGLE_MAX_OUT + 1]; /* the last name demangled */
+};
+
+static int inl_spend(struct inl_walk *w, size_t n)
+{
+	w->steps += n;
+	if (w->steps > DWARF_INL_MAX_STEPS)
+		return rw_error_set(
+			w->err, EFBIG,
+			"the DWARF of inlined calls takes more than %u steps to read (the limit)",
+			DWARF_INL_MAX_STEPS);
+	if (cancel__every(w->steps))
+		return rw_error_set(w->err, ECANCELED, "reading DWARF was cancelled");
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct addr_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Sets w's function to die when it has code (1), its name, entry and ranges; 0 when not. */
+static int inl_outer(struct inl_walk *w, Dwarf_Die *die)
+{
+	Dwarf_Addr base, lo, hi, entry;
+	ptrdiff_t off = 0;
+	const char *name = func_name(w->di, die);
+	int ret;
+
+	w->nr = 0;
+	w->r_all = true;
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+		ret = inl_spend(w, 1);
+		if (ret)
+			return ret;
+		if (hi <= lo)
+			continue;
+		if (w->nr == INL_OUTER_RANGES) {
+			w->r_all = false;
+			break;
+		}
+		w->r[w->nr++] = (struct addr_range){ lo, hi };
+	}
+	if (!name || !w->nr)
+		return 0;
+	w->outer = name;
+	w->entry = dwarf_entrypc(die, &entry) == 0 ? entry : w->r[0].lo;
+	return 1;
+}
+
+static bool inl_inside(const struct inl_walk *w, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < w->nr; i++)
+		if (w->r[i].lo <= lo && hi <= w->r[i].hi)
+			return true;
+	return !w->r_all;
+}
+
+/* The copy at die, of the function name, called from caller: its ranges, checked. */
+static int inl_add(struct inl_walk *w, Dwarf_Die *die, const char *name, const char *caller,
+		   unsigned int depth)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+	struct inl_copy *c;
+	size_t i;
+	int ret = inl_list__add(w->out, &w->cap, name, caller, w->outer, w->entry, depth, &i);
+
+	if (ret)
+		return rw_error_set(w->err, ENOMEM, "out of memory for the inlined copies");
+	if (i == SIZE_MAX)
+		return 0;
+	c = &w->out->copies[i];
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+		ret = inl_spend(w, 1);
+		if (ret)
+			return ret;
+		if (hi <= lo)
+			continue;
+		if (!inl_inside(w, lo, hi))
+			return rw_error_set(
+				w->err, EINVAL,
+				"corrupted DWARF: the inlined copy of %s in %s has range 0x%llx-0x%llx, outside %s",
+				name, w->outer, (unsigned long long)lo, (unsigned long long)hi,
+				w->outer);
+		ret = inl_copy__add_range(w->out, c, lo, hi);
+		if (ret)
+			return rw_error_set(
+				w->err, -ret,
+				ret == -E2BIG
+					? "the inlined copies have more than %u ranges (the limit)"
+					: "out of memory for the inlined copies (%u ranges at most)",
+				INL_MAX_RANGES);
+	}
+	if (c->nranges > 1)
+		qsort(c->ranges, c->nranges, sizeof(*c->ranges), range_cmp);
+	for (size_t k = 1; k < c->nranges; k++)
+		if (c->ranges[k].lo < c->ranges[k - 1].hi)
+			return rw_error_set(
+				w->err, EINVAL,
+				"corrupted DWARF: the inlined copy of %s in %s has overlapping ranges at 0x%llx",
+				name, w->outer, (unsigned long long)c->ranges[k].lo);
+	return 0;
+}
+
+/*
+ * The name a pattern gives an inlined function, when one does: its plain
+ * name, its linkage name, or that demangled as inspect matches functions
+ * ("shop::Cart::total", with or without parameters; Rust without the hash).
+ */
+static const char *inl_name(struct inl_walk *w, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *plain = NULL, *linkage = func_name(w->di, die);
+
+	if (dwarf_attr_integrate(die, DW_AT_name, &attr))
+		plain = checked(w->di, dwarf_formstring(&attr));
+	if (plain && *plain && w->match(plain, w->arg))
+		return plain;
+	if (!linkage || linkage == plain)
+		return NULL;
+	if (w->match(linkage, w->arg))
+		return linkage;
+	/* a few microseconds each (demangle.h): counted as 64 steps */
+	for (int params = 0; params < 2; params++)
+		if (!inl_spend(w, 64) && demangle(linkage, params, w->dem, sizeof(w->dem)) &&
+		    w->match(w->dem, w->arg))
+			return w->dem;
+	return NULL;
+}
+
+/*
+ * The inlined calls under parent, inside function w->outer, whose code
+ * belongs to caller. Namespaces and classes are walked for their functions,
+ * functions and lexical blocks for their inlined calls.
+ */
+static int inl_walk(struct inl_walk *w, Dwarf_Die *parent, const char *caller, unsigned int inl,
+		    int depth)
+{
+	Dwarf_Die child;
+	const char *name;
+	int ret = 0;
+
+	if (depth > INL_MAX_DEPTH || dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		ret = inl_spend(w, 1);
+		if (ret)
+			return ret;
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+			/* abstract instances and declarations hold no code; a
+			 * function nested in one (GNU C) is left out */
+			if (!caller)
+				ret = inl_outer(w, &child);
+			if (ret > 0) {
+				size_t before = w->out->ntree;
+
+				ret = inl_walk(w, &child, w->outer, 0, depth + 1);
+				w->out->nfuncs += w->out->ntree > before;
+			}
+			break;
+		case DW_TAG_inlined_subroutine:
+			if (!caller)
+				break; /* outside a function with code */
+			w->out->ntree++;
+			name = inl_name(w, &child);
+			if (name)
+				ret = inl_add(w, &child, name, caller, inl);
+			if (!ret) {
+				const char *self = func_name(w->di, &child);
+
+				ret = inl_walk(w, &child, self ? self : "?", inl + 1, depth + 1);
+			}
+			break;
+		case DW_TAG_lexical_block:
+		case DW_TAG_try_block:
+		case DW_TAG_catch_block:
+			if (caller)
+				ret = inl_walk(w, &child, caller, inl, depth + 1);
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_module: ret = inl_walk(w, &child, NULL, 0, depth + 1); break;
+		default: break;
+		}
+	} while (!ret && dwarf_siblingof(&child, &child) == 0);
+	return ret;
+}
+
+int dwarfinfo__inlined(const struct dwarfinfo *di, bool (*match)(const char *name, void *arg),
+		       void *arg, struct inl_list **ret_list, struct rw_error *err)
+{
+	struct inl_walk w = { .di = di, .match = match, .arg = arg, .err = err };
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	int ret = 0;
+
+	*ret_list = NULL;
+	w.out = calloc(1, sizeof(*w.out));
+	if (!w.out)
+		return rw_error_set(err, ENOMEM, "out of memory for the inlined copies");
+	while (!ret && dwarf_nextcu(di->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+
+		if (next <= off)
+			break; /* a malformed unit length must not loop */
+		if (dwarf_offdie(di->dw, off + hsize, &cu))
+			ret = inl_walk(&w, &cu, NULL, 0, 0);
+		off = next;
+	}
+	if (ret) {
+		inl_list__free(w.out);
+		return ret;
+	}
+	w.out->steps = w.steps;
+	*ret_list = w.out;
+	return 0;
 }

@@ -7,6 +7,7 @@
 #ifndef RETWATCH_DWARFINFO_H
 #define RETWATCH_DWARFINFO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,23 @@ void dwarfinfo__free(struct dwarfinfo *di);
 /* Sorted by entry. */
 const struct dwarf_func *dwarfinfo__funcs(const struct dwarfinfo *di, size_t *ret_n);
 const struct dwarf_func *dwarfinfo__find_entry(const struct dwarfinfo *di, uint64_t entry);
+
+/*
+ * Work bound of dwarfinfo__inlined, in entries visited and ranges read: a
+ * 50 MB unit of hostile DWARF must not stall the caller.
+ */
+#define DWARF_INL_MAX_STEPS (64u << 20)
+
+struct inl_list;
+/*
+ * The inlined copies (inlined.h) of the functions match accepts (by name,
+ * or by linkage name for C++ and Rust): every DW_TAG_inlined_subroutine of
+ * every function with code, its caller (the function or copy it sits in)
+ * and its ranges. A copy whose ranges overlap or lie outside the function
+ * holding it is an error. 0, -EFBIG past DWARF_INL_MAX_STEPS, -EINVAL,
+ * -ENOMEM, -ECANCELED, with a message in err.
+ */
+int dwarfinfo__inlined(const struct dwarfinfo *di, bool (*match)(const char *name, void *arg),
+		       void *arg, struct inl_list **ret_list, struct rw_error *err);
 
 #endif

@@ -224,6 +224,8 @@ void elfimg__symbols(struct elfimg *img)
 			if (!gelf_getsym(d, (int)i, &s) || !s.st_value || !s.st_name)
 				continue;
 			name = elf_safe_strptr(img->elf, sh.sh_link, s.st_name);
+			if (name && !strcmp(name, "go:func.*"))
+				img->sym_gofunc = s.st_value;
 			if (!name || strncmp(name, "runtime.", 8))
 				continue;
 			if (!strcmp(name + 8, "text"))

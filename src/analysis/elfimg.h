@@ -48,6 +48,7 @@ struct elfimg {
 	bool rel_loaded;
 	/* symbols from .symtab, 0 when absent (stripped) */
 	uint64_t sym_text, sym_pclntab, sym_epclntab;
+	uint64_t sym_gofunc; /* go:func.* (Go 1.20+), what funcdata offsets are from */
 };
 
 /*
@@ -58,7 +59,7 @@ struct elfimg {
  */
 int elfimg__init(struct elfimg *img, Elf *elf, int fd, struct rw_error *err);
 void elfimg__free(struct elfimg *img);
-/* Reads runtime.text, runtime.pclntab and runtime.epclntab from .symtab. */
+/* Reads runtime.text, runtime.pclntab, runtime.epclntab and go:func.* from .symtab. */
 void elfimg__symbols(struct elfimg *img);
 /* Reads the R_X86_64_RELATIVE relocations (once). 0 or -ENOMEM. */
 int elfimg__load_relatives(struct elfimg *img, struct rw_error *err);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "analysis/elfimg.h"
+#include "analysis/goinline.h"
 #include "analysis/gopclntab.h"
 #include "analysis/gopclntab_impl.h"
 
@@ -46,6 +47,13 @@ static bool reg_scannable(const struct elfimg_region *r)
 #define MD_PCLNTABLE 0x68
 #define MD_FTAB 0x80
 #define MD_TEXT 0xb0
+/*
+ * Go 1.20 to 1.26 go on with etext, noptrdata, enoptrdata, data, edata, bss,
+ * ebss, noptrbss, enoptrbss, covctrs, ecovctrs (new in 1.20), end, gcdata,
+ * gcbss, types, etypes, rodata, then gofunc: the go:func.* symbol, which
+ * funcdata offsets (the inline tree's) are relative to.
+ */
+#define MD_GOFUNC 0x140
 
 struct pchdr_info {
 	uint64_t addr; /* virtual address of the pcHeader */
@@ -359,6 +367,27 @@ static int table_read(const struct elfimg *img, const struct elfimg_region *r, s
 	return 0;
 }
 
+/* All of region r, read from the file into an anonymous mapping. */
+static int table_read_whole(const struct elfimg *img, const struct elfimg_region *r,
+			    struct table_map *tm, struct rw_error *err)
+{
+	errno = 0;
+	tm->len = (size_t)r->size;
+	tm->data = mmap(NULL, tm->len ? tm->len : 1, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (tm->data == MAP_FAILED) {
+		tm->data = NULL;
+		return rw_error_set(err, ENOMEM, "out of memory for a %llu-byte .gopclntab",
+				    (unsigned long long)r->size);
+	}
+	if (!read_at(img->fd, tm->data, r->size, r->offset))
+		return rw_error_set(err, EINVAL,
+				    "cannot read .gopclntab (%llu bytes at 0x%llx): %s",
+				    (unsigned long long)r->size, (unsigned long long)r->offset,
+				    errno ? strerror(errno) : "the file is shorter");
+	return 0;
+}
+
 static void table_unmap(struct table_map *tm)
 {
 	if (tm->data)
@@ -411,6 +440,123 @@ int gopclntab__load(Elf *elf, int fd, struct gopclntab **ret_tab, struct rw_erro
 	if (ret)
 		goto cleanup;
 	ret = pcln_parse(data, (size_t)size, text, tm.data ? &tm : NULL, ret_tab, err);
+cleanup:
+	table_unmap(&tm);
+	elfimg__free(&img);
+	return ret;
+}
+
+/*
+ * go:func.*: its symbol, else moduledata.gofunc (a stripped binary); 0 when
+ * neither is found. The moduledata offset is that of Go 1.20 and later,
+ * whose tables are the only ones the inline reader takes.
+ */
+static uint64_t gofunc_addr(const struct elfimg *img, const uint8_t *data, uint64_t size,
+			    struct pchdr_loc *loc)
+{
+	uint64_t v;
+
+	if (img->sym_gofunc)
+		return img->sym_gofunc;
+	if (!loc->have_md && pchdr_read(data, (size_t)size, &loc->h))
+		loc->have_md = md_find(img, &loc->h, &loc->md);
+	return loc->have_md && elfimg__ptr(img, loc->md + MD_GOFUNC, &v) ? v : 0;
+}
+
+/*
+ * -EOPNOTSUPP for a table of a layout older than go1.20, said before the
+ * whole table is read for nothing (the parse says the same of a table it is
+ * given).
+ */
+static int inline_layout_check(const struct elfimg *img, const struct pchdr_loc *loc,
+			       struct rw_error *err)
+{
+	uint64_t off = loc->h.addr - loc->r->addr;
+	const struct pcln_layout *l;
+	uint8_t m[4];
+
+	if (off > loc->r->size || loc->r->size - off < sizeof(m))
+		return 0; /* the parse reports it */
+	if (loc->r->data)
+		memcpy(m, loc->r->data + off, sizeof(m));
+	else if (img->fd < 0 || !read_at(img->fd, m, sizeof(m), loc->r->offset + off))
+		return 0;
+	l = pcln_layout_of(rd32(m));
+	if (l && l->magic != GO120_MAGIC)
+		return rw_error_set(
+			err, EOPNOTSUPP,
+			"inlined copies are read from Go 1.20 and later tables only, and this one is %s",
+			l->go);
+	return 0;
+}
+
+int goinline__load(Elf *elf, int fd, inl_match_fn match, void *arg, struct inl_list **ret_list,
+		   struct rw_error *err)
+{
+	const struct elfimg_region *gr = NULL;
+	struct table_map tm = { 0 };
+	struct pchdr_loc loc = { 0 };
+	const uint8_t *base, *data, *gofunc = NULL;
+	uint64_t text, off, size, gaddr, gsize = 0;
+	struct elfimg img;
+	int ret;
+
+	if (ret_list)
+		*ret_list = NULL;
+	if (!ret_list)
+		return rw_error_set(err, EINVAL, "no place for the inlined copies");
+	ret = elfimg__init(&img, elf, fd, err);
+	if (!ret) {
+		elfimg__symbols(&img);
+		ret = elfimg__load_relatives(&img, err);
+	}
+	if (!ret)
+		ret = pchdr_locate(&img, &loc, err);
+	if (ret)
+		goto cleanup;
+	ret = inline_layout_check(&img, &loc, err);
+	if (ret)
+		goto cleanup;
+	/* the whole table this time: the pc-value tables are wanted, and the
+	 * inline trees in go:func.*, which the linker puts at its end; read
+	 * from the file into memory given back after, not kept by libelf */
+	base = loc.r->data;
+	if (!base && img.fd >= 0 && loc.r->scn &&
+	    in_bounds(loc.r->offset, loc.r->size, img.file_size)) {
+		ret = table_read_whole(&img, loc.r, &tm, err);
+		if (ret)
+			goto cleanup;
+		base = tm.data;
+	} else if (!base && elfimg_region__load(loc.r)) {
+		base = loc.r->data;
+	}
+	if (!base) {
+		ret = rw_error_set(err, EINVAL, "cannot read .gopclntab (%llu bytes at 0x%llx)",
+				   (unsigned long long)loc.r->size,
+				   (unsigned long long)loc.r->offset);
+		goto cleanup;
+	}
+	off = loc.h.addr - loc.r->addr;
+	size = loc.r->size - off;
+	if (img.sym_epclntab > loc.h.addr && img.sym_epclntab - loc.h.addr < size)
+		size = img.sym_epclntab - loc.h.addr;
+	if (size > GOPCLNTAB_MAX_SIZE)
+		size = GOPCLNTAB_MAX_SIZE;
+	data = base + off;
+	ret = pchdr_text_start(&img, data, size, &loc, &text, err);
+	if (ret)
+		goto cleanup;
+	gaddr = gofunc_addr(&img, data, size, &loc);
+	if (gaddr >= loc.r->addr && gaddr - loc.r->addr < loc.r->size) {
+		gofunc = base + (gaddr - loc.r->addr);
+		gsize = loc.r->size - (gaddr - loc.r->addr);
+	} else if (gaddr && (gr = elfimg__find(&img, gaddr, 1))) {
+		gofunc = gr->data + (gaddr - gr->addr);
+		gsize = gr->size - (gaddr - gr->addr);
+	}
+	/* without go:func.*, a table with inline trees is reported by the parse */
+	ret = goinline__parse(data, (size_t)size, text, gofunc, (size_t)gsize, match, arg, ret_list,
+			      err);
 cleanup:
 	table_unmap(&tm);
 	elfimg__free(&img);

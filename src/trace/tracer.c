@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
+#include "analysis/goinline.h"
 #include "base/clock.h"
 #include "trace/tracer_impl.h"
 #include "trace/uprobe.h"
@@ -357,23 +358,103 @@ static size_t unmatched_one(const struct binary_unmatched *u, const char *path, 
 }
 
 /*
- * -ENOENT naming the patterns that match nothing in path: those with
- * suggestions first (likely typos), as many as the message holds, and how
+ * -ENOENT naming the patterns that match nothing in path: a function that
+ * exists only inlined first (said so, not "no function matches"; with
+ * inlined_too only: the agent (partial) runs this on its main loop, where
+ * reading a big Go binary's inline tree, 73 ms for kube-apiserver, does not
+ * belong), then those
+ * with suggestions (likely typos), as many as the message holds, and how
  * many more. A probe of 64 patterns named only its first before.
  */
-static int unmatched_error(const struct binary *b, const struct binary_match *m, const char *path,
-			   struct rw_error *err)
+/* Whether copy c of l is one of pat's, the first of its caller among them. */
+static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
+{
+	if (!binary__inlined_match(pat, l->copies[c].name))
+		return false;
+	for (size_t d = 0; d < c; d++)
+		if (binary__inlined_match(pat, l->copies[d].name) &&
+		    !strcmp(l->copies[d].caller, l->copies[c].caller))
+			return false;
+	return true;
+}
+
+/*
+ * "'P' in PATH exists only inlined, in N callers (A, B, ...)" for the first
+ * unmatched pattern that names a function the compiler inlined everywhere
+ * (Go's inline tree), into msg; which patterns are such is marked in
+ * ret_inlined. The length written, 0 when none is.
+ */
+static size_t inlined_only(struct binary *b, const struct binary_match *m, const char *path,
+			   bool *ret_inlined, char *msg, size_t len)
+{
+	struct inl_list *l = NULL;
+	const char **pats = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*pats));
+	size_t out = 0;
+
+	if (!pats)
+		return 0;
+	for (size_t i = 0; i < m->nunmatched; i++)
+		pats[i] = m->unmatched[i].pattern;
+	/* an unreadable tree leaves the plain "no function matches" */
+	if (binary__inlined(b, pats, m->nunmatched, &l, NULL) || !l)
+		goto out;
+	for (size_t i = 0; i < m->nunmatched; i++) {
+		size_t ncallers = 0, shown = 0;
+		int n;
+
+		for (size_t c = 0; c < l->ncopies; c++)
+			ncallers += new_caller(l, pats[i], c);
+		if (!ncallers)
+			continue;
+		ret_inlined[i] = true;
+		if (out)
+			continue;
+		n = snprintf(msg, len, "'%.80s' in %s exists only inlined, in %zu caller%s (",
+			     pats[i], path, ncallers, ncallers == 1 ? "" : "s");
+		for (size_t c = 0; n >= 0 && (size_t)n < len && c < l->ncopies && shown < 3; c++)
+			if (new_caller(l, pats[i], c))
+				n += snprintf(msg + n, len - (size_t)n, "%s%.80s",
+					      shown++ ? ", " : "", l->copies[c].caller);
+		if (n >= 0 && (size_t)n < len)
+			n += snprintf(
+				msg + n, len - (size_t)n,
+				"%s), and is not timed yet: inlined copies are listed (retwatch inspect), not yet timed; trace its callers",
+				ncallers > shown ? ", ..." : "");
+		out = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+	}
+out:
+	inl_list__free(l);
+	free(pats);
+	return out;
+}
+
+static int unmatched_error(struct binary *b, const struct binary_match *m, const char *path,
+			   bool inlined_too, struct rw_error *err)
 {
 	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
-	size_t len = 0, shown = 0;
+	size_t len = 0, shown = 0, missing = 0;
+	bool *inlined = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*inlined));
 
-	len = (size_t)snprintf(msg, sizeof(msg), "no function matches ");
+	if (!inlined)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	if (inlined_too)
+		len = inlined_only(b, m, path, inlined, msg, sizeof(msg));
+	for (size_t i = 0; i < m->nunmatched; i++)
+		missing += !inlined[i];
+	if (len && !missing) {
+		free(inlined);
+		return rw_error_set(err, ENOENT, "%s", msg);
+	}
+	len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%sno function matches ",
+				len ? "; " : "");
+	if (len >= sizeof(msg))
+		len = sizeof(msg) - 1;
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < m->nunmatched; i++) {
 			const struct binary_unmatched *u = &m->unmatched[i];
 			size_t n;
 
-			if ((u->nsuggestions > 0) != (pass == 0))
+			if ((u->nsuggestions > 0) != (pass == 0) || inlined[i])
 				continue;
 			n = unmatched_one(u, shown ? NULL : path, one, sizeof(one));
 			/* room for "; nor " and the count of the rest */
@@ -386,11 +467,12 @@ static int unmatched_error(const struct binary *b, const struct binary_match *m,
 			shown++;
 		}
 	}
-	if (shown < m->nunmatched)
+	if (shown < missing && len < sizeof(msg))
 		len += (size_t)snprintf(msg + len, sizeof(msg) - len, "; nor %zu more patterns",
-					m->nunmatched - shown);
+					missing - shown);
 	if (len < sizeof(msg) && binary__stripped_note(b, note, sizeof(note)))
 		snprintf(msg + len, sizeof(msg) - len, ": %s", note);
+	free(inlined);
 	return rw_error_set(err, ENOENT, "%s", msg);
 }
 
@@ -405,7 +487,7 @@ int tracer__check(struct tracer *t, const char *path, const char *const *pattern
 		return -(errno ? errno : EINVAL);
 	e = binary__match(b, patterns, npatterns, BINARY_DEFAULT_LIMIT, &m, err);
 	if (!e && m.nunmatched && !(t->partial && m.nfuncs))
-		e = unmatched_error(b, &m, path, err);
+		e = unmatched_error(b, &m, path, !t->partial, err);
 	binary_match__clear(&m);
 	binary__put(b);
 	return e;
@@ -457,7 +539,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	if (e)
 		goto fail;
 	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		e = unmatched_error(tt->file->bin, &tt->match, path, err);
+		e = unmatched_error(tt->file->bin, &tt->match, path, !t->partial, err);
 		goto fail;
 	}
 	if (tt->match.nfuncs > max_funcs) {

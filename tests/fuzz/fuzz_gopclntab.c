@@ -3,20 +3,71 @@
  * The .gopclntab reader over hostile bytes, twice:
  *  - gopclntab__parse() on the input after its first 8 bytes, which give the
  *    text start (little-endian; 0 lets the header's be used);
- *  - gopclntab__load() and gobuildinfo__version() on the whole input as an
- *    ELF file in memory;
- *  - gopclntab__load() on it as a file, as the agent reads one: through its
- *    descriptor (a memfd), the table's parts read from it.
+ *  - goinline__parse() on the same table, with go:func.* at the offset the
+ *    input's last 4 bytes give (modulo its size: the linker puts go:func.*
+ *    inside the table), listing every inlined call;
+ *  - gopclntab__load(), goinline__load() and gobuildinfo__version() on the
+ *    whole input as an ELF file in memory;
+ *  - gopclntab__load() and goinline__load() on it as a file, as the agent
+ *    reads one: through its descriptor (a memfd), the table read from it.
  * Silent on every input: no logging, a crash or sanitizer report is the
  * only output.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "analysis/goinline.h"
 #include "analysis/gopclntab.h"
+
+static bool any_name(const char *name, void *arg)
+{
+	(void)arg;
+	return name[0] != 0;
+}
+
+/* Touches every copy so that ASan checks it. */
+static void touch_copies(const struct inl_list *l)
+{
+	volatile size_t sum = 0;
+
+	for (size_t i = 0; l && i < l->ncopies; i++) {
+		const struct inl_copy *c = &l->copies[i];
+
+		sum += strlen(c->name) + strlen(c->caller) + strlen(c->outer) + c->depth;
+		for (size_t r = 0; r < c->nranges; r++)
+			sum += c->ranges[r].hi - c->ranges[r].lo;
+	}
+	(void)sum;
+}
+
+static void inline_parse(const uint8_t *data, size_t size, uint64_t text)
+{
+	struct inl_list *l = NULL;
+	struct rw_error err;
+	size_t g = 0;
+
+	if (size >= 4)
+		g = (size_t)(data[size - 4] | data[size - 3] << 8 | data[size - 2] << 16 |
+			     (uint32_t)data[size - 1] << 24) %
+		    (size + 1);
+	if (!goinline__parse(data, size, text, data + g, size - g, any_name, NULL, &l, &err))
+		touch_copies(l);
+	inl_list__free(l);
+}
+
+static void inline_load(Elf *elf, int fd)
+{
+	struct inl_list *l = NULL;
+	struct rw_error err;
+
+	if (!goinline__load(elf, fd, any_name, NULL, &l, &err))
+		touch_copies(l);
+	inl_list__free(l);
+}
 
 static void load_from_file(const uint8_t *data, size_t size)
 {
@@ -40,6 +91,7 @@ static void load_from_file(const uint8_t *data, size_t size)
 		(void)sum;
 	}
 	gopclntab__free(tab);
+	inline_load(elf, fd);
 	elf_end(elf);
 }
 
@@ -66,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		gopclntab__free(tab);
 		tab = NULL;
+		inline_parse(data + 8, size - 8, text);
 	}
 
 	if (!elf_ready) {
@@ -87,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(void)sum;
 		}
 		gopclntab__free(tab);
+		inline_load(elf, -1);
 		ver = gobuildinfo__version(elf);
 		free(ver);
 		elf_end(elf);

@@ -35,7 +35,9 @@ def schema_errors(doc):
                     # a stripped file's separate debug file, and one refused (test_debugfile.py)
                     ("debug_file", is_str_or_none), ("debug_file_ignored", is_str_or_none),
                     ("entries_emulated", is_int),
-                    ("functions", lambda x: isinstance(x, list))):
+                    ("functions", lambda x: isinstance(x, list)),
+                    # inlined copies (test_inline.py): none of the functions listed here
+                    ("inlined", lambda x: isinstance(x, list)), ("inlined_total", is_int)):
         if key not in doc or not ok(doc[key]):
             errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
     for f in doc.get("functions", []):

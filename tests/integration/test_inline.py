@@ -1,0 +1,314 @@
+"""Inlined copies: main.validate of tests/fixtures/inline exists only inlined
+(twice into main.total, once into main.check, with main.clamp inlined into
+each copy). inspect finds it from Go's inline tree (stripped and PIE too) and
+lists each copy's caller and ranges, which must be exactly the instructions
+that `go tool objdump` attributes to validate's and clamp's source lines;
+trace says the function exists only inlined instead of "no function
+matches"."""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+import harness
+
+SOURCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "inline", "main.go")
+VARIANTS = ("default", "stripped", "pie", "pie-stripped")
+NOT_TIMED = "inlined copies are listed, not yet timed"
+
+
+def toolchains():
+    d = harness.fixture("inline")
+    if not os.path.isdir(d):
+        return []
+    return sorted(v for v in os.listdir(d) if v != "native" and not os.path.islink(os.path.join(d, v)))
+
+
+def supported(ver):
+    """Go 1.20 and later: the inline tree layout that is read."""
+    major, minor = (int(x) for x in re.match(r"go(\d+)\.(\d+)", ver).groups())
+    return (major, minor) >= (1, 20)
+
+
+BINARIES = [(v, var) for v in toolchains() if supported(v) for var in VARIANTS]
+
+
+def path_of(ver, variant):
+    return harness.fixture(f"inline/{ver}/{variant}/inlinefix")
+
+
+def twin_of(ver, variant):
+    """The unstripped build of the same code (-s -w moves no code), for go
+    tool objdump, which needs the symbols."""
+    return path_of(ver, "pie" if variant.startswith("pie") else "default")
+
+
+def body_lines(name):
+    """The source lines of function name's body (func line to closing brace)."""
+    with open(SOURCE) as f:
+        lines = f.read().split("\n")
+    start = next(i for i, l in enumerate(lines) if l.startswith(f"func {name}("))
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return set(range(start + 1, end + 2))
+
+
+def objdump_lines(path, funcs):
+    """{function: [(address, line)]} of main.go instructions, from go tool
+    objdump (the line table of .gopclntab)."""
+    out = subprocess.run(["go", "tool", "objdump", "-s", "^main\\.(" + "|".join(funcs) + ")$", path],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    got, cur = {}, None
+    for line in out.split("\n"):
+        m = re.match(r"TEXT (\S+)\(SB\)", line)
+        if m:
+            cur = got.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"\s+main\.go:(\d+)\s+0x([0-9a-f]+)\s", line)
+        if m and cur is not None:
+            cur.append((int(m.group(2), 16), int(m.group(1))))
+    return got
+
+
+def in_ranges(addr, ranges):
+    return any(r["address"] <= addr < r["address"] + r["size"] for r in ranges)
+
+
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_copies_found_with_callers_and_ranges(ver, variant):
+    path = path_of(ver, variant)
+    doc = harness.inspect_json(path, ["main.validate"])
+    assert doc["functions"] == [], doc["functions"]
+    copies = doc["inlined"]
+    assert doc["inlined_total"] == len(copies) == 3, copies
+    assert sorted(c["caller"] for c in copies) == ["main.check", "main.total", "main.total"], copies
+    for c in copies:
+        assert c["name"] == "main.validate" and c["function"] == c["caller"] and c["depth"] == 0, c
+        assert c["timed"] is False and c["reason"] == NOT_TIMED, c
+        assert c["ranges"] and all(r["size"] > 0 for r in c["ranges"]), c
+    # the ranges are exactly the instructions of validate's and clamp's lines
+    # in each caller (clamp is inlined into validate: its code is validate's)
+    code = objdump_lines(twin_of(ver, variant), ["total", "check"])
+    assert set(code) == {"main.total", "main.check"}, sorted(code)
+    mine = body_lines("validate") | body_lines("clamp")
+    for caller, insns in code.items():
+        start = min(a for a, _ in insns)
+        ranges = [r for c in copies if c["caller"] == caller for r in c["ranges"]]
+        assert all(c["function_address"] == start for c in copies if c["caller"] == caller)
+        for addr, line in insns:
+            assert in_ranges(addr, ranges) == (line in mine), \
+                f"{caller} {addr:#x} line {line}: copies {ranges}"
+
+
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_nested_copy(ver, variant):
+    """clamp, inlined into each copy of validate: its caller is validate, its
+    ranges inside that copy's and exactly clamp's lines."""
+    path = path_of(ver, variant)
+    doc = harness.inspect_json(path, ["main.clamp", "main.validate"])
+    clamps = [c for c in doc["inlined"] if c["name"] == "main.clamp"]
+    validates = [c for c in doc["inlined"] if c["name"] == "main.validate"]
+    assert len(clamps) == 3 and len(validates) == 3, doc["inlined"]
+    code = objdump_lines(twin_of(ver, variant), ["total", "check"])
+    lines = body_lines("clamp")
+    for c in clamps:
+        assert c["caller"] == "main.validate" and c["depth"] == 1, c
+        outer = [v for v in validates if v["function_address"] == c["function_address"]]
+        for r in c["ranges"]:
+            assert any(in_ranges(r["address"], v["ranges"]) for v in outer), (c, outer)
+    for caller, insns in code.items():
+        ranges = [r for c in clamps if c["function"] == caller for r in c["ranges"]]
+        for addr, line in insns:
+            assert in_ranges(addr, ranges) == (line in lines), f"{caller} {addr:#x} line {line}"
+
+
+def test_text_output_and_globs():
+    path = path_of(os.readlink(harness.fixture("inline/native")), "stripped")
+    run = harness.inspect(path, "main.validate")
+    run.assert_no_crash()
+    assert run.returncode == 0 and not run.stderr, run.describe()
+    assert run.stdout.count("main.validate (inlined)\n    caller      main.total\n") == 2, run.describe()
+    assert run.stdout.count("main.validate (inlined)\n    caller      main.check\n") == 1, run.describe()
+    assert run.stdout.count(f"    not timed   {NOT_TIMED}\n") == 3, run.describe()
+    assert f"inlined copies: 3, in 2 callers; {NOT_TIMED}" in run.stdout, run.describe()
+    # a glob lists the copies with the functions that have bodies
+    doc = harness.inspect_json(path, ["main.*"])
+    names = {f["name"] for f in doc["functions"]}
+    assert {"main.total", "main.check", "main.main"} <= names, names
+    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.pick[go.shape.int]", "main.validate"], \
+        doc["inlined"]
+    # a name nothing has is still refused
+    harness.inspect(path, "main.nothere").assert_refused()
+    assert "no function matches 'main.nothere'" in harness.inspect(path, "main.nothere").stderr
+
+
+def test_go119_says_why_not():
+    old = [v for v in toolchains() if not supported(v)]
+    if not old:
+        pytest.skip("no go1.18/1.19 inline fixture")
+    run = harness.inspect(path_of(old[0], "default"), "main.validate")
+    run.assert_refused()
+    assert "inlined copies are read from Go 1.20 and later tables only" in run.stderr, run.describe()
+    assert "no function matches 'main.validate'" in run.stderr, run.describe()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
+def test_trace_says_inlined_only():
+    path = path_of(os.readlink(harness.fixture("inline/native")), "pie-stripped")
+    proc = subprocess.Popen([path, "100", "30"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
+                              "main.validate"], capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0, run.stderr
+        assert ("'main.validate' in /proc/%d/exe exists only inlined, in 2 callers "
+                "(main.total, main.check), and is not timed yet" % proc.pid) in run.stderr, run.stderr
+        assert "no function matches" not in run.stderr, run.stderr
+        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
+                              "main.validate", "main.nothere"], capture_output=True, text=True,
+                             timeout=60)
+        assert "exists only inlined" in run.stderr and "no function matches 'main.nothere'" in run.stderr, \
+            run.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# --------------------------------------------------------------------------
+# C: DWARF's inlined subroutines (tests/fixtures/c/inlfix.c, gcc -O2 -g)
+
+C_VARIANTS = ("inline", "inline-dwarf-only")
+
+
+def dwarf_dies(path):
+    """Every DIE of llvm-dwarfdump's output: (tag, name, parent index, ranges)."""
+    out = subprocess.run(["llvm-dwarfdump", "--debug-info", path], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    dies, stack = [], []
+    for line in out.split("\n"):
+        m = re.match(r"0x[0-9a-f]+:(\s+)DW_TAG_(\w+)", line)
+        if m:
+            indent = len(m.group(1))
+            while stack and dies[stack[-1]]["indent"] >= indent:
+                stack.pop()
+            dies.append({"indent": indent, "tag": m.group(2), "name": None, "ranges": [],
+                         "parent": stack[-1] if stack else None, "low": None, "high": None})
+            stack.append(len(dies) - 1)
+            continue
+        if not dies:
+            continue
+        d = dies[-1]
+        m = re.search(r'DW_AT_(?:name|abstract_origin)\t\((?:0x[0-9a-f]+ )?"([^"]+)"\)', line)
+        if m and d["name"] is None:
+            d["name"] = m.group(1)
+        m = re.search(r"DW_AT_low_pc\t\(0x([0-9a-f]+)\)", line)
+        if m:
+            d["low"] = int(m.group(1), 16)
+        m = re.search(r"DW_AT_high_pc\t\(0x([0-9a-f]+)\)", line)
+        if m:
+            d["high"] = int(m.group(1), 16)
+        m = re.search(r"\[0x([0-9a-f]+), 0x([0-9a-f]+)\)", line)
+        if m:
+            d["ranges"].append((int(m.group(1), 16), int(m.group(2), 16)))
+    for d in dies:
+        if d["low"] is not None and d["high"] is not None:
+            d["ranges"].append((d["low"], d["high"]))
+        d["ranges"] = sorted((lo, hi) for lo, hi in d["ranges"] if hi > lo)
+    return dies
+
+
+def dwarf_copies(path, name):
+    """{(caller, function, depth, ranges)} of name's inlined copies, from llvm-dwarfdump."""
+    dies, got = dwarf_dies(path), set()
+    for d in dies:
+        if d["tag"] != "inlined_subroutine" or d["name"] != name:
+            continue
+        p, depth, caller = d["parent"], 0, None
+        while dies[p]["tag"] != "subprogram":
+            if dies[p]["tag"] == "inlined_subroutine":
+                caller = caller or dies[p]["name"]
+                depth += 1
+            p = dies[p]["parent"]
+        got.add((caller or dies[p]["name"], dies[p]["name"], depth, tuple(d["ranges"])))
+    return got
+
+
+def listed_copies(doc, name):
+    return {(c["caller"], c["function"], c["depth"],
+             tuple((r["address"], r["address"] + r["size"]) for r in c["ranges"]))
+            for c in doc["inlined"] if c["name"] == name}
+
+
+@pytest.mark.parametrize("variant", C_VARIANTS)
+def test_c_copies_match_dwarf(variant):
+    path = harness.fixture(f"c/{variant}/inlfix")
+    full = harness.fixture("c/inline/inlfix")
+    doc = harness.inspect_json(path, ["mix_step", "fold", "atoi"])
+    assert doc["functions"] == [], doc["functions"]
+    mix = listed_copies(doc, "mix_step")
+    assert {c[0] for c in mix} == {"sum_all", "sum_one"} and len(mix) == 2, mix
+    assert all(c[3] for c in mix), mix
+    for name in ("mix_step", "fold", "atoi"):
+        want = dwarf_copies(full, name)
+        assert want, name
+        assert listed_copies(doc, name) == want, name
+    # fold sits in each copy of mix_step, one level down
+    assert {(c[0], c[2]) for c in listed_copies(doc, "fold")} == {("mix_step", 1)}
+    for c in doc["inlined"]:
+        assert c["timed"] is False and c["reason"] == NOT_TIMED, c
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
+def test_c_trace_says_inlined_only():
+    path = harness.fixture("c/inline/inlfix")
+    proc = subprocess.Popen([path, "10", "30"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
+                              "mix_step"], capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0, run.stderr
+        assert re.search(r"'mix_step' in \S+ exists only inlined, in 2 callers \((sum_all, sum_one|"
+                         r"sum_one, sum_all)\), and is not timed yet", run.stderr), run.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_c_ranges_outside_their_function_said():
+    """Hostile DWARF: fold's copies claim 1 MiB past their functions."""
+    run = harness.inspect(harness.fixture("c/inline-bad/inlfix"), "fold")
+    run.assert_refused()
+    assert re.search(r"cannot list the inlined copies in \S+: corrupted DWARF: the inlined copy of "
+                     r"fold in sum_(all|one) has range 0x[0-9a-f]+-0x[0-9a-f]+, outside sum_(all|one)",
+                     run.stderr), run.describe()
+    # the functions with bodies are still listed
+    assert harness.inspect_json(harness.fixture("c/inline-bad/inlfix"), ["sum_one"])["functions"]
+
+
+def test_cpp_copies_by_demangled_name():
+    """A C++ function found by the name c++filt prints, without parameters:
+    the copies of std::vector<long>'s destructor in shop's Cart destructor,
+    the ranges llvm-dwarfdump shows for its linkage name."""
+    path = harness.fixture("cpp/shop")
+    doc = harness.inspect_json(path, ["std::vector<long, std::allocator<long> >::~vector"])
+    got = [c for c in doc["inlined"]]
+    want = {c[3] for c in dwarf_copies(path, "_ZNSt6vectorIlSaIlEED4Ev")}
+    assert got and {tuple((r["address"], r["address"] + r["size"]) for r in c["ranges"])
+                    for c in got} == want, (got, want)
+    assert all(c["name"] == "std::vector<long, std::allocator<long> >::~vector" for c in got), got
+    # by its symbol too
+    doc = harness.inspect_json(path, ["_ZNSt6vectorIlSaIlEED4Ev"])
+    assert len(doc["inlined"]) == len(got), doc["inlined"]
+
+
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_generic_copy_by_name_without_brackets(ver, variant):
+    """main.pick names the inlined copy of main.pick[go.shape.int], as it names
+    a generic function's instances (its name as the runtime prints it)."""
+    doc = harness.inspect_json(path_of(ver, variant), ["main.pick"])
+    copies = doc["inlined"]
+    assert [(c["name"], c["caller"]) for c in copies] == [("main.pick[go.shape.int]", "main.check")], copies
+    assert copies == harness.inspect_json(path_of(ver, variant), ["main.pick[go.shape.int]"])["inlined"]
+    assert copies == [c for c in harness.inspect_json(path_of(ver, variant), ["main.pi*"])["inlined"]]
