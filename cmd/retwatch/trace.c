@@ -79,6 +79,10 @@ struct trace_run {
 	uint64_t slow_calls;
 	struct calibration cal;
 	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
+	/* each row's counts when the last interval's table was printed, and when */
+	struct latency *last;
+	size_t nlast;
+	uint64_t last_ns;
 };
 
 /* The command line. */
@@ -240,18 +244,57 @@ static void print_row(const struct trace_run *r, const struct results_row *w,
 	       l->orphans);
 }
 
+/*
+ * An interval's table shows its own calls: each row now less what the last
+ * one counted (now[] becomes that), the bounds its buckets'. Returns how
+ * long the interval was.
+ */
+static double since_last_table(struct trace_run *r, struct latency *now, size_t n)
+{
+	uint64_t t = clock__mono_ns(), was = r->last_ns;
+	struct latency *last = r->last;
+
+	if (n > r->nlast) {
+		last = realloc(r->last, n * sizeof(*last));
+		if (!last)
+			return 0;
+		memset(last + r->nlast, 0, (n - r->nlast) * sizeof(*last));
+		r->last = last;
+		r->nlast = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct latency cur = now[i];
+
+		latency__subtract(&now[i], &last[i]);
+		latency__bound_to_buckets(&now[i]);
+		last[i] = cur;
+	}
+	r->last_ns = t;
+	return was ? (double)(t - was) / 1e9 : 0;
+}
+
 static void print_table(struct trace_run *r, bool final)
 {
 	struct latency *now = collect(r);
 	int width = NAME_MIN_WIDTH;
 	time_t t = time(NULL);
+	double span = 0;
 	struct tm tm;
 
 	if (!now)
 		return;
+	if (!final)
+		span = since_last_table(r, now, results__nrows(r->results));
 	localtime_r(&t, &tm);
-	printf("\n%s at %02d:%02d:%02d\n", final ? "Final" : "Interval", tm.tm_hour, tm.tm_min,
-	       tm.tm_sec);
+	if (final)
+		printf("\nFinal at %02d:%02d:%02d (the whole run)\n", tm.tm_hour, tm.tm_min,
+		       tm.tm_sec);
+	else if (span > 0)
+		printf("\nInterval at %02d:%02d:%02d (its last %.1f s)\n", tm.tm_hour, tm.tm_min,
+		       tm.tm_sec, span);
+	else
+		printf("\nInterval at %02d:%02d:%02d (since the start)\n", tm.tm_hour, tm.tm_min,
+		       tm.tm_sec);
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		int len = (int)strlen(results__row(r->results, i)->name);
 
@@ -1224,6 +1267,7 @@ int cmd_trace(int argc, char **argv)
 	free(args.exe_patterns);
 	free(r.procs);
 	free(r.refused);
+	free(r.last);
 	for (size_t i = 0; i < r.nrefused_exes; i++)
 		free(r.refused_exes[i]);
 	tracer__free(r.t);

@@ -375,7 +375,7 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);
 	results__tick(p->results, now);
 	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
-				   npods, p->wrote);
+				   npods, p->wrote, p->spec.window_ns);
 	if (!entry)
 		return;
 	if (p->slow_unlogged)

@@ -381,7 +381,12 @@ bool reportfit__summary(cJSON *status, size_t budget)
 	if (size <= limit)
 		return true;
 	/* the summary's readers take its percentiles; the buckets are the reports' */
-	cJSON_ArrayForEach(fn, fns) cJSON_DeleteItemFromObjectCaseSensitive(fn, "bucketCounts");
+	cJSON_ArrayForEach(fn, fns)
+	{
+		cJSON_DeleteItemFromObjectCaseSensitive(fn, "bucketCounts");
+		cJSON_DeleteItemFromObjectCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(fn, "recent"), "bucketCounts");
+	}
 	size = json_size(status);
 	if (size > limit) {
 		struct reportfit r = { 0 };

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/kobj.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "agent/status.h"
 #include "agent/statuswire.h"
@@ -123,9 +125,29 @@ static void add_slow_calls(cJSON *f, const struct results *r, size_t k)
 	}
 }
 
+/* Row k's counts over the last window: cur less its reading a window before. */
+static void add_recent(cJSON *f, struct results *r, size_t k, uint64_t window_ns,
+		       const struct latency *cur)
+{
+	uint64_t span, now = clock__mono_ns();
+	struct latency *l = malloc(sizeof(*l));
+	cJSON *o;
+
+	if (!l)
+		return;
+	results__recent(r, k, window_ns, now, cur, l, &span);
+	o = cJSON_AddObjectToObject(f, "recent");
+	if (o) {
+		/* how long it covers: a window, or less while the probe is younger */
+		status__add_duration(o, "window", span ? span : window_ns);
+		status_latency__to_json(l, o);
+	}
+	free(l);
+}
+
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
-			  size_t npods, bool wrote)
+			  size_t npods, bool wrote, uint64_t window_ns)
 {
 	size_t ntraced = traceset__count(ts);
 	struct traced_ctx tc = { NULL, pods, npods };
@@ -160,6 +182,8 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
 		results__release(r);
+		if (window_ns && row->mode != FUNC_MODE_ENTRY_ONLY)
+			add_recent(f, r, k, window_ns, &l);
 		add_slow_calls(f, r, k);
 	}
 	return e;
@@ -215,6 +239,7 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 		status__take_bias((cJSON *)fn, bias);
 		cJSON_ArrayForEach(pod, cJSON_GetObjectItemCaseSensitive(fn, "pods"))
 			status__take_bias((cJSON *)pod, bias);
+		status__take_bias(cJSON_GetObjectItemCaseSensitive(fn, "recent"), bias);
 		cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(fn, "slowestCalls"))
 			status__set_call_duration(
 				(cJSON *)call,

@@ -27,13 +27,14 @@
 /*
  * This node's entry, without lastUpdate: the processes traced (with their
  * pods' revisions, looked up in pods), the errors (sorted), each function's
- * mode and latency, and its latency in each pod's container. NULL when the
- * node has nothing to say (nothing traced, no error, no results) and never
- * wrote.
+ * mode and latency, its latency in each pod's container, its "recent"
+ * latency over the last window_ns (0: none; each entry made takes a
+ * reading, results__recent) and its slowest calls. NULL when the node has
+ * nothing to say (nothing traced, no error, no results) and never wrote.
  */
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
-			  size_t npods, bool wrote);
+			  size_t npods, bool wrote, uint64_t window_ns);
 /*
  * Takes the probes' calibrated bias out of the p50, p95, p99 and max of
  * each function of entry and of each of its pods (never below zero), the

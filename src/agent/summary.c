@@ -22,6 +22,9 @@
 /* A slowest call's fields another agent wrote, bounded: longer is a forgery. */
 #define CALL_TEXT_MAX 1024
 #define CALL_FRAMES_MAX 16
+/* A recent window longer than a day: a forgery (spec.window is a duration,
+ * but no user keeps calls for days). */
+#define MAX_WINDOW_NS (86400 * NS_PER_S)
 
 struct pod_row {
 	char *pod, *container, *node, *revision;
@@ -41,6 +44,10 @@ struct merged {
 	 * each node's for its entry's kind (probeBiasNs), else the node's */
 	uint64_t bias_ns;
 	struct latency l;
+	/* over the last window, every node's merged (recent_ns: the longest span) */
+	struct latency recent;
+	uint64_t recent_ns;
+	bool has_recent;
 	struct pod_row slowest[SUMMARY_SLOWEST]; /* by p99, slowest first */
 	size_t nslowest;
 	struct rev_row revs[SUMMARY_REVISIONS + 1];
@@ -287,6 +294,16 @@ static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint6
 	if (bias > 0 && bias < (int64_t)NS_PER_S && (!m->bias_ns || (uint64_t)bias < m->bias_ns))
 		m->bias_ns = (uint64_t)bias;
 	latency__merge(&m->l, &l);
+	if (kobj_get(fn, "recent") && !status_latency__from_json(kobj_get(fn, "recent"), &l)) {
+		uint64_t span = 0;
+
+		latency__merge(&m->recent, &l);
+		m->has_recent = true;
+		if (!latency__parse_duration(kobj_str(kobj_get(fn, "recent"), "window") ?: "",
+					     &span) &&
+		    span > m->recent_ns && span <= MAX_WINDOW_NS)
+			m->recent_ns = span;
+	}
 	cJSON_ArrayForEach(pod, kobj_get(fn, "pods"))
 	{
 		const char *rev = kobj_str(pod, "revision");
@@ -474,8 +491,8 @@ static cJSON *calls_json(struct merged *m, size_t keep)
 static cJSON *summary_json(struct summary *s, size_t keep)
 {
 	cJSON *sum = cJSON_CreateObject(), *fns = cJSON_CreateArray();
-	const struct merged *slowest = NULL;
-	uint64_t calls = 0, p99 = 0;
+	const struct merged *slowest = NULL, *recent = NULL;
+	uint64_t calls = 0, p99 = 0, recent_p99 = 0;
 
 	cJSON_AddNumberToObject(sum, "nodes", (double)s->nodes);
 	cJSON_AddNumberToObject(sum, "pods", (double)s->pods);
@@ -492,6 +509,22 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 		cJSON_AddItemToObject(f, "revisions", revisions_json(m, m->bias_ns));
 		if (keep && m->ncalls)
 			cJSON_AddItemToObject(f, "slowestCalls", calls_json(m, keep));
+		if (m->has_recent) {
+			cJSON *o = cJSON_AddObjectToObject(f, "recent");
+			uint64_t q = latency__percentile(&m->recent, 0.99);
+
+			if (o) {
+				if (m->recent_ns)
+					status__add_duration(o, "window", m->recent_ns);
+				status_latency__to_json(&m->recent, o);
+				if (m->bias_ns)
+					status__take_bias(o, m->bias_ns);
+			}
+			if (latency__count(&m->recent) && (!recent || q > recent_p99)) {
+				recent = m;
+				recent_p99 = q;
+			}
+		}
 		calls += m->l.calls;
 		if (latency__count(&m->l) && (!slowest || q > p99)) {
 			slowest = m;
@@ -505,6 +538,11 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 			sum, "p50",
 			latency__less(latency__percentile(&slowest->l, 0.5), slowest->bias_ns));
 		status__add_duration(sum, "p99", latency__less(p99, slowest->bias_ns));
+	}
+	if (recent) {
+		/* the slowest function now: the kubectl get column */
+		cJSON_AddStringToObject(sum, "recentSlowest", recent->name);
+		status__add_duration(sum, "recentP99", latency__less(recent_p99, recent->bias_ns));
 	}
 	if (s->bias_ns)
 		status__add_duration(sum, "probeBias", s->bias_ns);

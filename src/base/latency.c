@@ -302,3 +302,25 @@ void latency__subtract(struct latency *l, const struct latency *base)
 		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i]
 								  : l->buckets[i];
 }
+
+void latency__bound_to_buckets(struct latency *l)
+{
+	size_t lo = RW_HIST_BUCKETS, hi = 0;
+	uint64_t min, max;
+
+	for (size_t b = 0; b < RW_HIST_BUCKETS; b++) {
+		if (!l->buckets[b])
+			continue;
+		lo = lo < b ? lo : b;
+		hi = b;
+	}
+	if (lo == RW_HIST_BUCKETS) {
+		l->min_ns = l->max_ns = 0;
+		return;
+	}
+	min = rw_hist_bucket_lo((unsigned int)lo);
+	max = hi + 1 < RW_HIST_BUCKETS ? rw_hist_bucket_lo((unsigned int)hi + 1) - 1 : l->max_ns;
+	/* within what the kernel saw over all time */
+	l->min_ns = l->min_ns > min ? l->min_ns : min;
+	l->max_ns = l->max_ns && l->max_ns < max ? l->max_ns : max;
+}

@@ -43,6 +43,9 @@ void latency__record(struct latency *l, uint64_t ns);
 void latency__merge(struct latency *dst, const struct latency *src);
 /* Takes the counts of an earlier reading base out of l (min and max stay). */
 void latency__subtract(struct latency *l, const struct latency *base);
+/* l's min_ns and max_ns narrowed to the bounds of its non-empty buckets
+ * (after latency__subtract, whose min and max are the earlier reading's). */
+void latency__bound_to_buckets(struct latency *l);
 /* Calls that have a duration (the sum of the buckets). */
 uint64_t latency__count(const struct latency *l);
 /* Mean duration of the calls that have one; 0 when none. */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/recent.h"
 #include "trace/results.h"
 #include "trace/slowest.h"
 #include "trace/symbolize.h"
@@ -50,6 +51,7 @@ struct results {
 	size_t keep;
 	uint64_t window_ns;
 	struct symbolizer *sym;
+	uint64_t recent_ns; /* results__recent's window; 0: none */
 };
 
 static bool streq(const char *a, const char *b)
@@ -100,6 +102,7 @@ void results__free(struct results *r)
 		free(r->rows[i].name);
 		free(r->rows[i].reason);
 		slowest__free(r->rows[i].slowest);
+		recent__free(r->rows[i].recent);
 	}
 	free(r->rows);
 	free(r);
@@ -496,6 +499,27 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 		return false;
 	row_floor(r, k, false);
 	return true;
+}
+
+int results__recent(struct results *r, size_t k, uint64_t window_ns, uint64_t now_ns,
+		    const struct latency *cur, struct latency *ret, uint64_t *ret_span_ns)
+{
+	struct results_row *row = &r->rows[k];
+
+	if (window_ns != r->recent_ns) {
+		/* readings of another window's spacing: start afresh */
+		for (size_t i = 0; i < r->nrows; i++) {
+			recent__free(r->rows[i].recent);
+			r->rows[i].recent = NULL;
+		}
+		r->recent_ns = window_ns;
+	}
+	if (!row->recent && !(row->recent = recent__new(window_ns))) {
+		*ret = *cur;
+		*ret_span_ns = 0;
+		return -ENOMEM;
+	}
+	return recent__take(row->recent, now_ns, cur, ret, ret_span_ns);
 }
 
 size_t results__slowest(const struct results *r, size_t k, const struct slow_call **ret, size_t max)

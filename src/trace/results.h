@@ -35,6 +35,7 @@ struct results_row {
 	pid_t detached_pid;
 	double detached_rate, detached_overhead, detached_max;
 	struct slowest *slowest; /* its slowest calls kept; NULL: none */
+	struct recent *recent;	 /* its readings for results__recent */
 };
 
 /* Whose call a slow-call event is. */
@@ -43,6 +44,7 @@ struct results_call {
 	const char *pod, *container; /* NULL without groups */
 };
 
+struct recent;
 struct results;
 struct symbolizer;
 
@@ -104,6 +106,13 @@ int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
 bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t now_ns);
 /* Begins the windows of slowest calls due by now_ns. Call it each interval. */
 void results__tick(struct results *r, uint64_t now_ns);
+/*
+ * Row k over the last window_ns (recent.h): cur, row k as results__read
+ * gave it now_ns, less the reading of it taken a window before; each call
+ * takes a reading. -ENOMEM (ret still right).
+ */
+int results__recent(struct results *r, size_t k, uint64_t window_ns, uint64_t now_ns,
+		    const struct latency *cur, struct latency *ret, uint64_t *ret_span_ns);
 /* Row k's slowest calls kept, slowest first (slowest.h); how many. */
 size_t results__slowest(const struct results *r, size_t k, const struct slow_call **ret,
 			size_t max);

@@ -1,4 +1,4 @@
-"""The slowest calls in the resource: each node's report keeps its
+"""The slowest calls and the recent latency in the resource: each node's report keeps its
 spec.slowCalls.keep slowest calls per function with who made them and their
 stacks, and the summary merges them over every node. Three pods over two
 nodes call main.charge 1,000 times, 10 of them for customer "slow-co" (250 ms
@@ -6,7 +6,9 @@ instead of 1 ms: on two busy cores a 1 ms sleep can take 100 ms): the
 summary's 10 slowest calls are exactly those."""
 
 import os
+import re
 import signal
+import time
 
 from agentproc import wait_for
 from test_agent import attached_log, fns, spec
@@ -14,6 +16,13 @@ from test_agent import attached_log, fns, spec
 PODS = (("web-1", "node-a", 400), ("web-2", "node-a", 300), ("web-3", "node-b", 300))
 SLOW_NS = 250e6
 CHARGE = ["/app/podapp", "-slow-charge", "250ms", "-charges"]
+
+
+def duration_ns(text):
+    """A status duration ("1.5ms", "812ns", "2.500s") in ns."""
+    m = re.fullmatch(r"([0-9.]+)(ns|us|ms|s)", text)
+    assert m, text
+    return float(m[1]) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[m[2]]
 
 
 def summary_fn(cluster, ns, name):
@@ -77,3 +86,37 @@ def test_no_slowest_calls_when_keep_is_zero(cluster, make_pod):
                      and summary_fn(cluster, ns, "none"), timeout=20, interval=0.5)
         report = fns(cluster.node_entry(ns, "none", "node-a"))["main.charge"]
     assert "slowestCalls" not in f and "slowestCalls" not in report, (f, report)
+
+
+def test_recent_latency_shows_a_spike_the_lifetime_hides(cluster, make_pod):
+    """10,000 quiet calls (no sleep: microseconds), then 100 calls of 60 ms
+    (6 s): within one window (4 s) and a report interval or two, the
+    function's recent p99 is the spike's while its lifetime p99 stays at the
+    quiet calls' (the spike is under 1% of them)."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a", containers={"app": [
+        "/app/podapp", "-fast-charge", "0", "-slow-charge", "60ms", "-slow-from", "10000",
+        "-charges", "10100"]})
+    with cluster.agent("node-a") as a:
+        cluster.apply_probe(ns, "spike", spec(functions=["main.charge"], window="4s"))
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        began = time.monotonic()
+
+        def spiking():
+            f = summary_fn(cluster, ns, "spike")
+            return f if f and "recent" in f and \
+                duration_ns(f["recent"]["p99"]) > 40e6 else None
+        f = wait_for("the recent p99 over 40 ms", spiking, timeout=20, interval=0.25)
+        after = time.monotonic() - began
+        report = fns(cluster.node_entry(ns, "spike", "node-a"))["main.charge"]
+    print(f"recent p99 {f['recent']['p99']} over {f['recent']['window']} "
+          f"({f['recent']['calls']} calls) {after:.1f} s after the spike began; "
+          f"lifetime p99 {f['p99']} ({f['calls']} calls)")
+    # the quiet calls end within a second: a window and two intervals after
+    assert after < 1 + 4 + 2 * 2 + 2, after
+    assert f["calls"] >= 10000 and duration_ns(f["p99"]) < 1e6, f
+    assert f["recent"]["calls"] < f["calls"], f
+    assert duration_ns(report["recent"]["p99"]) > 40e6, report["recent"]
+    st = cluster.status(ns, "spike")["summary"]
+    assert st["recentSlowest"] == "main.charge" and duration_ns(st["recentP99"]) > 40e6, st

@@ -721,6 +721,18 @@ def test_interval_prints_periodically():
     bursts = [at for i, at in enumerate(times) if i == 0 or at - times[i - 1] > 0.5]
     assert len(bursts) >= 2, \
         f"{len(bursts)} reports naming {name} during the ~2.7 s run with --interval 1\n{r.describe()}"
+    # each interval's table holds that interval's calls, the final one the run's
+    out = r.retwatch.stdout
+    tables = re.split(r"^(Interval at .*|Final at .*)$", out, flags=re.M)
+    calls = {}
+    for head, body in zip(tables[1::2], tables[2::2]):
+        row = re.search(rf"^{re.escape(name)}\s+(\d+)\s", body, re.M)
+        calls.setdefault(head.split()[0], []).append(int(row[1]) if row else 0)
+    (total,) = calls["Final"]
+    assert total == 250 and len(calls["Interval"]) >= 2, (calls, out)
+    assert sum(calls["Interval"]) <= total and max(calls["Interval"]) < total * 0.6, (calls, out)
+    assert re.search(r"^Interval at .* \(its last 1\.\d s\)$", out, re.M), out
+    assert re.search(r"^Final at .* \(the whole run\)$", out, re.M), out
 
 
 # --------------------------------------------------------------------------
