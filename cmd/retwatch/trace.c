@@ -273,28 +273,32 @@ static double since_last_table(struct trace_run *r, struct latency *now, size_t 
 	return was ? (double)(t - was) / 1e9 : 0;
 }
 
-static void print_table(struct trace_run *r, bool final)
+/* "Final at HH:MM:SS", or an interval's, span_s its length (0: since the start). */
+static void print_heading(bool final, double span_s)
 {
-	struct latency *now = collect(r);
-	int width = NAME_MIN_WIDTH;
 	time_t t = time(NULL);
-	double span = 0;
 	struct tm tm;
 
-	if (!now)
-		return;
-	if (!final)
-		span = since_last_table(r, now, results__nrows(r->results));
 	localtime_r(&t, &tm);
 	if (final)
 		printf("\nFinal at %02d:%02d:%02d (the whole run)\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec);
-	else if (span > 0)
+	else if (span_s > 0)
 		printf("\nInterval at %02d:%02d:%02d (its last %.1f s)\n", tm.tm_hour, tm.tm_min,
-		       tm.tm_sec, span);
+		       tm.tm_sec, span_s);
 	else
 		printf("\nInterval at %02d:%02d:%02d (since the start)\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec);
+}
+
+static void print_table(struct trace_run *r, bool final)
+{
+	struct latency *now = collect(r);
+	int width = NAME_MIN_WIDTH;
+
+	if (!now)
+		return;
+	print_heading(final, final ? 0 : since_last_table(r, now, results__nrows(r->results)));
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		int len = (int)strlen(results__row(r->results, i)->name);
 
