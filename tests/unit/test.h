@@ -65,4 +65,17 @@ bool test__write_file(const char *dir, const char *name, const void *data, size_
 		      n_);                                                                       \
 	})
 
+/* Little-endian stores, for tests that build binary tables by hand. */
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
 #endif

@@ -19,18 +19,6 @@
 
 #define TEXT 0x401000ULL
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static const char names[] = "main.total\0main.validate\0main.clamp";
 #define NAME_TOTAL 0
 #define NAME_VALIDATE 11

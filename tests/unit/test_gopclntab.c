@@ -36,18 +36,6 @@ struct synth {
 	size_t rec_off[8];	   /* absolute offset of each _func */
 };
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /*
  * A table in the layout of `magic` with functions fs (sorted by offset) and
  * the last function ending at text + end. text is written into the header's
