@@ -124,7 +124,7 @@ unit: asan fixtures
 
 itest: asan fixtures
 	$(Q)RETWATCH=build/asan/retwatch RETWATCH_FIXTURES=build/fixtures \
-		python3 -m pytest -q -p no:cacheprovider tests/integration
+		python3 -m pytest -q -p no:cacheprovider --durations=15 tests/integration
 
 # Coverage-guided fuzzing of every parser of untrusted input, bounded in time.
 # The library is compiled once for every target (instrumented, without
@@ -149,7 +149,7 @@ fuzz-build: $(FUZZ_BINS)
 # and runc containers; needs root.
 agenttest: asan
 	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent \
-		python3 -m pytest -q -p no:cacheprovider tests/agent
+		python3 -m pytest -q -p no:cacheprovider --durations=15 tests/agent
 
 # helm, built from its Go module (tests/helm, cached); prints its directory.
 helm:
@@ -177,7 +177,7 @@ imagetest:
 # plugins, images built with buildah), in its own network and mount
 # namespaces and cgroup; needs root.
 clustertest:
-	$(Q)python3 -m pytest -q -p no:cacheprovider tests/cluster
+	$(Q)python3 -m pytest -q -p no:cacheprovider --durations=10 tests/cluster
 
 # The main job, as users run it, on this machine: the local single-node
 # cluster of tests/cluster (no cluster of one's own needed; left running),
