@@ -123,6 +123,26 @@ def up():
     c.release()  # the cluster outlives this process
 
 
+def print_slowest_call(c):
+    """The slowest call of the slowest function, as the probe's status holds it."""
+    def slowest():
+        s = c.kubectl_json("get", "fprobe", "-n", "demo", "payments").get("status", {})
+        sm = s.get("summary", {})
+        f = next((f for f in sm.get("functions", []) if f["name"] == sm.get("slowest")), {})
+        return f.get("slowestCalls") and (f["name"], f["slowestCalls"][0])
+    try:
+        name, call = conftest.wait_for("the slowest calls in the status", slowest, timeout=30)
+    except AssertionError:
+        print("(no slowest call in the probe's status yet)\n")
+        return
+    print(f"The slowest call of {name} (status.summary.functions[].slowestCalls): "
+          f"{call['duration']} in pod {call.get('pod')} on {call.get('node')}, "
+          f"ended {call.get('ended')}")
+    for frame in call.get("stack", [])[:6]:
+        print(f"    {frame}")
+    print()
+
+
 def show(c, helm, images, start):
     """Installs the agent, the service and the probe into the started cluster c;
     prints the probe's live numbers."""
@@ -146,6 +166,7 @@ def show(c, helm, images, start):
     step("live numbers:", start)
     print(c.kubectl("get", "fprobe", "-n", "demo", "payments").stdout)
     print(function_table(status) + "\n")
+    print_slowest_call(c)
     pod = node.ready_agent_pod()["metadata"]["name"]
     try:
         slow = conftest.wait_for("a slow call in the agent's log", lambda: [

@@ -470,8 +470,20 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
         return [e for e in agent_log_events(node, agent, "slow_call")
                 if e.get("namespace") == ns and e.get("probe") == "cslow"]
     events = wait_for("a slow call of lookup_record in the agent's log", slow_calls, timeout=15)
+
+    def slowest_in_status():
+        s = node.kubectl_json("get", "fprobe", "cslow", "-n", ns).get("status", {})
+        f = fns(s.get("summary", {})).get("lookup_record", {})
+        return f.get("slowestCalls")
+    # the same calls, with their stacks, in the probe's status: for users of
+    # the namespace, who may not read the agent's log
+    kept = wait_for("lookup_record's slowest calls in the status", slowest_in_status,
+                    timeout=15)
     node.kubectl("delete", "fprobe", "-n", ns, "cslow")
     ev = events[0]
+    top = kept[0]
+    assert (top["pod"], top["container"], top["pid"], top["node"]) == \
+        (name, "svc", pid, clusterlib.NODE), top
     assert (ev["function"], ev["pod"], ev["container"], ev["pid"]) == \
         ("lookup_record", name, "svc", pid), ev
     assert ev["duration_ns"] >= 3e6, ev
@@ -482,6 +494,9 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
         assert m, (frame, ev["stack"])
         frames.append((m.group(1), int(m.group(2), 16), m.group(3)))
     assert [f[0] for f in frames] == [w[0] for w in want], ev["stack"]
+    # the status's slowest call unwound the same way
+    assert [f.split("+")[0] for f in top["stack"][:len(want)]] == [w[0] for w in want], \
+        top["stack"]
     assert all(path == "/app/cservice" for _, _, path in frames), ev["stack"]
     for (fn, off, _), (_, offsets) in zip(frames, want):
         assert off in offsets, (fn, hex(off), [hex(o) for o in offsets], ev["stack"])
