@@ -138,8 +138,9 @@ static void add_recent(cJSON *f, struct results *r, size_t k, uint64_t window_ns
 	results__recent(r, k, window_ns, now, cur, l, &span);
 	o = cJSON_AddObjectToObject(f, "recent");
 	if (o) {
-		/* how long it covers: a window, or less while the probe is younger */
-		status__add_duration(o, "window", span ? span : window_ns);
+		/* the spec's: the span itself (a window up to an interval more,
+		 * less while the probe is younger) would change every write */
+		status__add_duration(o, "window", window_ns);
 		status_latency__to_json(l, o);
 	}
 	free(l);

@@ -270,6 +270,8 @@ int results__seed(struct results *r, const char *name, const struct latency *l)
 	if (k == SIZE_MAX)
 		return -ENOMEM;
 	r->rows[k].done = *l;
+	/* what was counted before is not recent: results__recent's first base */
+	r->rows[k].seeded = true;
 	return 0;
 }
 
@@ -514,7 +516,16 @@ int results__recent(struct results *r, size_t k, uint64_t window_ns, uint64_t no
 		}
 		r->recent_ns = window_ns;
 	}
-	if (!row->recent && !(row->recent = recent__new(window_ns))) {
+	if (!row->recent) {
+		row->recent = recent__new(window_ns);
+		/* a restarted agent's first reading: the counts it carried on from */
+		if (row->recent && row->seeded &&
+		    recent__take(row->recent, now_ns, &row->done, ret, ret_span_ns)) {
+			recent__free(row->recent);
+			row->recent = NULL;
+		}
+	}
+	if (!row->recent) {
 		*ret = *cur;
 		*ret_span_ns = 0;
 		return -ENOMEM;

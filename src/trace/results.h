@@ -36,6 +36,7 @@ struct results_row {
 	double detached_rate, detached_overhead, detached_max;
 	struct slowest *slowest; /* its slowest calls kept; NULL: none */
 	struct recent *recent;	 /* its readings for results__recent */
+	bool seeded;		 /* done holds counts written before (results__seed) */
 };
 
 /* Whose call a slow-call event is. */

@@ -58,18 +58,15 @@ void slowest__free(struct slowest *s)
 
 bool slowest__roll(struct slowest *s, uint64_t now_ns)
 {
-	uint64_t windows;
-
 	if (!s->window_ns || now_ns - s->begun_ns < s->window_ns || now_ns < s->begun_ns)
 		return false;
-	windows = (now_ns - s->begun_ns) / s->window_ns;
-	window__clear(&s->prev);
-	if (windows == 1)
+	/* a window without calls keeps the one before: idle, nothing changes */
+	if (s->cur.n) {
+		window__clear(&s->prev);
 		s->prev = s->cur; /* the calls move: cur forgets them below */
-	else
-		window__clear(&s->cur);
-	s->cur.n = 0;
-	s->begun_ns += windows * s->window_ns;
+		s->cur.n = 0;
+	}
+	s->begun_ns += (now_ns - s->begun_ns) / s->window_ns * s->window_ns;
 	return true;
 }
 

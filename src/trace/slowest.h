@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The slowest calls of one function: the K slowest that ended in the current
- * window and in the one before it, so that what was just seen stays seen
- * while a new window begins. Each call is kept with who made it and its
+ * window and in the last one before it that had calls, so that what was
+ * just seen stays seen while a new window begins, and an idle function's
+ * stay as they were (their end times say when). Each call is kept with who made it and its
  * symbolized stack. The kernel sends a function's calls at least
  * slowest__floor() slow (tracer_target__keep_slowest): a faster one could not
  * be among them.

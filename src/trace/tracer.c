@@ -232,6 +232,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
 	t->starttimes = !clock__boottime_shifted();
 	t->entry_at_start = opts && opts->entry_at_start;
+	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
 		t->own_cache = true;

@@ -61,7 +61,13 @@ struct tracer_opts {
 	/* every entry probe at its function's first byte, not at the entry
 	 * site the analysis chose (func_info.entry_site): to compare the two */
 	bool entry_at_start;
+	/* tracer__tick drops calls in flight untouched this long (0:
+	 * TRACER_SWEEP_AGE_NS): a test's shorter age times the same sweep */
+	uint64_t sweep_age_ns;
 };
+
+/* Calls in flight untouched this long will not return (tracer__tick). */
+#define TRACER_SWEEP_AGE_NS (60ULL * 1000000000ULL)
 
 /* Slow-call events the default limit lets through a second (tracer_opts). */
 #define TRACER_SLOW_CALLS_PER_SEC 100
@@ -230,7 +236,7 @@ int tracer__fd(const struct tracer *t);
 
 /*
  * Call on every turn of the caller's loop: at most every 5 s, drops the
- * in-flight frames untouched for 60 s (calls that will never return: a
+ * in-flight frames untouched for 60 s (tracer_opts.sweep_age_ns; calls that will never return: a
  * killed thread, a lost goroutine) and counts them as orphans of their
  * function, and gives back the contexts with no call in flight untouched
  * for 5 s. Returns how many frames it dropped (0 when no sweep was due).

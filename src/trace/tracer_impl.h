@@ -175,7 +175,8 @@ struct tracer {
 	/* proc_hists holds each process's start time: the kernel's programs
 	 * read the same clock as /proc/PID/stat gives us */
 	bool starttimes;
-	bool entry_at_start; /* tracer_opts */
+	bool entry_at_start;   /* tracer_opts */
+	uint64_t sweep_age_ns; /* tracer_opts, else TRACER_SWEEP_AGE_NS */
 	uint64_t next_share_check_ns;
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;

@@ -15,8 +15,6 @@
 #include "base/clock.h"
 #include "trace/tracer_impl.h"
 
-/* tracer__tick: frames untouched this long are of calls that will not return */
-#define SWEEP_AGE_NS (60 * NS_PER_S)
 /*
  * A context with no call in flight holds only its slot (and the stack bounds
  * it cached): given back after this long untouched, as the threads a server
@@ -273,7 +271,7 @@ int tracer__tick(struct tracer *t)
 	if (now < t->next_sweep_ns)
 		return 0;
 	t->next_sweep_ns = now + SWEEP_EVERY_NS;
-	return sweep(t, 0, SWEEP_AGE_NS);
+	return sweep(t, 0, t->sweep_age_ns);
 }
 
 int tracer__reap(struct tracer *t, struct tracer_target *tt)

@@ -441,7 +441,8 @@ def test_status_writes_are_bounded(cluster, make_pod):
     ns = cluster.namespace()
     pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
     with cluster.agent("node-a") as agent:
-        cluster.apply_probe(ns, "quiet", spec(reportInterval="3s"))
+        # window: the recent latency settles a window after the calls stop
+        cluster.apply_probe(ns, "quiet", spec(reportInterval="3s", window="3s"))
         wait_for("calls", lambda: has_calls(cluster, ns, "quiet", "node-a"), timeout=6)
         # a new Lease holder first writes the summary of every probe the
         # earlier tests left: let that pass, then count this probe's writes
@@ -699,7 +700,9 @@ def test_a_reports_pods_add_up_to_its_functions_calls_while_they_count_fast(clus
         def three_reports():
             e = cluster.node_entry(ns, "fast", "node-a")
             f = e and fns(e).get("main.hotPath")
-            if f and len(f.get("pods", [])) == 2 and f["calls"]:
+            # reports while both count fast: not the first, written as the
+            # second pod's process was being attached
+            if f and len(f.get("pods", [])) == 2 and f["calls"] > 10000:
                 seen[e["lastUpdate"]] = f
             return len(seen) >= 3
         wait_for("three reports of calls", three_reports, timeout=20, interval=0.3)
@@ -707,7 +710,6 @@ def test_a_reports_pods_add_up_to_its_functions_calls_while_they_count_fast(clus
                      .get("main.hotPath"), timeout=10)
     for f in seen.values():
         assert sum(p["calls"] for p in f["pods"]) == f["calls"], f
-    assert min(f["calls"] for f in seen.values()) > 10000, seen
     assert sum(r["calls"] for r in s["revisions"]) == s["calls"], s
 
 

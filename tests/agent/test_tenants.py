@@ -96,6 +96,8 @@ def test_slow_call_flood_is_rate_limited_and_counted(cluster, make_pod):
         cluster.apply_probe(ns, "flood", spec(selector={"matchLabels": {"app": "hot"}},
                                               functions=["main.lookupUser"],
                                               slowThreshold="1ns",
+                                              # recent settles a window after the calls
+                                              window="2s",
                                               # the hot function stays traced: the
                                               # overhead guard would detach it
                                               maxOverhead="0"))

@@ -196,11 +196,13 @@ int main(int argc, char **argv)
 
 	argc -= opts.entry_at_start;
 	argv += opts.entry_at_start;
-	self = argc == 3 && !strcmp(argv[1], "--self");
-
+	self = (argc == 3 || argc == 4) && !strcmp(argv[1], "--self");
+	/* --self SECONDS AGE: tracer__tick sweeps calls AGE seconds untouched */
+	if (self && argc == 4)
+		opts.sweep_age_ns = (uint64_t)(atof(argv[3]) * 1e9);
 	if (!self && argc < 4) {
 		fprintf(stderr, "usage: counters [--entry-at-start] PID EXE PATTERN... | counters "
-				"--self SECONDS\n");
+				"--self SECONDS [SWEEP_AGE_SECONDS]\n");
 		return 2;
 	}
 	t = tracer__new(&opts, &err);

@@ -285,10 +285,11 @@ def test_reap_counts_calls_left_in_flight_as_swept(driver):
     assert c["purged"] == 0, rep
 
 
-def test_tick_sweeps_a_call_untouched_for_a_minute(driver):
-    """tracer__tick, called every 100 ms, drops a call in flight for 60 s at
-    the first sweep due after that (sweeps run every 5 s), and not before."""
-    d = Driver(driver, ["--self", "80"])
+def test_tick_sweeps_a_call_untouched_for_the_sweep_age(driver):
+    """tracer__tick, called every 100 ms, drops a call in flight for the
+    sweep age (60 s by default; 10 s here, tracer_opts.sweep_age_ns) at the
+    first sweep due after that (sweeps run every 5 s), and not before."""
+    d = Driver(driver, ["--self", "30", "10"])
     try:
         rep = d.report(d.next_line(120))
         d.finish()
@@ -298,7 +299,7 @@ def test_tick_sweeps_a_call_untouched_for_a_minute(driver):
     c = rep["counters"]
     assert rep["tick_dropped"] == 1, f"tracer__tick dropped {rep['tick_dropped']}\n{rep}"
     after = rep["swept_after_ns"] / NS_PER_S
-    assert 60 <= after <= 60 + 5 + 2, f"swept {after:.1f} s after the call began\n{rep}"
+    assert 10 <= after <= 10 + 5 + 2, f"swept {after:.1f} s after the call began\n{rep}"
     assert c["swept"] == 1, rep
     assert rep["functions"]["held_call"] == {"calls": 0, "orphans": 1, "lost": 0}, rep
     assert c["all"]["unmatched_ret"] == 1, f"its RET found a frame\n{rep}"

@@ -75,24 +75,28 @@ TEST(slowest_are_the_slowest_of_two_windows)
 	       check_against_every_call(SLOWEST_MAX_KEEP, 13);
 }
 
-TEST(slowest_forget_windows_long_past)
+/* Idle windows change nothing; two windows with calls push a call out. */
+TEST(slowest_stay_while_idle)
 {
 	struct slowest *s = slowest__new(3, 100, 0);
 	const struct slow_call *got[3];
-	struct slow_call c = { .duration_ns = 50 };
+	struct slow_call c = { .duration_ns = 50 }, d = { .duration_ns = 7 };
 	bool ok;
 
 	if (!ASSERT_TRUE(s))
 		return false;
 	ok = ASSERT_TRUE(slowest__add(s, &c));
 	ok &= ASSERT_EQ(slowest__floor(s), 1);
-	/* one window on: still read */
 	ok &= ASSERT_TRUE(slowest__roll(s, 150));
 	ok &= ASSERT_EQ(slowest__read(s, got, 3), 1);
-	/* two windows on: gone */
-	ok &= ASSERT_TRUE(slowest__roll(s, 399));
-	ok &= ASSERT_EQ(slowest__read(s, got, 3), 0);
-	ok &= ASSERT_FALSE(slowest__roll(s, 399));
+	/* windows without a call: it stays */
+	ok &= ASSERT_TRUE(slowest__roll(s, 1099));
+	ok &= ASSERT_EQ(slowest__read(s, got, 3), 1);
+	ok &= ASSERT_FALSE(slowest__roll(s, 1099));
+	/* a window with a call, then the next: the first call is gone */
+	ok &= ASSERT_TRUE(slowest__add(s, &d));
+	ok &= ASSERT_TRUE(slowest__roll(s, 1150)) && ASSERT_EQ(slowest__read(s, got, 3), 1) &&
+	      ASSERT_EQ(got[0]->duration_ns, 7);
 	slowest__free(s);
 	return ok;
 }
