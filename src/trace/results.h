@@ -92,7 +92,8 @@ bool results__find_call(const struct results *r, const struct tracer_event *ev,
 
 /*
  * Keeps each row's keep (at most SLOWEST_MAX_KEEP; 0: none, the default)
- * slowest calls of the current window of window_ns and the one before
+ * slowest calls of the current window of window_ns and the last one before
+ * it that had calls
  * (0: one window, never ending), with their stacks through sym: the kernel
  * sends every traced process's calls that could be among them
  * (tracer_target__keep_slowest), and results__offer keeps them. Forgets
