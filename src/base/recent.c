@@ -82,9 +82,10 @@ int recent__take(struct recent *r, uint64_t now_ns, const struct latency *cur, s
 
 	*ret = *cur;
 	*ret_span_ns = 0;
-	/* the newest reading at least a window old; the ones before it go */
+	/* the newest reading at least a window old (7/8 of one: readings
+	 * come at report intervals, jittered by up to 10%); those before go */
 	for (size_t i = 0; i < r->n; i++)
-		if (now_ns >= r->r[i].at_ns && now_ns - r->r[i].at_ns >= r->window_ns)
+		if (now_ns >= r->r[i].at_ns && now_ns - r->r[i].at_ns >= r->window_ns / 8 * 7)
 			keep = i;
 	if (keep) {
 		for (size_t i = 0; i < keep; i++)

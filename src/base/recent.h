@@ -22,7 +22,7 @@ void recent__free(struct recent *r);
 /*
  * Takes the reading cur (cumulative counts, never decreasing) at now_ns, and
  * returns in ret what was counted since the newest reading at least a
- * window old (else since the oldest kept; with none, all of cur), and how
+ * window old (7/8 of one: readings come at jittered intervals) (else since the oldest kept; with none, all of cur), and how
  * long that is in *ret_span_ns (0: since the start). ret's min_ns and max_ns
  * are its buckets' bounds, within cur's. -ENOMEM: ret is right, but the
  * reading is not kept.
