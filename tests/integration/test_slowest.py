@@ -1,9 +1,10 @@
 """The slowest calls kept: each function's K slowest calls with who made them
 and their stacks, chosen whether or not a slow-call threshold is set. The
 tracees call a function 400 times, 10 of them with the input that makes it
-slow (the Go tracee's main.charge for customer "slow-co", 50 ms instead of
-1 ms; the C tracee's lookup for key "slow-key", 20 ms instead of 200 us):
-the slowest calls kept are exactly those 10."""
+slow (the Go tracee's main.charge for customer "slow-co", 100 ms instead of
+1 ms; the C tracee's lookup for key "slow-key", 100 ms instead of 200 us;
+far apart: on two busy cores a 200 us sleep has taken over 10 ms): the
+slowest calls kept are exactly those 10."""
 
 import re
 import subprocess
@@ -15,8 +16,8 @@ import tracing
 
 GO = [tracing.go_tracee("native", "default"), tracing.go_tracee("go1.21.13", "pie-stripped")]
 C = tracing.c_tracee()
-CASES = [(t, "charge", "main.charge", "main.scenarioCharge", 50e6, 1e6) for t in GO] + \
-        [(C, "lookup", "lookup", "scenario_lookup", 20e6, 200e3)]
+CASES = [(t, "charge", "main.charge", "main.scenarioCharge", 100e6, 1e6) for t in GO] + \
+        [(C, "lookup", "lookup", "scenario_lookup", 100e6, 200e3)]
 ENDED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
@@ -32,7 +33,7 @@ def test_the_slowest_calls_are_the_slow_inputs(t, scenario, fn, caller, slow_ns,
     assert durations == sorted(durations, reverse=True), durations
     # exactly the 10 slow inputs, then two of the fast ones
     assert all(d >= slow_ns * 0.99 for d in durations[:10]), durations
-    assert all(d < slow_ns / 2 and d >= fast_ns * 0.9 for d in durations[10:]), durations
+    assert all(d < slow_ns * 0.99 and d >= fast_ns * 0.9 for d in durations[10:]), durations
     pid = r.tracees[0].pid
     for c in calls:
         assert c["pid"] == pid and c["tid"] > 0, c
@@ -50,7 +51,7 @@ def test_the_slowest_calls_are_the_slow_inputs(t, scenario, fn, caller, slow_ns,
 def test_json_keeps_five_unless_told():
     r = tracing.run_ok([(GO[0], "charge")], ["main.charge"])
     calls = r.function("main.charge")["slowest_calls"]
-    assert len(calls) == 5 and all(c["duration_ns"] >= 49.5e6 for c in calls), calls
+    assert len(calls) == 5 and all(c["duration_ns"] >= 99e6 for c in calls), calls
     r = tracing.run_ok([(GO[0], "charge")], ["main.charge"], options=("--slowest", "0"))
     assert r.function("main.charge")["slowest_calls"] == []
 
@@ -59,7 +60,7 @@ def test_a_threshold_counts_only_the_calls_over_it():
     """With --threshold the kept calls are still the slowest, and only the
     calls over the threshold are slow calls."""
     r = tracing.run_ok([(GO[0], "charge")], ["main.charge"],
-                       options=("--threshold", "20ms", "--slowest", "15"))
+                       options=("--threshold", "60ms", "--slowest", "15"))
     f = r.function("main.charge")
     assert r.doc["slow_calls"] == 10 and f["slow_dropped"] == 0, r.describe()
     assert len(f["slowest_calls"]) == 15, r.describe()
@@ -73,7 +74,7 @@ def test_text_lists_the_slowest_calls_with_stacks():
     lines = out[head:].splitlines()[1:]
     calls = [l for l in lines if l.startswith("  ") and not l.startswith("      ")]
     assert len(calls) == 3, out
-    assert all(re.match(r"  5\d\.\d+ms \(pid \d+, tid \d+, goroutine \d+, ended ", l)
+    assert all(re.match(r"  1\d\d\.\d+ms \(pid \d+, tid \d+, goroutine \d+, ended ", l)
                for l in calls), out
     assert lines[1].strip().startswith("main.charge+"), out
 
