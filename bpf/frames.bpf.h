@@ -22,6 +22,7 @@ struct call_ctx {
 	__u64 depth;
 	__u64 sp;
 	__u32 hist; /* the entry's histogram slot (its cookie's), for a new frame */
+	__u32 slot; /* of the context index holding its frames; RW_IDX_SLOTS: none */
 	bool go;
 };
 
@@ -36,6 +37,7 @@ static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *r
 	c->key.id = c->go ? regs->r14 : (__u32)pid_tgid;
 	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
 	c->hist = 0;
+	c->slot = RW_IDX_SLOTS;
 }
 
 /*
@@ -106,8 +108,8 @@ static __always_inline bool frames__depth(struct rw_frames *fr, struct call_ctx 
 	return true;
 }
 
-/* The frames of key in the context index; NULL when it has none there. */
-static __always_inline struct rw_frames *idx__find(const struct rw_ctx_key *key)
+/* The frames of key in the context index, their slot in *slot; NULL when it has none there. */
+static __always_inline struct rw_frames *idx__find(const struct rw_ctx_key *key, __u32 *slot)
 {
 	__u32 h = rw_idx_hash(key->tgid, key->id);
 
@@ -118,8 +120,10 @@ static __always_inline struct rw_frames *idx__find(const struct rw_ctx_key *key)
 
 		if (!sl)
 			return NULL;
-		if (sl->id == key->id && sl->tgid == key->tgid)
+		if (sl->id == key->id && sl->tgid == key->tgid) {
+			*slot = s;
 			return bpf_map_lookup_elem(&ctx_frames, &s);
+		}
 		if (sl->id == RW_IDX_EMPTY)
 			return NULL;
 	}
@@ -131,7 +135,7 @@ static __always_inline struct rw_frames *idx__find(const struct rw_ctx_key *key)
  * its frames made empty and fresh (a sweep must not take them for idle
  * before their first push); NULL when the key's probes found no room.
  */
-static __always_inline struct rw_frames *idx__claim(const struct rw_ctx_key *key)
+static __always_inline struct rw_frames *idx__claim(const struct rw_ctx_key *key, __u32 *slot)
 {
 	__u32 h = rw_idx_hash(key->tgid, key->id);
 
@@ -163,15 +167,16 @@ static __always_inline struct rw_frames *idx__claim(const struct rw_ctx_key *key
 		fr->stack_hi = 0;
 		asm volatile("" ::: "memory");
 		sl->tgid = key->tgid; /* last: the sweep skips a slot until it is set */
+		*slot = s;
 		return fr;
 	}
 	return NULL;
 }
 
-/* key's frames, in the context index or else in the frames hash map. */
-static __always_inline struct rw_frames *frames__lookup(const struct rw_ctx_key *key)
+/* key's frames, in the context index (*slot set) or else in the frames hash map. */
+static __always_inline struct rw_frames *frames__lookup(const struct rw_ctx_key *key, __u32 *slot)
 {
-	struct rw_frames *fr = idx__find(key);
+	struct rw_frames *fr = idx__find(key, slot);
 
 	if (fr)
 		return fr;
@@ -214,7 +219,7 @@ static __always_inline bool share__take_context(struct rw_share *sh, const struc
  */
 static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 fn_id)
 {
-	struct rw_frames *fr = frames__lookup(&c->key);
+	struct rw_frames *fr = frames__lookup(&c->key, &c->slot);
 	__u64 lo = 0, hi = 0;
 	struct rw_share *sh;
 	__u32 zero = 0;
@@ -232,7 +237,7 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 	}
 	if (!share__take_context(sh, c, fn_id))
 		return NULL;
-	fr = idx__claim(&c->key);
+	fr = idx__claim(&c->key, &c->slot);
 	if (fr) {
 		if (c->go) {
 			fr->stack_lo = lo;
@@ -266,7 +271,7 @@ static __always_inline struct rw_frames *frames__get(struct call_ctx *c, __u32 f
 /* The frames of c's goroutine or thread if any, with c->depth set; else NULL. */
 static __always_inline struct rw_frames *frames__find(struct call_ctx *c)
 {
-	struct rw_frames *fr = frames__lookup(&c->key);
+	struct rw_frames *fr = frames__lookup(&c->key, &c->slot);
 
 	return fr && frames__depth(fr, c) ? fr : NULL;
 }

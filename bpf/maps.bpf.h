@@ -61,6 +61,15 @@ struct {
 	__type(value, struct rw_frames);
 } ctx_frames SEC(".maps");
 
+/* The arguments of calls in the context index (RW_FUNC_ARGS), by slot. Made
+ * with one entry when the tracer captures none (5 MiB otherwise). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_IDX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct rw_ctx_args);
+} ctx_args SEC(".maps");
+
 /* In-flight frames deeper than RW_MAX_FRAMES, a chunk at a time; made as they are needed. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -141,14 +141,42 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
 #define RW_FUNC_TAIL_UNTIMED (1U << 4)
 /* Probed by shared probes (RW_COOKIE_SHARED), not per-process ones. */
 #define RW_FUNC_SHARED (1U << 5)
+/*
+ * Arguments captured: the entry keeps its argument registers (struct
+ * rw_args) for a call in the context index up to RW_ARGS_FRAMES deep, and a
+ * call sent carries them, and the bytes of the strings rw_func.str_args
+ * names, read when it is sent.
+ */
+#define RW_FUNC_ARGS (1U << 6)
+
+/* The registers kept: RAX, RBX, RCX, RDX, RSI, RDI, R8-R11 (Go's and the
+ * System V ABI's integer argument registers), in this order. */
+#define RW_ARG_REGS 10
+#define RW_ARGS_FRAMES 16
+#define RW_MAX_STR_ARGS 4
+#define RW_STR_BYTES 64
+/* rw_func.str_args: byte i, a string's pointer register (an index of
+ * struct rw_args) in bits 0-3 and its length's in bits 4-7 (RW_STR_NUL: up
+ * to a NUL); 0xff: none */
+#define RW_STR_NUL 0xf
+#define RW_STR_NONE 0xff
+
+struct rw_args {
+	__u64 r[RW_ARG_REGS];
+};
+
+/* The arguments of a context index slot's calls, by frame index. */
+struct rw_ctx_args {
+	struct rw_args f[RW_ARGS_FRAMES];
+};
 
 /* Offsets in runtime.g, stable since Go 1.17 (see docs/design.md). */
 #define RW_G_STACK_LO 0
 #define RW_G_STACK_HI 8
 
 struct rw_func {
-	__u64 size; /* bytes of the entry range: checks a morestack return address */
-	__u64 pad0; /* was the threshold: now each (function, process)'s (hist_thresholds) */
+	__u64 size;	/* bytes of the entry range: checks a morestack return address */
+	__u64 str_args; /* with RW_FUNC_ARGS: the strings read (RW_STR_NUL, RW_STR_NONE) */
 	__u32 flags;
 	__u32 goid_offset; /* offset of goid in runtime.g: 152, 160, or 0 when unknown */
 	/*
@@ -203,6 +231,8 @@ _Static_assert(sizeof(struct rw_frame) == 32, "rw_frame layout");
  * with this one.
  */
 #define RW_FRAME_TAIL_OVER (1U << 1)
+/* Its entry kept its arguments (ctx_args, at its slot and frame index). */
+#define RW_FRAME_ARGS (1U << 2)
 
 /* Frames nest: frames[0] is the shallowest, frames[n - 1] the deepest. */
 struct rw_frames {
@@ -397,9 +427,16 @@ struct rw_event {
 	/* bytes of rw_event_copy.copy read from copy_addr up; 0: none (Go, an
 	 * unreadable stack); the record is a struct rw_event_copy when not 0 */
 	__u32 copy_bytes;
-	__u32 pad;
+	__u32 args_kept;     /* 1: args and str_len hold the call's arguments */
+	struct rw_args args; /* at the entry */
+	/* bytes of str[i] read (of rw_func.str_args' string i), or -errno */
+	__s32 str_len[RW_MAX_STR_ARGS];
+	__u8 str[RW_MAX_STR_ARGS][RW_STR_BYTES];
 };
-_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16 + 8 * RW_ARG_REGS +
+						  4 * RW_MAX_STR_ARGS +
+						  RW_MAX_STR_ARGS * RW_STR_BYTES,
+	       "rw_event layout");
 
 /* A native slow call's record: the event, then the top of its user stack. */
 struct rw_event_copy {

@@ -157,6 +157,37 @@ static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgi
 		h->calls++;
 }
 
+/*
+ * Keeps the argument registers of a call about to be pushed at frame index n
+ * of c's context (RW_FUNC_ARGS): in the context index, not too deep.
+ * Whether they were kept.
+ */
+static __always_inline bool args__keep(struct pt_regs *regs, const struct call_ctx *c, __u32 n)
+{
+	struct rw_ctx_args *a;
+	struct rw_args *f;
+	__u32 slot = c->slot;
+
+	if (n >= RW_ARGS_FRAMES || slot >= RW_IDX_SLOTS)
+		return false;
+	a = bpf_map_lookup_elem(&ctx_args, &slot);
+	if (!a)
+		return false;
+	asm volatile("" : "+r"(n));
+	f = &a->f[n & (RW_ARGS_FRAMES - 1)];
+	f->r[0] = regs->ax;
+	f->r[1] = regs->bx;
+	f->r[2] = regs->cx;
+	f->r[3] = regs->dx;
+	f->r[4] = regs->si;
+	f->r[5] = regs->di;
+	f->r[6] = regs->r8;
+	f->r[7] = regs->r9;
+	f->r[8] = regs->r10;
+	f->r[9] = regs->r11;
+	return true;
+}
+
 SEC("uprobe")
 int rw_entry(struct pt_regs *regs)
 {
@@ -190,6 +221,8 @@ int rw_entry(struct pt_regs *regs)
 	frames__purge_deeper(fr, &c.key, c.depth);
 	if (frames__restarted(fr, &c, fn_id, regs->ip, &flags))
 		return 0;
+	if ((fn->flags & RW_FUNC_ARGS) && args__keep(regs, &c, fr->n))
+		flags |= RW_FRAME_ARGS;
 	frames__push(fr, &c, fn, fn_id, regs->ip, flags);
 	return 0;
 }
@@ -347,13 +380,62 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 	e->regs.r15 = regs->r15;
 	e->copy_addr = regs->sp & ~(__u64)(RW_PAGE_SIZE - 1);
 	e->copy_bytes = 0;
-	e->pad = 0;
+	e->args_kept = 0;
+}
+
+/* String i of fn->str_args (a Go string or []byte: pointer and length
+ * registers; C: up to a NUL), read now into e: the bytes read, or -errno. */
+static __always_inline __s32 arg_string__read(struct rw_event *e, const struct rw_func *fn, int i)
+{
+	__u32 spec = (fn->str_args >> (8 * i)) & 0xff, pr = spec & 0xf, lr = spec >> 4;
+	__u64 ptr, len;
+	long r;
+
+	if (spec == RW_STR_NONE || pr >= RW_ARG_REGS)
+		return 0;
+	ptr = e->args.r[pr];
+	if (lr == RW_STR_NUL)
+		return bpf_probe_read_user_str(e->str[i], RW_STR_BYTES, (void *)ptr);
+	if (lr >= RW_ARG_REGS)
+		return 0;
+	len = e->args.r[lr];
+	if (len > RW_STR_BYTES)
+		len = RW_STR_BYTES;
+	if (len == 0)
+		return 0;
+	r = bpf_probe_read_user(e->str[i], len, (void *)ptr);
+	return r ? (__s32)r : (__s32)len;
+}
+
+/*
+ * The arguments its entry kept (frame index idx of c's context, when the
+ * frame says so) into e, and the bytes of its strings, read as it ends.
+ */
+static __always_inline void slow_call__args(struct rw_event *e, const struct call_ctx *c,
+					    const struct rw_func *fn, __u32 idx, __u32 frame_flags)
+{
+	struct rw_ctx_args *a;
+	__u32 slot = c->slot;
+
+	if (!(frame_flags & RW_FRAME_ARGS) || !(fn->flags & RW_FUNC_ARGS) ||
+	    idx >= RW_ARGS_FRAMES || slot >= RW_IDX_SLOTS)
+		return;
+	a = bpf_map_lookup_elem(&ctx_args, &slot);
+	if (!a)
+		return;
+	asm volatile("" : "+r"(idx));
+	e->args = a->f[idx & (RW_ARGS_FRAMES - 1)];
+	e->args_kept = 1;
+#pragma unroll
+	for (int i = 0; i < RW_MAX_STR_ARGS; i++)
+		e->str_len[i] = arg_string__read(e, fn, i);
 }
 
 /* Go's frame-pointer walk (stack[]) is its stack; native code sends its stack's top too. */
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u32 fn_id, __u64 start,
-					    __u64 dur, struct rw_hist *h, bool slow)
+					    __u64 dur, struct rw_hist *h, bool slow, __u32 idx,
+					    __u32 frame_flags)
 {
 	struct rw_event_copy *ec;
 	struct rw_event *e;
@@ -363,6 +445,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 		if (!e)
 			goto full;
 		slow_call__fill(e, regs, c, fn, fn_id, start, dur);
+		slow_call__args(e, c, fn, idx, frame_flags);
 		bpf_ringbuf_submit(e, 0);
 		goto sent;
 	}
@@ -370,6 +453,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	if (!ec)
 		goto full;
 	slow_call__fill(&ec->e, regs, c, fn, fn_id, start, dur);
+	slow_call__args(&ec->e, c, fn, idx, frame_flags);
 	ec->e.copy_bytes = stack_copy__read(ec->copy, ec->e.copy_addr);
 	bpf_ringbuf_submit(ec, 0);
 sent:
@@ -422,7 +506,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 					  const struct call_ctx *c, __u64 now, __u32 hist,
 					  bool tail)
 {
-	__u32 fn_id = top->fn_id, flags = top->flags;
+	__u32 fn_id = top->fn_id, flags = top->flags, idx = fr->n - 1;
 	__u64 start = top->start_ns, dur = now - start;
 	const struct rw_threshold *th;
 	struct rw_hist *h;
@@ -446,7 +530,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 	keep = th->keep && dur >= th->keep_ns && keep__enter(h, th, dur);
 	if ((slow || keep) && slow_call__admit(h, fn, now, slow) &&
 	    share__admit_event(h, c->key.tgid, now, slow))
-		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow);
+		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow, idx, flags);
 	return flags;
 }
 
@@ -469,7 +553,7 @@ int rw_ret(struct pt_regs *regs)
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
-	fr = frames__lookup(&c.key);
+	fr = frames__lookup(&c.key, &c.slot);
 	if (!fr) {
 		if (!tail)
 			stat_inc(RW_STAT_UNMATCHED_RET);

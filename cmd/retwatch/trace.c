@@ -75,6 +75,7 @@ struct trace_run {
 	char *refused_exes[MAX_REFUSED_EXES];
 	size_t nrefused_exes;
 	bool json;
+	bool args;	       /* --args */
 	uint64_t threshold_ns; /* --threshold: events this slow are slow calls */
 	uint64_t slow_calls;
 	struct calibration cal;
@@ -99,6 +100,7 @@ struct trace_args {
 	enum tracer_attach_mode attach_mode;
 	bool json;
 	bool raw;	     /* durations as measured, the probes' bias left in */
+	bool args;	     /* --args: the slow and slowest calls' arguments */
 	bool entry_at_start; /* entry probes at the first byte (tracer_opts) */
 	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
@@ -114,6 +116,7 @@ static void trace_usage(FILE *f)
 		"                      [--cgroup PATH] [--duration SECONDS]\n"
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
 		"                      [--interval SECONDS] [--json] [--raw] [--slowest N]\n"
+		"                      [--args]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE]\n"
 		"                      [--entry-at-start] [--debug-dir DIR...] PATTERN...\n"
 		"\n"
@@ -144,6 +147,9 @@ static void trace_usage(FILE *f)
 		"  --slowest N           print each function's N slowest calls at the end,\n"
 		"                        with their stacks (1 to %d; 0: none; --json has\n"
 		"                        the %d slowest unless told)\n"
+		"  --args                show the slow and slowest calls' arguments: names,\n"
+		"                        types and values from DWARF (strings: their first 64\n"
+		"                        bytes), or the argument registers without it\n"
 		"  --max-overhead BUDGET detach a function from a process when its probes\n"
 		"                        cost more than BUDGET of one CPU there (calls/s x\n"
 		"                        the calibrated cost of a traced call) at two checks\n"
@@ -161,6 +167,29 @@ static void trace_usage(FILE *f)
 		"                        functions' names) in DIR/.build-id/ and DIR/<the\n"
 		"                        file's directory>/ before /usr/lib/debug; repeatable\n",
 		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC, SLOWEST_MAX_KEEP, DEFAULT_SLOWEST);
+}
+
+/* A call's arguments on a line of their own, and what they are when raw. */
+static void print_args(const struct call_args *ca)
+{
+	char text[2048];
+
+	if (!ca->n)
+		return;
+	call_args__text(ca, text, sizeof(text));
+	printf("    args: %s%s\n", text, ca->more ? " ..." : "");
+	if (ca->note)
+		printf("    (%s)\n", ca->note);
+}
+
+static void print_event_args(const struct trace_run *r, const struct tracer_event *ev)
+{
+	struct call_args ca;
+
+	if (!r->args || call_args__render(&ev->args, &ca))
+		return;
+	print_args(&ca);
+	call_args__clear(&ca);
 }
 
 static void on_slow_call(const struct tracer_event *ev, void *ctx)
@@ -184,6 +213,7 @@ static void on_slow_call(const struct tracer_event *ev, void *ctx)
 	if (ev->goid)
 		printf(", goroutine %" PRIu64, ev->goid);
 	printf(")\n");
+	print_event_args(r, ev);
 	n = symbolizer__event_stack(r->sym, ev, pcs, UNWIND_MAX_FRAMES);
 	for (size_t i = 0; i < n; i++) {
 		symbolizer__resolve(r->sym, ev->pid, pcs[i], i == 0, frame, sizeof(frame));
@@ -459,6 +489,11 @@ static cJSON *json_slowest(const struct trace_run *r, size_t i)
 		stack = cJSON_AddArrayToObject(o, "stack");
 		for (size_t f = 0; stack && f < c->nstack; f++)
 			cJSON_AddItemToArray(stack, cJSON_CreateString(c->stack[f]));
+		if (!r->args)
+			continue;
+		cJSON_AddItemToObject(o, "arguments", call_args__json(&c->args));
+		if (c->args.note)
+			cJSON_AddStringToObject(o, "arguments_note", c->args.note);
 	}
 	return arr;
 }
@@ -485,6 +520,7 @@ static void print_slowest(const struct trace_run *r)
 			if (calls[k]->goid)
 				printf(", goroutine %" PRIu64, calls[k]->goid);
 			printf(", ended %s)\n", end);
+			print_args(&calls[k]->args);
 			for (size_t f = 0; f < calls[k]->nstack; f++)
 				printf("      %s\n", calls[k]->stack[f]);
 		}
@@ -502,9 +538,13 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 		/* one reading: the processes' calls add up to the function's */
 		(void)results__hold(r->results, i);
 		results__read(r->results, i, NULL, NULL, &l);
-		cJSON_AddItemToArray(funcs, json_row(r, i, &l));
-		cJSON_AddItemToObject(cJSON_GetArrayItem(funcs, cJSON_GetArraySize(funcs) - 1),
-				      "slowest_calls", json_slowest(r, i));
+		cJSON *row = json_row(r, i, &l);
+		const char *why = results__row(r->results, i)->args_error;
+
+		cJSON_AddItemToArray(funcs, row);
+		cJSON_AddItemToObject(row, "slowest_calls", json_slowest(r, i));
+		if (r->args && why)
+			cJSON_AddStringToObject(row, "arguments_error", why);
 		results__release(r->results);
 	}
 	cJSON_AddItemToObject(root, "functions", funcs);
@@ -956,6 +996,7 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 		return 0;
 	}
 	case 'r': a->raw = true; return 0;
+	case 'A': a->args = true; return 0;
 	case 'e': a->entry_at_start = true; return 0;
 	case 'D': return cmd_debug_dir(arg) ? -EINVAL : 0;
 	case 'o':
@@ -995,6 +1036,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "json", no_argument, NULL, 'j' },
 		{ "slowest", required_argument, NULL, 'S' },
 		{ "raw", no_argument, NULL, 'r' },
+		{ "args", no_argument, NULL, 'A' },
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "entry-at-start", no_argument, NULL, 'e' },
@@ -1004,7 +1046,7 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:ro:a:eD:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:rAo:a:eD:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;
@@ -1098,10 +1140,12 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
 				     .slow_calls_per_sec = args->slow_per_sec,
-				     .entry_at_start = args->entry_at_start };
+				     .entry_at_start = args->entry_at_start,
+				     .capture_args = args->args };
 	struct rw_error err = {};
 
 	r->json = args->json;
+	r->args = args->args;
 	r->threshold_ns = args->threshold_ns;
 	r->cache = topts.cache = binary_cache__new(16);
 	r->t = tracer__new(&topts, &err);
@@ -1126,12 +1170,19 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: out of memory\n");
 		return -1;
 	}
+	if (args->args)
+		results__capture_args(r->results);
 	tracer__set_event_fn(r->t, on_slow_call, r);
 	for (size_t i = 0; i < args->npids; i++)
 		if (add_proc(r, args->pids[i], args, false))
 			return -1;
 	scan_procs(r, args);
 	hint_children(args);
+	for (size_t i = 0; args->args && i < results__nrows(r->results); i++)
+		if (results__row(r->results, i)->args_error)
+			fprintf(stderr, "retwatch: the arguments of %s are not captured: %s\n",
+				results__row(r->results, i)->name,
+				results__row(r->results, i)->args_error);
 	fprintf(stderr, "retwatch: tracing %zu function%s in %zu process%s (%s)%s\n",
 		results__nrows(r->results), results__nrows(r->results) == 1 ? "" : "s", r->nprocs,
 		r->nprocs == 1 ? "" : "es", tracer__attach_mode(r->t),

@@ -195,8 +195,10 @@ struct analysis {
 void bin_analysis__free(struct fn_entry *f)
 {
 	disasm_result__clear(f->dis);
-	if (f->info)
+	if (f->info) {
 		free((void *)f->info->tail_returns);
+		free(f->info->params);
+	}
 	free(f->info);
 	f->info = NULL;
 	f->dis = NULL;

@@ -74,7 +74,8 @@ struct func_info {
 	 * table, or a tail call through a function pointer (not decidable);
 	 * calls never seen returning are tail exits too */
 	size_t nindirect_jumps;
-	bool exits_known; /* the sweep of every range completed */
+	bool exits_known;	    /* the sweep of every range completed */
+	struct func_params *params; /* binary__params' answer, made when asked */
 };
 
 /* Bounds of following tail calls (func_info.tail_returns). */
@@ -209,6 +210,17 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 		    struct inl_list **ret_list, struct rw_error *err);
 /* Whether an inlined copy's name is one that pattern names (as binary__inlined matches). */
 bool binary__inlined_match(const char *pattern, const char *name);
+
+struct func_params;
+/*
+ * The parameters of fi (params.h) as they are at its entry probe's address
+ * (fi->address + site): from DWARF (a Go file's own, a native file's own or
+ * its debug file's), else the ABI's argument registers, unnamed, with why.
+ * Kept with fi (the same site asked again answers at once). NULL on an
+ * error, with a message.
+ */
+const struct func_params *binary__params(struct binary *b, const struct func_info *fi, int64_t site,
+					 struct rw_error *err);
 
 const char *func_source__str(enum func_source s);
 const char *func_mode__str(enum func_mode m);

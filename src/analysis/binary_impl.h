@@ -71,6 +71,9 @@ struct binary {
 	char *dbg_path;
 	char *dbg_note; /* a debug file ignored (a CRC that is not the link's), or NULL */
 	struct dwarfinfo *dwarf;
+	/* a Go file's DWARF, opened for binary__params (the index skips it) */
+	struct dwarfinfo *go_dwarf;
+	bool go_dwarf_tried;
 	struct gopclntab *pcln;
 	char *go_version;
 	struct fn_entry *fns; /* sorted by name, then address */

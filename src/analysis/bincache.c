@@ -55,6 +55,7 @@ static void binary_free(struct binary *b)
 	free(b->names);
 	gopclntab__free(b->pcln);
 	dwarfinfo__free(b->dwarf);
+	dwarfinfo__free(b->go_dwarf);
 	elfbin__free(b->dbg);
 	free(b->dbg_path);
 	free(b->dbg_note);

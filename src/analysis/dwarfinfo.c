@@ -8,6 +8,7 @@
 
 #include "base/cancel.h"
 #include "analysis/dwarfinfo.h"
+#include "analysis/dwarfinfo_impl.h"
 #include "analysis/elfimg.h"
 #include "analysis/inlined.h"
 #include "base/demangle.h"
@@ -15,27 +16,7 @@
 /* Hostile DWARF can nest without end; real code is far shallower. */
 #define MAX_DEPTH 32
 
-#define MAX_SPANS 64
-
-/* The bytes of a .debug_* section, as libdw reads them. */
-struct span {
-	const char *p;
-	size_t n;
-};
-
-struct dwarfinfo {
-	Dwarf *dw;
-	struct span spans[MAX_SPANS];
-	size_t nspans;
-	struct dwarf_func *funcs;
-	size_t nfuncs, cap;
-};
-
-/*
- * libdw returns a string of a hostile .debug_str without checking that it
- * ends inside the section: accept a name only when its terminator does.
- */
-static const char *checked(const struct dwarfinfo *di, const char *s)
+const char *dwarfinfo__checked(const struct dwarfinfo *di, const char *s)
 {
 	for (size_t i = 0; s && i < di->nspans; i++) {
 		const struct span *sp = &di->spans[i];
@@ -78,11 +59,11 @@ static const char *func_name(const struct dwarfinfo *di, Dwarf_Die *die)
 	/* a C++ or Rust symbol is found by its linkage name, as in .symtab */
 	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
 	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
-		name = checked(di, dwarf_formstring(&attr));
+		name = dwarfinfo__checked(di, dwarf_formstring(&attr));
 		if (name && *name)
 			return name;
 	}
-	name = checked(di, dwarf_diename(die));
+	name = dwarfinfo__checked(di, dwarf_diename(die));
 	return name && *name ? name : NULL;
 }
 
@@ -162,6 +143,22 @@ static int func_cmp(const void *a, const void *b)
 	const struct dwarf_func *x = a, *y = b;
 
 	return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+int dwarfinfo__open(Elf *elf, struct dwarfinfo **ret_di)
+{
+	struct dwarfinfo *di = calloc(1, sizeof(*di));
+
+	if (!di)
+		return -ENOMEM;
+	di->dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (!di->dw) {
+		free(di);
+		return -ENOENT;
+	}
+	find_spans(di, elf);
+	*ret_di = di;
+	return 0;
 }
 
 int dwarfinfo__load(Elf *elf, struct dwarfinfo **ret_di, struct rw_error *err)
@@ -374,7 +371,7 @@ static const char *inl_name(struct inl_walk *w, Dwarf_Die *die)
 	const char *plain = NULL, *linkage = func_name(w->di, die);
 
 	if (dwarf_attr_integrate(die, DW_AT_name, &attr))
-		plain = checked(w->di, dwarf_formstring(&attr));
+		plain = dwarfinfo__checked(w->di, dwarf_formstring(&attr));
 	if (plain && *plain && w->match(plain, w->arg))
 		return plain;
 	if (!linkage || linkage == plain)

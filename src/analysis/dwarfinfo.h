@@ -32,6 +32,12 @@ struct dwarfinfo;
 
 /* 0, -ENOENT when the file has no DWARF, -EINVAL/-ENOMEM with a message. */
 int dwarfinfo__load(Elf *elf, struct dwarfinfo **ret_di, struct rw_error *err);
+/*
+ * The file's DWARF without its function list (dwarfinfo__funcs is empty):
+ * for params.h's lookups in a Go binary, whose DWARF is large. 0, -ENOENT
+ * when the file has none, -ENOMEM.
+ */
+int dwarfinfo__open(Elf *elf, struct dwarfinfo **ret_di);
 void dwarfinfo__free(struct dwarfinfo *di);
 /* Sorted by entry. */
 const struct dwarf_func *dwarfinfo__funcs(const struct dwarfinfo *di, size_t *ret_n);

@@ -52,6 +52,7 @@ struct results {
 	uint64_t window_ns;
 	struct symbolizer *sym;
 	uint64_t recent_ns; /* results__recent's window; 0: none */
+	bool capture_args;  /* results__capture_args */
 };
 
 static bool streq(const char *a, const char *b)
@@ -101,6 +102,7 @@ void results__free(struct results *r)
 	for (size_t i = 0; i < r->nrows; i++) {
 		free(r->rows[i].name);
 		free(r->rows[i].reason);
+		free(r->rows[i].args_error);
 		slowest__free(r->rows[i].slowest);
 		recent__free(r->rows[i].recent);
 	}
@@ -149,6 +151,25 @@ size_t results__describe(struct results *r, const struct func_info *fi)
 	return k;
 }
 
+/* Captures the arguments of m's functions; a row says why it cannot (the first reason). */
+static void member__capture_args(struct results *r, const struct member *m)
+{
+	for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
+		struct results_row *w = &r->rows[m->rows[i]];
+		struct rw_error err = { 0 };
+
+		if (tracer_target__capture_args(r->t, m->target, i, &err) && !w->args_error)
+			w->args_error = strdup(err.msg);
+	}
+}
+
+void results__capture_args(struct results *r)
+{
+	r->capture_args = true;
+	for (const struct member *m = r->members; m; m = m->next)
+		member__capture_args(r, m);
+}
+
 int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		 const char *container)
 {
@@ -181,6 +202,8 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 	for (size_t i = 0; i < n && r->keep; i++)
 		tracer_target__keep_slowest(r->t, tt, i, (unsigned int)r->keep,
 					    slowest__floor(r->rows[m->rows[i]].slowest), false);
+	if (r->capture_args)
+		member__capture_args(r, m);
 	return 0;
 nomem:
 	if (m)
@@ -454,7 +477,7 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 	const struct member *m;
 	struct slowest *s;
 	char frame[512];
-	size_t k = 0, n;
+	size_t k = 0, n, fi = 0;
 	bool found = false;
 
 	if (!r->keep)
@@ -466,6 +489,7 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 			if (tracer_target__func(m->target, i)->fn_id == ev->fn_id &&
 			    !tracer_target__detached(m->target, i)) {
 				k = m->rows[i];
+				fi = i;
 				found = true;
 				break;
 			}
@@ -485,8 +509,11 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 	c.pid = ev->pid;
 	c.tid = ev->tid;
 	c.goid = ev->goid;
+	/* another probe's capture is not this one's to show */
 	if ((m->pod && !(c.pod = strdup(m->pod))) ||
-	    (m->container && !(c.container = strdup(m->container)))) {
+	    (m->container && !(c.container = strdup(m->container))) ||
+	    (r->capture_args && tracer_target__captures(m->target, fi) &&
+	     call_args__render(&ev->args, &c.args))) {
 		slow_call__clear(&c);
 		return false;
 	}

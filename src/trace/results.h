@@ -37,6 +37,7 @@ struct results_row {
 	struct slowest *slowest; /* its slowest calls kept; NULL: none */
 	struct recent *recent;	 /* its readings for results__recent */
 	bool seeded;		 /* done holds counts written before (results__seed) */
+	char *args_error;	 /* why its arguments are not captured (results__capture_args) */
 };
 
 /* Whose call a slow-call event is. */
@@ -106,6 +107,13 @@ int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
  * its row's slowest now (now_ns: clock__mono_ns()). Whether it was.
  */
 bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t now_ns);
+/*
+ * Captures the arguments of every function of r's targets, now and as they
+ * are added (tracer_target__capture_args): the slowest calls kept carry
+ * them (struct slow_call.args); a row whose function cannot have them says
+ * why (args_error). Only this r's own targets' calls carry them.
+ */
+void results__capture_args(struct results *r);
 /* Begins the windows of slowest calls due by now_ns. Call it each interval. */
 void results__tick(struct results *r, uint64_t now_ns);
 /*

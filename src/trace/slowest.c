@@ -22,6 +22,7 @@ void slow_call__clear(struct slow_call *c)
 	free(c->container);
 	for (size_t i = 0; i < c->nstack; i++)
 		free(c->stack[i]);
+	call_args__clear(&c->args);
 	memset(c, 0, sizeof(*c));
 }
 

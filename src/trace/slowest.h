@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "trace/callargs.h"
+
 /* The most calls kept per function, and frames per call. */
 #define SLOWEST_MAX_KEEP 20
 #define SLOWEST_MAX_FRAMES 16
@@ -29,6 +31,7 @@ struct slow_call {
 	char *pod, *container;		 /* NULL without groups */
 	char *stack[SLOWEST_MAX_FRAMES]; /* innermost first */
 	size_t nstack;
+	struct call_args args; /* n 0: not captured */
 };
 
 /* Frees what c holds (not c). */

@@ -91,6 +91,9 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	if (!t->skel)
 		return rw_error_set(err, errno, "failed to open the BPF programs: %s",
 				    strerror(errno));
+	/* the arguments' room (5 MiB) only where they may be captured */
+	if (!t->capture_args)
+		bpf_map__set_max_entries(t->skel->maps.ctx_args, 1);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
 	e = trace__load(t->skel);
@@ -160,6 +163,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		ev.stack_copy_len = e->copy_bytes;
 		ev.stack_copy_addr = e->copy_addr;
 	}
+	event__args(t, e, &ev);
 	t->event_fn(&ev, t->event_ctx);
 	return polled(t);
 }
@@ -232,6 +236,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
 	t->starttimes = !clock__boottime_shifted();
 	t->entry_at_start = opts && opts->entry_at_start;
+	t->capture_args = opts && opts->capture_args;
 	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
@@ -331,6 +336,7 @@ void tracer__free(struct tracer *t)
 		if (t->hist_page_fds[i] >= 0)
 			close(t->hist_page_fds[i]);
 	free(t->hist_page_fds);
+	free(t->args_of);
 	free(t->hist_page_used);
 	if (t->own_cache)
 		binary_cache__free(t->cache);
@@ -659,7 +665,8 @@ int tracer_target__keep_slowest(struct tracer *t, struct tracer_target *tt, size
 
 	if (i >= tt->nfuncs || keep > TRACER_MAX_KEEP)
 		return -EINVAL;
-	tt->keep[i] = (struct target_keep){ .n = keep, .floor_ns = keep ? floor_ns : 0 };
+	tt->keep[i].n = keep;
+	tt->keep[i].floor_ns = keep ? floor_ns : 0;
 	s = tt->slots[i];
 	b = s ? slot__batch(s, tt->pid) : NULL;
 	if (!b || !b->has_hist)

@@ -64,6 +64,9 @@ struct tracer_opts {
 	/* tracer__tick drops calls in flight untouched this long (0:
 	 * TRACER_SWEEP_AGE_NS): a test's shorter age times the same sweep */
 	uint64_t sweep_age_ns;
+	/* tracer_target__capture_args may be asked (the kernel then holds
+	 * 5 MiB of room for arguments); else it refuses */
+	bool capture_args;
 };
 
 /* Calls in flight untouched this long will not return (tracer__tick). */
@@ -88,6 +91,21 @@ struct tracer_func {
 	bool go_key;		      /* keyed by goroutine, else by thread */
 };
 
+/* Arguments of a call (tracer_target__capture_args), as its entry probe read them. */
+#define TRACER_ARG_REGS 10
+#define TRACER_STR_ARGS 4
+struct tracer_args {
+	/* NULL: none kept (the function's arguments are not captured, or the
+	 * call was too deep or on a goroutine or thread outside the
+	 * kernel's index); else its parameters, what regs and str hold */
+	const struct func_params *params;
+	uint64_t regs[TRACER_ARG_REGS]; /* enum param_reg's order */
+	/* the first bytes of the strings the parameters' string slots name,
+	 * read as the call ended: str_len[i] bytes, or -errno */
+	const uint8_t *str[TRACER_STR_ARGS];
+	int str_len[TRACER_STR_ARGS];
+};
+
 /* A slow call, as delivered by tracer__poll. */
 struct tracer_event {
 	pid_t pid;
@@ -109,6 +127,7 @@ struct tracer_event {
 	const uint8_t *stack_copy;
 	size_t stack_copy_len;
 	uint64_t stack_copy_addr;
+	struct tracer_args args;
 };
 
 typedef void (*tracer_event_fn)(const struct tracer_event *ev, void *ctx);
@@ -226,6 +245,19 @@ int tracer_target__detach(struct tracer *t, struct tracer_target *target, size_t
 int tracer_target__reattach(struct tracer *t, struct tracer_target *target, size_t i,
 			    struct rw_error *err);
 bool tracer_target__detached(const struct tracer_target *target, size_t i);
+
+/*
+ * Captures the arguments of target's function i (its entry's argument
+ * registers; the strings its parameters name, read as a call is sent):
+ * every call of it the event callback gets carries them in ev->args, for
+ * every process of the file (a caller that shows them to only some checks
+ * which target asked: tracer_target__captures). Its parameters come from
+ * binary__params. -EPERM when tracer_opts.capture_args was not set; 0, or
+ * -errno with a message.
+ */
+int tracer_target__capture_args(struct tracer *t, struct tracer_target *target, size_t i,
+				struct rw_error *err);
+bool tracer_target__captures(const struct tracer_target *target, size_t i);
 
 void tracer__set_event_fn(struct tracer *t, tracer_event_fn fn, void *ctx);
 /* Delivers slow-call events, at most TRACER_POLL_MAX_EVENTS (the rest stay

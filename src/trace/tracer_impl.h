@@ -120,10 +120,12 @@ struct tracer_target {
 	struct latency **base; /* a shared histogram's counts when added, per function */
 	/* per function: what it counted before it was detached (NULL: never) */
 	struct latency **kept;
-	/* per function: the slowest calls kept (tracer_target__keep_slowest) */
+	/* per function: the slowest calls kept (tracer_target__keep_slowest),
+	 * and whether this target asked for its arguments */
 	struct target_keep {
 		uint32_t n;
 		uint64_t floor_ns;
+		bool args;
 	} * keep;
 	size_t nfuncs;
 	struct tracer_target *next;
@@ -181,7 +183,17 @@ struct tracer {
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;
 	uint64_t share_changes, share_change_failures;
+	/* tracer_opts.capture_args; each function slot's parameters while its
+	 * arguments are captured (RW_MAX_FUNCS, made when first asked) */
+	bool capture_args;
+	const struct func_params **args_of;
 };
+
+/* tracer_args.c: a slot's arguments no longer captured (its id is given back). */
+void slot__forget_args(struct tracer *t, uint32_t fn_id);
+/* An event's arguments (rw_event.args_kept) into ev. */
+struct rw_event;
+void event__args(const struct tracer *t, const struct rw_event *e, struct tracer_event *ev);
 
 /*
  * tracer_hist.c: ids of the kernel's function and histogram slots, and the

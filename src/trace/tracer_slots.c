@@ -448,6 +448,7 @@ void file__drop_slots(struct tracer *t, struct attached_file *f, struct slot **s
 
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &slots[i]->fn_id, &off,
 				    BPF_ANY);
+		slot__forget_args(t, slots[i]->fn_id);
 		idpool__release(&t->fn_ids, slots[i]->fn_id, true);
 		for (size_t k = 0; k < f->nslots; k++) {
 			if (f->slots[k] == slots[i]) {
@@ -728,6 +729,7 @@ void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_
 			break;
 		}
 	}
+	slot__forget_args(t, s->fn_id);
 	idpool__release(&t->fn_ids, s->fn_id, true);
 	free(s);
 }

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A function's parameters as its entry probe can read them: for each, its
+ * name and type from DWARF, what kind of value it is, and the registers
+ * that hold it at the probe's address (the entry site), or why it cannot be
+ * read there (on the stack, in a floating-point register, optimized out).
+ * Without DWARF for the function, the registers its ABI passes arguments
+ * in, unnamed (raw).
+ */
+#ifndef RETWATCH_PARAMS_H
+#define RETWATCH_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/rwerr.h"
+
+struct dwarfinfo;
+
+/*
+ * The registers an entry probe captures, in this order (the kernel's
+ * struct rw_args): Go's register ABI passes integer arguments in RAX, RBX,
+ * RCX, RDI, RSI, R8-R11; the System V ABI in RDI, RSI, RDX, RCX, R8, R9.
+ */
+enum param_reg {
+	PREG_RAX,
+	PREG_RBX,
+	PREG_RCX,
+	PREG_RDX,
+	PREG_RSI,
+	PREG_RDI,
+	PREG_R8,
+	PREG_R9,
+	PREG_R10,
+	PREG_R11,
+	PREG__COUNT,
+};
+
+enum param_kind {
+	PARAM_INT,
+	PARAM_UINT,
+	PARAM_BOOL,
+	PARAM_PTR,
+	PARAM_STRING,  /* Go string: pointer and length */
+	PARAM_BYTES,   /* Go []byte: pointer, length (and capacity) */
+	PARAM_CSTRING, /* char *: up to its NUL */
+	PARAM_OTHER,   /* not read: its type is named */
+};
+
+#define PARAMS_MAX 16
+#define PARAM_NAME_LEN 48
+#define PARAM_TYPE_LEN 80
+#define PARAM_MAX_REGS 2
+/* Parameters whose bytes the kernel reads when a call is sent: the first ones. */
+#define PARAMS_MAX_STRINGS 4
+/* Bytes of a string read. */
+#define PARAMS_STRING_BYTES 64
+
+struct param {
+	char name[PARAM_NAME_LEN];
+	char type[PARAM_TYPE_LEN];
+	uint8_t kind; /* enum param_kind */
+	uint8_t size; /* bytes of an integer */
+	uint8_t nregs;
+	uint8_t regs[PARAM_MAX_REGS]; /* enum param_reg: the value, or pointer then length */
+	int8_t string;		      /* its string slot (< PARAMS_MAX_STRINGS), -1: none */
+	const char *why;	      /* not read: why; else NULL */
+};
+
+struct func_params {
+	struct param p[PARAMS_MAX];
+	size_t n;
+	size_t more; /* parameters past PARAMS_MAX, not listed */
+	size_t nstrings;
+	/* no DWARF describes the function: p holds its ABI's argument
+	 * registers, named by register */
+	bool raw;
+	const char *raw_why; /* why raw */
+	int64_t site;	     /* the address they were read at, from the entry */
+};
+
+/*
+ * The parameters of the function entered at entry, as they are at the
+ * address site (its entry probe's), from di; go: Go code (no char *). 0,
+ * -ENOENT when di has no such function, -EFBIG past a bound of work,
+ * -EINVAL on DWARF that cannot be believed, with a message.
+ */
+int params__from_dwarf(const struct dwarfinfo *di, uint64_t entry, uint64_t site, bool go,
+		       struct func_params *ret, struct rw_error *err);
+/* The registers go's or System V's ABI passes the first integer arguments in, unnamed. */
+void params__raw(struct func_params *ret, bool go, const char *why);
+/*
+ * Packs the string slots of fp for the kernel (struct rw_func.str_args):
+ * byte i is slot i's pointer register, and in its high half its length
+ * register (0xf: up to a NUL); 0xff: unused.
+ */
+uint64_t params__kernel_strings(const struct func_params *fp);
+
+#endif

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/params.h"
+#include "trace/callargs.h"
+#include "trace/tracer.h"
+
+/* A Go length past this is no string's: the register held something else. */
+#define MAX_STRING_LEN (1ULL << 40)
+
+/* bytes, printable ASCII as they are, the rest as \xNN (and \\), NUL-terminated. */
+static char *escape(const uint8_t *b, size_t n)
+{
+	char *s = malloc(n * 4 + 1), *p = s;
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == '\\') {
+			*p++ = '\\';
+			*p++ = '\\';
+		} else if (b[i] >= 0x20 && b[i] < 0x7f) {
+			*p++ = (char)b[i];
+		} else {
+			p += sprintf(p, "\\x%02x", b[i]);
+		}
+	}
+	*p = 0;
+	return s;
+}
+
+static char *fmt(const char *f, uint64_t v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), f, v);
+	return strdup(buf);
+}
+
+static int64_t sign_extend(uint64_t v, unsigned int size)
+{
+	unsigned int shift = size >= 8 ? 0 : 64 - 8 * size;
+
+	return (int64_t)(v << shift) >> shift;
+}
+
+static uint64_t zero_extend(uint64_t v, unsigned int size)
+{
+	return size >= 8 ? v : v & ((1ULL << (8 * size)) - 1);
+}
+
+/* The string of p (its slot's bytes), into a. */
+static void render_string(const struct param *p, const struct tracer_args *ta, struct call_arg *a)
+{
+	uint64_t len = p->kind == PARAM_CSTRING ? 0 : ta->regs[p->regs[1]];
+	uint64_t ptr = ta->regs[p->regs[0]];
+	char why[96];
+	int got;
+
+	a->length = -1;
+	if (p->kind != PARAM_CSTRING && len > MAX_STRING_LEN) {
+		snprintf(why, sizeof(why), "a length of %" PRIu64 " is not a string's", len);
+		a->error = strdup(why);
+		return;
+	}
+	if (p->kind == PARAM_CSTRING && !ptr) {
+		a->value = strdup("NULL");
+		return;
+	}
+	if (p->string < 0 || p->string >= TRACER_STR_ARGS) {
+		a->length = (int64_t)len;
+		a->error = strdup("not read: the probe reads the first 4 strings of a call");
+		return;
+	}
+	got = ta->str_len[p->string];
+	if (got < 0) {
+		snprintf(why, sizeof(why), "its bytes at 0x%" PRIx64 " could not be read (%s)", ptr,
+			 strerror(-got));
+		a->length = p->kind == PARAM_CSTRING ? -1 : (int64_t)len;
+		a->error = strdup(why);
+		return;
+	}
+	a->quoted = true;
+	if (p->kind == PARAM_CSTRING) {
+		/* read up to and with its NUL; none in the bytes read: cut */
+		size_t n = got > 0 && !ta->str[p->string][got - 1] ? (size_t)got - 1 : (size_t)got;
+
+		a->truncated = !(got > 0 && !ta->str[p->string][got - 1]);
+		a->length = a->truncated ? -1 : (int64_t)n;
+		a->value = escape(ta->str[p->string], n);
+		return;
+	}
+	a->length = (int64_t)len;
+	a->truncated = (uint64_t)got < len;
+	a->value = escape(ta->str[p->string], (size_t)got);
+}
+
+static void render_one(const struct param *p, const struct tracer_args *ta, bool raw,
+		       struct call_arg *a)
+{
+	uint64_t v = p->nregs ? ta->regs[p->regs[0] % TRACER_ARG_REGS] : 0;
+	char buf[32];
+
+	a->length = -1;
+	if (p->why) {
+		a->error = strdup(p->why);
+		return;
+	}
+	switch (p->kind) {
+	case PARAM_INT:
+		snprintf(buf, sizeof(buf), "%" PRId64, sign_extend(v, p->size));
+		a->value = strdup(buf);
+		break;
+	case PARAM_UINT:
+		a->value = fmt(raw ? "0x%" PRIx64 : "%" PRIu64, zero_extend(v, p->size));
+		break;
+	case PARAM_BOOL: a->value = strdup(v & 0xff ? "true" : "false"); break;
+	case PARAM_PTR: a->value = fmt("0x%" PRIx64, v); break;
+	case PARAM_STRING:
+	case PARAM_BYTES:
+	case PARAM_CSTRING: render_string(p, ta, a); break;
+	default: a->error = strdup("not read");
+	}
+}
+
+int call_args__render(const struct tracer_args *ta, struct call_args *ret)
+{
+	const struct func_params *fp = ta->params;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!fp || !fp->n)
+		return 0;
+	ret->a = calloc(fp->n, sizeof(*ret->a));
+	if (!ret->a)
+		return -ENOMEM;
+	ret->n = fp->n;
+	ret->more = fp->more;
+	ret->note = fp->raw ? fp->raw_why : NULL;
+	for (size_t i = 0; i < fp->n; i++) {
+		struct call_arg *a = &ret->a[i];
+
+		a->name = strdup(fp->p[i].name);
+		a->type = strdup(fp->p[i].type);
+		render_one(&fp->p[i], ta, fp->raw, a);
+		if (!a->name || !a->type || (!a->value && !a->error)) {
+			call_args__clear(ret);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void call_args__clear(struct call_args *ca)
+{
+	for (size_t i = 0; ca->a && i < ca->n; i++) {
+		free(ca->a[i].name);
+		free(ca->a[i].type);
+		free(ca->a[i].value);
+		free(ca->a[i].error);
+	}
+	free(ca->a);
+	memset(ca, 0, sizeof(*ca));
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+	char *d = s ? strdup(s) : NULL;
+
+	if (s && !d)
+		*failed = true;
+	return d;
+}
+
+int call_args__copy(const struct call_args *from, struct call_args *to)
+{
+	bool failed = false;
+
+	*to = *from;
+	to->a = NULL;
+	to->n = 0;
+	if (!from->n)
+		return 0;
+	to->a = calloc(from->n, sizeof(*to->a));
+	if (!to->a)
+		return -ENOMEM;
+	to->n = from->n;
+	for (size_t i = 0; i < from->n; i++) {
+		to->a[i] = from->a[i];
+		to->a[i].name = dup_or_null(from->a[i].name, &failed);
+		to->a[i].type = dup_or_null(from->a[i].type, &failed);
+		to->a[i].value = dup_or_null(from->a[i].value, &failed);
+		to->a[i].error = dup_or_null(from->a[i].error, &failed);
+	}
+	if (failed) {
+		call_args__clear(to);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+cJSON *call_args__json(const struct call_args *ca)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; arr && i < ca->n; i++) {
+		const struct call_arg *a = &ca->a[i];
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o)
+			break;
+		cJSON_AddItemToArray(arr, o);
+		cJSON_AddStringToObject(o, "name", a->name);
+		cJSON_AddStringToObject(o, "type", a->type);
+		if (a->value)
+			cJSON_AddStringToObject(o, "value", a->value);
+		if (a->length >= 0)
+			cJSON_AddNumberToObject(o, "length", (double)a->length);
+		if (a->truncated)
+			cJSON_AddBoolToObject(o, "truncated", true);
+		if (a->error)
+			cJSON_AddStringToObject(o, "error", a->error);
+	}
+	return arr;
+}
+
+void call_args__text(const struct call_args *ca, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = 0;
+	for (size_t i = 0; i < ca->n && at < len; i++) {
+		const struct call_arg *a = &ca->a[i];
+		bool quote = a->value && a->quoted;
+		int w;
+
+		if (a->value)
+			w = snprintf(buf + at, len - at, "%s%s=%s%s%s%s", i ? " " : "", a->name,
+				     quote ? "\"" : "", a->value, quote ? "\"" : "",
+				     a->truncated ? "..." : "");
+		else
+			w = snprintf(buf + at, len - at, "%s%s=(%s)", i ? " " : "", a->name,
+				     a->error);
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A call's arguments as text: each parameter's name, type and value (or why
+ * it was not read), from what its entry probe kept (struct tracer_args).
+ * Strings are shown as read, at most PARAMS_STRING_BYTES of them, bytes
+ * outside printable ASCII escaped (\xNN), with their length.
+ */
+#ifndef RETWATCH_CALLARGS_H
+#define RETWATCH_CALLARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+struct tracer_args;
+
+struct call_arg {
+	char *name, *type;
+	char *value; /* NULL: not read (error says why) */
+	char *error;
+	int64_t length; /* of a string: its bytes; -1: not known */
+	bool truncated; /* value holds its first bytes only */
+	bool quoted;	/* a string's bytes, quoted in text */
+};
+
+struct call_args {
+	struct call_arg *a;
+	size_t n;
+	size_t more;	  /* parameters not listed */
+	const char *note; /* raw registers: why (static) */
+};
+
+/* Renders what ta holds (nothing when ta->params is NULL). 0, -ENOMEM. */
+int call_args__render(const struct tracer_args *ta, struct call_args *ret);
+void call_args__clear(struct call_args *ca);
+int call_args__copy(const struct call_args *from, struct call_args *to);
+/* A JSON array of {name, type, value | error, length, truncated}. */
+cJSON *call_args__json(const struct call_args *ca);
+/* `name=value ...` on one line, strings quoted. */
+void call_args__text(const struct call_args *ca, char *buf, size_t len);
+
+#endif
