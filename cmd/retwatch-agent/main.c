@@ -66,6 +66,7 @@ static void usage_synopsis(FILE *f)
 		   "                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
 		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
 		   "                      [--calibrate-every DURATION]\n"
+		   "                      [--argument-capture allow|deny]\n"
 		   "       retwatch-agent --self-check | --version\n"
 		   "\n"
 		   "Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -115,6 +116,11 @@ static void usage_limits(FILE *f)
 		"                         second across the cluster: nodes write less often\n"
 		"                         than spec.reportInterval when many report (default\n"
 		"                         50; 0: no limit; read from the summary writer)\n"
+		"  --argument-capture allow|deny\n"
+		"                         whether a probe's spec.captureArguments may have\n"
+		"                         its calls' arguments read and reported (default\n"
+		"                         allow; deny: such a probe is traced without them,\n"
+		"                         and its status says why)\n"
 		"  --report-budget BYTES  a probe's report of this node, and a probe's status,\n"
 		"                         stay under BYTES (such as 1Mi, 512Ki or 1048576;\n"
 		"                         default 1Mi, at least 32Ki): past it, each function\n"
@@ -365,6 +371,14 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->layer_roots[cli->nlayer_roots++] = optarg;
 		break;
+	case 'X':
+		if (strcmp(optarg, "allow") && strcmp(optarg, "deny")) {
+			fprintf(stderr,
+				"retwatch-agent: --argument-capture must be allow or deny\n");
+			return 2;
+		}
+		cli->ao.deny_args = !strcmp(optarg, "deny");
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -397,6 +411,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "analysis-timeout", required_argument, NULL, 'T' },
 		{ "calibrate-every", required_argument, NULL, 'B' },
+		{ "argument-capture", required_argument, NULL, 'X' },
 		{ "self-check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },

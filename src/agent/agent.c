@@ -277,7 +277,8 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 				     .slow_calls_per_sec = o->slow_calls_per_sec,
 				     .share_contexts = o->ns_inflight,
 				     .share_slow_calls_per_sec = o->ns_slow_calls_per_sec,
-				     .tenant_of = tenant_of };
+				     .tenant_of = tenant_of,
+				     .capture_args = !o->deny_args };
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)
@@ -290,6 +291,7 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->env.sym = symbolizer__new(a->cache);
 	a->env.procs = nodeprocs__new("/proc");
 	a->env.max_ns_funcs = o->max_ns_funcs;
+	a->env.deny_args = o->deny_args;
 	a->env.analyzer = analyzer__new(a->notify_fd, o->analysis_timeout_ns);
 	a->manager = status__node_manager(o->node);
 	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->env.analyzer ||

@@ -40,6 +40,8 @@ struct agent_opts {
 	/* the probes' bias and cost are calibrated at start and again this
 	 * often (calibrate.h); 0: at start only */
 	uint64_t calibrate_every_ns;
+	/* --argument-capture deny: no probe's calls carry their arguments */
+	bool deny_args;
 };
 
 struct agent;

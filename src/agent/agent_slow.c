@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/latency.h"
 #include "base/log.h"
+#include "trace/callargs.h"
 #include "trace/results.h"
 #include "trace/symbolize.h"
 #include "agent/agent_impl.h"
@@ -18,6 +19,7 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 {
 	char dur[LATENCY_FMT_LEN], frame[512];
 	uint64_t pcs[UNWIND_MAX_FRAMES];
+	struct call_args args;
 	cJSON *log, *stack;
 	size_t n;
 
@@ -37,6 +39,12 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 	cJSON_AddNumberToObject(log, "tid", ev->tid);
 	if (ev->goid)
 		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
+	if (fprobe__captures(p) && !call_args__render(&ev->args, &args) && args.n) {
+		cJSON_AddItemToObject(log, "arguments", call_args__json(&args));
+		if (args.note)
+			cJSON_AddStringToObject(log, "arguments_note", args.note);
+		call_args__clear(&args);
+	}
 	stack = cJSON_AddArrayToObject(log, "stack");
 	n = symbolizer__event_stack(a->env.sym, ev, pcs, UNWIND_MAX_FRAMES);
 	for (size_t k = 0; k < n; k++) {

@@ -84,6 +84,11 @@ void fprobe__free(struct fprobe *p, const char *why)
 	free(p);
 }
 
+bool fprobe__captures(const struct fprobe *p)
+{
+	return p->valid && p->spec.capture_args && !p->env->deny_args;
+}
+
 static void apply_spec(struct fprobe *p, const cJSON *obj)
 {
 	struct rw_error err = { "" };
@@ -96,6 +101,8 @@ static void apply_spec(struct fprobe *p, const cJSON *obj)
 	if (p->valid && p->results &&
 	    results__keep_slowest(p->results, p->spec.keep, p->spec.window_ns, p->env->sym))
 		log_warn("probe %s/%s: no memory to keep its slowest calls", p->ns, p->name);
+	if (p->valid && p->results && fprobe__captures(p))
+		results__capture_args(p->results);
 	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
 	p->expired = false;
 	if (!p->valid)
@@ -431,6 +438,8 @@ void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJS
 		.spec_err = p->spec_err,
 		.expires = p->created + (time_t)(p->spec.lifetime_ns / NS_PER_S),
 		.keep = p->valid ? p->spec.keep : 0,
+		.args_asked = p->valid && p->spec.capture_args,
+		.args_denied = p->env->deny_args,
 	};
 	struct status_probe sp = about(p);
 

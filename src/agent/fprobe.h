@@ -77,6 +77,8 @@ size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods,
 /* Whether a slow call of p may be logged at now (clock__mono_ns()): at most
  * per_sec a second (0: no limit); the others are counted in slow_unlogged. */
 bool fprobe__may_log_slow_call(struct fprobe *p, uint64_t now, uint32_t per_sec);
+/* Whether the probe's calls carry their arguments: it asks, and the agent allows it. */
+bool fprobe__captures(const struct fprobe *p);
 
 /* Writes this node's report when its interval passed and it changed (now:
  * clock__mono_ns()); pods: this node's, for their revisions. */

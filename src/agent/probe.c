@@ -211,10 +211,11 @@ static void keep_only(cJSON *obj, const char *const *keep)
 
 void probe_spec__trim(cJSON *spec)
 {
-	static const char *const fields[] = { "selector",	"containers",	 "executable",
-					      "functions",	"slowThreshold", "lifetime",
-					      "reportInterval", "maxOverhead",	 "slowCalls",
-					      "window",		PROBE_REFUSED,	 NULL };
+	static const char *const fields[] = {
+		"selector",	    "containers",     "executable",  "functions", "slowThreshold",
+		"lifetime",	    "reportInterval", "maxOverhead", "slowCalls", "window",
+		"captureArguments", PROBE_REFUSED,    NULL
+	};
 	static const char *const selector[] = { "matchLabels", "matchExpressions", NULL };
 	static const char *const slow_calls[] = { "keep", NULL };
 	struct rw_error err = { "" };
@@ -369,6 +370,17 @@ static int parse_durations(const cJSON *spec, struct probe_spec *s, struct rw_er
 	return 0;
 }
 
+/* spec.captureArguments: the slowest and slow calls carry their arguments. */
+static int parse_capture(const cJSON *v, struct probe_spec *s, struct rw_error *err)
+{
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v))
+		return rw_error_set(err, EINVAL, "spec.captureArguments must be true or false");
+	s->capture_args = cJSON_IsTrue(v);
+	return 0;
+}
+
 /* spec.slowCalls.keep: the slowest calls each function's reports keep. */
 static int parse_slow_calls(const cJSON *v, struct probe_spec *s, struct rw_error *err)
 {
@@ -468,6 +480,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 		e = parse_max_overhead(field(spec, "maxOverhead"), ret, err);
 	if (!e)
 		e = parse_slow_calls(field(spec, "slowCalls"), ret, err);
+	if (!e)
+		e = parse_capture(field(spec, "captureArguments"), ret, err);
 	if (e)
 		probe_spec__free(ret);
 	return e;

@@ -60,6 +60,9 @@ struct probe_spec {
 	double max_overhead;
 	uint64_t window_ns; /* spec.window */
 	unsigned int keep;  /* spec.slowCalls.keep: 0: none */
+	/* spec.captureArguments: the slowest calls (and the slow calls
+	 * logged) carry their arguments, where the agent allows it */
+	bool capture_args;
 };
 
 /* Parses and checks a spec; err says which field is wrong and how. */

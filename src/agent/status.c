@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "agent/status.h"
 #include "agent/statuswire.h"
+#include "trace/callargs.h"
 
 /* ---- this node's entry ---- */
 
@@ -122,6 +123,11 @@ static void add_slow_calls(cJSON *f, const struct results *r, size_t k)
 		stack = cJSON_AddArrayToObject(o, "stack");
 		for (size_t j = 0; stack && j < c->nstack; j++)
 			cJSON_AddItemToArray(stack, cJSON_CreateString(c->stack[j]));
+		/* only a probe that captures them has any (results__capture_args) */
+		if (c->args.n)
+			cJSON_AddItemToObject(o, "arguments", call_args__json(&c->args));
+		if (c->args.n && c->args.note)
+			cJSON_AddStringToObject(o, "argumentsNote", c->args.note);
 	}
 }
 

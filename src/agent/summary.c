@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/params.h"
 #include "base/clock.h"
 #include "base/latency.h"
 #include "base/log.h"
@@ -235,6 +236,34 @@ static void copy_int(cJSON *to, const cJSON *from, const char *name, int64_t max
  * another agent wrote, each field checked and copied (nothing else is), with
  * the node's name added.
  */
+/* A call's arguments as an agent wrote them (call_args__json): checked, copied. */
+static void copy_args(cJSON *to, const cJSON *from)
+{
+	const cJSON *arg;
+	cJSON *arr;
+	size_t n = 0;
+
+	if (!cJSON_IsArray(kobj_get(from, "arguments")))
+		return;
+	arr = cJSON_AddArrayToObject(to, "arguments");
+	cJSON_ArrayForEach(arg, kobj_get(from, "arguments"))
+	{
+		cJSON *a;
+
+		if (n++ >= PARAMS_MAX || !kobj_str(arg, "name") || !(a = cJSON_CreateObject()))
+			break;
+		cJSON_AddItemToArray(arr, a);
+		copy_text(a, arg, "name");
+		copy_text(a, arg, "type");
+		copy_text(a, arg, "value");
+		copy_text(a, arg, "error");
+		copy_int(a, arg, "length", (int64_t)1 << 53);
+		if (cJSON_IsTrue(kobj_get(arg, "truncated")))
+			cJSON_AddBoolToObject(a, "truncated", true);
+	}
+	copy_text(to, from, "argumentsNote");
+}
+
 static void add_call(struct merged *m, const cJSON *call, const char *node)
 {
 	int64_t ns = kobj_int(call, "durationNs", -1);
@@ -265,6 +294,7 @@ static void add_call(struct merged *m, const cJSON *call, const char *node)
 		    strnlen(frame->valuestring, CALL_TEXT_MAX + 1) <= CALL_TEXT_MAX)
 			cJSON_AddItemToArray(stack, cJSON_CreateString(frame->valuestring));
 	}
+	copy_args(o, call);
 	if (m->ncalls == SUMMARY_MAX_CALLS)
 		cJSON_Delete(m->calls[--m->ncalls]);
 	memmove(&m->calls[at + 1], &m->calls[at], (m->ncalls - at) * sizeof(m->calls[0]));
@@ -640,6 +670,15 @@ static void conditions(cJSON *status, const struct status_probe *p, const struct
 	}
 	add_condition(&c, "Expired", false, "Active", "probes detach at %s", until);
 	attached_condition(&c, p->ns, s);
+	if (st->args_asked && st->args_denied)
+		add_condition(
+			&c, "ArgumentsCaptured", false, "ForbiddenByAdministrator",
+			"spec.captureArguments is refused: this cluster's retwatch agents run "
+			"with --argument-capture deny (the chart's allowArgumentCapture: "
+			"false); the calls are reported without their arguments");
+	else if (st->args_asked)
+		add_condition(&c, "ArgumentsCaptured", true, "Captured",
+			      "the slowest calls carry their arguments");
 }
 
 cJSON *summary__doc(const struct status_probe *p, const struct status_state *st, const cJSON *old,

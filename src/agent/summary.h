@@ -33,6 +33,8 @@ struct status_state {
 	const char *spec_err; /* why not valid */
 	time_t expires;	      /* creation + spec.lifetime */
 	unsigned int keep;    /* spec.slowCalls.keep */
+	bool args_asked;      /* spec.captureArguments */
+	bool args_denied;     /* the agents' --argument-capture deny */
 };
 
 struct summary;

@@ -40,6 +40,7 @@ struct traceset_env {
 	 * functions would pass it is not traced, with an error.
 	 */
 	size_t max_ns_funcs;
+	bool deny_args;	      /* --argument-capture deny */
 	size_t ns_refused;    /* processes refused so, over every probe */
 	struct traceset *all; /* every probe's set, for the namespaces' counts */
 	/* the probes' bias and a traced call's cost, calibrated at start (all

@@ -108,7 +108,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
                          "--max-functions-per-namespace=8192",
                          "--max-inflight-per-namespace=8192",
                          "--slow-calls-per-namespace=500", "--analysis-timeout=5s",
-                         "--calibrate-every=10m", "--metrics-address=:9431",
+                         "--calibrate-every=10m", "--argument-capture=allow",
+                         "--metrics-address=:9431",
                          "--metrics-max-series=5000", "--metrics-auth=kube",
                          "--health-address=:9432"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
@@ -139,7 +140,8 @@ def test_values_change_the_daemonset(helm):
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
                      "--set", "podAnnotations.team=perf",
-                     "--set", "reportAdmissionPolicy=false")
+                     "--set", "reportAdmissionPolicy=false",
+                     "--set", "allowArgumentCapture=false")
     assert not any(kind.startswith("ValidatingAdmission") for kind, _ in objects)
     pod, c = agent_container(objects)
     assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
@@ -148,7 +150,7 @@ def test_values_change_the_daemonset(helm):
                          "--max-functions-per-namespace=64",
                          "--max-inflight-per-namespace=0", "--slow-calls-per-namespace=7",
                          "--analysis-timeout=750ms", "--calibrate-every=0",
-                         "--metrics-address=none", "--health-address=:9432", "--extra"]
+                         "--argument-capture=deny", "--metrics-address=none", "--health-address=:9432", "--extra"]
     # perf-event uprobes need SYS_ADMIN (tests/agent/test_capabilities.py)
     assert c["securityContext"]["capabilities"]["add"][-1] == "SYS_ADMIN"
     # no metrics port, but the health port and its probes stay

@@ -1,10 +1,12 @@
 """The slowest calls and the recent latency in the resource: each node's report keeps its
 spec.slowCalls.keep slowest calls per function with who made them and their
-stacks, and the summary merges them over every node. Three pods over two
-nodes call main.charge 1,000 times, 10 of them for customer "slow-co" (250 ms
-instead of 1 ms: on two busy cores a 1 ms sleep can take 100 ms): the
-summary's 10 slowest calls are exactly those."""
+stacks (and arguments, spec.captureArguments), and the summary merges them
+over every node. Three pods over two nodes call main.charge(customer string,
+cents int64, express bool) 1,000 times, 10 of them for customer "slow-co"
+(250 ms instead of 1 ms: on two busy cores a 1 ms sleep can take 100 ms):
+the summary's 10 slowest calls are exactly those, with their arguments."""
 
+import json
 import os
 import re
 import signal
@@ -35,7 +37,8 @@ def test_the_summary_keeps_the_slowest_calls_of_every_node(cluster, make_pod):
                            containers={"app": CHARGE + [str(n)]})
             for name, node, n in PODS}
     with cluster.agent("node-a") as a, cluster.agent("node-b") as b:
-        cluster.apply_probe(ns, "pay", spec(functions=["main.charge"], slowCalls={"keep": 10}))
+        cluster.apply_probe(ns, "pay", spec(functions=["main.charge"], slowCalls={"keep": 10},
+                                            captureArguments=True))
         for name, node, _ in PODS:
             pid = pods[name].containers["app"].pid
             attached_log(a if node == "node-a" else b, pid, timeout=10)
@@ -48,9 +51,11 @@ def test_the_summary_keeps_the_slowest_calls_of_every_node(cluster, make_pod):
                 else None
         f = wait_for("the summary of 1,000 calls", all_calls, timeout=30, interval=0.5)
         report_a = fns(cluster.node_entry(ns, "pay", "node-a"))["main.charge"]
+        logged = a.find(event="slow_call", count=0) + b.find(event="slow_call", count=0)
+        cond = {c["type"]: c for c in cluster.status(ns, "pay")["conditions"]}
     calls = f["slowestCalls"]
-    slow = {name: len([s for s in p.containers["app"].stats()["charges"]])
-            for name, p in pods.items()}
+    charges = {name: p.containers["app"].stats()["charges"] for name, p in pods.items()}
+    slow = {name: len(c) for name, c in charges.items()}
     assert slow == {"web-1": 4, "web-2": 3, "web-3": 3}, slow
     # exactly the slow inputs: each at least 50 ms, from the pod that made it
     assert all(c["durationNs"] >= SLOW_NS * 0.99 for c in calls), calls
@@ -63,6 +68,16 @@ def test_the_summary_keeps_the_slowest_calls_of_every_node(cluster, make_pod):
         assert c["stack"][0].startswith("main.charge+"), c["stack"]
         assert any(s.startswith("main.runCharges+") for s in c["stack"][1:3]), c["stack"]
         assert c["ended"].endswith("Z"), c
+        # the arguments as passed: one of that pod's slow charges
+        args = {a["name"]: a for a in c["arguments"]}
+        assert list(args) == ["customer", "cents", "express"], c["arguments"]
+        assert args["customer"] == {"name": "customer", "type": "string", "value": "slow-co",
+                                    "length": 7}, args
+        passed = (int(args["cents"]["value"]), args["express"]["value"] == "true")
+        assert passed in {(s["cents"], s["express"]) for s in charges[c["pod"]]}, (passed, c)
+    assert len({(c["pod"], c["arguments"][1]["value"]) for c in calls}) == 10, calls
+    assert cond["ArgumentsCaptured"]["status"] == "True", cond
+    assert not logged, logged  # no slowThreshold: nothing logged
     assert by_pod == slow, (by_pod, calls)
     durations = [c["durationNs"] for c in calls]
     assert durations == sorted(durations, reverse=True), durations
@@ -71,6 +86,34 @@ def test_the_summary_keeps_the_slowest_calls_of_every_node(cluster, make_pod):
     assert len(mine) == 10 and all(c["durationNs"] >= SLOW_NS * 0.99 for c in mine[:7]), mine
     assert all(c["durationNs"] < SLOW_NS * 0.99 for c in mine[7:]), mine
     assert {c["pod"] for c in mine} <= {"web-1", "web-2"}, mine
+
+
+def test_arguments_refused_by_the_administrator(cluster, make_pod):
+    """--argument-capture deny (the chart's allowArgumentCapture: false): a
+    probe that asks is traced without arguments, and a condition says why;
+    neither its report, its summary nor the agent's log carries any."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a",
+                   containers={"app": CHARGE + ["100"]})
+    with cluster.agent("node-a", extra=("--argument-capture", "deny")) as a:
+        cluster.apply_probe(ns, "deny", spec(functions=["main.charge"], captureArguments=True,
+                                             slowThreshold="100ms"))
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        f = wait_for("the summary of 100 calls",
+                     lambda: (summary_fn(cluster, ns, "deny") or {}).get("calls") == 100
+                     and summary_fn(cluster, ns, "deny"), timeout=20, interval=0.5)
+        report = fns(cluster.node_entry(ns, "deny", "node-a"))["main.charge"]
+        logged = a.find(event="slow_call", count=0)
+        status = cluster.status(ns, "deny")
+    cond = {c["type"]: c for c in status["conditions"]}["ArgumentsCaptured"]
+    assert cond["status"] == "False" and cond["reason"] == "ForbiddenByAdministrator", cond
+    assert "allowArgumentCapture" in cond["message"], cond
+    assert len(f["slowestCalls"]) == 5 and len(report["slowestCalls"]) == 5, (f, report)
+    assert len(logged) == 1, logged  # the one slow-co call of 100
+    for c in f["slowestCalls"] + report["slowestCalls"] + logged:
+        assert "arguments" not in c, c
+    assert "slow-co" not in json.dumps([status, report, logged])
 
 
 def test_no_slowest_calls_when_keep_is_zero(cluster, make_pod):
