@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The DWARF reader over a hostile in-memory ELF file: its functions, and
- * every inlined copy of every function (dwarfinfo__inlined).
+ * The DWARF reader over a hostile in-memory ELF file: its functions, every
+ * inlined copy of every function (dwarfinfo__inlined), and the parameters of
+ * the first functions (params__from_dwarf), as Go and as C.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include "analysis/dwarfinfo.h"
 #include "analysis/inlined.h"
+#include "analysis/params.h"
 
 static bool any_name(const char *name, void *arg)
 {
@@ -41,6 +43,32 @@ static void check_inlined(const struct dwarfinfo *di)
 	inl_list__free(l);
 }
 
+/* Parameters: bounded, their names terminated, their registers and string slots in range. */
+static void check_params(const struct dwarfinfo *di, const struct dwarf_func *f, size_t n)
+{
+	for (size_t i = 0; i < n && i < 8; i++) {
+		struct func_params fp;
+		struct rw_error err;
+
+		if (params__from_dwarf(di, f[i].entry, f[i].entry + (i & 3), i & 1, &fp, &err))
+			continue;
+		if (fp.n > PARAMS_MAX || fp.nstrings > PARAMS_MAX_STRINGS)
+			abort();
+		for (size_t k = 0; k < fp.n; k++) {
+			const struct param *p = &fp.p[k];
+
+			if (strnlen(p->name, sizeof(p->name)) == sizeof(p->name) ||
+			    strnlen(p->type, sizeof(p->type)) == sizeof(p->type) ||
+			    p->nregs > PARAM_MAX_REGS || p->string >= PARAMS_MAX_STRINGS)
+				abort();
+			for (size_t r = 0; r < p->nregs; r++)
+				if (p->regs[r] >= PREG__COUNT)
+					abort();
+		}
+		(void)params__kernel_strings(&fp);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dwarfinfo *di = NULL;
@@ -62,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (dwarfinfo__find_entry(di, f[i].entry) == NULL)
 				abort(); /* every entry must be found again */
 		check_inlined(di);
+		check_params(di, f, n);
 		dwarfinfo__free(di);
 	}
 	if (elf)
