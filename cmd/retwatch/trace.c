@@ -1045,7 +1045,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 {
 	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
 	char push[LATENCY_FMT_LEN], nop[LATENCY_FMT_LEN], nop5[LATENCY_FMT_LEN];
-	char jump[LATENCY_FMT_LEN];
+	char jump[LATENCY_FMT_LEN], call[LATENCY_FMT_LEN];
 	struct rw_error err = {};
 
 	if (calibrate__run(r->t, &r->cal, &err)) {
@@ -1058,8 +1058,8 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
 	fprintf(stderr,
 		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; for functions "
-		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s, at a jump %s; durations "
-		"shown %s\n",
+		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s, at a jump %s, at a call "
+		"%s; durations shown %s\n",
 		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
 		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
 		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),
@@ -1068,6 +1068,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP], nop, sizeof(nop)),
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP5], nop5, sizeof(nop5)),
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_JUMP], jump, sizeof(jump)),
+		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_CALL], call, sizeof(call)),
 		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
 }
 
