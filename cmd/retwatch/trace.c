@@ -369,6 +369,15 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+/* One figure per kind of entry instruction, by its name. */
+static void json_by_entry(cJSON *root, const char *key, const uint64_t *v)
+{
+	cJSON *by = cJSON_AddObjectToObject(root, key);
+
+	for (int k = 0; by && k < PROBE_ENTRY__N; k++)
+		cJSON_AddItemToObject(by, probe_entry__str(k), json_u64(v[k]));
+}
+
 /* Row i in each process still traced: pid, calls, detached by the guard. */
 static cJSON *json_processes(const struct trace_run *r, size_t i)
 {
@@ -516,13 +525,8 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
 	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
 	cJSON_AddItemToObject(root, "entry_only_call_cost_ns", json_u64(r->cal.entry_only_cost_ns));
-	{
-		cJSON *by = cJSON_AddObjectToObject(root, "probe_bias_by_entry");
-
-		for (int k = 0; by && k < PROBE_ENTRY__N; k++)
-			cJSON_AddItemToObject(by, probe_entry__str(k),
-					      json_u64(r->cal.entry_bias_ns[k]));
-	}
+	json_by_entry(root, "probe_bias_by_entry", r->cal.entry_bias_ns);
+	json_by_entry(root, "call_cost_by_entry", r->cal.entry_cost_ns);
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
