@@ -440,7 +440,7 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 	if (m->nfuncs) {
 		print_num(
 			o,
-			"\nentry probes on an instruction the kernel emulates (push, nop, jump): ",
+			"\nentry probes on an instruction the kernel emulates (push, nop, jump, call): ",
 			entries_emulated(b, m), 10);
 		print_num(o, " of ", m->nfuncs, 10);
 		out_str(o, " functions\n");

@@ -399,6 +399,15 @@ static cJSON *json_u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+/* One figure per kind of entry instruction, by its name. */
+static void json_by_entry(cJSON *root, const char *key, const uint64_t *v)
+{
+	cJSON *by = cJSON_AddObjectToObject(root, key);
+
+	for (int k = 0; by && k < PROBE_ENTRY__N; k++)
+		cJSON_AddItemToObject(by, probe_entry__str(k), json_u64(v[k]));
+}
+
 /* Row i in each process still traced: pid, calls, detached by the guard. */
 static cJSON *json_processes(const struct trace_run *r, size_t i)
 {
@@ -556,13 +565,8 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
 	cJSON_AddItemToObject(root, "call_cost_ns", json_u64(r->cal.call_cost_ns));
 	cJSON_AddItemToObject(root, "entry_only_call_cost_ns", json_u64(r->cal.entry_only_cost_ns));
-	{
-		cJSON *by = cJSON_AddObjectToObject(root, "probe_bias_by_entry");
-
-		for (int k = 0; by && k < PROBE_ENTRY__N; k++)
-			cJSON_AddItemToObject(by, probe_entry__str(k),
-					      json_u64(r->cal.entry_bias_ns[k]));
-	}
+	json_by_entry(root, "probe_bias_by_entry", r->cal.entry_bias_ns);
+	json_by_entry(root, "call_cost_by_entry", r->cal.entry_cost_ns);
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
@@ -1087,7 +1091,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 {
 	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
 	char push[LATENCY_FMT_LEN], nop[LATENCY_FMT_LEN], nop5[LATENCY_FMT_LEN];
-	char jump[LATENCY_FMT_LEN];
+	char jump[LATENCY_FMT_LEN], call[LATENCY_FMT_LEN];
 	struct rw_error err = {};
 
 	if (calibrate__run(r->t, &r->cal, &err)) {
@@ -1100,8 +1104,8 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
 	fprintf(stderr,
 		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; for functions "
-		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s, at a jump %s; durations "
-		"shown %s\n",
+		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s, at a jump %s, at a call "
+		"%s; durations shown %s\n",
 		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
 		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
 		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),
@@ -1110,6 +1114,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP], nop, sizeof(nop)),
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_NOP5], nop5, sizeof(nop5)),
 		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_JUMP], jump, sizeof(jump)),
+		latency__format_ns(r->cal.entry_bias_ns[PROBE_ENTRY_CALL], call, sizeof(call)),
 		args->raw ? "as measured (--raw)" : "less the bias (--raw: as measured)");
 }
 

@@ -119,7 +119,8 @@ static void render_guard(FILE *f, const struct metrics_page *mp, const struct fp
 	prom_sample_seconds(f, "retwatch_probe_bias_seconds", NULL, mp->cal ? mp->cal->bias_ns : 0);
 	prom_family(f, "retwatch_probe_bias_by_entry_seconds", "gauge",
 		    "The same for a function entered at each kind of instruction: the kernel "
-		    "emulates a PUSH or a NOP in the trap and single-steps the others "
+		    "emulates a PUSH, a NOP, a relative jump or a direct call in the trap and "
+		    "single-steps the others "
 		    "(stepped: retwatch_probe_bias_seconds).");
 	for (int k = 0; k < PROBE_ENTRY__N; k++) {
 		char label[32];

@@ -319,6 +319,8 @@ enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
 		return DISASM_PROBE_JUMP;
 	if (len >= 6 && code[0] == 0x0f && code[1] >= 0x80 && code[1] <= 0x8f)
 		return DISASM_PROBE_JUMP;
+	if (len >= 5 && code[0] == 0xe8)
+		return DISASM_PROBE_CALL;
 	return DISASM_PROBE_STEPPED;
 }
 

@@ -86,9 +86,9 @@ struct disasm_insn {
 
 /*
  * What an instruction costs a uprobe placed on it: the kernel emulates a
- * PUSH of a register, the NOP forms and relative jumps in the trap, and
- * steps anything else out of line with a second trap (which forms a kernel
- * emulates varies: the calibration measures each).
+ * PUSH of a register, the NOP forms, relative jumps and a direct CALL in the
+ * trap, and steps anything else out of line with a second trap (which forms
+ * a kernel emulates varies: the calibration measures each).
  */
 enum disasm_probe_kind {
 	DISASM_PROBE_STEPPED, /* anything else: LEA, CMP, SUB, MOV, ENDBR64... */
@@ -96,6 +96,9 @@ enum disasm_probe_kind {
 	DISASM_PROBE_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 */
 	DISASM_PROBE_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
 	DISASM_PROBE_JUMP,    /* a relative JMP or Jcc (eb, e9, 70-7f, 0f 80-8f) */
+	/* a direct CALL (e8 rel32, no prefix: the kernel refuses 66 e8, and
+	 * emulates the push of the return address with the jump) */
+	DISASM_PROBE_CALL,
 	DISASM_PROBE__N,
 };
 

@@ -104,6 +104,18 @@ static bool morestack_block(const ZydisDecoder *d, const struct code_range *r, u
 	return false;
 }
 
+/*
+ * Whether the CALL x, the site, goes where the probe is not passed again
+ * at its stack pointer: not onto an instruction it skips nor onto itself
+ * (the entry is a call of the function, as any other).
+ */
+static bool call_leaves_run(const struct insn *x, uint64_t entry)
+{
+	uint64_t to;
+
+	return branch_target(x, &to) && (to <= entry || to > x->addr);
+}
+
 static bool allowed_jump(const struct disasm_jump *j, uint64_t entry, int64_t site,
 			 const uint64_t *back, size_t nback)
 {
@@ -126,6 +138,7 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 	 * 1.21 makes its frame with SUB, no PUSH): a restart passes it twice,
 	 * taken for one call as at the first byte (runtime.morestack's probe) */
 	int64_t site = -1, check = -1;
+	enum disasm_probe_kind kind;
 	ZydisDecoder d;
 	struct insn x;
 
@@ -146,8 +159,10 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 			nback++;
 			continue;
 		}
-		if (disasm__probe_kind(r->bytes + (addr - r->addr), r->len - (addr - r->addr)) !=
-		    DISASM_PROBE_STEPPED) {
+		kind = disasm__probe_kind(r->bytes + (addr - r->addr), r->len - (addr - r->addr));
+		if (kind == DISASM_PROBE_CALL && !call_leaves_run(&x, r->addr))
+			return 0;
+		if (kind != DISASM_PROBE_STEPPED) {
 			site = (int64_t)(addr - r->addr);
 			break;
 		}

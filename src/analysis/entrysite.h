@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Where a function's entry probe goes. A uprobe on an instruction the
- * kernel emulates (a PUSH of a register, a NOP, a relative JMP or Jcc:
- * disasm__probe_kind) costs one trap; on any other the kernel also steps
- * the instruction out of line, a second trap. Many functions begin with one
- * of the others (Go's stack check, ENDBR64, a TEST) and reach one of these
- * a few bytes on, by the branch that ends the entry's straight run at the
- * latest: the entry probe goes there when every call passes it exactly
- * once, at the entry's stack pointer, with the return address still at the
- * top of the stack. That holds when the instructions skipped write neither
- * RSP nor memory, none of them branches (but Go's stack check, whose block
- * calls runtime.morestack and jumps back to the entry before the probe: a
- * stack growth's restart then reaches it once), no jump of the function
- * lands on one of them or on the probe, and the function has no jump
- * through a register (a switch table could). Anything else keeps its probe
- * at the first byte.
+ * kernel emulates (a PUSH of a register, a NOP, a relative JMP or Jcc, a
+ * direct CALL: disasm__probe_kind) costs one trap; on any other the kernel
+ * also steps the instruction out of line, a second trap. Many functions
+ * begin with one of the others (Go's stack check, ENDBR64, a TEST, a MOV of
+ * an argument) and reach one of these a few bytes on, by the branch or call
+ * that ends the entry's straight run at the latest: the entry probe goes
+ * there when every call passes it exactly once, at the entry's stack
+ * pointer, with the return address still at the top of the stack (a CALL
+ * probed pushes its own only after the programs ran). That holds when the
+ * instructions skipped write neither RSP nor memory, none of them branches
+ * (but Go's stack check, whose block calls runtime.morestack and jumps back
+ * to the entry before the probe: a stack growth's restart then reaches it
+ * once), no jump of the function lands on one of them or on the probe, a
+ * CALL probed does not go back to one of them, and the function has no
+ * jump through a register (a switch table could). Anything else keeps its
+ * probe at the first byte: a leaf that loads and returns (`mov; ret`) has
+ * nothing emulated before its RET, which this kernel steps.
  */
 #ifndef RETWATCH_ENTRYSITE_H
 #define RETWATCH_ENTRYSITE_H

@@ -18,7 +18,8 @@
 
 /*
  * What is probed: one function entered at a LEA (stepped), and the same
- * entered at a PUSH, at a NOP, at a five-byte NOP and at a Jcc. Written in
+ * entered at a PUSH, at a NOP, at a five-byte NOP, at a Jcc and at a CALL
+ * (of a function that only returns, not probed). Written in
  * assembly: compiled, a sanitizer's overflow check would give the first a
  * Jcc its entry probe would move to (entrysite.h).
  */
@@ -27,6 +28,7 @@ int retwatch_calibrate_push(int x);
 int retwatch_calibrate_nop(int x);
 int retwatch_calibrate_nop5(int x);
 int retwatch_calibrate_jump(int x);
+int retwatch_calibrate_call(int x);
 int retwatch_calibrate_entry_only(int x);
 __asm__(".text\n"
 	".globl retwatch_calibrate_target\n"
@@ -66,6 +68,19 @@ __asm__(".text\n"
 	"1:	lea 1(%rdi), %eax\n"
 	"	ret\n"
 	".size retwatch_calibrate_jump, . - retwatch_calibrate_jump\n"
+	/* its callee is a function of its own: a RET inside its range would
+	 * be one of its return sites */
+	".globl retwatch_calibrate_call\n"
+	".type retwatch_calibrate_call, @function\n"
+	"retwatch_calibrate_call:\n"
+	"	call retwatch_calibrate_callee\n"
+	"	lea 1(%rdi), %eax\n"
+	"	ret\n"
+	".size retwatch_calibrate_call, . - retwatch_calibrate_call\n"
+	".type retwatch_calibrate_callee, @function\n"
+	"retwatch_calibrate_callee:\n"
+	"	ret\n"
+	".size retwatch_calibrate_callee, . - retwatch_calibrate_callee\n"
 	/* no RET: it leaves by an indirect jump to its return address, so it is
 	 * probed at its entry only (entered at a LEA, as the first) */
 	".globl retwatch_calibrate_entry_only\n"
@@ -86,6 +101,7 @@ static int (*const targets[CAL_TARGETS])(int) = {
 	[PROBE_ENTRY_NOP] = retwatch_calibrate_nop,
 	[PROBE_ENTRY_NOP5] = retwatch_calibrate_nop5,
 	[PROBE_ENTRY_JUMP] = retwatch_calibrate_jump,
+	[PROBE_ENTRY_CALL] = retwatch_calibrate_call,
 	[CAL_ENTRY_ONLY] = retwatch_calibrate_entry_only,
 };
 static const char *const target_names[CAL_TARGETS] = {
@@ -94,6 +110,7 @@ static const char *const target_names[CAL_TARGETS] = {
 	[PROBE_ENTRY_NOP] = "retwatch_calibrate_nop",
 	[PROBE_ENTRY_NOP5] = "retwatch_calibrate_nop5",
 	[PROBE_ENTRY_JUMP] = "retwatch_calibrate_jump",
+	[PROBE_ENTRY_CALL] = "retwatch_calibrate_call",
 	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
 };
 
@@ -117,6 +134,7 @@ const char *probe_entry__str(enum probe_entry e)
 	case PROBE_ENTRY_NOP: return "nop";
 	case PROBE_ENTRY_NOP5: return "nop5";
 	case PROBE_ENTRY_JUMP: return "jump";
+	case PROBE_ENTRY_CALL: return "call";
 	default: return "stepped";
 	}
 }

@@ -36,6 +36,7 @@ enum probe_entry {
 	PROBE_ENTRY_NOP,     /* other NOPs: 90, 66 90, 0f 1f /0 (calibrated on 90) */
 	PROBE_ENTRY_NOP5,    /* the five-byte NOP (0f 1f 44 00 00) */
 	PROBE_ENTRY_JUMP,    /* a relative JMP or Jcc (calibrated on a Jcc) */
+	PROBE_ENTRY_CALL,    /* a direct CALL (e8 rel32) */
 	PROBE_ENTRY__N,
 };
 
@@ -44,6 +45,7 @@ _Static_assert(PROBE_ENTRY_STEPPED == (int)DISASM_PROBE_STEPPED &&
 		       PROBE_ENTRY_NOP == (int)DISASM_PROBE_NOP &&
 		       PROBE_ENTRY_NOP5 == (int)DISASM_PROBE_NOP5 &&
 		       PROBE_ENTRY_JUMP == (int)DISASM_PROBE_JUMP &&
+		       PROBE_ENTRY_CALL == (int)DISASM_PROBE_CALL &&
 		       PROBE_ENTRY__N == (int)DISASM_PROBE__N,
 	       "the kinds are the disassembler's");
 

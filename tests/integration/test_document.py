@@ -51,7 +51,7 @@ def schema_errors(doc):
             # where the entry probe goes: an offset into the function, and
             # the kind of instruction there (an emulated one, or stepped)
             "entry_site": lambda x: is_int(x) and 0 <= x < 64,
-            "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump"),
+            "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump", "call"),
             "source": lambda x: x in SOURCES,
             # the file that named it: the binary, or its debug file
             "names_from": lambda x: isinstance(x, str) and x,

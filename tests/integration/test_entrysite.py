@@ -2,7 +2,8 @@
 built for CET) or Go's stack check, where the kernel emulates the
 instruction in the trap instead of stepping it out of line. Every call still
 counted once, with the same scenarios as the first-byte probes: recursion,
-longjmp out of traced calls, threads, tail calls. (Go's stack growth and
+longjmp out of traced calls, threads, tail calls. On the direct CALL that ends
+a function's entry run: relay (tests/fixtures/c/tracee.c). (Go's stack growth and
 recursion past the stack check: test_counters.py; the site rules on crafted
 code, a loop back into the entry run, a jump table, a shrink-wrapped early
 exit: tests/unit/test_entrysite.c.)"""
@@ -11,7 +12,7 @@ import pytest
 
 import harness
 import tracing
-from test_trace import assert_calls
+from test_trace import MS, assert_bounded, assert_calls, assert_p50
 
 CET = tracing.c_tracee("cet")
 NATIVE = tracing.go_tracee("native", "default")
@@ -51,3 +52,25 @@ def test_cet_calls_counted_once(name, roles):
         f = assert_calls(r, role, CET, r.report["calls"][fn], r.report["orphans"].get(fn, 0))
         moved += f["entry"] == "push"
     assert moved, f"no function of {roles} entered at a push\n{r.describe()}"
+
+
+@pytest.mark.parametrize("t", [tracing.c_tracee(), CET], ids=tracing.param_id)
+def test_call_that_ends_the_entry_run(t):
+    """relay's entry run is a TEST and the direct CALL of a function that
+    calls sleep_for: its entry probe sits on the CALL, which the kernel
+    emulates (pushing the return address after the programs ran). Each call
+    is counted once, at the entry's stack pointer; sleep_for, entered just
+    after the emulated CALL two frames deeper, once too; relay's durations
+    within the tracee's own."""
+    (site, kind), = sites(t.path, [t.fn("relay")]).values()
+    assert (site, kind) == (3, "call")
+    r = tracing.scenario(t, "relay", ("relay", "sleep_for"))
+    tracing.assert_document(r)
+    want = r.report["calls"][t.fn("relay")]
+    f = assert_calls(r, "relay", t, want)
+    assert f["entry"] == "call", f
+    assert r.doc["probe_bias_by_entry"]["call"] > 0, r.doc["probe_bias_by_entry"]
+    assert f["probe_bias_ns"] == r.doc["probe_bias_by_entry"]["call"], f
+    assert_calls(r, "sleep_for", t, want)
+    assert_bounded(r, f, MS)
+    assert_p50(r, f)

@@ -50,6 +50,7 @@ FUNCS = {
         "jumper": "jumper",
         "mix": "mix",
         "checksum": "checksum",
+        "relay": "relay",
     },
 }
 
@@ -529,7 +530,7 @@ def check_schema(doc):
             "lost": is_int,
             "slow_dropped": is_int,
             "reason": lambda x: x is None or isinstance(x, str),
-            "entry": lambda x: x in ("stepped", "push", "nop", "nop5", "jump"),
+            "entry": lambda x: x in ("stepped", "push", "nop", "nop5", "jump", "call"),
             "probe_bias_ns": is_int,
         }
         for key, ok in checks.items():

@@ -98,6 +98,8 @@ TEST(calibrate_entry_kind)
 		{ { 0x7c, 0x10 }, 2, PROBE_ENTRY_JUMP },	     /* jl */
 		{ { 0xeb, 0xfe }, 2, PROBE_ENTRY_JUMP },	     /* jmp . */
 		{ { 0x0f, 0x84, 0, 0, 0 }, 5, PROBE_ENTRY_STEPPED }, /* je rel32, cut short */
+		{ { 0xe8, 0x10, 0, 0, 0 }, 5, PROBE_ENTRY_CALL },    /* call rel32 */
+		{ { 0x66, 0xe8, 0x10, 0 }, 4, PROBE_ENTRY_STEPPED }, /* callw: refused */
 	};
 	bool ok = true;
 

@@ -154,7 +154,8 @@ TEST(entrysite_probe_kinds)
 	static const uint8_t push_r12[] = { 0x41, 0x54 }, nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 },
 			     nop4[] = { 0x0f, 0x1f, 0x40, 0x00 }, lea[] = { 0x8d, 0x47, 0x01 },
 			     jl[] = { 0x7c, 0x10 }, jne32[] = { 0x0f, 0x85, 0, 1, 0, 0 },
-			     jmp32[] = { 0xe9, 0, 1, 0, 0 }, call[] = { 0xe8, 0, 1, 0, 0 };
+			     jmp32[] = { 0xe9, 0, 1, 0, 0 }, call[] = { 0xe8, 0, 1, 0, 0 },
+			     callw[] = { 0x66, 0xe8, 0, 1 }, call_cut[] = { 0xe8, 0, 1, 0 };
 
 	return ASSERT_EQ(disasm__probe_kind(push_r12, sizeof(push_r12)), DISASM_PROBE_PUSH) &&
 	       ASSERT_EQ(disasm__probe_kind(nop5, sizeof(nop5)), DISASM_PROBE_NOP5) &&
@@ -163,6 +164,59 @@ TEST(entrysite_probe_kinds)
 	       ASSERT_EQ(disasm__probe_kind(jl, sizeof(jl)), DISASM_PROBE_JUMP) &&
 	       ASSERT_EQ(disasm__probe_kind(jne32, sizeof(jne32)), DISASM_PROBE_JUMP) &&
 	       ASSERT_EQ(disasm__probe_kind(jmp32, sizeof(jmp32)), DISASM_PROBE_JUMP) &&
-	       /* a CALL is emulated too, but not calibrated: stepped */
-	       ASSERT_EQ(disasm__probe_kind(call, sizeof(call)), DISASM_PROBE_STEPPED);
+	       ASSERT_EQ(disasm__probe_kind(call, sizeof(call)), DISASM_PROBE_CALL) &&
+	       /* the kernel refuses an operand-size prefix on a CALL */
+	       ASSERT_EQ(disasm__probe_kind(callw, sizeof(callw)), DISASM_PROBE_STEPPED) &&
+	       ASSERT_EQ(disasm__probe_kind(call_cut, sizeof(call_cut)), DISASM_PROBE_STEPPED);
+}
+
+/* A function that passes its argument on: clc; lea; call g; add; ret. */
+static const uint8_t calls_on[] = {
+	0xf8,			      /* clc: stepped, writes neither RSP nor memory */
+	0x8d, 0x7f, 0x01,	      /* lea edi, [rdi+1] */
+	0xe8, 0xf7, 0x7f, 0x00, 0x00, /* call 0x9000  @4: the site */
+	0x83, 0xc0, 0x01,	      /* add eax, 1 */
+	0xc3,			      /* ret */
+};
+
+TEST(entrysite_on_the_call_that_ends_the_run)
+{
+	uint8_t code[sizeof(calls_on)];
+
+	memcpy(code, calls_on, sizeof(code));
+	code[0] = 0x90; /* nop: the site, the first emulated instruction */
+	if (!ASSERT_EQ(site_of(code, sizeof(code), false), 0))
+		return false;
+	code[0] = 0xf8;
+	if (!ASSERT_EQ(site_of(code, sizeof(code), false), 4) ||
+	    !ASSERT_EQ(site_of(code, sizeof(code), true), 4))
+		return false;
+	code[5] = 0xf7; /* call 0x1000: a recursive call is a call */
+	code[6] = 0xff;
+	code[7] = 0xff;
+	code[8] = 0xff;
+	return ASSERT_EQ(site_of(code, sizeof(code), false), 4);
+}
+
+TEST(entrysite_call_stays_at_the_first_byte)
+{
+	uint8_t writes_memory[sizeof(calls_on) + 4], into_run[sizeof(calls_on)],
+		onto_itself[sizeof(calls_on)], loops_to_call[sizeof(calls_on) + 2];
+
+	/* mov [rsp-8], rdi: what the call's callee may read */
+	memcpy(writes_memory, (const uint8_t[]){ 0x48, 0x89, 0x7c, 0x24, 0xf8 }, 5);
+	memcpy(writes_memory + 5, calls_on + 1, sizeof(calls_on) - 1);
+	memcpy(into_run, calls_on, sizeof(into_run));
+	into_run[5] = 0xf8; /* call 0x1001: back onto the LEA it would skip */
+	into_run[6] = into_run[7] = into_run[8] = 0xff;
+	memcpy(onto_itself, into_run, sizeof(onto_itself));
+	onto_itself[5] = 0xfb; /* call 0x1004: onto the site */
+	memcpy(loops_to_call, into_run, sizeof(calls_on) - 1);
+	memcpy(loops_to_call + 5, calls_on + 5, 4); /* call 0x9000 again */
+	/* jmp 0x1004 before the ret: a loop back onto the CALL */
+	memcpy(loops_to_call + sizeof(calls_on) - 1, (const uint8_t[]){ 0xeb, 0xf6, 0xc3 }, 3);
+	return ASSERT_EQ(site_of(writes_memory, sizeof(writes_memory), false), 0) &&
+	       ASSERT_EQ(site_of(into_run, sizeof(into_run), false), 0) &&
+	       ASSERT_EQ(site_of(onto_itself, sizeof(onto_itself), false), 0) &&
+	       ASSERT_EQ(site_of(loops_to_call, sizeof(loops_to_call), false), 0);
 }
