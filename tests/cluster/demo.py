@@ -138,6 +138,10 @@ def print_slowest_call(c):
     print(f"The slowest call of {name} (status.summary.functions[].slowestCalls): "
           f"{call['duration']} in pod {call.get('pod')} on {call.get('node')}, "
           f"ended {call.get('ended')}")
+    args = " ".join(f"{a['name']}={a.get('value', '(' + a.get('error', '?') + ')')}"
+                    for a in call.get("arguments", []))
+    if args:
+        print(f"  arguments (spec.captureArguments): {args}")
     for frame in call.get("stack", [])[:6]:
         print(f"    {frame}")
     print()

@@ -464,7 +464,7 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
     agent = node.ready_agent_pod()["metadata"]["name"]
     apply(node, {**probe(ns, "cslow", labels), "spec": {
         "selector": {"matchLabels": labels}, "functions": ["lookup_record"],
-        "slowThreshold": "3ms", "reportInterval": "2s"}})
+        "slowThreshold": "3ms", "reportInterval": "2s", "captureArguments": True}})
 
     def slow_calls():
         return [e for e in agent_log_events(node, agent, "slow_call")
@@ -487,6 +487,11 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
     assert (ev["function"], ev["pod"], ev["container"], ev["pid"]) == \
         ("lookup_record", name, "svc", pid), ev
     assert ev["duration_ns"] >= 3e6, ev
+    # its argument, read at the entry from DWARF's location (captureArguments)
+    for call in (top, ev):
+        key = call["arguments"]
+        assert [(a["name"], a["type"]) for a in key] == [("key", "uint64_t")], call
+        assert int(key[0]["value"]) >= 0, call
     want = call_sites(f"/proc/{pid}/exe")
     frames = []
     for frame in ev["stack"][:len(want)]:
