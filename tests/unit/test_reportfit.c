@@ -251,8 +251,34 @@ TEST(reportfit_summary_bounded)
 	return ok;
 }
 
-/* A call as status__node_entry writes it, with 16 frames of 60 bytes. */
-static cJSON *call_json(uint64_t ns, int i)
+/* A call's arguments (spec.captureArguments): a string cut at 64 bytes, an int, a bool. */
+static void add_args(cJSON *c)
+{
+	static const char *const args[][3] = {
+		{ "customer", "string",
+		  "customer-0000000000000000000000000000000000000000000000000000001" },
+		{ "cents", "int64", "5017" },
+		{ "express", "bool", "false" },
+	};
+	cJSON *arr = cJSON_AddArrayToObject(c, "arguments");
+
+	for (size_t k = 0; k < sizeof(args) / sizeof(args[0]); k++) {
+		cJSON *a = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(a, "name", args[k][0]);
+		cJSON_AddStringToObject(a, "type", args[k][1]);
+		cJSON_AddStringToObject(a, "value", args[k][2]);
+		if (k == 0) {
+			cJSON_AddNumberToObject(a, "length", 1000);
+			cJSON_AddBoolToObject(a, "truncated", true);
+		}
+		cJSON_AddItemToArray(arr, a);
+	}
+}
+
+/* A call as status__node_entry writes it, with 16 frames of 60 bytes, and
+ * its arguments (three) when args. */
+static cJSON *call_json(uint64_t ns, int i, bool args)
 {
 	cJSON *c = cJSON_CreateObject(), *stack;
 
@@ -267,6 +293,8 @@ static cJSON *call_json(uint64_t ns, int i)
 		cJSON_AddItemToArray(
 			stack,
 			cJSON_CreateString("main.(*Server).handleCharge+0x1a2 (/app/payments)"));
+	if (args)
+		add_args(c);
 	return c;
 }
 
@@ -275,7 +303,7 @@ static cJSON *call_json(uint64_t ns, int i)
 TEST(reportfit_cuts_slowest_calls_first)
 {
 	const size_t budget = 2600 * 1024;
-	cJSON *entry = big_entry(), *fn;
+	cJSON *entry = big_entry(), *fn, *args = big_entry();
 	struct reportfit fit;
 	size_t before, with;
 	bool ok = true;
@@ -286,12 +314,24 @@ TEST(reportfit_cuts_slowest_calls_first)
 		cJSON *calls = cJSON_AddArrayToObject(fn, "slowestCalls");
 
 		for (int i = 0; i < 20; i++)
-			cJSON_AddItemToArray(calls, call_json(5000000 - (uint64_t)i * 1000, i));
+			cJSON_AddItemToArray(calls,
+					     call_json(5000000 - (uint64_t)i * 1000, i, false));
+	}
+	cJSON_ArrayForEach(fn, kobj_get(args, "functions"))
+	{
+		cJSON *calls = cJSON_AddArrayToObject(fn, "slowestCalls");
+
+		for (int i = 0; i < 20; i++)
+			cJSON_AddItemToArray(calls,
+					     call_json(5000000 - (uint64_t)i * 1000, i, true));
 	}
 	with = size_of(entry);
 	printf("# a report of 64 functions x 100 pods: %zu KiB, %zu KiB with 20 slowest calls "
-	       "each\n",
-	       before / 1024, with / 1024);
+	       "each, %zu KiB with their arguments\n",
+	       before / 1024, with / 1024, size_of(args) / 1024);
+	ok &= ASSERT_OK(reportfit__entry(args, budget, &fit)) &&
+	      ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE && fit.calls_kept < 20);
+	cJSON_Delete(args);
 	ok &= ASSERT_TRUE(with > budget - REPORTFIT_ENVELOPE);
 	ok &= ASSERT_OK(reportfit__entry(entry, budget, &fit));
 	ok &= ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE) && ASSERT_EQ(fit.calls, 20) &&
