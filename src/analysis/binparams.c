@@ -43,7 +43,8 @@ const struct func_params *binary__params(struct binary *b, const struct func_inf
 	if (ret == -ENOENT)
 		params__raw(fp, fi->go,
 			    di ? "its DWARF does not describe the function: the argument registers"
-			       : "the file has no DWARF (stripped): the argument registers");
+			       : "the file has no DWARF (stripped, or built without -g): the "
+				 "argument registers");
 	else if (ret) {
 		free(fp);
 		return NULL;

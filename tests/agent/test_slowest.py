@@ -161,5 +161,8 @@ def test_recent_latency_shows_a_spike_the_lifetime_hides(cluster, make_pod):
     assert f["calls"] >= 10000 and duration_ns(f["p99"]) < 1e6, f
     assert f["recent"]["calls"] < f["calls"], f
     assert duration_ns(report["recent"]["p99"]) > 40e6, report["recent"]
+    # no spec.captureArguments: no call carries arguments
+    assert report["slowestCalls"] and f["slowestCalls"], (report, f)
+    assert all("arguments" not in c for c in report["slowestCalls"] + f["slowestCalls"]), f
     st = cluster.status(ns, "spike")["summary"]
     assert st["recentSlowest"] == "main.charge" and duration_ns(st["recentP99"]) > 40e6, st

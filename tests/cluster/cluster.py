@@ -814,7 +814,8 @@ def _frame_pointer_free(exe, fn):
 
 def build_cservice_image(workdir):
     """CSERVICE_IMAGE: the C service tests/fixtures/c/cservice.c as
-    /app/cservice, static, gcc -O2 -fomit-frame-pointer: a slow call's stack
+    /app/cservice, static, gcc -O2 -g -fomit-frame-pointer (DWARF names its
+    functions' parameters): a slow call's stack
     unwinds through its frames only by their unwind tables (checked here: the
     functions of CSERVICE_STACK use rbp for values of their own, so a
     frame-pointer walk reads garbage). Returns the image and the binary's
@@ -824,7 +825,7 @@ def build_cservice_image(workdir):
     os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
     os.chmod(os.path.join(root, "tmp"), 0o1777)
     exe = os.path.join(root, "app", "cservice")
-    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-static", "-pthread", "-Wall",
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-static", "-pthread", "-Wall",
                     "-Wextra", "-Werror", "-o", exe,
                     os.path.join(REPO, "tests", "fixtures", "c", "cservice.c")], check=True)
     for fn in CSERVICE_STACK:
