@@ -1087,6 +1087,21 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 }
 
 /* How much of a measured duration is the probes' own: taken out unless --raw. */
+/* Entry probes only on the kinds of instruction this kernel emulates (as measured). */
+static void say_site_kinds(struct trace_run *r)
+{
+	uint32_t kinds = calibrate__emulated(&r->cal);
+
+	tracer__set_site_kinds(r->t, kinds);
+	for (int k = PROBE_ENTRY_STEPPED + 1; k < PROBE_ENTRY__N; k++)
+		if (!(kinds & (1U << k)))
+			fprintf(stderr,
+				"retwatch: this kernel steps a probe on a %s out of line (measured: "
+				"not half the stepped kind's bias): entry probes stay at the first "
+				"byte of functions whose entry site is one\n",
+				probe_entry__str(k));
+}
+
 static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 {
 	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
@@ -1097,10 +1112,13 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	if (calibrate__run(r->t, &r->cal, &err)) {
 		fprintf(stderr,
 			"retwatch: warning: cannot calibrate the probes' bias and cost (durations "
-			"are shown as measured, --max-overhead is off): %s\n",
+			"are shown as measured, --max-overhead is off, entry probes at each "
+			"function's first byte): %s\n",
 			err.msg);
+		tracer__set_site_kinds(r->t, 0);
 		return;
 	}
+	say_site_kinds(r);
 	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
 	fprintf(stderr,
 		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; for functions "

@@ -37,12 +37,22 @@ void agent_calib__run(struct agent *a)
 	a->next_calibration = clock__mono_ns() + a->o.calibrate_every_ns;
 	if (calibrate__run(a->tracer, &a->env.cal, &err)) {
 		log_warn("cannot calibrate the probes' bias and cost (durations are reported as "
-			 "measured, the overhead guard is off): %s",
+			 "measured, the overhead guard is off, entry probes at each function's "
+			 "first byte): %s",
 			 err.msg);
+		tracer__set_site_kinds(a->tracer, 0);
 		return;
 	}
 	a->page.calibrations++;
 	log_calibration(&a->env.cal, "probes calibrated");
+	/* where entry probes may go is decided once: probes attached keep their sites */
+	tracer__set_site_kinds(a->tracer, calibrate__emulated(&a->env.cal));
+	for (int k = PROBE_ENTRY_STEPPED + 1; k < PROBE_ENTRY__N; k++)
+		if (!(calibrate__emulated(&a->env.cal) & (1U << k)))
+			log_warn(
+				"this kernel steps a probe on a %s out of line (measured): entry "
+				"probes stay at the first byte of functions whose entry site is one",
+				probe_entry__str(k));
 }
 
 /* Rounds of a calibration run at most this often: a burst of load slows a few. */

@@ -350,3 +350,14 @@ int calibrate__parse_overhead(const char *s, double *ret)
 	*ret = v;
 	return 0;
 }
+
+uint32_t calibrate__emulated(const struct calibration *cal)
+{
+	uint32_t kinds = 0;
+
+	for (int k = 0; k < PROBE_ENTRY__N; k++)
+		if (k != PROBE_ENTRY_STEPPED && cal->bias_ns && cal->entry_bias_ns[k] &&
+		    cal->entry_bias_ns[k] * 2 <= cal->bias_ns)
+			kinds |= 1U << k;
+	return kinds;
+}

@@ -96,6 +96,14 @@ static inline uint64_t calibrate__entry_only_cost(const struct calibration *cal,
 }
 
 /*
+ * The kinds (a bit per enum probe_entry) this kernel was measured to emulate
+ * in the trap: a function entered at one has at most half the bias of one
+ * entered at a stepped instruction (one trap, not two). 0 when cal holds
+ * nothing. What tracer__set_site_kinds takes.
+ */
+uint32_t calibrate__emulated(const struct calibration *cal);
+
+/*
  * Calibrates with tracer t (probes attached for the run, removed after),
  * in half a second. 0, or -errno with a message (then ret is all zeros:
  * nothing is taken out).

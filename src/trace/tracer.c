@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
+#include "analysis/disasm.h"
 #include "analysis/goinline.h"
 #include "base/clock.h"
 #include "trace/tracer_impl.h"
@@ -77,9 +78,26 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
+int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func_info *fi)
+{
+	uint8_t code[8];
+
+	if (!fi->entry_site || t->site_kinds == TRACER_SITE_KINDS_ALL)
+		return fi->entry_site;
+	if (!t->site_kinds ||
+	    binary__read(b, fi->address + (uint64_t)fi->entry_site, code, sizeof(code)))
+		return 0;
+	return t->site_kinds & (1U << disasm__probe_kind(code, sizeof(code))) ? fi->entry_site : 0;
+}
+
 int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi)
 {
-	return tt->t->entry_at_start ? 0 : fi->entry_site;
+	return tracer__site(tt->t, tt->file->bin, fi);
+}
+
+void tracer__set_site_kinds(struct tracer *t, uint32_t kinds)
+{
+	t->site_kinds &= kinds;
 }
 
 static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
@@ -235,7 +253,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->tenant_of = opts ? opts->tenant_of : NULL;
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
 	t->starttimes = !clock__boottime_shifted();
-	t->entry_at_start = opts && opts->entry_at_start;
+	t->site_kinds = opts && opts->entry_at_start ? 0 : TRACER_SITE_KINDS_ALL;
 	t->capture_args = opts && opts->capture_args;
 	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;
 	if (!t->cache) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "analysis/binary.h"
+#include "analysis/disasm.h"
 #include "base/latency.h"
 #include "base/rwerr.h"
 #include "analysis/unwind.h"
@@ -142,8 +143,22 @@ struct binary_cache *tracer__cache(const struct tracer *t);
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret);
 /* "uprobe_multi" or "perf_event". */
 const char *tracer__attach_mode(const struct tracer *t);
-/* Where tt's entry probe of fi sits, as an offset from its entry. */
+/*
+ * Where tt's entry probe of fi sits, as an offset from its entry: the
+ * analysis' entry site (func_info.entry_site) when its instruction is of a
+ * kind tracer__set_site_kinds allows, else 0 (the first byte).
+ */
 int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi);
+/* Every kind (enum disasm_probe_kind, a bit each) the analysis places entries on. */
+#define TRACER_SITE_KINDS_ALL ((1U << DISASM_PROBE__N) - 1)
+/*
+ * Allows entry probes away from the first byte only on instructions of the
+ * kinds in the mask (a bit per enum disasm_probe_kind): those this kernel
+ * was measured to emulate in the trap (calibrate__emulated). Only narrows
+ * (tracer_opts.entry_at_start allows none). Call it before the first target
+ * is added: probes attached before keep their sites.
+ */
+void tracer__set_site_kinds(struct tracer *t, uint32_t kinds);
 
 /*
  * What tracer__add would say of patterns in the file at path, without

@@ -177,7 +177,9 @@ struct tracer {
 	/* proc_hists holds each process's start time: the kernel's programs
 	 * read the same clock as /proc/PID/stat gives us */
 	bool starttimes;
-	bool entry_at_start;   /* tracer_opts */
+	/* the kinds an entry probe may sit on away from the first byte
+	 * (tracer__set_site_kinds; 0 with tracer_opts.entry_at_start) */
+	uint32_t site_kinds;
 	uint64_t sweep_age_ns; /* tracer_opts, else TRACER_SWEEP_AGE_NS */
 	uint64_t next_share_check_ns;
 	const char *(*tenant_of)(pid_t pid, void *ctx);
@@ -188,6 +190,9 @@ struct tracer {
 	bool capture_args;
 	const struct func_params **args_of;
 };
+
+/* Where the entry probe of fi (of binary b) goes: tracer__entry_site's answer. */
+int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func_info *fi);
 
 /* tracer_args.c: a slot's arguments no longer captured (its id is given back). */
 void slot__forget_args(struct tracer *t, uint32_t fn_id);

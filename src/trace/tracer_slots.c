@@ -352,7 +352,7 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 	for (size_t i = 0; i < n; i++) {
 		const struct func_info *fi = slots[i]->info;
 
-		e = check_probe_site(f, fi, t->entry_at_start ? 0 : fi->entry_site, err);
+		e = check_probe_site(f, fi, tracer__site(t, f->bin, fi), err);
 		for (size_t k = 0;
 		     !e && !(slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY) && k < fi->nreturns; k++)
 			e = check_probe_site(f, fi, fi->returns[k], err);
@@ -366,7 +366,7 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 		}
 		if (e)
 			goto out;
-		eoff[ne] = fi->file_offset + (uint64_t)(t->entry_at_start ? 0 : fi->entry_site);
+		eoff[ne] = fi->file_offset + (uint64_t)tracer__site(t, f->bin, fi);
 		ecookie[ne++] = cookie;
 		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
 			continue;
