@@ -55,7 +55,10 @@ FUZZ_SECONDS ?= 12
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
-.PHONY: link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+
+.PHONY: install link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch
 
@@ -112,6 +115,14 @@ $(OUTPUT)/kubectl-retwatch: $(PLUGIN_OBJS) $(ALL_ARS)
 $(OUTPUT)/unit_tests: $(UNIT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
+
+# The three programs into $(DESTDIR)$(BINDIR): kubectl finds kubectl-retwatch
+# on PATH as `kubectl retwatch`.
+install: all
+	$(call msg,INSTALL,$(DESTDIR)$(BINDIR))
+	$(Q)install -d $(DESTDIR)$(BINDIR)
+	$(Q)install -m 0755 $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch \
+		$(DESTDIR)$(BINDIR)/
 
 # What a program outside the Makefile (bench/, the integration tests' drivers)
 # links against: every layer's archive of OUTPUT, and their libraries.
