@@ -91,7 +91,7 @@ static int parse_set(const char *p, const char **end, cJSON **ret, struct rw_err
 	for (p = skip_space(p + 1);; p = skip_space(p + 1)) {
 		size_t n = word_len(p);
 
-		if (!valid_value(p, n) || !n)
+		if (!valid_value(p, n))
 			goto bad;
 		snprintf(v, sizeof(v), "%.*s", (int)n, p);
 		cJSON_AddItemToArray(vals, cJSON_CreateString(v));
@@ -287,8 +287,9 @@ static int copy_labels(const cJSON *labels, cJSON *sel, struct rw_error *err)
 	cJSON_ArrayForEach(l, labels)
 	{
 		if (!l->string || !valid_key(l->string, strlen(l->string)) || !cJSON_IsString(l) ||
-		    !valid_value(l->valuestring, strlen(l->valuestring)))
-			return rw_error_set(err, EINVAL, "the label %.80s is malformed",
+		    !valid_value(l->valuestring, strlen(l->valuestring)) ||
+		    cJSON_GetObjectItemCaseSensitive(out, l->string))
+			return rw_error_set(err, EINVAL, "the label %.80s is malformed or repeated",
 					    l->string ? l->string : "?");
 		cJSON_AddStringToObject(out, l->string, l->valuestring);
 	}

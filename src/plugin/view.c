@@ -284,7 +284,8 @@ static struct top_row *top_rows(const cJSON *list, size_t *ret_n)
 				rows[n++] = (struct top_row){ p, fn, dur_ns(fn, "p99") };
 		}
 	}
-	qsort(rows, n, sizeof(*rows), by_p99);
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_p99);
 	*ret_n = n;
 	return rows;
 }

@@ -207,6 +207,7 @@ TEST(plugin_selector_of_a_workload)
 		"{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\"}]}",
 		"{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\",\"values\":[2]}]}",
 		"{\"matchExpressions\":[1]}",
+		"{\"matchLabels\":{\"a\":\"1\",\"a\":\"2\"}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (!ASSERT_NEQ(from_json_text(bad[i], &sel, &err), 0) || !ASSERT_TRUE(!sel))
