@@ -16,7 +16,7 @@
 
 #define POLL_MS 500
 /* Without a word from any agent this long, say where to look. */
-#define NO_AGENT_HINT_NS (15ull * 1000000000ull)
+#define NO_AGENT_HINT_NS (10ull * 1000000000ull)
 
 struct trace {
 	struct kctl *c;

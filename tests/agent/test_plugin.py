@@ -209,3 +209,19 @@ def test_a_pattern_that_matches_nothing_says_so_with_suggestions(cluster, make_p
     assert "not attached yet" not in err, err
     assert "deleted FunctionProbe" in err, err
     assert probes(cluster, ns) == []
+
+
+def test_no_agent_is_said_and_ctrl_c_before_attaching_leaves_nothing(cluster, make_pod):
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a", containers={"app": CHARGE + ["1"]})
+    p = Plugin(cluster, kubeconfig_in(cluster, ns), "trace", "pod/web-1", "main.charge")
+    try:
+        wait_for("the plugin to ask for the agent",
+                 lambda: "is retwatch-agent running on the pods' nodes" in p.err(), timeout=15)
+        p.proc.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=10)
+    finally:
+        p.stop()
+    assert rc == 128 + signal.SIGTERM, (rc, p.err())
+    assert "deleted FunctionProbe retwatch-pod-web-1-" in p.err(), p.err()
+    assert probes(cluster, ns) == []
