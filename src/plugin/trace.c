@@ -25,6 +25,13 @@ struct trace {
 	char name[256];
 	char path[512];
 	bool tty;
+	/* following the probe */
+	uint64_t start, end;
+	bool attached, told, hinted;
+	char last[64];		/* summary.lastUpdate of the table shown last */
+	char rv[64];		/* resourceVersion of the watch's last event */
+	bool deleted;		/* the watch saw the probe deleted */
+	struct view_seen *seen; /* the slowest calls printed */
 };
 
 static uint64_t now_ns(void)
@@ -251,25 +258,24 @@ static int attach_state(const cJSON *probe, bool quiet, bool *told, struct rw_er
 }
 
 /* The table at each new report; the slowest calls as they come. */
-static void show(struct trace *t, const cJSON *probe, char *last, size_t len,
-		 struct view_seen *seen, uint64_t end)
+static void show(struct trace *t, const cJSON *probe)
 {
 	const char *upd = kobj_str(kobj_get(kobj_get(probe, "status"), "summary"), "lastUpdate");
 	uint64_t now = now_ns();
 
-	if (!upd || !strncmp(upd, last, len))
+	if (!upd || !strncmp(upd, t->last, sizeof(t->last)))
 		return;
-	snprintf(last, len, "%s", upd);
+	snprintf(t->last, sizeof(t->last), "%s", upd);
 	if (t->tty) {
 		/* a live screen: every current slowest call again under the table */
-		memset(seen, 0, sizeof(*seen));
+		memset(t->seen, 0, sizeof(*t->seen));
 		fputs("\033[H\033[2J", stdout);
 	}
 	view__table(stdout, probe);
-	view__slow_calls(stdout, probe, seen);
+	view__slow_calls(stdout, probe, t->seen);
 	if (t->tty)
 		printf("\n%s: %" PRIu64 "s left; Ctrl-C ends it%s\n", t->name,
-		       end > now ? (end - now) / UINT64_C(1000000000) : 0,
+		       t->end > now ? (t->end - now) / UINT64_C(1000000000) : 0,
 		       t->cli->keep ? "" : " and deletes the probe");
 	else
 		putchar('\n');
@@ -284,44 +290,131 @@ static void no_agent_hint(struct trace *t)
 		t->name);
 }
 
-static int follow(struct trace *t, uint64_t start, uint64_t end, struct rw_error *err)
+/* One state of the probe: attached yet, or why not; the table once attached.
+ * -errno when it will never attach. */
+static int on_probe(struct trace *t, const cJSON *p, struct rw_error *err)
 {
-	bool attached = false, told = false, hinted = false;
-	struct view_seen *seen = calloc(1, sizeof(*seen));
-	char last[64] = "";
+	int e;
+
+	if (!t->attached) {
+		e = attach_state(p, now_ns() - t->start < NOT_YET_QUIET_NS, &t->told, err);
+		if (e < 0)
+			return e;
+		t->attached = e == 1;
+	}
+	if (!t->attached && !t->hinted && !kobj_get(p, "status") &&
+	    now_ns() - t->start > NO_AGENT_HINT_NS) {
+		no_agent_hint(t);
+		t->hinted = true;
+	}
+	if (t->attached)
+		show(t, p);
+	return 0;
+}
+
+/* GETs the probe every POLL_MS until the end (or until attached). */
+static int poll_probe(struct trace *t, bool until_attached, struct rw_error *err)
+{
 	int e = 0, fails = 0;
 
-	if (!seen)
-		return rw_error_set(err, ENOMEM, "out of memory");
-	while (!*t->stop && now_ns() < end) {
+	while (!*t->stop && now_ns() < t->end && !(until_attached && t->attached)) {
 		cJSON *p = NULL;
 
 		if ((e = get_probe(t, &p, err))) {
 			if (e == -ENOENT || ++fails == 20)
-				break;
+				return e;
 			fprintf(stderr, "warning: %s\n", err->msg);
-			e = 0;
 		} else {
 			fails = 0;
-			if (!attached && (e = attach_state(p, now_ns() - start < NOT_YET_QUIET_NS,
-							   &told, err)) < 0) {
-				cJSON_Delete(p);
-				break;
-			}
-			attached = attached || e == 1;
-			e = 0;
-			if (!attached && !hinted && !kobj_get(p, "status") &&
-			    now_ns() - start > NO_AGENT_HINT_NS) {
-				no_agent_hint(t);
-				hinted = true;
-			}
-			if (attached)
-				show(t, p, last, sizeof(last), seen, end);
+			e = on_probe(t, p, err);
 			cJSON_Delete(p);
+			if (e)
+				return e;
 		}
-		nap(t->stop, POLL_MS);
+		if (!(until_attached && t->attached))
+			nap(t->stop, POLL_MS);
 	}
-	free(seen);
+	return 0;
+}
+
+/* One event of the watch; nonzero ends this watch. */
+static int on_event(const char *line, size_t len, void *ctx)
+{
+	struct trace *t = ctx;
+	cJSON *ev = cJSON_ParseWithLength(line, len);
+	const char *type = kobj_str(ev, "type"), *rv;
+	const cJSON *obj = kobj_get(ev, "object");
+	struct rw_error err = { { 0 } };
+	int stop = 0;
+
+	if (type && !strcmp(type, "DELETED")) {
+		t->deleted = true;
+		stop = 1;
+	} else if (type && !strcmp(type, "ERROR")) {
+		t->rv[0] = '\0'; /* 410 Gone, or another: watch afresh from now */
+		stop = 1;
+	} else if (type && (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED"))) {
+		rv = kobj_str(kobj_get(obj, "metadata"), "resourceVersion");
+		snprintf(t->rv, sizeof(t->rv), "%s", rv && strlen(rv) < sizeof(t->rv) ? rv : "");
+		on_probe(t, obj, &err); /* attached already: nothing fails */
+	}
+	cJSON_Delete(ev);
+	return stop || now_ns() >= t->end;
+}
+
+/*
+ * Watches the probe until the end (the server ends each watch then:
+ * timeoutSeconds), from the last event's resourceVersion. -EACCES when the
+ * user may not watch: polling serves instead.
+ */
+static int watch_probe(struct trace *t, struct rw_error *err)
+{
+	char path[1024];
+	int st, fails = 0;
+
+	while (!*t->stop && now_ns() < t->end) {
+		uint64_t left = (t->end - now_ns()) / UINT64_C(1000000000) + 1;
+
+		snprintf(path, sizeof(path),
+			 FPROBE_API "/namespaces/%s/functionprobes?watch=1&fieldSelector=metadata."
+				    "name%%3D%s&timeoutSeconds=%" PRIu64 "%s%s",
+			 t->c->ns, t->name, left, t->rv[0] ? "&resourceVersion=" : "", t->rv);
+		st = kube__stream(t->c->k, path, on_event, t, t->stop, (int)left + 30, err);
+		if (t->deleted)
+			return rw_error_set(err, ENOENT,
+					    "FunctionProbe %s was deleted while it ran", t->name);
+		if (st == 403)
+			return -EACCES;
+		if (st == 200 || st == -ECANCELED) {
+			fails = 0;
+			continue;
+		}
+		if (st == 410)
+			t->rv[0] = '\0';
+		if (++fails == 10)
+			return rw_error_set(err, EIO, "failed to watch FunctionProbe %s: %s",
+					    t->name, err->msg);
+		nap(t->stop, 1000);
+	}
+	return 0;
+}
+
+static int follow(struct trace *t, struct rw_error *err)
+{
+	int e;
+
+	if (!(t->seen = calloc(1, sizeof(*t->seen))))
+		return rw_error_set(err, ENOMEM, "out of memory");
+	e = poll_probe(t, true, err);
+	if (!e && t->attached && (e = watch_probe(t, err)) == -EACCES) {
+		fprintf(stderr,
+			"note: you may not watch functionprobes.retwatch.io: reading "
+			"the probe every %d ms instead\n",
+			POLL_MS);
+		e = poll_probe(t, false, err);
+	}
+	free(t->seen);
+	t->seen = NULL;
 	return e;
 }
 
@@ -330,7 +423,6 @@ int trace__run(struct kctl *c, const struct plugin_cli *cli, const volatile sig_
 {
 	struct trace t = { .c = c, .cli = cli, .stop = stop, .tty = isatty(STDOUT_FILENO) };
 	cJSON *sel = NULL;
-	uint64_t start;
 	int e;
 
 	if ((e = resolve_selector(&t, &sel, err)))
@@ -340,10 +432,11 @@ int trace__run(struct kctl *c, const struct plugin_cli *cli, const volatile sig_
 		cJSON_Delete(sel);
 		return 0;
 	}
-	start = now_ns();
+	t.start = now_ns();
+	t.end = t.start + cli->lifetime_ns;
 	if ((e = create(&t, sel, err)))
 		return e;
-	e = follow(&t, start, start + cli->lifetime_ns, err);
+	e = follow(&t, err);
 	remove_probe(&t);
 	return e;
 }

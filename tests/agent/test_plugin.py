@@ -33,6 +33,28 @@ def kubeconfig_in(cluster, ns, user="admin"):
     return path
 
 
+def investigator(cluster, ns):
+    """A user with the rights docs/kubectl-plugin.md names for trace pod/NAME
+    in ns, less watch: a ServiceAccount's token, bound to a Role."""
+    cluster.kubectl("create", "serviceaccount", "investigator", "-n", ns)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "investigator", "namespace": ns},
+            "rules": [{"apiGroups": ["retwatch.io"], "resources": ["functionprobes"],
+                       "verbs": ["get", "create", "delete"]},
+                      {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
+    cluster.kubectl("create", "rolebinding", "investigator", "--role", "investigator",
+                    "--serviceaccount", f"{ns}:investigator", "-n", ns)
+    who = f"system:serviceaccount:{ns}:investigator"
+    wait_for("the Role to apply", lambda: cluster.kubectl(
+        "auth", "can-i", "create", "functionprobes.retwatch.io", "-n", ns, "--as", who,
+        check=False).stdout.strip() == "yes", timeout=10)
+    token = cluster.kubectl("create", "token", "investigator", "-n", ns).stdout.strip()
+    user = f"investigator-{ns}"
+    cluster.cp.add_token_user(user, token)
+    return user
+
+
 class Plugin:
     """kubectl-retwatch with args, its output in files read while it runs."""
 
@@ -87,14 +109,16 @@ def table_calls(out, function):
 
 
 def test_trace_a_pod_until_for_ends_shows_the_status_and_leaves_nothing(cluster, make_pod):
+    """As a user with only the rights the docs name (no watch: it polls)."""
     ns = cluster.namespace()
     pod = make_pod(ns, "web-1", {"app": "web", "tier": "front"}, "node-a",
                    containers={"app": CHARGE + ["300"]})
     pid = pod.containers["app"].pid
+    user = investigator(cluster, ns)
     with cluster.agent("node-a") as agent:
         # the namespace is the kubeconfig context's: no -n
-        p = Plugin(cluster, kubeconfig_in(cluster, ns), "trace", "pod/web-1", "main.charge",
-                   "--for", "12s", "--threshold", "50ms")
+        p = Plugin(cluster, kubeconfig_in(cluster, ns, user), "trace", "pod/web-1",
+                   "main.charge", "--for", "12s", "--threshold", "50ms")
         try:
             (probe,) = wait_for("the plugin's probe", lambda: probes(cluster, ns), timeout=10)
             name = probe["metadata"]["name"]
@@ -124,6 +148,8 @@ def test_trace_a_pod_until_for_ends_shows_the_status_and_leaves_nothing(cluster,
     assert f"created FunctionProbe {name} in namespace {ns}" in err, err
     assert "attached: probes live on 1 processes in 1 pods" in err, err
     assert f"deleted FunctionProbe {name}" in err, err
+    # a user who may not watch probes gets them read again and again
+    assert "note: you may not watch functionprobes.retwatch.io" in err, err
     # each slowest call once: every 100th of the 300 charges takes 100 ms
     slow = [line for line in out.splitlines() if line.startswith("slowest call: main.charge ")]
     assert len(slow) == len(set(slow)), slow
@@ -175,6 +201,7 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
         finally:
             p.stop()
         assert rc == 128 + signal.SIGINT, (rc, p.err())
+        assert "you may not watch" not in p.err(), p.err()
         assert probes(cluster, ns) == [], p.err()
         assert f"deleted FunctionProbe {name}" in p.err(), p.err()
     print(f"SIGINT to exit: {took:.2f} s")
