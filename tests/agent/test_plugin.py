@@ -8,8 +8,10 @@ own, with the user's kubeconfig (KUBECONFIG) and its context's namespace."""
 
 import json
 import os
+import pty
 import signal
 import subprocess
+import threading
 import time
 
 from agentproc import REPO, wait_for
@@ -58,17 +60,41 @@ def investigator(cluster, ns):
 class Plugin:
     """kubectl-retwatch with args, its output in files read while it runs."""
 
-    def __init__(self, cluster, kubeconfig, *args):
+    def __init__(self, cluster, kubeconfig, *args, tty=False):
+        """tty: stdout is a terminal (a pseudo-terminal read by a thread)."""
         stamp = time.monotonic_ns()
         self.out_path = os.path.join(cluster.workdir, f"plugin-{stamp}.out")
         self.err_path = os.path.join(cluster.workdir, f"plugin-{stamp}.err")
         env = dict(os.environ, KUBECONFIG=kubeconfig)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        self.tty, self.reader = None, None
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            if tty:
+                self.tty, slave = pty.openpty()
+                out = slave
             self.proc = subprocess.Popen([PLUGIN, *args], stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=err, env=env)
+        if tty:
+            os.close(slave)
+            self.reader = threading.Thread(target=self._read_tty, daemon=True)
+            self.reader.start()
+
+    def _read_tty(self):
+        with open(self.out_path, "ab") as f:
+            while True:
+                try:
+                    data = os.read(self.tty, 65536)
+                except OSError:  # EIO once the plugin has closed it
+                    data = b""
+                if not data:
+                    break
+                f.write(data)
+                f.flush()
+        os.close(self.tty)
 
     def out(self):
+        if self.reader and self.proc.poll() is not None:
+            self.reader.join(timeout=5)
         with open(self.out_path, errors="replace") as f:
             return f.read()
 
@@ -174,7 +200,7 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
     admin = cluster.cp.kubeconfig("admin")
     with cluster.agent("node-a"):
         p = Plugin(cluster, admin, "trace", "deploy/web", "main.handleRequest", "-n", ns,
-                   "--for", "60s")
+                   "--for", "60s", tty=True)
         try:
             (probe,) = wait_for("the plugin's probe", lambda: probes(cluster, ns), timeout=10)
             name = probe["metadata"]["name"]
@@ -205,6 +231,10 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
         assert probes(cluster, ns) == [], p.err()
         assert f"deleted FunctionProbe {name}" in p.err(), p.err()
     print(f"SIGINT to exit: {took:.2f} s")
+    # on a terminal: the screen redrawn at each report, the time left under it
+    out = p.out()
+    assert out.startswith("\033[H\033[2J" + name + ": 1 pods"), out[:200]
+    assert "s left; Ctrl-C ends it and deletes the probe" in out, out
     assert "tracing 1 pod matching app=web,track notin (canary): web-1" in p.err(), p.err()
 
 
