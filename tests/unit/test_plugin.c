@@ -283,3 +283,95 @@ TEST(plugin_yaml)
 	cJSON_Delete(obj);
 	return ok;
 }
+
+/* What a view function prints of a JSON text. */
+__attribute__((noinline)) static char *printed(void (*fn)(FILE *, const cJSON *), const char *json)
+{
+	cJSON *obj = cJSON_Parse(json);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	fn(f, obj);
+	fclose(f);
+	cJSON_Delete(obj);
+	return out;
+}
+
+#define FN(name, calls, p99)                                                               \
+	"{\"name\":\"" name "\",\"calls\":" #calls ",\"p50\":\"1ms\",\"p99\":\"" p99 "\"," \
+	"\"recent\":{\"calls\":2,\"p50\":\"1ms\",\"p99\":\"" p99 "\"},"                    \
+	"\"slowestPods\":[{\"pod\":\"web-1\",\"p99\":\"" p99                               \
+	"\"},{\"pod\":\"web-2\",\"p99\":\"1ms\"}]}"
+
+TEST(plugin_view_table_rows_and_revisions)
+{
+	char *out = printed(
+		view__table,
+		"{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":\"Attached\","
+		"\"status\":\"True\",\"reason\":\"Attached\"}],\"summary\":{\"pods\":2,\"nodes\":1,"
+		"\"processes\":2,\"lastUpdate\":\"T\",\"functions\":[" FN(
+			"main.a", 7,
+			"3ms") ","
+			       "{\"name\":\"main.b\",\"calls\":\"bad\",\"revisions\":[{\"revision\":\"r1\",\"pods\":1,"
+			       "\"calls\":5,\"p50\":\"1ms\",\"p99\":\"2ms\"},{\"revision\":\"r2\",\"pods\":1,"
+			       "\"calls\":6,\"p50\":\"4ms\",\"p99\":\"9ms\"}]}]}}}");
+	bool ok = ASSERT_STRCONTAINS(out,
+				     "p: 2 pods, 2 processes on 1 nodes; updated T; Attached\n") &&
+		  ASSERT_STRCONTAINS(out,
+				     "main.a            7       1ms       3ms            2        "
+				     "1ms        3ms  web-1 3ms, web-2 1ms\n") &&
+		  /* a field of the wrong type prints as nothing, not a crash */
+		  ASSERT_STRCONTAINS(out, "main.b            0         -         -            0") &&
+		  ASSERT_STRCONTAINS(out, "  5       1ms       2ms   revision r1 (1 pods)\n") &&
+		  ASSERT_STRCONTAINS(out, "  6       4ms       9ms   revision r2 (1 pods)\n");
+
+	free(out);
+	return ok;
+}
+
+TEST(plugin_view_top_slowest_first)
+{
+	char *out = printed(
+		view__top,
+		"{\"items\":[{\"metadata\":{\"name\":\"p1\"},\"status\":{"
+		"\"summary\":{\"functions\":[" FN("main.fast", 1, "812ns") "," FN(
+			"main.slow", 2,
+			"1.5s") "]}}},{\"metadata\":{\"name\":"
+				"\"p2\"},\"status\":{\"summary\":{\"functions\":[" FN(
+					"main.mid", 3, "20.1ms") "]}}},{\"status\":7}]}");
+	const char *slow = strstr(out, "main.slow"), *mid = strstr(out, "main.mid"),
+		   *fast = strstr(out, "main.fast");
+	bool ok = ASSERT_TRUE(slow && mid && fast && slow < mid && mid < fast) &&
+		  ASSERT_STRCONTAINS(out, "p2 ");
+
+	free(out);
+	return ok;
+}
+
+TEST(plugin_view_slowest_calls_once_each)
+{
+	const char *probe =
+		"{\"status\":{\"summary\":{\"functions\":[{\"name\":\"main.a\",\"slowestCalls\":["
+		"{\"duration\":\"9ms\",\"durationNs\":9000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
+		"\"ended\":\"E1\",\"stack\":[\"main.a+0x1 (/app)\",\"main.b+0x2 (/app)\"]},"
+		"{\"duration\":\"8ms\",\"durationNs\":8000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
+		"\"ended\":\"E2\"}]}]}}}";
+	cJSON *obj = cJSON_Parse(probe);
+	struct view_seen *seen = calloc(1, sizeof(*seen));
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	bool ok = ASSERT_EQ(view__slow_calls(f, obj, seen), 2) &&
+		  ASSERT_EQ(view__slow_calls(f, obj, seen), 0);
+
+	fclose(f);
+	ok = ok &&
+	     ASSERT_STRCONTAINS(out, "slowest call: main.a 9ms in pod web-1 (container -, "
+				     "node -, pid 4) ended E1: main.a+0x1 (/app) < main.b+0x2 "
+				     "(/app)\n");
+	free(out);
+	free(seen);
+	cJSON_Delete(obj);
+	return ok;
+}
