@@ -58,7 +58,7 @@ FUZZ_SECONDS ?= 12
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: install link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+.PHONY: install plugin-archive link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch
 
@@ -123,6 +123,14 @@ install: all
 	$(Q)install -d $(DESTDIR)$(BINDIR)
 	$(Q)install -m 0755 $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch \
 		$(DESTDIR)$(BINDIR)/
+
+# The kubectl plugin's release archive, laid out as plugins/retwatch.yaml
+# says (kubectl-retwatch at its top); prints the sha256 the manifest takes.
+plugin-archive: $(OUTPUT)/kubectl-retwatch
+	$(call msg,TAR,$(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz)
+	$(Q)tar -C $(OUTPUT) --owner=0 --group=0 --numeric-owner --mtime=@0 \
+		-czf $(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz kubectl-retwatch
+	$(Q)sha256sum $(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz
 
 # What a program outside the Makefile (bench/, the integration tests' drivers)
 # links against: every layer's archive of OUTPUT, and their libraries.
