@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/latency.h"
@@ -205,14 +206,53 @@ static int trace_args(int n, char **args, struct plugin_cli *c, struct rw_error 
 	return 0;
 }
 
+/* Whether option arg takes the next argument as its value. */
+static bool takes_value(const char *arg)
+{
+	if (arg[1] != '-')
+		return arg[1] && strchr("nlo", arg[1]) && !arg[2];
+	for (const struct option *o = long_opts; o->name; o++)
+		if (o->has_arg == required_argument && !strcmp(arg + 2, o->name))
+			return true;
+	return false;
+}
+
+/* Moves the command (the first argument that is no option nor an option's
+ * value) to argv[1]: `kubectl retwatch -n shop get` as `get -n shop`.
+ * Returns the command, "help" when there is none and -h asks for it, else
+ * NULL. */
+static const char *command_first(int argc, char **argv)
+{
+	bool help = argc < 2;
+
+	for (int i = 1; i < argc; i++) {
+		char *cmd = argv[i];
+
+		if (!strcmp(cmd, "--"))
+			break;
+		if (cmd[0] == '-' && cmd[1]) {
+			help = help || !strcmp(cmd, "-h") || !strcmp(cmd, "--help");
+			i += takes_value(cmd);
+			continue;
+		}
+		memmove(argv + 2, argv + 1, (size_t)(i - 1) * sizeof(*argv));
+		argv[1] = cmd;
+		return cmd;
+	}
+	return help ? "help" : NULL;
+}
+
 int plugin_cli__parse(int argc, char **argv, struct plugin_cli *c, struct rw_error *err)
 {
-	const char *cmd = argc > 1 ? argv[1] : "help";
+	const char *cmd;
 	int n;
 
 	*c = (struct plugin_cli){ .lifetime = "2m",
 				  .lifetime_ns = 120000000000ull,
 				  .interval = "2s" };
+	if (!(cmd = command_first(argc, argv)))
+		return rw_error_set(err, EINVAL, "give a command: trace, get or top (or --help)");
+
 	if (!strcmp(cmd, "trace"))
 		c->cmd = PLUGIN_TRACE;
 	else if (!strcmp(cmd, "get"))

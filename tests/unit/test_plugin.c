@@ -84,6 +84,7 @@ TEST(plugin_cli_mistakes_say_what_to_write)
 		{ "get -o wide", "json and yaml" },
 		{ "top extra", "no arguments" },
 		{ "trcae pod/a", "unknown command" },
+		{ "-n x", "give a command" },
 	};
 	struct plugin_cli c;
 
@@ -95,6 +96,21 @@ TEST(plugin_cli_mistakes_say_what_to_write)
 			return false;
 	}
 	return true;
+}
+
+TEST(plugin_cli_options_before_the_command)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	return ASSERT_OK(parse("-n top --context=c get x", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_GET) && ASSERT_STREQ(c.ns, "top") &&
+	       ASSERT_STREQ(c.context, "c") && ASSERT_STREQ(c.name, "x") &&
+	       ASSERT_OK(parse("--kubeconfig k -l a=b trace main.x", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_TRACE) && ASSERT_STREQ(c.selector, "a=b") &&
+	       ASSERT_STREQ(c.kubeconfig, "k") && ASSERT_EQ(c.npatterns, 1) &&
+	       ASSERT_STREQ(c.patterns[0], "main.x") && ASSERT_OK(parse("--keep -h", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_HELP);
 }
 
 TEST(plugin_cli_get)
