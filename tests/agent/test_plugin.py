@@ -199,6 +199,7 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
     make_pod(ns, "other", {"app": "other"}, "node-a")
     admin = cluster.cp.kubeconfig("admin")
     with cluster.agent("node-a"):
+        started = time.monotonic()
         p = Plugin(cluster, admin, "trace", "deploy/web", "main.handleRequest", "-n", ns,
                    "--for", "60s", tty=True)
         try:
@@ -206,7 +207,9 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
             name = probe["metadata"]["name"]
             assert probe["spec"]["selector"] == deploy["spec"]["selector"], probe["spec"]
             wait_for("a table with calls",
-                     lambda: any(table_calls(p.out(), "main.handleRequest")), timeout=15)
+                     lambda: any(table_calls(p.out(), "main.handleRequest")), timeout=15,
+                     interval=0.05)
+            first_table = time.monotonic() - started
             rc, out, _ = run(cluster, admin, "get", name, "-o", "json", "-n", ns)
             assert rc == 0 and json.loads(out)["metadata"]["name"] == name, out
             rc, out, _ = run(cluster, admin, "get", "-o", "json", "-n", ns)
@@ -230,7 +233,10 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
         assert "you may not watch" not in p.err(), p.err()
         assert probes(cluster, ns) == [], p.err()
         assert f"deleted FunctionProbe {name}" in p.err(), p.err()
-    print(f"SIGINT to exit: {took:.2f} s")
+    print(f"start to the first table with calls: {first_table:.2f} s; SIGINT to exit: "
+          f"{took:.2f} s")
+    # the bar: the live table within 5 s of starting (a 2 s report interval)
+    assert first_table < 5, first_table
     # on a terminal: the screen redrawn at each report, the time left under it
     out = p.out()
     assert out.startswith("\033[H\033[2J" + name + ": 1 pods"), out[:200]
