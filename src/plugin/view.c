@@ -103,7 +103,8 @@ static void function_row(FILE *f, const cJSON *fn, int w)
 {
 	const cJSON *recent = kobj_get(fn, "recent");
 
-	fprintf(f, "%-*.*s %10" PRId64 " %9s %9s %12" PRId64 " %10s %10s  ", w, NAME_MAX_WIDTH,
+	/* a longer name shifts its row rather than lose its end */
+	fprintf(f, "%-*.1024s %10" PRId64 " %9s %9s %12" PRId64 " %10s %10s  ", w,
 		str_or(fn, "name"), kobj_int(fn, "calls", 0), str_or(fn, "p50"), str_or(fn, "p99"),
 		kobj_int(recent, "calls", 0), str_or(recent, "p50"), str_or(recent, "p99"));
 	slowest_pods(f, fn);

@@ -233,6 +233,7 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
         assert "you may not watch" not in p.err(), p.err()
         assert probes(cluster, ns) == [], p.err()
         assert f"deleted FunctionProbe {name}" in p.err(), p.err()
+        wait_for("the reports to go", lambda: cluster.reports(ns) == [], timeout=8)
     print(f"start to the first table with calls: {first_table:.2f} s; SIGINT to exit: "
           f"{took:.2f} s")
     # the bar: the live table within 5 s of starting (a 2 s report interval)
