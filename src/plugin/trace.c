@@ -203,7 +203,8 @@ static int get_probe(struct trace *t, cJSON **ret, struct rw_error *err)
 	int st = kctl__call(t->c, "GET", t->path, NULL, "get", FPROBE_RESOURCE, t->name, ret, err);
 
 	if (st == 404)
-		rw_error_set(err, ENOENT, "FunctionProbe %s was deleted while it ran", t->name);
+		return rw_error_set(err, ENOENT, "FunctionProbe %s was deleted while it ran",
+				    t->name);
 	return st >= 200 && st <= 299 && *ret ? 0 : st < 0 ? st : -EIO;
 }
 
@@ -369,16 +370,19 @@ static int on_event(const char *line, size_t len, void *ctx)
  */
 static int watch_probe(struct trace *t, struct rw_error *err)
 {
-	char path[1024];
+	char path[2048], sel[300], qsel[900], qrv[200];
 	int st, fails = 0;
 
+	snprintf(sel, sizeof(sel), "metadata.name=%s", t->name);
+	kube__escape(sel, qsel, sizeof(qsel));
 	while (!*t->stop && now_ns() < t->end) {
 		uint64_t left = (t->end - now_ns()) / UINT64_C(1000000000) + 1;
 
 		snprintf(path, sizeof(path),
-			 FPROBE_API "/namespaces/%s/functionprobes?watch=1&fieldSelector=metadata."
-				    "name%%3D%s&timeoutSeconds=%" PRIu64 "%s%s",
-			 t->c->ns, t->name, left, t->rv[0] ? "&resourceVersion=" : "", t->rv);
+			 FPROBE_API "/namespaces/%s/functionprobes?watch=1&fieldSelector=%s"
+				    "&timeoutSeconds=%" PRIu64 "%s%s",
+			 t->c->ns, qsel, left, t->rv[0] ? "&resourceVersion=" : "",
+			 kube__escape(t->rv, qrv, sizeof(qrv)));
 		st = kube__stream(t->c->k, path, on_event, t, t->stop, (int)left + 30, err);
 		if (t->deleted)
 			return rw_error_set(err, ENOENT,
