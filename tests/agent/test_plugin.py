@@ -234,6 +234,16 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
         assert probes(cluster, ns) == [], p.err()
         assert f"deleted FunctionProbe {name}" in p.err(), p.err()
         wait_for("the reports to go", lambda: cluster.reports(ns) == [], timeout=8)
+        # a probe deleted under a trace ends it, saying so
+        p2 = Plugin(cluster, admin, "trace", "-l", "app=web", "main.handleRequest", "-n", ns)
+        try:
+            wait_for("a table with calls",
+                     lambda: any(table_calls(p2.out(), "main.handleRequest")), timeout=15)
+            cluster.kubectl("delete", "functionprobes", "--all", "-n", ns)
+            rc2 = p2.wait(timeout=10)
+        finally:
+            p2.stop()
+        assert rc2 == 1 and "was deleted while it ran" in p2.err(), (rc2, p2.err())
     print(f"start to the first table with calls: {first_table:.2f} s; SIGINT to exit: "
           f"{took:.2f} s")
     # the bar: the live table within 5 s of starting (a 2 s report interval)
