@@ -263,8 +263,11 @@ def test_errors_name_what_to_fix(cluster):
     assert rc == 1, (rc, out, err)
     assert f"you may not create functionprobes.retwatch.io in namespace {ns}: ask for the " \
         f"'create' verb on functionprobes.retwatch.io" in err, err
-    rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "trace", "deploy/nope", "main.x")
-    assert rc == 1 and f'deployments.apps "nope" not found in namespace {ns}' in err, err
+    for kind, resource in (("deploy", "deployments.apps"), ("sts", "statefulsets.apps"),
+                           ("ds", "daemonsets.apps"), ("pod", "pods")):
+        rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "trace", f"{kind}/nope",
+                           "main.x")
+        assert rc == 1 and f'{resource} "nope" not found in namespace {ns}' in err, err
     rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "trace", "-l", "app in web",
                        "main.x")
     assert rc == 1 and "'tier in (web,api)'" in err, err
