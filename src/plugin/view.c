@@ -126,11 +126,19 @@ void view__table(FILE *f, const cJSON *probe)
 		str_or(kobj_get(probe, "metadata"), "name"), kobj_int(sum, "pods", 0),
 		kobj_int(sum, "processes", 0), kobj_int(sum, "nodes", 0), str_or(sum, "lastUpdate"),
 		*reason ? reason : "waiting for the agents");
+	/* detached by the overhead guard, expired, not attached: why */
+	if (*reason && strcmp(reason, "Attached") && *msg)
+		fprintf(f, "%s: %.1024s\n", reason, msg);
 	fprintf(f, "%-*s %10s %9s %9s %12s %10s %10s  %s\n", w, "FUNCTION", "CALLS", "P50", "P99",
 		"RECENT-CALLS", "RECENT-P50", "RECENT-P99", "SLOWEST PODS (P99)");
 	cJSON_ArrayForEach(fn, fns) function_row(f, fn, w);
 	if (!cJSON_GetArraySize(fns))
 		fprintf(f, "(no calls yet)\n");
+	if (kobj_int(sum, "functionsOmitted", 0) > 0)
+		fprintf(f,
+			"(%" PRId64 " more functions left out of the status to keep it within "
+			"its size)\n",
+			kobj_int(sum, "functionsOmitted", 0));
 	fflush(f);
 }
 

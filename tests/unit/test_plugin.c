@@ -391,3 +391,17 @@ TEST(plugin_view_slowest_calls_once_each)
 	cJSON_Delete(obj);
 	return ok;
 }
+
+TEST(plugin_view_table_says_why)
+{
+	char *out = printed(view__table,
+			    "{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":"
+			    "\"Attached\",\"status\":\"True\",\"reason\":\"OverheadLimited\","
+			    "\"message\":\"main.hot detached from pid 7\"}],\"summary\":{"
+			    "\"functionsOmitted\":3}}}");
+	bool ok = ASSERT_STRCONTAINS(out, "OverheadLimited: main.hot detached from pid 7\n") &&
+		  ASSERT_STRCONTAINS(out, "(no calls yet)\n(3 more functions left out");
+
+	free(out);
+	return ok;
+}
