@@ -55,11 +55,11 @@ int kctl__open(const struct plugin_cli *cli, struct kctl *c, struct rw_error *er
 		return e;
 	}
 	ns = cli->ns ? cli->ns : creds.namespace ? creds.namespace : "default";
-	if (strlen(ns) >= sizeof(c->ns) ||
+	if (!*ns || strlen(ns) >= sizeof(c->ns) ||
 	    strspn(ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(ns)) {
 		e = rw_error_set(
 			err, EINVAL,
-			"%.80s is not a namespace name: lowercase letters, digits and '-', "
+			"\"%.80s\" is not a namespace name: lowercase letters, digits and '-', "
 			"at most 63",
 			ns);
 		goto out;
