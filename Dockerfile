@@ -1,6 +1,7 @@
 # The node agent's image, run by the DaemonSet: retwatch-agent, and the
-# retwatch CLI beside it for `kubectl exec`, on Debian bookworm with only the
-# shared libraries the two need.
+# retwatch CLI beside it for `kubectl exec`, and the kubectl plugin
+# (kubectl-retwatch, for a release archive or a toolbox image), on Debian
+# bookworm with only the shared libraries the three need.
 #
 #   docker build -t retwatch-agent .
 #   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t retwatch-agent .
@@ -25,7 +26,7 @@ COPY cmd/ cmd/
 RUN make -j"$(nproc)" all
 
 FROM ${BASE}
-# Runtime packages of every library in `objdump -p` NEEDED of the two
+# Runtime packages of every library in `objdump -p` NEEDED of the three
 # binaries; libzycore1.4 comes with libzydis4.0. libiberty (the demangler)
 # is linked statically: libiberty-dev ships only an archive. ca-certificates for
 # API servers whose certificate a public CA signed.
@@ -36,7 +37,8 @@ RUN apt-get update \
 	&& rm -rf /var/lib/apt/lists/*
 # Not stripped: --self-check finds the function it probes in the agent's
 # own symbol table.
-COPY --from=build /src/build/retwatch-agent /src/build/retwatch /usr/local/bin/
+COPY --from=build /src/build/retwatch-agent /src/build/retwatch /src/build/kubectl-retwatch \
+	/usr/local/bin/
 
 # Declared here, not above, so that a new revision rebuilds only this layer.
 # VERSION must follow RETWATCH_VERSION in cmd/retwatch-agent/main.c

@@ -16,6 +16,7 @@ LIBS_BASE := -lbpf -lcjson -liberty
 LIBS_ANALYSIS := -lelf -ldw -lZydis -lZycore -lz $(LIBS_BASE)
 LIBS_TRACE := $(LIBS_ANALYSIS)
 LIBS := -lcurl -lyaml -lmicrohttpd $(LIBS_TRACE)
+LIBS_PLUGIN := -lcurl -lyaml -lcjson
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf -mcpu=v3
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
@@ -36,12 +37,13 @@ endif
 
 # src/ in layers, lowest first; a layer includes only its own headers and
 # those of the layers below it (scripts/layers.sh checks, in make lint).
-LAYERS := base analysis trace agent
+LAYERS := base analysis trace agent plugin
 LIB_SRCS := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 # Archives, highest layer first as the linker wants them.
 TRACE_ARS := $(OUTPUT)/libretwatch-trace.a $(OUTPUT)/libretwatch-analysis.a \
 	$(OUTPUT)/libretwatch-base.a
-ALL_ARS := $(OUTPUT)/libretwatch-agent.a $(TRACE_ARS)
+AGENT_ARS := $(OUTPUT)/libretwatch-agent.a $(TRACE_ARS)
+ALL_ARS := $(OUTPUT)/libretwatch-plugin.a $(AGENT_ARS)
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
@@ -53,9 +55,12 @@ FUZZ_SECONDS ?= 12
 .DELETE_ON_ERROR:
 # Generated BPF files are kept, not deleted as intermediates.
 .SECONDARY: $(BPF_SKELS) $(BPF_SKELS:.skel.h=.bpf.o) $(FUZZ_LIB_OBJS)
-.PHONY: link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
 
-all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent
+.PHONY: install plugin-archive link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+
+all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch
 
 $(BPF_OUT)/vmlinux.h:
 	$(Q)mkdir -p $(BPF_OUT)
@@ -88,6 +93,7 @@ $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 objs_of = $(patsubst %.c,$(OUTPUT)/obj/%.o,$(1))
 CMD_OBJS := $(call objs_of,$(wildcard cmd/retwatch/*.c))
 AGENT_OBJS := $(call objs_of,$(wildcard cmd/retwatch-agent/*.c))
+PLUGIN_OBJS := $(call objs_of,$(wildcard cmd/kubectl-retwatch/*.c))
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 -include $(patsubst %.o,%.d,$(call objs_of,$(LIB_SRCS) $(wildcard cmd/*/*.c) $(UNIT_SRCS)))
 
@@ -96,13 +102,35 @@ $(OUTPUT)/retwatch: $(CMD_OBJS) $(TRACE_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS_TRACE) -o $@
 
-$(OUTPUT)/retwatch-agent: $(AGENT_OBJS) $(ALL_ARS)
+$(OUTPUT)/retwatch-agent: $(AGENT_OBJS) $(AGENT_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
+
+# The kubectl plugin: the agent's Kubernetes client, no tracer (so none of
+# the tracer's libraries, whatever the linker's --as-needed default).
+$(OUTPUT)/kubectl-retwatch: $(PLUGIN_OBJS) $(ALL_ARS)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS_PLUGIN) -o $@
 
 $(OUTPUT)/unit_tests: $(UNIT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
+
+# The three programs into $(DESTDIR)$(BINDIR): kubectl finds kubectl-retwatch
+# on PATH as `kubectl retwatch`.
+install: all
+	$(call msg,INSTALL,$(DESTDIR)$(BINDIR))
+	$(Q)install -d $(DESTDIR)$(BINDIR)
+	$(Q)install -m 0755 $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch \
+		$(DESTDIR)$(BINDIR)/
+
+# The kubectl plugin's release archive, laid out as plugins/retwatch.yaml
+# says (kubectl-retwatch at its top); prints the sha256 the manifest takes.
+plugin-archive: $(OUTPUT)/kubectl-retwatch
+	$(call msg,TAR,$(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz)
+	$(Q)tar -C $(OUTPUT) --owner=0 --group=0 --numeric-owner --mtime=@0 \
+		-czf $(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz kubectl-retwatch
+	$(Q)sha256sum $(OUTPUT)/kubectl-retwatch-linux-amd64.tar.gz
 
 # What a program outside the Makefile (bench/, the integration tests' drivers)
 # links against: every layer's archive of OUTPUT, and their libraries.
@@ -114,7 +142,8 @@ deps:
 
 # Everything under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
-	$(Q)$(MAKE) --no-print-directory OUTPUT=build/asan SANITIZE=1 build/asan/retwatch build/asan/retwatch-agent build/asan/unit_tests
+	$(Q)$(MAKE) --no-print-directory OUTPUT=build/asan SANITIZE=1 build/asan/retwatch build/asan/retwatch-agent \
+		build/asan/kubectl-retwatch build/asan/unit_tests
 
 fixtures:
 	$(Q)bash tests/fixtures/build.sh build/fixtures
@@ -148,7 +177,7 @@ fuzz-build: $(FUZZ_BINS)
 # The node agent against a real API server (built from Go modules, cached)
 # and runc containers; needs root.
 agenttest: asan
-	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent \
+	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent RETWATCH_PLUGIN=build/asan/kubectl-retwatch \
 		python3 -m pytest -q -p no:cacheprovider --durations=15 tests/agent
 
 # helm, built from its Go module (tests/helm, cached); prints its directory.

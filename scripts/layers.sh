@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-layers=(base analysis trace agent)
+layers=(base analysis trace agent plugin)
 rank() {
 	local i
 	for i in "${!layers[@]}"; do
@@ -15,12 +15,14 @@ rank() {
 }
 
 # The highest layer each place may include: a layer itself; the CLI the
-# engine (trace); the agent's program and the tests everything.
+# engine (trace); the agent's program the agent; the kubectl plugin and the
+# tests everything.
 top_of() {
 	case $1 in
 	src/*) rank "$(cut -d/ -f2 <<<"$1")" ;;
 	cmd/retwatch/*) rank trace ;;
-	*) rank agent ;;
+	cmd/retwatch-agent/*) rank agent ;;
+	*) rank plugin ;;
 	esac
 }
 

@@ -103,7 +103,7 @@ struct kube *kube__new(const struct kube_creds *c, struct rw_error *err)
 	}
 	if (c->insecure) {
 		rw_error_set(err, EINVAL,
-			     "insecure-skip-tls-verify is set: the agent verifies the API server's "
+			     "insecure-skip-tls-verify is set: retwatch verifies the API server's "
 			     "certificate; give the cluster's CA instead");
 		errno = EINVAL;
 		return NULL;

@@ -36,6 +36,16 @@ def test_version(rootfs, runc_root):
     assert res.stdout.strip() == f"retwatch-agent {imagectl.agent_version()}", _output(res)
 
 
+def test_the_kubectl_plugin_runs(rootfs, runc_root):
+    res = imagectl.run(rootfs, runc_root, ["/usr/local/bin/kubectl-retwatch", "--help"],
+                       entrypoint=False)
+    assert res.returncode == 0 and "kubectl retwatch trace" in res.stdout, _output(res)
+    res = imagectl.run(rootfs, runc_root, ["ldd", "/usr/local/bin/kubectl-retwatch"],
+                       entrypoint=False)
+    assert res.returncode == 0 and "libcurl.so.4 => " in res.stdout, _output(res)
+    assert "not found" not in res.stdout, _output(res)
+
+
 def test_self_check_passes_with_the_daemonsets_capabilities(rootfs, runc_root):
     res = imagectl.run(rootfs, runc_root, ["--self-check"])
     assert res.returncode == 0, _output(res)

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: MIT
+/* kubectl-retwatch's pure parts: its command line, label selectors both
+ * ways, the FunctionProbe it creates, and its YAML. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/cli.h"
+#include "plugin/selector.h"
+#include "plugin/trace.h"
+#include "plugin/view.h"
+#include "test.h"
+
+/* Parses a command line given as one string of space-separated words. */
+static int parse(const char *line, struct plugin_cli *c, struct rw_error *err)
+{
+	static char buf[1024];
+	static char *argv[64];
+	int argc = 0;
+
+	snprintf(buf, sizeof(buf), "kubectl-retwatch %s", line);
+	for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " "))
+		argv[argc++] = tok;
+	argv[argc] = NULL;
+	return plugin_cli__parse(argc, argv, c, err);
+}
+
+TEST(plugin_cli_trace_workload)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	if (!ASSERT_OK(parse("trace deploy/payments main.charge main.valid* --for 30s -n shop "
+			     "--threshold=50ms --keep",
+			     &c, &err)))
+		return false;
+	return ASSERT_EQ(c.cmd, PLUGIN_TRACE) && ASSERT_EQ(c.kind, PLUGIN_KIND_DEPLOY) &&
+	       ASSERT_STREQ(c.name, "payments") && ASSERT_EQ(c.npatterns, 2) &&
+	       ASSERT_STREQ(c.patterns[1], "main.valid*") && ASSERT_STREQ(c.lifetime, "30s") &&
+	       ASSERT_EQ(c.lifetime_ns, 30000000000ull) && ASSERT_STREQ(c.ns, "shop") &&
+	       ASSERT_STREQ(c.threshold, "50ms") && ASSERT_TRUE(c.keep) &&
+	       ASSERT_STREQ(c.interval, "2s");
+}
+
+TEST(plugin_cli_trace_selector_and_defaults)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	/* with -l every argument is a pattern, even one with a '/' */
+	if (!ASSERT_OK(parse("trace -l app=web net/http.(*conn).serve", &c, &err)))
+		return false;
+	return ASSERT_EQ(c.kind, PLUGIN_KIND_NONE) && ASSERT_STREQ(c.selector, "app=web") &&
+	       ASSERT_EQ(c.npatterns, 1) && ASSERT_STREQ(c.patterns[0], "net/http.(*conn).serve") &&
+	       ASSERT_STREQ(c.lifetime, "2m") && ASSERT_FALSE(c.keep) && ASSERT_TRUE(!c.ns);
+}
+
+TEST(plugin_cli_kinds)
+{
+	const char *names[] = { "po", "pods", "deployment.apps", "sts", "statefulsets", "ds" };
+	enum plugin_kind want[] = { PLUGIN_KIND_POD, PLUGIN_KIND_POD, PLUGIN_KIND_DEPLOY,
+				    PLUGIN_KIND_STS, PLUGIN_KIND_STS, PLUGIN_KIND_DS };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!ASSERT_EQ(plugin_kind__parse(names[i], strlen(names[i])), want[i]))
+			return false;
+	return ASSERT_EQ(plugin_kind__parse("svc", 3), PLUGIN_KIND_NONE) &&
+	       ASSERT_STREQ(plugin_kind__api(PLUGIN_KIND_DS), "/apis/apps/v1");
+}
+
+TEST(plugin_cli_mistakes_say_what_to_write)
+{
+	static const struct {
+		const char *line, *says;
+	} bad[] = {
+		{ "trace payments main.x", "deploy/NAME" },
+		{ "trace svc/payments main.x", "the kinds are deploy" },
+		{ "trace deploy/payments", "name the functions" },
+		{ "trace", "name the pods" },
+		{ "trace pod/a main.x --for 2", "with its unit" },
+		{ "trace pod/a main.x --for 0s", "above zero" },
+		{ "trace pod/a main.x --interval 1s", "2s or more" },
+		{ "trace pod/a main.x --bogus", "--bogus" },
+		{ "get -o wide", "json and yaml" },
+		{ "top extra", "no arguments" },
+		{ "trcae pod/a", "unknown command" },
+		{ "-n x", "give a command" },
+	};
+	struct plugin_cli c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct rw_error err = { { 0 } };
+
+		if (!ASSERT_NEQ(parse(bad[i].line, &c, &err), 0) ||
+		    !ASSERT_STRCONTAINS(err.msg, bad[i].says))
+			return false;
+	}
+	return true;
+}
+
+TEST(plugin_cli_options_before_the_command)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	return ASSERT_OK(parse("-n top --context=c get x", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_GET) && ASSERT_STREQ(c.ns, "top") &&
+	       ASSERT_STREQ(c.context, "c") && ASSERT_STREQ(c.name, "x") &&
+	       ASSERT_OK(parse("--kubeconfig k -l a=b trace main.x", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_TRACE) && ASSERT_STREQ(c.selector, "a=b") &&
+	       ASSERT_STREQ(c.kubeconfig, "k") && ASSERT_EQ(c.npatterns, 1) &&
+	       ASSERT_STREQ(c.patterns[0], "main.x") && ASSERT_OK(parse("--keep -h", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_HELP);
+}
+
+TEST(plugin_cli_get)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	return ASSERT_OK(parse("get probe-1 -o yaml", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_GET) &&
+	       ASSERT_STREQ(c.name, "probe-1") && ASSERT_EQ(c.output, PLUGIN_OUT_YAML) &&
+	       ASSERT_OK(parse("top -n x", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_TOP) &&
+	       ASSERT_OK(parse("--help", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_HELP);
+}
+
+/* The selector text parses to want (JSON) and formats back to back. */
+static bool selector_round(const char *text, const char *want, const char *back)
+{
+	struct rw_error err = { { 0 } };
+	cJSON *sel = NULL;
+	char *json = NULL, buf[256];
+	bool ok;
+
+	if (!ASSERT_OK(selector__parse(text, &sel, &err)))
+		return fprintf(stderr, "  %s: %s\n", text, err.msg), false;
+	json = cJSON_PrintUnformatted(sel);
+	ok = ASSERT_STREQ(json, want) && ASSERT_OK(selector__format(sel, buf, sizeof(buf))) &&
+	     ASSERT_STREQ(buf, back);
+	free(json);
+	cJSON_Delete(sel);
+	return ok;
+}
+
+TEST(plugin_selector_parse_and_format)
+{
+	return selector_round("app=web", "{\"matchLabels\":{\"app\":\"web\"}}", "app=web") &&
+	       selector_round(" app == web , tier!=db,env in (a, b),!canary,app.kubernetes.io/x",
+			      "{\"matchLabels\":{\"app\":\"web\"},\"matchExpressions\":["
+			      "{\"key\":\"tier\",\"operator\":\"NotIn\",\"values\":[\"db\"]},"
+			      "{\"key\":\"env\",\"operator\":\"In\",\"values\":[\"a\",\"b\"]},"
+			      "{\"key\":\"canary\",\"operator\":\"DoesNotExist\"},"
+			      "{\"key\":\"app.kubernetes.io/x\",\"operator\":\"Exists\"}]}",
+			      "app=web,tier notin (db),env in (a,b),!canary,app.kubernetes.io/x") &&
+	       selector_round("v notin (x)",
+			      "{\"matchExpressions\":[{\"key\":\"v\",\"operator\":\"NotIn\","
+			      "\"values\":[\"x\"]}]}",
+			      "v notin (x)");
+}
+
+TEST(plugin_selector_parse_errors)
+{
+	static const struct {
+		const char *text, *says;
+	} bad[] = {
+		{ "", "empty" },
+		{ "app=web,app=api", "twice" },
+		{ "app=we b", "one comma apart" },
+		{ "env in a,b", "parentheses" },
+		{ "env in (a", "parentheses" },
+		{ "a b=c", "one comma apart" },
+		{ "=web", "not a label key" },
+		{ "app=w@b", "not a label value" },
+		{ "a/b/c=1", "not a label key" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct rw_error err = { { 0 } };
+		cJSON *sel = (cJSON *)1;
+
+		if (!ASSERT_NEQ(selector__parse(bad[i].text, &sel, &err), 0) ||
+		    !ASSERT_TRUE(sel == NULL) || !ASSERT_STRCONTAINS(err.msg, bad[i].says))
+			return fprintf(stderr, "  selector '%s'\n", bad[i].text), false;
+	}
+	return true;
+}
+
+static int from_json_text(const char *text, cJSON **ret, struct rw_error *err)
+{
+	cJSON *in = cJSON_Parse(text);
+	int e = selector__from_json(in, ret, err);
+
+	cJSON_Delete(in);
+	return e;
+}
+
+TEST(plugin_selector_of_a_workload)
+{
+	struct rw_error err = { { 0 } };
+	cJSON *sel = NULL;
+	char buf[256];
+	bool ok;
+
+	if (!ASSERT_OK(from_json_text("{\"matchLabels\":{\"app\":\"pay\"},\"matchExpressions\":"
+				      "[{\"key\":\"t\",\"operator\":\"Exists\",\"values\":null}],"
+				      "\"extra\":1}",
+				      &sel, &err)))
+		return false;
+	ok = ASSERT_OK(selector__format(sel, buf, sizeof(buf))) && ASSERT_STREQ(buf, "app=pay,t") &&
+	     ASSERT_TRUE(!cJSON_GetObjectItem(sel, "extra"));
+	cJSON_Delete(sel);
+	if (!ok)
+		return false;
+	/* hostile or odd selectors: errors, never a crash */
+	static const char *const bad[] = {
+		"null",
+		"{}",
+		"{\"matchLabels\":{}}",
+		"{\"matchLabels\":[1]}",
+		"{\"matchLabels\":{\"a\":1}}",
+		"{\"matchExpressions\":{}}",
+		"{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Near\"}]}",
+		"{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\"}]}",
+		"{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\",\"values\":[2]}]}",
+		"{\"matchExpressions\":[1]}",
+		"{\"matchLabels\":{\"a\":\"1\",\"a\":\"2\"}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (!ASSERT_NEQ(from_json_text(bad[i], &sel, &err), 0) || !ASSERT_TRUE(!sel))
+			return fprintf(stderr, "  selector %s\n", bad[i]), false;
+	return true;
+}
+
+TEST(plugin_selector_of_a_pods_labels)
+{
+	struct rw_error err = { { 0 } };
+	cJSON *labels = cJSON_Parse("{\"app\":\"web\",\"pod-template-hash\":\"5d9f\"}"), *sel;
+	char buf[128];
+	bool ok;
+
+	ok = ASSERT_OK(selector__from_labels(labels, &sel, &err)) &&
+	     ASSERT_OK(selector__format(sel, buf, sizeof(buf))) &&
+	     ASSERT_STREQ(buf, "app=web,pod-template-hash=5d9f");
+	cJSON_Delete(sel);
+	cJSON_Delete(labels);
+	return ok && ASSERT_NEQ(selector__from_labels(NULL, &sel, &err), 0) &&
+	       ASSERT_STRCONTAINS(err.msg, "no labels");
+}
+
+TEST(plugin_probe_doc)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+	cJSON *sel = NULL, *doc;
+	char *json;
+	bool ok;
+
+	if (!ASSERT_OK(parse("trace sts/Web_DB main.charge --for 45s --threshold 5ms", &c, &err)) ||
+	    !ASSERT_OK(selector__parse("app=db", &sel, &err)))
+		return false;
+	doc = trace__probe_doc(&c, sel);
+	json = cJSON_PrintUnformatted(doc);
+	ok = ASSERT_STREQ(json,
+			  "{\"apiVersion\":\"retwatch.io/v1alpha1\",\"kind\":\"FunctionProbe\","
+			  "\"metadata\":{\"generateName\":\"retwatch-statefulset-web-db-\","
+			  "\"labels\":{\"app.kubernetes.io/managed-by\":\"kubectl-retwatch\"}},"
+			  "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"db\"}},"
+			  "\"functions\":[\"main.charge\"],\"lifetime\":\"45s\","
+			  "\"reportInterval\":\"2s\",\"slowThreshold\":\"5ms\"}}");
+	free(json);
+	cJSON_Delete(doc);
+	return ok;
+}
+
+TEST(plugin_yaml)
+{
+	cJSON *obj = cJSON_Parse("{\"a\":{\"b\":[1,\"x y\",{\"c\":true,\"d\":null}],\"e\":{}},"
+				 "\"f\":\"yes\",\"g\":\"main.(*S).H\",\"h\":[[\"q\"]],\"i\":2.5}");
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	bool ok;
+
+	view__yaml(f, obj);
+	fclose(f);
+	ok = ASSERT_STREQ(out, "a:\n"
+			       "  b:\n"
+			       "    - 1\n"
+			       "    - \"x y\"\n"
+			       "    - c: true\n"
+			       "      d: null\n"
+			       "  e: {}\n"
+			       "f: \"yes\"\n"
+			       "g: \"main.(*S).H\"\n"
+			       "h:\n"
+			       "  - - q\n"
+			       "i: 2.5\n");
+	free(out);
+	cJSON_Delete(obj);
+	return ok;
+}
+
+/* What a view function prints of a JSON text. */
+__attribute__((noinline)) static char *printed(void (*fn)(FILE *, const cJSON *), const char *json)
+{
+	cJSON *obj = cJSON_Parse(json);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	fn(f, obj);
+	fclose(f);
+	cJSON_Delete(obj);
+	return out;
+}
+
+#define FN(name, calls, p99)                                                               \
+	"{\"name\":\"" name "\",\"calls\":" #calls ",\"p50\":\"1ms\",\"p99\":\"" p99 "\"," \
+	"\"recent\":{\"calls\":2,\"p50\":\"1ms\",\"p99\":\"" p99 "\"},"                    \
+	"\"slowestPods\":[{\"pod\":\"web-1\",\"p99\":\"" p99                               \
+	"\"},{\"pod\":\"web-2\",\"p99\":\"1ms\"}]}"
+
+TEST(plugin_view_table_rows_and_revisions)
+{
+	char *out = printed(
+		view__table,
+		"{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":\"Attached\","
+		"\"status\":\"True\",\"reason\":\"Attached\"}],\"summary\":{\"pods\":2,\"nodes\":1,"
+		"\"processes\":2,\"lastUpdate\":\"T\",\"functions\":[" FN(
+			"main.a", 7,
+			"3ms") ","
+			       "{\"name\":\"main.b\",\"calls\":\"bad\",\"revisions\":[{\"revision\":\"r1\",\"pods\":1,"
+			       "\"calls\":5,\"p50\":\"1ms\",\"p99\":\"2ms\"},{\"revision\":\"r2\",\"pods\":1,"
+			       "\"calls\":6,\"p50\":\"4ms\",\"p99\":\"9ms\"}]}]}}}");
+	bool ok = ASSERT_STRCONTAINS(out,
+				     "p: 2 pods, 2 processes on 1 nodes; updated T; Attached\n") &&
+		  ASSERT_STRCONTAINS(out,
+				     "main.a            7       1ms       3ms            2        "
+				     "1ms        3ms  web-1 3ms, web-2 1ms\n") &&
+		  /* a field of the wrong type prints as nothing, not a crash */
+		  ASSERT_STRCONTAINS(out, "main.b            0         -         -            0") &&
+		  ASSERT_STRCONTAINS(out, "  5       1ms       2ms   revision r1 (1 pods)\n") &&
+		  ASSERT_STRCONTAINS(out, "  6       4ms       9ms   revision r2 (1 pods)\n");
+
+	free(out);
+	return ok;
+}
+
+TEST(plugin_view_top_slowest_first)
+{
+	char *out = printed(
+		view__top,
+		"{\"items\":[{\"metadata\":{\"name\":\"p1\"},\"status\":{"
+		"\"summary\":{\"functions\":[" FN("main.fast", 1, "812ns") "," FN(
+			"main.slow", 2,
+			"1.5s") "]}}},{\"metadata\":{\"name\":"
+				"\"p2\"},\"status\":{\"summary\":{\"functions\":[" FN(
+					"main.mid", 3, "20.1ms") "]}}},{\"status\":7}]}");
+	const char *slow = strstr(out, "main.slow"), *mid = strstr(out, "main.mid"),
+		   *fast = strstr(out, "main.fast");
+	bool ok = ASSERT_TRUE(slow && mid && fast && slow < mid && mid < fast) &&
+		  ASSERT_STRCONTAINS(out, "p2 ");
+
+	free(out);
+	return ok;
+}
+
+TEST(plugin_view_slowest_calls_once_each)
+{
+	const char *probe =
+		"{\"status\":{\"summary\":{\"functions\":[{\"name\":\"main.a\",\"slowestCalls\":["
+		"{\"duration\":\"9ms\",\"durationNs\":9000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
+		"\"ended\":\"E1\",\"stack\":[\"main.a+0x1 (/app)\",\"main.b+0x2 (/app)\"]},"
+		"{\"duration\":\"8ms\",\"durationNs\":8000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
+		"\"ended\":\"E2\"}]}]}}}";
+	cJSON *obj = cJSON_Parse(probe);
+	struct view_seen *seen = calloc(1, sizeof(*seen));
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	bool ok = ASSERT_EQ(view__slow_calls(f, obj, seen), 2) &&
+		  ASSERT_EQ(view__slow_calls(f, obj, seen), 0);
+
+	fclose(f);
+	ok = ok &&
+	     ASSERT_STRCONTAINS(out, "slowest call: main.a 9ms in pod web-1 (container -, "
+				     "node -, pid 4) ended E1: main.a+0x1 (/app) < main.b+0x2 "
+				     "(/app)\n");
+	free(out);
+	free(seen);
+	cJSON_Delete(obj);
+	return ok;
+}
+
+TEST(plugin_view_table_says_why)
+{
+	char *out = printed(view__table,
+			    "{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":"
+			    "\"Attached\",\"status\":\"True\",\"reason\":\"OverheadLimited\","
+			    "\"message\":\"main.hot detached from pid 7\"}],\"summary\":{"
+			    "\"functionsOmitted\":3}}}");
+	bool ok = ASSERT_STRCONTAINS(out, "OverheadLimited: main.hot detached from pid 7\n") &&
+		  ASSERT_STRCONTAINS(out, "(no calls yet)\n(3 more functions left out");
+
+	free(out);
+	return ok;
+}
