@@ -43,7 +43,28 @@ static bool transfers(const struct insn *x)
 	}
 }
 
-/* Whether it writes the stack pointer (explicitly or not) or memory. */
+/*
+ * Whether op is a store above the return address: [RSP + disp], RSP the base,
+ * no index, the stack segment, disp >= 8 (an argument's spill slot, Go's and
+ * C's incoming stack arguments). It leaves [RSP, RSP + 8) and RSP as they
+ * were, which is all the probe reads of the stack (the return address: the
+ * in-flight key, morestack, the tail-call check). A later instruction the
+ * probe skips may read it back; none of them branches (but Go's stack check,
+ * which compares RSP with the goroutine's stack guard, and either way leads
+ * to the probe once: the morestack block returns to the first byte), none
+ * moves RSP, so what it reads changes no path to the probe. What a store
+ * overwrites, an argument passed on the stack, is as the site sees it: the
+ * arguments are read there with the DWARF of the site's address.
+ */
+static bool store_above_return(const ZydisDecodedOperand *op)
+{
+	return op->mem.type == ZYDIS_MEMOP_TYPE_MEM && op->mem.base == ZYDIS_REGISTER_RSP &&
+	       op->mem.index == ZYDIS_REGISTER_NONE && op->mem.segment == ZYDIS_REGISTER_SS &&
+	       op->mem.disp.value >= 8;
+}
+
+/* Whether it writes the stack pointer (explicitly or not), or memory but a store above
+ * the return address. */
 static bool writes_sp_or_memory(const struct insn *x)
 {
 	for (uint8_t k = 0; k < x->i.operand_count; k++) {
@@ -51,7 +72,7 @@ static bool writes_sp_or_memory(const struct insn *x)
 
 		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
 			continue;
-		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY)
+		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY && !store_above_return(op))
 			return true;
 		if (op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
 		    ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value) ==

@@ -10,7 +10,8 @@
  * there when every call passes it exactly once, at the entry's stack
  * pointer, with the return address still at the top of the stack (a CALL
  * probed pushes its own only after the programs ran). That holds when the
- * instructions skipped write neither RSP nor memory, none of them branches
+ * instructions skipped write neither RSP nor memory but above the return
+ * address ([RSP + disp], disp >= 8: an argument's spill), none of them branches
  * (but Go's stack check, whose block calls runtime.morestack and jumps back
  * to the entry before the probe: a stack growth's restart then reaches it
  * once), no jump of the function lands on one of them or on the probe, a
