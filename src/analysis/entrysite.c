@@ -82,6 +82,26 @@ static bool writes_sp_or_memory(const struct insn *x)
 	return false;
 }
 
+/* The general-purpose registers x writes, a bit each (entrysite__clobbers). */
+static uint32_t gprs_written(const struct insn *x)
+{
+	uint32_t ret = 0;
+
+	for (uint8_t k = 0; k < x->i.operand_count; k++) {
+		const ZydisDecodedOperand *op = &x->ops[k];
+		ZydisRegister r;
+
+		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) ||
+		    op->type != ZYDIS_OPERAND_TYPE_REGISTER)
+			continue;
+		r = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value);
+		/* Zydis orders RAX..R15 as the hardware encodes them */
+		if (r >= ZYDIS_REGISTER_RAX && r <= ZYDIS_REGISTER_R15)
+			ret |= 1u << (r - ZYDIS_REGISTER_RAX);
+	}
+	return ret;
+}
+
 /* Where a relative branch goes; false for any other. */
 static bool branch_target(const struct insn *x, uint64_t *ret)
 {
@@ -198,4 +218,26 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
 			return 0;
 	return site;
+}
+
+uint32_t entrysite__clobbers(const struct code_range *r, int64_t site)
+{
+	uint64_t addr = r->addr;
+	uint32_t ret = 0;
+	ZydisDecoder d;
+	struct insn x;
+
+	if (site <= 0)
+		return 0;
+	if (!r->bytes ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return ENTRYSITE_ALL_GPRS;
+	while (addr - r->addr < (uint64_t)site) {
+		if (!decode(&d, r, addr, &x))
+			return ENTRYSITE_ALL_GPRS;
+		ret |= gprs_written(&x);
+		addr += x.i.length;
+	}
+	/* the site must begin where an instruction ends, as entrysite__choose walked */
+	return addr - r->addr == (uint64_t)site ? ret : ENTRYSITE_ALL_GPRS;
 }

@@ -39,4 +39,16 @@ typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
 			  entrysite_morestack_fn is_morestack, void *ctx);
 
+/* Every general-purpose register, for entrysite__clobbers. */
+#define ENTRYSITE_ALL_GPRS 0xffffu
+
+/*
+ * The general-purpose registers the instructions from r's entry up to site
+ * (excluded) write, any width of them: bit n for the 64-bit register whose
+ * hardware number is n (0 RAX, 1 RCX, 2 RDX, 3 RBX, 4 RSP, 5 RBP, 6 RSI,
+ * 7 RDI, 8-15 R8-R15). 0 when site is 0; every one when they do not decode
+ * up to site.
+ */
+uint32_t entrysite__clobbers(const struct code_range *r, int64_t site);
+
 #endif
