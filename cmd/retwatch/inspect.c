@@ -182,6 +182,31 @@ static const char *names_from(const struct binary *b, const struct func_info *f)
 	return dbg && f->source != FUNC_SOURCE_PCLNTAB ? dbg : binary__path(b);
 }
 
+/* The registers the instructions before f's entry site write, by name; nothing when none. */
+static void out_json_clobbers(struct out *o, uint32_t clobbers)
+{
+	/* in hardware encoding order, as func_info.entry_clobbers' bits */
+	static const char *const names[] = {
+		"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+		"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"
+	};
+	bool first = true;
+
+	if (!clobbers)
+		return;
+	out_key(o, "entry_clobbers", false);
+	out_char(o, '[');
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(clobbers & (1u << i)))
+			continue;
+		if (!first)
+			out_char(o, ',');
+		out_json_str(o, names[i]);
+		first = false;
+	}
+	out_char(o, ']');
+}
+
 static void json_func(struct out *o, const struct binary *b, const struct func_info *f)
 {
 	out_char(o, '{');
@@ -196,6 +221,7 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_int(o, f->entry_site);
 	out_key(o, "entry_kind", false);
 	out_json_str(o, probe_entry__str(entry_kind(b, f)));
+	out_json_clobbers(o, f->entry_clobbers);
 	out_key(o, "source", false);
 	out_json_str(o, func_source__str(f->source));
 	out_key(o, "names_from", false);

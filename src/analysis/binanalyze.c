@@ -87,8 +87,10 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 		}
 	}
 	ret = disasm__scan(cr, n, f->addr, f->dis);
-	if (!ret && n)
+	if (!ret && n) {
 		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b);
+		fi->entry_clobbers = entrysite__clobbers(&cr[0], fi->entry_site);
+	}
 out:
 	for (size_t i = 0; i < n; i++)
 		free((void *)cr[i].bytes);

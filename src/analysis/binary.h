@@ -40,6 +40,17 @@ struct func_info {
 	/* where the entry probe goes, as an offset from address (entrysite.h);
 	 * 0: the first byte */
 	int64_t entry_site;
+	/*
+	 * The general-purpose registers an instruction between address and
+	 * the entry site writes (any width of them), a bit each in hardware
+	 * encoding order: bit 0 RAX, 1 RCX, 2 RDX, 3 RBX, 4 RSP, 5 RBP, 6 RSI,
+	 * 7 RDI, 8-15 R8-R15. 0 when the site is the first byte. A register
+	 * not among them holds at the site what it held at the entry (an
+	 * argument passed in it, though DWARF may place it on the stack
+	 * there); memory may differ: the skipped instructions may store above
+	 * the return address ([RSP + 8] and up, a stack argument's slot).
+	 */
+	uint32_t entry_clobbers;
 	enum func_source source;
 	bool go; /* in Go's function table: Go code, not C linked in by cgo */
 	/* ranges[0] holds the entry; DWARF_MAX_RANGES at most (Go: one) */

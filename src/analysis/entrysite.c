@@ -43,7 +43,28 @@ static bool transfers(const struct insn *x)
 	}
 }
 
-/* Whether it writes the stack pointer (explicitly or not) or memory. */
+/*
+ * Whether op is a store above the return address: [RSP + disp], RSP the base,
+ * no index, the stack segment, disp >= 8 (an argument's spill slot, Go's and
+ * C's incoming stack arguments). It leaves [RSP, RSP + 8) and RSP as they
+ * were, which is all the probe reads of the stack (the return address: the
+ * in-flight key, morestack, the tail-call check). A later instruction the
+ * probe skips may read it back; none of them branches (but Go's stack check,
+ * which compares RSP with the goroutine's stack guard, and either way leads
+ * to the probe once: the morestack block returns to the first byte), none
+ * moves RSP, so what it reads changes no path to the probe. What a store
+ * overwrites, an argument passed on the stack, is as the site sees it: the
+ * arguments are read there with the DWARF of the site's address.
+ */
+static bool store_above_return(const ZydisDecodedOperand *op)
+{
+	return op->mem.type == ZYDIS_MEMOP_TYPE_MEM && op->mem.base == ZYDIS_REGISTER_RSP &&
+	       op->mem.index == ZYDIS_REGISTER_NONE && op->mem.segment == ZYDIS_REGISTER_SS &&
+	       op->mem.disp.value >= 8;
+}
+
+/* Whether it writes the stack pointer (explicitly or not), or memory but a store above
+ * the return address. */
 static bool writes_sp_or_memory(const struct insn *x)
 {
 	for (uint8_t k = 0; k < x->i.operand_count; k++) {
@@ -51,7 +72,7 @@ static bool writes_sp_or_memory(const struct insn *x)
 
 		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
 			continue;
-		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY)
+		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY && !store_above_return(op))
 			return true;
 		if (op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
 		    ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value) ==
@@ -59,6 +80,26 @@ static bool writes_sp_or_memory(const struct insn *x)
 			return true;
 	}
 	return false;
+}
+
+/* The general-purpose registers x writes, a bit each (entrysite__clobbers). */
+static uint32_t gprs_written(const struct insn *x)
+{
+	uint32_t ret = 0;
+
+	for (uint8_t k = 0; k < x->i.operand_count; k++) {
+		const ZydisDecodedOperand *op = &x->ops[k];
+		ZydisRegister r;
+
+		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) ||
+		    op->type != ZYDIS_OPERAND_TYPE_REGISTER)
+			continue;
+		r = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value);
+		/* Zydis orders RAX..R15 as the hardware encodes them */
+		if (r >= ZYDIS_REGISTER_RAX && r <= ZYDIS_REGISTER_R15)
+			ret |= 1u << (r - ZYDIS_REGISTER_RAX);
+	}
+	return ret;
 }
 
 /* Where a relative branch goes; false for any other. */
@@ -177,4 +218,26 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
 			return 0;
 	return site;
+}
+
+uint32_t entrysite__clobbers(const struct code_range *r, int64_t site)
+{
+	uint64_t addr = r->addr;
+	uint32_t ret = 0;
+	ZydisDecoder d;
+	struct insn x;
+
+	if (site <= 0)
+		return 0;
+	if (!r->bytes ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return ENTRYSITE_ALL_GPRS;
+	while (addr - r->addr < (uint64_t)site) {
+		if (!decode(&d, r, addr, &x))
+			return ENTRYSITE_ALL_GPRS;
+		ret |= gprs_written(&x);
+		addr += x.i.length;
+	}
+	/* the site must begin where an instruction ends, as entrysite__choose walked */
+	return addr - r->addr == (uint64_t)site ? ret : ENTRYSITE_ALL_GPRS;
 }

@@ -10,7 +10,8 @@
  * there when every call passes it exactly once, at the entry's stack
  * pointer, with the return address still at the top of the stack (a CALL
  * probed pushes its own only after the programs ran). That holds when the
- * instructions skipped write neither RSP nor memory, none of them branches
+ * instructions skipped write neither RSP nor memory but above the return
+ * address ([RSP + disp], disp >= 8: an argument's spill), none of them branches
  * (but Go's stack check, whose block calls runtime.morestack and jumps back
  * to the entry before the probe: a stack growth's restart then reaches it
  * once), no jump of the function lands on one of them or on the probe, a
@@ -37,5 +38,17 @@ typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
  */
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
 			  entrysite_morestack_fn is_morestack, void *ctx);
+
+/* Every general-purpose register, for entrysite__clobbers. */
+#define ENTRYSITE_ALL_GPRS 0xffffu
+
+/*
+ * The general-purpose registers the instructions from r's entry up to site
+ * (excluded) write, any width of them: bit n for the 64-bit register whose
+ * hardware number is n (0 RAX, 1 RCX, 2 RDX, 3 RBX, 4 RSP, 5 RBP, 6 RSI,
+ * 7 RDI, 8-15 R8-R15). 0 when site is 0; every one when they do not decode
+ * up to site.
+ */
+uint32_t entrysite__clobbers(const struct code_range *r, int64_t site);
 
 #endif

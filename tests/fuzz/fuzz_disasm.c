@@ -7,7 +7,8 @@
  * first instruction, Zydis reads the same one. The entry site (entrysite.h,
  * as Go code when the first byte is odd; runtime.morestack at the second
  * range) lies in the entry's first bytes, on an instruction of a kind the
- * kernel emulates, or at the entry. Silent on every input.
+ * kernel emulates, or at the entry; the instructions before it never write
+ * RSP (entrysite__clobbers), and at the entry none is. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
@@ -65,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct code_range r[2];
 	struct disasm_result res;
 	int64_t site;
+	uint32_t clobbers;
 	size_t split;
 
 	if (!size)
@@ -86,6 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	site = entrysite__choose(&r[0], &res, data[0] & 1, second_range, NULL);
 	if (site < 0 || site >= DISASM_ENTRY_RUN || (site && (uint64_t)site >= r[0].len) ||
 	    (site && disasm__probe_kind(data + site, split - (size_t)site) == DISASM_PROBE_STEPPED))
+		__builtin_trap();
+	clobbers = entrysite__clobbers(&r[0], site);
+	if (site ? (clobbers & (1u << 4)) != 0 : clobbers != 0)
 		__builtin_trap();
 	disasm_result__clear(&res);
 	return 0;

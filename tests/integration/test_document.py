@@ -20,6 +20,11 @@ MODES = {"entry+ret", "entry+ret+tailcall", "entry-only"}
 INSPECTABLE = binaries(predicate=lambda b: b.funcs())
 
 
+# the general-purpose registers in hardware encoding order
+GPRS = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+        "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"]
+
+
 def is_int(x):
     return type(x) is int  # bool is an int subclass: reject it
 
@@ -70,7 +75,15 @@ def schema_errors(doc):
         for key, ok in checks.items():
             if key not in f or not ok(f[key]):
                 errors.append(f"{f.get('name')}: bad {key}: {f.get(key, '<missing>')!r}")
-        extra = set(f) - set(checks)
+        # the registers written before a moved entry probe, in hardware
+        # order; only when the probe is moved and some are
+        clobbers = f.get("entry_clobbers")
+        if "entry_clobbers" in f and not (
+                isinstance(clobbers, list) and clobbers and f.get("entry_site")
+                and all(r in GPRS for r in clobbers)
+                and clobbers == sorted(set(clobbers), key=GPRS.index)):
+            errors.append(f"{f.get('name')}: bad entry_clobbers: {clobbers!r}")
+        extra = set(f) - set(checks) - {"entry_clobbers"}
         if extra:
             errors.append(f"{f.get('name')}: unexpected keys {sorted(extra)}")
     return errors

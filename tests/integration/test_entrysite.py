@@ -3,7 +3,9 @@ built for CET) or Go's stack check, where the kernel emulates the
 instruction in the trap instead of stepping it out of line. Every call still
 counted once, with the same scenarios as the first-byte probes: recursion,
 longjmp out of traced calls, threads, tail calls. On the direct CALL that ends
-a function's entry run: relay (tests/fixtures/c/tracee.c). (Go's stack growth and
+a function's entry run: relay (tests/fixtures/c/tracee.c). Past a Go leaf's
+store of an argument to its spill slot above the return address: main.spill
+(tests/fixtures/tracee/main.go). (Go's stack growth and
 recursion past the stack check: test_counters.py; the site rules on crafted
 code, a loop back into the entry run, a jump table, a shrink-wrapped early
 exit: tests/unit/test_entrysite.c.)"""
@@ -74,3 +76,32 @@ def test_call_that_ends_the_entry_run(t):
     assert_calls(r, "sleep_for", t, want)
     assert_bounded(r, f, MS)
     assert_p50(r, f)
+
+
+def test_go_leaf_entered_past_its_spill_store():
+    """main.spill[go.shape.int] has no frame and stores its slice's pointer
+    to its spill slot, 0x10(%rsp), before its first branch. The store reaches
+    neither the return address nor RSP: the entry probe goes past it (and two
+    XORs, which write RAX and RDX), on the JMP into the loop. Each of its 200
+    calls is counted once, its durations within the tracee's own."""
+    doc = harness.inspect_json(NATIVE.path, ["main.spill"])
+    (f,) = doc["functions"]
+    with open(NATIVE.path, "rb") as fp:
+        fp.seek(f["file_offset"])
+        code = fp.read(5)
+    # mov %r64,disp8(%rsp): REX.W, 89, ModRM [SIB + disp8], SIB base RSP no index
+    assert code[0] in (0x48, 0x4c) and code[1] == 0x89 and code[2] & 0xc7 == 0x44 \
+        and code[3] == 0x24 and 8 <= code[4] < 0x80, (f["name"], code.hex())
+    assert (f["entry_site"], f["entry_kind"]) == (9, "jump"), f
+    assert f["entry_clobbers"] == ["rax", "rdx"], f
+    r = tracing.run_ok([(NATIVE, "spill")], ["main.spill"], bpf_check=True)
+    tracing.assert_document(r)
+    got = r.function(f["name"])
+    assert got["entry"] == "jump", got
+    assert (got["calls"], got["orphans"]) == (r.report["calls"]["main.spill"], 0) == (200, 0), \
+        f"{got['calls']} calls, {got['orphans']} orphans; the tracee made 200\n{r.describe()}"
+    assert got["probe_bias_ns"] == r.doc["probe_bias_by_entry"]["jump"], got
+    # the tracee reports the instance as main.spill
+    named = dict(got, name="main.spill")
+    assert_bounded(r, named, 0)
+    assert_p50(r, named)

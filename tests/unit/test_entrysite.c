@@ -95,6 +95,118 @@ TEST(entrysite_endbr64_then_push)
 	return ASSERT_EQ(site_of(code, sizeof(code), false), 4);
 }
 
+/* The entry site of code at ENTRY and the registers written before it. */
+static int64_t site_and_clobbers(const uint8_t *code, size_t len, bool go, uint32_t *clobbers)
+{
+	struct code_range r = { ENTRY, code, len };
+	int64_t site = site_of(code, len, go);
+
+	*clobbers = site < 0 ? 0 : entrysite__clobbers(&r, site);
+	return site;
+}
+
+/* A leaf without a frame: a store at [RSP + disp], XORs, a JMP into its loop. */
+static const uint8_t spills[] = {
+	0x48, 0x89, 0x5c, 0x24, 0x10, /* mov [rsp+0x10], rbx (a spill) */
+	0x31, 0xc0,		      /* xor eax, eax */
+	0x31, 0xd2,		      /* xor edx, edx */
+	0xeb, 0x03,		      /* jmp +3   @9: the site */
+	0x48, 0x01, 0x13,	      /* add [rbx], rdx */
+	0x48, 0x89, 0xd0,	      /* mov rax, rdx */
+	0xc3,			      /* ret */
+};
+
+TEST(entrysite_past_a_store_above_the_return_address)
+{
+	/* mov [rsp+0x100], rbx: a disp32 */
+	static const uint8_t far[] = { 0x48, 0x89, 0x9c, 0x24, 0x00, 0x01, 0x00, 0x00, 0x90, 0xc3 };
+	/* movups [rsp+0x18], xmm0; mov dword [rsp+8], 0 */
+	static const uint8_t wide[] = { 0x0f, 0x11, 0x44, 0x24, 0x18, 0xc7, 0x44, 0x24,
+					0x08, 0x00, 0x00, 0x00, 0x00, 0x90, 0xc3 };
+	uint8_t code[sizeof(spills)];
+	uint32_t clob;
+
+	memcpy(code, spills, sizeof(code));
+	if (!ASSERT_EQ(site_and_clobbers(code, sizeof(code), true, &clob), 9) ||
+	    !ASSERT_EQ(clob, (1u << 0) | (1u << 2)) || /* rax, rdx */
+	    !ASSERT_EQ(site_of(code, sizeof(code), false), 9))
+		return false;
+	code[4] = 0x08; /* mov [rsp+8], rbx: the lowest slot above the return address */
+	if (!ASSERT_EQ(site_of(code, sizeof(code), true), 9))
+		return false;
+	return ASSERT_EQ(site_and_clobbers(far, sizeof(far), false, &clob), 8) &&
+	       ASSERT_EQ(clob, 0) && ASSERT_EQ(site_of(wide, sizeof(wide), false), 13);
+}
+
+TEST(entrysite_other_stores_stay_at_the_first_byte)
+{
+	static const uint8_t stores[][8] = {
+		/* mov [rsp], rbx: the return address */
+		{ 0x48, 0x89, 0x1c, 0x24, 0x90, 0x90, 0x90, 0x90 },
+		/* mov [rsp-8], rbx */
+		{ 0x48, 0x89, 0x5c, 0x24, 0xf8, 0x90, 0x90, 0x90 },
+		/* mov [rsp+7], bl: its last byte */
+		{ 0x88, 0x5c, 0x24, 0x07, 0x90, 0x90, 0x90, 0x90 },
+		/* mov [rsp-0x80000000], rbx: a disp32 below */
+		{ 0x48, 0x89, 0x9c, 0x24, 0x00, 0x00, 0x00, 0x80 },
+		/* mov [rbp+0x10], rbx: another base */
+		{ 0x48, 0x89, 0x5d, 0x10, 0x90, 0x90, 0x90, 0x90 },
+		/* mov [rsp+rax+0x10], rbx: an index */
+		{ 0x48, 0x89, 0x5c, 0x04, 0x10, 0x90, 0x90, 0x90 },
+		/* mov fs:[rsp+0x10], rbx: another segment */
+		{ 0x64, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90 },
+		/* mov [esp+0x10], rbx: a 32-bit address */
+		{ 0x67, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90 },
+		/* mov [rip+0x10], rbx */
+		{ 0x48, 0x89, 0x1d, 0x10, 0x00, 0x00, 0x00, 0x90 },
+		/* stosq: [rdi] */
+		{ 0x48, 0xab, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+	};
+	uint8_t code[sizeof(stores[0]) + 2];
+
+	/* each followed by NOPs and a PUSH: the site, were the store skipped */
+	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
+		memcpy(code, stores[i], sizeof(stores[i]));
+		code[sizeof(stores[i])] = 0x53;
+		code[sizeof(stores[i]) + 1] = 0xc3;
+		if (!ASSERT_EQ(site_of(code, sizeof(code), false), 0))
+			return false;
+	}
+	return true;
+}
+
+TEST(entrysite_clobbers)
+{
+	static const uint8_t moves[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x48, 0x89, 0xfb,	/* mov rbx, rdi */
+		0x41, 0x88, 0xf0,	/* mov r8b, sil */
+		0x66, 0x41, 0xff, 0xc7, /* inc r15w */
+		0x48, 0x99,		/* cqo: RDX, a register it does not name */
+		0x53,			/* push rbx   @16: the site */
+		0x5b, 0xc3,
+	};
+	static const uint8_t cet[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x53, 0x5b, 0xc3 };
+	struct code_range cut = { ENTRY, moves, 15 };
+	uint32_t clob;
+
+	return ASSERT_EQ(site_and_clobbers(moves, sizeof(moves), false, &clob), 16) &&
+	       ASSERT_EQ(clob, (1u << 3) | (1u << 8) | (1u << 15) | (1u << 2)) &&
+	       /* nothing skipped but ENDBR64: none */
+	       ASSERT_EQ(site_and_clobbers(cet, sizeof(cet), false, &clob), 4) &&
+	       ASSERT_EQ(clob, 0) &&
+	       /* the first byte, and the Go stack check (CMP, JBE) skipped */
+	       ASSERT_EQ(entrysite__clobbers(&cut, 0), 0) &&
+	       ASSERT_EQ(site_and_clobbers(go_fn, sizeof(go_fn), true, &clob), 6) &&
+	       ASSERT_EQ(clob, 0) &&
+	       /* not decoded up to the site (cut short, or a site inside an
+		* instruction): every register */
+	       ASSERT_EQ(entrysite__clobbers(&cut, 16), ENTRYSITE_ALL_GPRS) &&
+	       ASSERT_EQ(
+		       entrysite__clobbers(&(struct code_range){ ENTRY, moves, sizeof(moves) }, 5),
+		       ENTRYSITE_ALL_GPRS);
+}
+
 TEST(entrysite_stays_at_the_first_byte)
 {
 	static const uint8_t writes_memory[] = {
