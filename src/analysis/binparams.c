@@ -25,6 +25,9 @@ const struct func_params *binary__params(struct binary *b, const struct func_inf
 					 struct rw_error *err)
 {
 	struct func_info *mfi = (struct func_info *)fi; /* b owns it: the answer is kept there */
+	struct params_at at = { .entry = fi->address,
+				.site = fi->address + (uint64_t)site,
+				.clobbers = site ? fi->entry_clobbers : 0 };
 	const struct dwarfinfo *di;
 	struct func_params *fp;
 	int ret;
@@ -37,9 +40,7 @@ const struct func_params *binary__params(struct binary *b, const struct func_inf
 		return NULL;
 	}
 	di = dwarf_for(b, fi);
-	ret = di ? params__from_dwarf(di, fi->address, fi->address + (uint64_t)site, fi->go, fp,
-				      err)
-		 : -ENOENT;
+	ret = di ? params__from_dwarf(di, &at, fi->go, fp, err) : -ENOENT;
 	if (ret == -ENOENT)
 		params__raw(fp, fi->go,
 			    di ? "its DWARF does not describe the function: the argument registers"

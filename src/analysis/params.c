@@ -288,8 +288,30 @@ static void locate(Dwarf_Die *die, uint64_t site, struct param *p)
 		p->why = "only part of it is in registers: not read";
 }
 
-static void add_param(const struct dwarfinfo *di, Dwarf_Die *die, uint64_t site, bool go,
-		      struct func_params *fp)
+/* The hardware number of each register a probe captures (enum param_reg's order). */
+static const uint8_t hw_reg[PREG__COUNT] = { 0, 3, 1, 2, 6, 7, 8, 9, 10, 11 };
+
+/*
+ * A parameter DWARF places where a probe cannot read it at a moved entry
+ * site (a spill slot): where it was at the entry, when that is registers
+ * none of the instructions skipped to the site writes (clobbers).
+ */
+static void locate_at_entry(Dwarf_Die *die, uint64_t entry, uint32_t clobbers, struct param *p)
+{
+	struct param q = *p;
+
+	q.why = NULL;
+	q.nregs = 0;
+	locate(die, entry, &q);
+	for (size_t i = 0; !q.why && i < q.nregs; i++)
+		if (q.regs[i] >= PREG__COUNT || (clobbers & (1U << hw_reg[q.regs[i]])))
+			return;
+	if (!q.why)
+		*p = q;
+}
+
+static void add_param(const struct dwarfinfo *di, Dwarf_Die *die, const struct params_at *at,
+		      bool go, struct func_params *fp)
 {
 	struct param *p = &fp->p[fp->n++];
 	const char *name = dwarfinfo__checked(di, dwarf_diename(die));
@@ -314,8 +336,11 @@ static void add_param(const struct dwarfinfo *di, Dwarf_Die *die, uint64_t site,
 	}
 	tname = dwarfinfo__checked(di, dwarf_diename(&bare));
 	kind_of(&bare, go, tname, p);
-	if (!p->why)
-		locate(die, site, p);
+	if (!p->why) {
+		locate(die, at->site, p);
+		if (p->why && at->site != at->entry)
+			locate_at_entry(die, at->entry, at->clobbers, p);
+	}
 	if (p->why) {
 		p->kind = PARAM_OTHER;
 		return;
@@ -335,10 +360,10 @@ static bool go_result(Dwarf_Die *die)
 	       dwarf_formflag(&attr, &flag) == 0 && flag;
 }
 
-int params__from_dwarf(const struct dwarfinfo *di, uint64_t entry, uint64_t site, bool go,
+int params__from_dwarf(const struct dwarfinfo *di, const struct params_at *at, bool go,
 		       struct func_params *ret, struct rw_error *err)
 {
-	struct finder f = { .di = di, .entry = entry };
+	struct finder f = { .di = di, .entry = at->entry };
 	Dwarf_Die child;
 	int r;
 
@@ -358,7 +383,7 @@ int params__from_dwarf(const struct dwarfinfo *di, uint64_t entry, uint64_t site
 	for (size_t steps = 0; steps < MAX_STEPS; steps++) {
 		if (dwarf_tag(&child) == DW_TAG_formal_parameter && !(go && go_result(&child))) {
 			if (ret->n < PARAMS_MAX)
-				add_param(di, &child, site, go, ret);
+				add_param(di, &child, at, go, ret);
 			else
 				ret->more++;
 		}

@@ -80,13 +80,23 @@ struct func_params {
 	int64_t site;	     /* the address they were read at, from the entry */
 };
 
+/* Where a function's parameters are read: its entry probe's address. */
+struct params_at {
+	uint64_t entry; /* the function's entry address */
+	uint64_t site;	/* its entry probe's address: entry, or a few instructions in */
+	/* the registers the instructions from entry to site write
+	 * (func_info.entry_clobbers: hardware numbers, a bit each) */
+	uint32_t clobbers;
+};
+
 /*
- * The parameters of the function entered at entry, as they are at the
- * address site (its entry probe's), from di; go: Go code (no char *). 0,
- * -ENOENT when di has no such function, -EFBIG past a bound of work,
- * -EINVAL on DWARF that cannot be believed, with a message.
+ * The parameters of the function entered at at->entry, as they are at
+ * at->site, from di; go: Go code (no char *). A parameter DWARF places on
+ * the stack at the site is read where it was at the entry, when that is
+ * registers at->clobbers leaves alone. 0, -ENOENT when di has no such
+ * function, -EFBIG past a bound of work, with a message.
  */
-int params__from_dwarf(const struct dwarfinfo *di, uint64_t entry, uint64_t site, bool go,
+int params__from_dwarf(const struct dwarfinfo *di, const struct params_at *at, bool go,
 		       struct func_params *ret, struct rw_error *err);
 /* The registers go's or System V's ABI passes the first integer arguments in, unnamed. */
 void params__raw(struct func_params *ret, bool go, const char *why);

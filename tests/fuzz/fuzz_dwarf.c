@@ -50,7 +50,9 @@ static void check_params(const struct dwarfinfo *di, const struct dwarf_func *f,
 		struct func_params fp;
 		struct rw_error err;
 
-		if (params__from_dwarf(di, f[i].entry, f[i].entry + (i & 3), i & 1, &fp, &err))
+		struct params_at at = { f[i].entry, f[i].entry + (i & 3), (uint32_t)i * 0x9e37 };
+
+		if (params__from_dwarf(di, &at, i & 1, &fp, &err))
 			continue;
 		if (fp.n > PARAMS_MAX || fp.nstrings > PARAMS_MAX_STRINGS)
 			abort();
