@@ -5,9 +5,10 @@ minute, and PROBES FunctionProbes over them created, changed (another
 function, a threshold, arguments) and deleted every 5 minutes, for MINUTES
 minutes. Each minute it samples the agent: its process's VmRSS, its open
 files (and of them BPF maps, programs and links), its container cgroup's
-memory, and the BPF programs and links of retwatch on the host. Then every
+memory. Then every
 probe is deleted, the agent sampled again, uninstalled, and the host
-checked for anything of retwatch left in the kernel (bpftool). Prints the
+checked for any of the agent's BPF programs, and links running them, left
+in the kernel (bpftool). Prints the
 first and last minute's figures, the slope per hour of each (a least-squares
 line over the minutes after the first two), and what was left; asserts
 nothing.
@@ -37,8 +38,6 @@ NS = "soak"
 LABELS = {"app": "soak"}
 FUNCS = ["main.handleRequest", "main.lookupUser"]
 PODAPP_ARGS = ["-latency", "3ms", "-lookup", "1ms"]
-# the programs of retwatch's BPF object, as bpftool names them
-OUR_PROGS = {"rw_entry", "rw_ret"}
 
 
 def apply(node, doc):
@@ -66,29 +65,44 @@ def probe(i, changed):
             "metadata": {"name": f"soak-{i}", "namespace": NS}, "spec": spec}
 
 
-def host_bpf():
-    """retwatch's programs and the links running them, host-wide (bpftool)."""
-    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
-                                      text=True, check=True).stdout or "[]")
-    ours = {p["id"] for p in progs if p.get("name") in OUR_PROGS}
-    links = json.loads(subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True,
-                                      text=True, check=True).stdout or "[]")
-    return len(ours), len([lk for lk in links if lk.get("prog_id") in ours])
+def bpftool(kind):
+    return json.loads(subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True,
+                                     text=True, check=True).stdout or "[]")
 
 
-def fds(pid):
-    """Open files of pid: all, and BPF maps, programs and links."""
-    out = {"files": 0, "maps": 0, "progs": 0, "links": 0, "perf": 0}
+def left_in_kernel(prog_ids):
+    """Of the programs the agent held (prog_ids), those the kernel still has,
+    and the links running them: another retwatch on the host (a test) does
+    not count."""
+    progs = {p["id"] for p in bpftool("prog")} & prog_ids
+    return len(progs), len([lk for lk in bpftool("link") if lk.get("prog_id") in progs])
+
+
+def fds(pid, prog_ids):
+    """Open files of pid: all, BPF maps, programs and links, perf events, and
+    the rest by kind (files of the file system, pidfds, sockets, other); the
+    programs' ids into prog_ids."""
+    out = {"files": 0, "maps": 0, "progs": 0, "links": 0, "perf": 0, "paths": 0,
+           "pidfds": 0, "sockets": 0, "other": 0}
+    kinds = {"anon_inode:bpf-map": "maps", "anon_inode:bpf-prog": "progs",
+             "anon_inode:bpf_link": "links", "anon_inode:[perf_event]": "perf",
+             "anon_inode:[pidfd]": "pidfds"}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         out["files"] += 1
-        for kind, key in (("bpf-map", "maps"), ("bpf-prog", "progs"), ("bpf_link", "links"),
-                          ("[perf_event]", "perf")):
-            if target == f"anon_inode:{kind}":
-                out[key] += 1
+        key = kinds.get(target) or ("paths" if target.startswith("/") else
+                                    "sockets" if target.startswith("socket:") else "other")
+        out[key] += 1
+        if key == "progs":
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    prog_ids.update(int(line.split()[1]) for line in f
+                                    if line.startswith("prog_id:"))
+            except OSError:
+                pass
     return out
 
 
@@ -101,17 +115,17 @@ def cgroup_memory(pid):
         return int(f.read()) / 2**20
 
 
-def sample(node, pid, minute):
+def sample(node, pid, minute, prog_ids):
     with open(f"/proc/{pid}/status") as f:
         status = dict(line.split(":", 1) for line in f)
     s = {"minute": minute, "rss": int(status["VmRSS"].split()[0]) / 1024,
-         "cgroup": cgroup_memory(pid), **fds(pid)}
-    s["host_progs"], s["host_links"] = host_bpf()
+         "cgroup": cgroup_memory(pid), **fds(pid, prog_ids)}
     pods = node.kubectl_json("get", "pods", "-n", NS, "-l", "app=soak")["items"]
     s["pods"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
     print(f"  minute {minute:3d}: rss {s['rss']:6.1f} MiB  cgroup {s['cgroup']:6.1f} MiB  "
           f"files {s['files']:4d}  maps {s['maps']:3d}  progs {s['progs']:2d}  "
-          f"links {s['links']:4d}  perf {s['perf']:4d}  host progs/links {s['host_progs']}/{s['host_links']}  "
+          f"links {s['links']:4d}  perf {s['perf']:4d}  (paths {s['paths']}, pidfds "
+          f"{s['pidfds']}, sockets {s['sockets']}, other {s['other']})  "
           f"pods running {s['pods']}", flush=True)
     return s
 
@@ -142,7 +156,7 @@ def churn(node, minute):
         node.kubectl("delete", "fprobe", "-n", NS, "--all", "--wait=false")
 
 
-def soak(node):
+def soak(node, prog_ids):
     pod = node.ready_agent_pod()
     (pid,) = node.container_pids(pod, "agent")
     apply(node, deployment())
@@ -151,14 +165,14 @@ def soak(node):
     samples = []
     start = time.monotonic()
     for minute in range(MINUTES):
-        samples.append(sample(node, pid, minute))
+        samples.append(sample(node, pid, minute, prog_ids))
         churn(node, minute)
         time.sleep(max(0.0, start + 60 * (minute + 1) - time.monotonic()))
-    samples.append(sample(node, pid, MINUTES))
+    samples.append(sample(node, pid, MINUTES, prog_ids))
     node.kubectl("delete", "fprobe", "-n", NS, "--all")
     time.sleep(30)  # the probes' links are closed on background threads
     print("  every probe deleted, 30 s later:", flush=True)
-    after = sample(node, pid, MINUTES + 1)
+    after = sample(node, pid, MINUTES + 1, prog_ids)
     return samples, after
 
 
@@ -167,13 +181,14 @@ def report(samples, after, left):
     steady = samples[2:] if len(samples) > 4 else samples
     print("\n== figures", flush=True)
     for key, unit in (("rss", "MiB"), ("cgroup", "MiB"), ("files", ""), ("maps", ""),
-                      ("links", ""), ("perf", ""), ("progs", "")):
+                      ("links", ""), ("perf", ""), ("progs", ""), ("paths", ""),
+                      ("pidfds", ""), ("sockets", ""), ("other", "")):
         print(f"  {key}: first minute {first[key]:.1f}{unit}, last {last[key]:.1f}{unit}, "
               f"slope {slope_per_hour(steady, key):+.2f}{unit} an hour "
               f"(minutes {steady[0]['minute']}-{steady[-1]['minute']}); "
               f"after every probe was deleted {after[key]:.1f}{unit}", flush=True)
-    print(f"  left in the kernel after helm uninstall: {left[0]} programs, {left[1]} links "
-          f"of retwatch", flush=True)
+    print(f"  left in the kernel after helm uninstall: {left[0]} of the agent's programs, "
+          f"{left[1]} links running them", flush=True)
 
 
 def main():
@@ -191,11 +206,12 @@ def main():
         node.install_agent()
         print(f"== soak: {MINUTES} minutes, {PODS} pods replaced every minute, {PROBES} "
               f"probes created, changed and deleted every 5 minutes", flush=True)
-        samples, after = soak(node)
+        prog_ids = set()
+        samples, after = soak(node, prog_ids)
         node.helm("uninstall", RELEASE, "--namespace", AGENT_NS, "--wait")
         wait_for("the agent's pod to go", lambda: not node.agent_pods(), timeout=120)
         time.sleep(5)
-        report(samples, after, host_bpf())
+        report(samples, after, left_in_kernel(prog_ids))
     finally:
         c.stop()
         shutil.rmtree(workdir, ignore_errors=True)
