@@ -270,6 +270,12 @@ static const char *tenant_of(pid_t pid, void *ctx)
 	return "";
 }
 
+static bool layer_root(pid_t pid, char *buf, size_t len)
+{
+	traceset__host_root(pid, buf, len);
+	return true;
+}
+
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode,
@@ -289,6 +295,9 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	a->cache = binary_cache__new(64);
 	a->env.sym = symbolizer__new(a->cache);
+	/* the pods of one image share one analysis of each file in the cache */
+	if (a->env.sym)
+		symbolizer__set_root_fn(a->env.sym, layer_root);
 	a->env.procs = nodeprocs__new("/proc");
 	a->env.max_ns_funcs = o->max_ns_funcs;
 	a->env.deny_args = o->deny_args;

@@ -492,7 +492,7 @@ static pid_t runtime_process(pid_t pid)
  * reach (one with capabilities the agent lacks refuses it), the root of the
  * runtime process that started pid's container; else / (run on the host).
  */
-static void host_root(pid_t pid, char *buf, size_t len)
+void traceset__host_root(pid_t pid, char *buf, size_t len)
 {
 	pid_t runtime;
 
@@ -522,7 +522,7 @@ static int real_exe(pid_t pid)
 	if (n <= 0 || exe[0] != '/')
 		return -1;
 	exe[n] = '\0';
-	host_root(pid, root, sizeof(root));
+	traceset__host_root(pid, root, sizeof(root));
 	return overlay__open_real(pid, exe, root);
 }
 
@@ -541,7 +541,7 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", s ? ", " : "",
 					u->suggestions[s]);
 		prev = out;
-		host_root(tracer_target__pid(tt), root, sizeof(root));
+		traceset__host_root(tracer_target__pid(tt), root, sizeof(root));
 		/* a name of a library the process has mapped: say which */
 		if (shlib__find(tracer_target__pid(tt), tracer__cache(ts->env->tracer),
 				ts->env->analyzer, root, u->pattern, lib, sizeof(lib),
@@ -660,7 +660,7 @@ static void update_libs(struct traceset *ts, struct trace *t, struct errlist *er
 
 	if (!shlib_procs__wanted(t->libs))
 		return;
-	host_root(t->pub.pid, root, sizeof(root));
+	traceset__host_root(t->pub.pid, root, sizeof(root));
 	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer),
 				ts->env->analyzer, root, ns_room(ts), take_lib, &c, &unmatched,
 				&err) < 0) {
@@ -686,7 +686,7 @@ static bool library_hints(struct traceset *ts, pid_t pid, const char **pats, siz
 	char lib[SHLIB_MAX_NAME], root[64];
 	size_t len = strlen(err->msg);
 
-	host_root(pid, root, sizeof(root));
+	traceset__host_root(pid, root, sizeof(root));
 	for (size_t i = 0; i < n && len < sizeof(err->msg); i++) {
 		if (!shlib__find(pid, tracer__cache(ts->env->tracer), ts->env->analyzer, root,
 				 pats[i], lib, sizeof(lib), &pending))

@@ -26,6 +26,12 @@
 struct traceset;
 
 /* What every probe's set shares. */
+/*
+ * The root that pid's container runtime sees, where the paths of its
+ * overlay's layers are valid (/proc/1/root in a pod), into buf.
+ */
+void traceset__host_root(pid_t pid, char *buf, size_t len);
+
 struct traceset_env {
 	struct tracer *tracer;
 	struct nodeprocs *procs;

@@ -66,6 +66,7 @@ struct sym_proc {
 
 struct symbolizer {
 	struct binary_cache *cache;
+	symbolizer_root_fn root_of; /* symbolizer__set_root_fn; NULL: none */
 	struct sym_proc *procs[PROC_BUCKETS];
 	struct map_file *files; /* in use by some process */
 };
@@ -180,13 +181,20 @@ static struct sym_proc *proc_get(struct symbolizer *s, pid_t pid, bool *ret_load
  * inside /proc/PID/root while that is still the mapped file (shlib.h). An
  * fd, or -errno.
  */
-static int map_open(pid_t pid, const struct procmap *map)
+static int map_open(const struct symbolizer *s, pid_t pid, const struct procmap *map)
 {
 	struct shlib lib = { .name = map->path, .path = map->path, .map = map };
+	char root[64];
 
 	if (!map->inode || !map->path[0])
 		return -ENOENT;
-	return shlib__open(pid, &lib, NULL, NULL);
+	return shlib__open(pid, &lib,
+			   s->root_of && s->root_of(pid, root, sizeof(root)) ? root : NULL, NULL);
+}
+
+void symbolizer__set_root_fn(struct symbolizer *s, symbolizer_root_fn fn)
+{
+	s->root_of = fn;
 }
 
 /* The analysis of mapping i's file, or NULL with *ret_err. */
@@ -198,7 +206,7 @@ static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size
 	int ret, fd;
 
 	if (!p->bins[i] && !p->bin_errs[i]) {
-		fd = ret = map_open(p->pid, map);
+		fd = ret = map_open(s, p->pid, map);
 		if (fd >= 0) {
 			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 			p->bins[i] = binary__open(s->cache, path, &err);
@@ -293,12 +301,13 @@ static struct elfbin *debug_find(pid_t pid, const struct procmap *map, const str
 /* ---- mapped files ---- */
 
 /* The file of map, opened as map_open() does; NULL on failure. */
-static struct map_file *map_file_open(pid_t pid, const struct procmap *map)
+static struct map_file *map_file_open(const struct symbolizer *s, pid_t pid,
+				      const struct procmap *map)
 {
 	struct map_file *mf;
 	struct rw_error err;
 	char path[64];
-	int fd = map_open(pid, map);
+	int fd = map_open(s, pid, map);
 
 	if (fd < 0)
 		return NULL;
@@ -336,7 +345,7 @@ static struct map_file *proc_file(struct sym_proc *p, size_t i, const struct pro
 		    mf->dev_minor == map->dev_minor)
 			break;
 	if (!mf) {
-		mf = map_file_open(p->pid, map);
+		mf = map_file_open(s, p->pid, map);
 		if (!mf) {
 			p->files[i] = &no_file;
 			return NULL;

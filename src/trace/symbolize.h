@@ -26,6 +26,18 @@ struct symbolizer;
 struct symbolizer *symbolizer__new(struct binary_cache *cache);
 /* NULL is fine. */
 void symbolizer__free(struct symbolizer *s);
+/*
+ * Where pid's container runtime sees the host's files (its overlay's layer
+ * paths are valid there): writes it into buf and returns true, or false.
+ */
+typedef bool (*symbolizer_root_fn)(pid_t pid, char *buf, size_t len);
+/*
+ * Opens a mapped file that lives in a container image's layer as that
+ * layer's file (overlay.h), found through fn's root: the containers of one
+ * image share one analysis in the cache, not one each. Files elsewhere are
+ * opened as before (through the process's view).
+ */
+void symbolizer__set_root_fn(struct symbolizer *s, symbolizer_root_fn fn);
 
 /*
  * Writes addr of process pid into buf as one of:
