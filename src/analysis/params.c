@@ -218,6 +218,10 @@ static void kind_of(Dwarf_Die *t, bool go, const char *name, struct param *p)
 			p->kind = PARAM_BYTES;
 			return;
 		}
+		if (go && name && !strncmp(name, "[]", 2)) {
+			p->kind = PARAM_SLICE;
+			return;
+		}
 		p->why = "a structure: not read";
 		return;
 	default: p->why = "a value of this type is not read";
@@ -246,7 +250,10 @@ static int op_reg(const Dwarf_Op *op)
 /* The registers holding p at site: one, or pieces of one register each. */
 static void locate(Dwarf_Die *die, uint64_t site, struct param *p)
 {
-	size_t want = p->kind == PARAM_STRING || p->kind == PARAM_BYTES ? 2 : 1, len = 0;
+	size_t want = p->kind == PARAM_SLICE				  ? 3
+		      : p->kind == PARAM_STRING || p->kind == PARAM_BYTES ? 2
+									  : 1,
+	       len = 0;
 	Dwarf_Attribute attr;
 	Dwarf_Op *expr;
 	int reg;

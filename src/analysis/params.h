@@ -45,13 +45,14 @@ enum param_kind {
 	PARAM_STRING,  /* Go string: pointer and length */
 	PARAM_BYTES,   /* Go []byte: pointer, length (and capacity) */
 	PARAM_CSTRING, /* char *: up to its NUL */
+	PARAM_SLICE,   /* another Go slice: pointer, length, capacity (shown: the two) */
 	PARAM_OTHER,   /* not read: its type is named */
 };
 
 #define PARAMS_MAX 16
 #define PARAM_NAME_LEN 48
 #define PARAM_TYPE_LEN 80
-#define PARAM_MAX_REGS 2
+#define PARAM_MAX_REGS 3
 /* Parameters whose bytes the kernel reads when a call is sent: the first ones. */
 #define PARAMS_MAX_STRINGS 4
 /* Bytes of a string read. */
@@ -63,9 +64,10 @@ struct param {
 	uint8_t kind; /* enum param_kind */
 	uint8_t size; /* bytes of an integer */
 	uint8_t nregs;
-	uint8_t regs[PARAM_MAX_REGS]; /* enum param_reg: the value, or pointer then length */
-	int8_t string;		      /* its string slot (< PARAMS_MAX_STRINGS), -1: none */
-	const char *why;	      /* not read: why; else NULL */
+	/* enum param_reg: the value, or pointer, length (and a slice's capacity) */
+	uint8_t regs[PARAM_MAX_REGS];
+	int8_t string;	 /* its string slot (< PARAMS_MAX_STRINGS), -1: none */
+	const char *why; /* not read: why; else NULL */
 };
 
 struct func_params {

@@ -123,6 +123,13 @@ static void render_one(const struct param *p, const struct tracer_args *ta, bool
 	case PARAM_STRING:
 	case PARAM_BYTES:
 	case PARAM_CSTRING: render_string(p, ta, a); break;
+	case PARAM_SLICE:
+		/* its elements are not read: how many there are */
+		snprintf(buf, sizeof(buf), "len %" PRIu64 " cap %" PRIu64,
+			 ta->regs[p->regs[1] % TRACER_ARG_REGS],
+			 ta->regs[p->regs[2] % TRACER_ARG_REGS]);
+		a->value = strdup(buf);
+		break;
 	default: a->error = strdup("not read");
 	}
 }

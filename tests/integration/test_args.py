@@ -92,3 +92,15 @@ def test_text_shows_the_arguments_of_slow_calls():
     lines = [l.strip() for l in r.retwatch.stdout.splitlines() if l.strip().startswith("args:")]
     assert len(lines) == 10, r.retwatch.stdout
     assert all(l.startswith('args: customer="slow-co" cents=') for l in lines), lines
+
+
+def test_arguments_at_a_moved_entry_and_a_slice():
+    """main.spill[T](xs []T, rounds int) stores an argument to its spill slot
+    before its entry site (a few instructions in): its arguments are still
+    read as passed, and a slice shows its length and capacity."""
+    r = tracing.run_ok([(GO, "spill")], ["main.spill"], options=("--args", "--slowest", "3"))
+    (f,) = r.functions().values()
+    assert f["calls"] == 200 and f["entry"] != "stepped", r.describe()
+    for c in f["slowest_calls"]:
+        assert args_of(c)["xs"]["value"] == "len 1024 cap 1024", c["arguments"]
+        assert args_of(c)["rounds"] == {"name": "rounds", "type": "int", "value": "1000"}, c
