@@ -97,6 +97,12 @@ class ApiProxy:
 
     def stop(self):
         self.stopping.set()
+        # close() alone leaves the accepting thread blocked in accept() (it
+        # was joined only by the timeout below): shutdown() wakes it
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
         with self.lock:
             socks, self.socks = self.socks, []

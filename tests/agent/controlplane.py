@@ -37,6 +37,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -152,12 +153,12 @@ class ControlPlane:
 
     def restart_apiserver(self):
         """Stop kube-apiserver and start it again with the same port and flags."""
-        self._stop_process(self._apiserver)
+        self._stop_apiserver()
         self._start_apiserver()
 
     def stop_apiserver(self):
         """Stop kube-apiserver (etcd runs on); start_apiserver() brings it back."""
-        self._stop_process(self._apiserver)
+        self._stop_apiserver()
 
     def start_apiserver(self):
         """Start kube-apiserver again, with the same port and flags."""
@@ -165,7 +166,7 @@ class ControlPlane:
 
     def stop(self):
         """Stop kube-apiserver, then etcd. Safe to call more than once."""
-        self._stop_process(self._apiserver)
+        self._stop_apiserver()
         self._stop_process(self._etcd)
 
     def __enter__(self):
@@ -301,15 +302,34 @@ class ControlPlane:
                                     preexec_fn=_die_with_parent(os.getpid()))
 
     @staticmethod
-    def _stop_process(proc):
+    def _stop_process(proc, timeout=15):
         if proc is None or proc.poll() is not None:
             return
         proc.terminate()
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    def _stop_apiserver(self):
+        """SIGTERM: kube-apiserver stops listening at once, then waits for the
+        watches still open on its connections, longer than _stop_process()
+        waits (it was killed after 15 s every time a client watched). Once it
+        takes no connection, it serves nobody new: it is killed then."""
+        proc = self._apiserver
+        if proc is None or proc.poll() is not None:
+            return
+        port = urllib.parse.urlsplit(self.url).port
+        proc.terminate()
+        deadline = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break  # refused: no longer listening
+            time.sleep(0.05)
+        self._stop_process(proc, timeout=0.5)
 
     def _fail(self, message):
         raise ControlPlaneError(

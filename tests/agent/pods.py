@@ -211,6 +211,7 @@ class Container:
         self.pid = None
         self.started_at = None
         self.start_seconds = None
+        self._gone = False  # delete() has torn it down
 
     def __enter__(self):
         if self.pid is None:
@@ -223,6 +224,7 @@ class Container:
     def start(self):
         """Start the container detached; return self once its init runs in
         the expected cgroups with its root readable from the host."""
+        self._gone = False
         try:
             self._mount_rootfs()
             self._write_config()
@@ -343,8 +345,12 @@ class Container:
 
     def delete(self):
         """Force-delete the container and remove its cgroups and root. Safe to
-        call more than once; the bundle keeps config.json and the log."""
+        call more than once (once it is gone, again costs nothing); the
+        bundle keeps config.json and the log."""
+        if self._gone:
+            return
         _teardown(self.runtime_root, self.id, self.bundle, self.cgroup)
+        self._gone = True
 
     def log_tail(self, lines=20):
         try:
@@ -494,11 +500,14 @@ class Pod:
 
     def delete(self):
         """Delete the Pod object (at once: no kubelet would confirm a graceful
-        deletion), then its containers. Safe to call more than once."""
+        deletion), then its containers. Safe to call more than once (once
+        deleted, again costs nothing: make_pod deletes every pod it made,
+        after a test that deleted some)."""
         try:
             if self.uid is not None:
                 self.kubectl("delete", "pod", self.name, "-n", self.namespace,
                              "--grace-period=0", "--force", "--ignore-not-found", "--wait=false")
+                self.uid = None
         finally:
             for c in self.containers.values():
                 c.delete()

@@ -182,8 +182,8 @@ def test_lists_wait_for_retry_after(cluster):
             assert reports[1].at - reports[0].at >= 2, reports[:2]
 
 
-WATCH_TIMEOUT_S = 8
-WATCH_IDLE_S = 10  # informer.c: the timeout and a quarter of it
+WATCH_TIMEOUT_S = 5  # the least informer.c takes
+WATCH_IDLE_S = 7  # informer.c: the timeout and a quarter of it, at least 2 s
 
 
 def test_silent_watch_is_restarted(cluster, monkeypatch):
