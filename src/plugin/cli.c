@@ -10,12 +10,14 @@
 const char plugin_cli__usage[] =
 	"Usage:\n"
 	"  kubectl retwatch trace (deploy/NAME | sts/NAME | ds/NAME | pod/NAME | -l SELECTOR)\n"
-	"      PATTERN... [--for 2m] [--threshold 50ms] [--interval 2s] [--keep] [-n NS]\n"
+	"      PATTERN... [--for 2m] [--threshold 50ms] [--interval 2s] [--args] [--keep]\n"
+	"      [-n NS]\n"
 	"    Times every call of the functions PATTERN names (Go names such as main.handle,\n"
 	"    C symbols, globs, LIB:NAME) in the pods, with a FunctionProbe made for it;\n"
 	"    shows the results live and deletes the probe when --for ends or on Ctrl-C\n"
 	"    (unless --keep). --threshold: calls at least this slow are logged with their\n"
 	"    stack by the agents. --interval: how often nodes report (at least 2s).\n"
+	"    --args: the slowest calls show their arguments (spec.captureArguments).\n"
 	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS]\n"
 	"    The FunctionProbes of the namespace, or one with its functions.\n"
 	"  kubectl retwatch top [-n NS]\n"
@@ -91,7 +93,15 @@ static int set_output(const char *o, struct plugin_cli *c, struct rw_error *err)
 	return 0;
 }
 
-enum { OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_FOR, OPT_THRESHOLD, OPT_INTERVAL, OPT_KEEP };
+enum {
+	OPT_KUBECONFIG = 256,
+	OPT_CONTEXT,
+	OPT_FOR,
+	OPT_THRESHOLD,
+	OPT_INTERVAL,
+	OPT_KEEP,
+	OPT_ARGS
+};
 
 static const struct option long_opts[] = {
 	{ "namespace", required_argument, NULL, 'n' },
@@ -104,6 +114,7 @@ static const struct option long_opts[] = {
 	{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{ "keep", no_argument, NULL, OPT_KEEP },
+	{ "args", no_argument, NULL, OPT_ARGS },
 	{ 0 },
 };
 
@@ -131,6 +142,7 @@ static int one_opt(int o, const char *arg, struct plugin_cli *c, struct rw_error
 					  : 0;
 	}
 	case OPT_KEEP: c->keep = true; return 0;
+	case OPT_ARGS: c->args = true; return 0;
 	}
 	return rw_error_set(err, EINVAL, "unknown option (kubectl retwatch --help lists them)");
 }

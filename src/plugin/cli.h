@@ -43,6 +43,7 @@ struct plugin_cli {
 	const char *threshold; /* --threshold as given, or NULL */
 	const char *interval;  /* --interval: the probe's reportInterval (default 2s) */
 	bool keep;
+	bool args; /* --args: spec.captureArguments */
 	/* get */
 	enum plugin_output output;
 };

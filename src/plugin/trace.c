@@ -94,6 +94,8 @@ cJSON *trace__probe_doc(const struct plugin_cli *cli, cJSON *selector)
 	cJSON_AddStringToObject(spec, "reportInterval", cli->interval);
 	if (cli->threshold)
 		cJSON_AddStringToObject(spec, "slowThreshold", cli->threshold);
+	if (cli->args)
+		cJSON_AddBoolToObject(spec, "captureArguments", true);
 	if (!fns || !selector || cJSON_GetArraySize(fns) != (int)cli->npatterns) {
 		cJSON_Delete(doc);
 		return NULL;

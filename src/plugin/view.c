@@ -173,6 +173,29 @@ static bool seen_add(struct view_seen *s, uint64_t key)
 	return true;
 }
 
+/* A call's arguments (spec.captureArguments), as the agent wrote them, on a line. */
+static void print_args(FILE *f, const cJSON *c)
+{
+	const cJSON *a;
+	int n = 0;
+
+	cJSON_ArrayForEach(a, array_of(c, "arguments"))
+	{
+		if (!kobj_str(a, "name") || n++ >= 16)
+			continue;
+		if (kobj_str(a, "value"))
+			fprintf(f, "%s%.63s=%s%.300s%s%s", n == 1 ? "  arguments: " : " ",
+				kobj_str(a, "name"), kobj_get(a, "length") ? "\"" : "",
+				kobj_str(a, "value"), kobj_get(a, "length") ? "\"" : "",
+				cJSON_IsTrue(kobj_get(a, "truncated")) ? "..." : "");
+		else
+			fprintf(f, "%s%.63s=(%.200s)", n == 1 ? "  arguments: " : " ",
+				kobj_str(a, "name"), str_or(a, "error"));
+	}
+	if (n)
+		fputc('\n', f);
+}
+
 static void print_call(FILE *f, const char *fn, const cJSON *c)
 {
 	const cJSON *frame;
@@ -194,6 +217,7 @@ static void print_call(FILE *f, const char *fn, const cJSON *c)
 		fprintf(f, "%s%.160s", i == 1 ? ": " : " < ", frame->valuestring);
 	}
 	fputc('\n', f);
+	print_args(f, c);
 }
 
 int view__slow_calls(FILE *f, const cJSON *probe, struct view_seen *seen)

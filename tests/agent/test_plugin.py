@@ -144,7 +144,7 @@ def test_trace_a_pod_until_for_ends_shows_the_status_and_leaves_nothing(cluster,
     with cluster.agent("node-a") as agent:
         # the namespace is the kubeconfig context's: no -n
         p = Plugin(cluster, kubeconfig_in(cluster, ns, user), "trace", "pod/web-1",
-                   "main.charge", "--for", "15s", "--threshold", "50ms")
+                   "main.charge", "--for", "15s", "--threshold", "50ms", "--args")
         try:
             (probe,) = wait_for("the plugin's probe", lambda: probes(cluster, ns), timeout=10)
             name = probe["metadata"]["name"]
@@ -154,6 +154,7 @@ def test_trace_a_pod_until_for_ends_shows_the_status_and_leaves_nothing(cluster,
             assert probe["spec"]["functions"] == ["main.charge"], probe["spec"]
             assert probe["spec"]["lifetime"] == "15s", probe["spec"]
             assert probe["spec"]["slowThreshold"] == "50ms", probe["spec"]
+            assert probe["spec"]["captureArguments"] is True, probe["spec"]
             attached_log(agent, pid, timeout=15)
             os.kill(pid, signal.SIGHUP)
             wait_for("a table of 300 calls", lambda: 300 in table_calls(p.out(), "main.charge"),
@@ -182,6 +183,10 @@ def test_trace_a_pod_until_for_ends_shows_the_status_and_leaves_nothing(cluster,
     assert len(slow) == len(set(slow)), slow
     assert len([s for s in slow if "ms in pod web-1 (container app, node node-a" in s
                 and "main.charge+" in s and duration_ns(s.split()[3]) >= 247e6]) == 3, slow
+    # --args: each slow-co charge's arguments under its line
+    args = [line.strip() for line in out.splitlines() if line.startswith("  arguments: ")]
+    assert len([a for a in args if a.startswith('arguments: customer="slow-co" cents=')]) >= 3, \
+        out
 
 
 def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
