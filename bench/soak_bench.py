@@ -183,9 +183,11 @@ def report(samples, after, left):
     for key, unit in (("rss", "MiB"), ("cgroup", "MiB"), ("files", ""), ("maps", ""),
                       ("links", ""), ("perf", ""), ("progs", ""), ("paths", ""),
                       ("pidfds", ""), ("sockets", ""), ("other", "")):
+        half = samples[len(samples) // 2:]
         print(f"  {key}: first minute {first[key]:.1f}{unit}, last {last[key]:.1f}{unit}, "
               f"slope {slope_per_hour(steady, key):+.2f}{unit} an hour "
-              f"(minutes {steady[0]['minute']}-{steady[-1]['minute']}); "
+              f"(minutes {steady[0]['minute']}-{steady[-1]['minute']}), "
+              f"{slope_per_hour(half, key):+.2f}{unit} over the second half; "
               f"after every probe was deleted {after[key]:.1f}{unit}", flush=True)
     print(f"  left in the kernel after helm uninstall: {left[0]} of the agent's programs, "
           f"{left[1]} links running them", flush=True)
