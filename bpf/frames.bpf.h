@@ -41,8 +41,9 @@ static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *r
 }
 
 /*
- * Histogram slot i, when it is (fn_id, tgid)'s; else NULL, counted. Two
- * array lookups the verifier inlines.
+ * Histogram slot i, when it is (fn_id, tgid)'s, or lent to tgid (struct
+ * rw_follow); else NULL, counted. Two array lookups the verifier inlines,
+ * and a hash lookup only for a slot not tgid's own.
  */
 static __always_inline struct rw_hist *hist__get(__u32 i, __u32 fn_id, __u32 tgid)
 {
@@ -57,7 +58,9 @@ static __always_inline struct rw_hist *hist__get(__u32 i, __u32 fn_id, __u32 tgi
 		stat_inc(RW_STAT_NO_HIST);
 		return NULL;
 	}
-	if (h->owner.fn_id != fn_id || h->owner.tgid != tgid) {
+	/* a followed child's calls begun in its lender's histogram end there */
+	if (h->owner.fn_id != fn_id ||
+	    (h->owner.tgid != tgid && !follow__lends(tgid, h->owner.tgid))) {
 		stat_inc(RW_STAT_OTHER_PROCESS);
 		return NULL;
 	}

@@ -108,6 +108,14 @@ struct {
 	__type(value, struct rw_proc_hist);
 } proc_hists SEC(".maps");
 
+/* Processes followed from their fork, by tgid (struct rw_follow). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_FOLLOWED);
+	__type(key, __u32);
+	__type(value, struct rw_follow);
+} follow SEC(".maps");
+
 /*
  * Which calls of each histogram slot, that is of each (function, process)
  * traced, are sent (struct rw_threshold): a process's own probes' choice,
@@ -149,6 +157,14 @@ static __always_inline void stat_inc(enum rw_stat s)
 
 	if (v)
 		(*v)++;
+}
+
+/* Whether followed process tgid's hits count in process lender's histograms. */
+static __always_inline bool follow__lends(__u32 tgid, __u32 lender)
+{
+	const struct rw_follow *f = bpf_map_lookup_elem(&follow, &tgid);
+
+	return f && lender && f->lender == lender;
 }
 
 /* tgid's share (share 0 when it has none of its own); NULL only if the map is broken. */

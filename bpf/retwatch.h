@@ -320,6 +320,24 @@ struct rw_proc_hist {
 	__u64 starttime;
 };
 _Static_assert(sizeof(struct rw_proc_hist) == 16, "rw_proc_hist layout");
+
+/*
+ * A process whose children are followed from their fork (retwatch trace
+ * --follow): what the follow map holds for it, and for each process it
+ * forks, set in the kernel before the child first runs. A child's hits of a
+ * shared probe count in its lender's histograms until userspace gives it
+ * its own (struct rw_proc_hist): a pre-fork server's worker that lives a
+ * tenth of a second, gone before userspace reads /proc again, is counted
+ * whole. The lender is the ancestor userspace traces (its own entry names
+ * itself); starttime, as rw_proc_hist's, keeps a reused pid out.
+ */
+struct rw_follow {
+	__u32 lender;
+	__u32 pad;
+	__u64 starttime;
+};
+_Static_assert(sizeof(struct rw_follow) == 16, "rw_follow layout");
+#define RW_MAX_FOLLOWED 16384
 /* USER_HZ, the ticks of /proc/PID/stat's start time, on every architecture we build for */
 #define RW_NS_PER_TICK 10000000ULL
 
@@ -497,6 +515,9 @@ enum rw_stat {
 	 * the slowest kept (rw_threshold.keep_ns), and those refused by a rate */
 	RW_STAT_KEEP_SENT,
 	RW_STAT_KEEP_REFUSED,
+	/* processes forked by a followed one that the follow map had no room
+	 * for: counted from when userspace attaches them, as without it */
+	RW_STAT_FOLLOW_FULL,
 	RW_STAT__MAX,
 };
 

@@ -72,8 +72,32 @@ static __always_inline __u64 current__starttime(void)
 }
 
 /*
+ * The histogram slot of k's function lent to k's process, forked by a
+ * followed one and not yet given its own by userspace (struct rw_follow).
+ */
+static __always_inline bool follow__hist(struct rw_hist_key *k, __u32 *ret)
+{
+	const struct rw_follow *f = bpf_map_lookup_elem(&follow, &k->tgid);
+	const struct rw_proc_hist *h;
+
+	if (!f || f->lender == k->tgid || (f->starttime && f->starttime != current__starttime())) {
+		stat_inc(RW_STAT_UNTRACED_HITS);
+		return false;
+	}
+	k->tgid = f->lender;
+	h = bpf_map_lookup_elem(&proc_hists, k);
+	if (!h) {
+		stat_inc(RW_STAT_UNTRACED_HITS);
+		return false;
+	}
+	*ret = h->hist;
+	return true;
+}
+
+/*
  * The histogram slot of (fn_id, tgid) at an entry: the cookie's, or for a
- * shared probe proc_hists'; false in a process not traced for fn_id.
+ * shared probe proc_hists' (or its lender's); false in a process not
+ * traced for fn_id.
  */
 static __always_inline bool hit__hist(__u64 cookie, __u32 fn_id, __u32 tgid, __u32 *ret)
 {
@@ -85,10 +109,8 @@ static __always_inline bool hit__hist(__u64 cookie, __u32 fn_id, __u32 tgid, __u
 		return true;
 	}
 	h = bpf_map_lookup_elem(&proc_hists, &k);
-	if (!h) {
-		stat_inc(RW_STAT_UNTRACED_HITS);
-		return false;
-	}
+	if (!h)
+		return follow__hist(&k, ret);
 	if (h->starttime && h->starttime != current__starttime()) {
 		stat_inc(RW_STAT_REUSED_PID_HITS);
 		return false;
@@ -583,5 +605,30 @@ int rw_ret(struct pt_regs *regs)
 			break;
 		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true);
 	}
+	return 0;
+}
+
+/*
+ * A process forked by a followed one is followed too, lent the same
+ * histograms (struct rw_follow): the tracepoint fires before the child
+ * first runs, so its first call counts. Threads share their process's.
+ * Attached only where userspace follows processes (tracer_opts.follow).
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(rw_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	const struct rw_follow *p;
+	struct rw_follow f = {};
+
+	if (ptgid == ctgid)
+		return 0;
+	p = bpf_map_lookup_elem(&follow, &ptgid);
+	if (!p)
+		return 0;
+	f.lender = p->lender;
+	f.starttime = p->starttime ? child->start_boottime / RW_NS_PER_TICK : 0;
+	if (bpf_map_update_elem(&follow, &ctgid, &f, BPF_ANY))
+		stat_inc(RW_STAT_FOLLOW_FULL);
 	return 0;
 }

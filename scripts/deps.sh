@@ -22,6 +22,10 @@ pkgs=(
 	containerd containernetworking-plugins iproute2 openssl
 	libssl3 # the libssl.so.3 Debian's nginx (below) loads: SSL_write traced in it
 	libc6-dbg
+	# the libraries of Debian's PostgreSQL 15 (below), not the server: no
+	# service is installed or started
+	libicu72 libxml2 libldap-2.5-0 libsasl2-2 libgssapi-krb5-2 libsystemd0
+	libzstd1 liblz4-1 libpq5
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
@@ -104,3 +108,6 @@ fetch_deb() { # NAME PACKAGE...: unpack the packages into $debs/NAME, once
 fetch_deb nginx nginx
 # redis-server is redis-check-rdb run by that name; its libraries beside it
 fetch_deb redis redis-tools libjemalloc2 liblzf1
+# PostgreSQL 15's server, initdb and pgbench, run from the cache as a
+# pre-fork server under the tests' own user and socket directory
+fetch_deb postgresql postgresql-15

@@ -1164,7 +1164,8 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
 				     .slow_calls_per_sec = args->slow_per_sec,
 				     .entry_at_start = args->entry_at_start,
-				     .capture_args = args->args };
+				     .capture_args = args->args,
+				     .follow = args->follow };
 	struct rw_error err = {};
 
 	r->json = args->json;

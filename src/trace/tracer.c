@@ -49,6 +49,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_REUSED_PID_HITS] = "reused_pid_hits",
 	[RW_STAT_KEEP_SENT] = "keep_sent",
 	[RW_STAT_KEEP_REFUSED] = "keep_refused",
+	[RW_STAT_FOLLOW_FULL] = "follow_full",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");
@@ -112,6 +113,7 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	/* the arguments' room (5 MiB) only where they may be captured */
 	if (!t->capture_args)
 		bpf_map__set_max_entries(t->skel->maps.ctx_args, 1);
+	bpf_program__set_autoload(t->skel->progs.rw_fork, t->follow);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
 	e = trace__load(t->skel);
@@ -255,6 +257,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->starttimes = !clock__boottime_shifted();
 	t->site_kinds = opts && opts->entry_at_start ? 0 : TRACER_SITE_KINDS_ALL;
 	t->capture_args = opts && opts->capture_args;
+	t->follow = opts && opts->follow;
 	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
@@ -274,6 +277,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		goto fail;
 	}
 	e = load_programs(t, opts ? opts->attach_mode : TRACER_ATTACH_AUTO, err);
+	if (!e && t->follow)
+		e = follow__start(t, err);
 	if (e)
 		goto fail;
 	t->shares_mm = mmap(NULL, RW_MAX_SHARES * sizeof(struct rw_share), PROT_READ | PROT_WRITE,
@@ -327,6 +332,7 @@ void tracer__free(struct tracer *t)
 {
 	if (!t)
 		return;
+	bpf_link__destroy(t->fork_link);
 	while (t->targets)
 		tracer__remove(t, t->targets);
 	while (t->files) {
@@ -601,6 +607,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 		errno = -e;
 		return NULL;
 	}
+	follow__add(t, pid);
 	return tt;
 fail:
 	if (!pid_traced_elsewhere(t, tt))
@@ -646,8 +653,10 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	if (tt->file && tt->file->users > 1)
 		file__sync_morestack(t, tt->file);
 	/* its probes are gone: no hit will end its calls in flight */
-	if (last)
+	if (last) {
 		pid__retire(t, tt->pid);
+		follow__drop(t, tt->pid);
+	}
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);
 	target__free(tt);

@@ -68,6 +68,13 @@ struct tracer_opts {
 	/* tracer_target__capture_args may be asked (the kernel then holds
 	 * 5 MiB of room for arguments); else it refuses */
 	bool capture_args;
+	/*
+	 * Processes a traced process forks are counted from their first
+	 * instruction, in its histograms (where its functions' probes are
+	 * shared), until the caller traces them with tracer__add: a pre-fork
+	 * server's short-lived workers are counted whole.
+	 */
+	bool follow;
 };
 
 /* Calls in flight untouched this long will not return (tracer__tick). */

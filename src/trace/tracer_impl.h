@@ -189,10 +189,28 @@ struct tracer {
 	 * arguments are captured (RW_MAX_FUNCS, made when first asked) */
 	bool capture_args;
 	const struct func_params **args_of;
+	/* tracer_opts.follow: the fork program's link (tracer_follow.c) */
+	bool follow;
+	struct bpf_link *fork_link;
 };
 
 /* Where the entry probe of fi (of binary b) goes: tracer__entry_site's answer. */
 int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func_info *fi);
+
+/*
+ * tracer_follow.c: processes followed from their fork, where
+ * tracer_opts.follow asks (each does nothing otherwise).
+ */
+/* Attaches the fork program. */
+int follow__start(struct tracer *t, struct rw_error *err);
+/* Process pid is traced: the processes it forks are lent its histograms. */
+void follow__add(struct tracer *t, pid_t pid);
+/* Process pid is traced no more. */
+void follow__drop(struct tracer *t, pid_t pid);
+/* The process whose histograms process pid counts in, forked by it; 0: none. */
+pid_t follow__lender_of(const struct tracer *t, pid_t pid);
+/* Drops the entries of children that ended, or whose lender is traced no more. */
+void follow__sweep(struct tracer *t);
 
 /* tracer_args.c: a slot's arguments no longer captured (its id is given back). */
 void slot__forget_args(struct tracer *t, uint32_t fn_id);

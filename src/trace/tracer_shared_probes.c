@@ -76,6 +76,9 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 	uint64_t since = m->first_ns > s->made_ns ? m->first_ns : s->made_ns;
 	const char *tenant;
 
+	/* forked by a process traced for s: counted in its histograms */
+	if (slot__batch(s, follow__lender_of(t, m->pid)))
+		return true;
 	/* it was traced for s a moment ago: a probe is being deleted */
 	for (size_t k = 0; k < s->ndropped; k++)
 		if (s->dropped[k].pid == m->pid &&

@@ -271,6 +271,7 @@ int tracer__tick(struct tracer *t)
 	if (now < t->next_sweep_ns)
 		return 0;
 	t->next_sweep_ns = now + SWEEP_EVERY_NS;
+	follow__sweep(t);
 	return sweep(t, 0, t->sweep_age_ns);
 }
 

@@ -4,8 +4,9 @@ chosen by name or cgroup are traced as they come, on tests/fixtures/c/
 prefork.c.
 
 [REF] Counts come from the program: every worker calls work() CALLS times;
-the late ones wait 2.5 s before their first call, longer than retwatch takes
-to attach a new process (within a second). Needs root.
+in its follow mode the late ones wait 2.5 s before their first call, longer
+than retwatch takes to attach a new process (within a second); in its burst
+mode they do not wait, and end within milliseconds. Needs root.
 """
 
 import json
@@ -35,6 +36,19 @@ def test_follow_traces_workers_and_their_children():
     assert serve["calls"] == rep["calls"]["serve"], f"{serve}\n{r.describe()}"
     err = r.retwatch.stderr
     assert err.count(" traced too") == rep["workers"], err
+
+
+def test_follow_counts_workers_from_their_fork():
+    """Workers that live a millisecond, one after another, and their own
+    children: gone long before /proc is read again, each is counted from
+    its first instruction, in the histograms of the process that forked it."""
+    r = tracing.run_ok([(prefork(), "burst")], ("work", "serve"), options=("--follow",))
+    rep = r.report
+    assert rep["failed"] == 0 and rep["workers"] == 52, r.describe()
+    work, serve = r.function("work"), r.function("serve")
+    assert work["calls"] == rep["calls"]["work"], f"{work}\n{r.describe()}"
+    assert work["orphans"] == 0 and work["lost"] == 0, work
+    assert serve["calls"] == rep["calls"]["serve"], f"{serve}\n{r.describe()}"
 
 
 def test_without_follow_only_the_server_counts():
