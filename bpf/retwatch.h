@@ -148,6 +148,13 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * names, read when it is sent.
  */
 #define RW_FUNC_ARGS (1U << 6)
+/*
+ * Go: the entry probe sits past the stack check, so a call that grows its
+ * stack reaches it once, after runtime.morestack: a frame of the function
+ * at runtime.morestack's depth is a stale one (a call that panicked), never
+ * the call under way, and is not marked as restarting.
+ */
+#define RW_FUNC_ENTRY_PAST_CHECK (1U << 7)
 
 /* The registers kept: RAX, RBX, RCX, RDX, RSI, RDI, R8-R11 (Go's and the
  * System V ABI's integer argument registers), in this order. */

@@ -165,7 +165,8 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 cookie)
 		return;
 	}
 	fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
-	if (!fn || ret_addr <= top->entry_ip || ret_addr > top->entry_ip + fn->size)
+	if (!fn || (fn->flags & RW_FUNC_ENTRY_PAST_CHECK) || ret_addr <= top->entry_ip ||
+	    ret_addr > top->entry_ip + fn->size)
 		return;
 	top->flags |= RW_FRAME_RESTARTING;
 }

@@ -90,6 +90,8 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 	if (!ret && n) {
 		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b);
 		fi->entry_clobbers = entrysite__clobbers(&cr[0], fi->entry_site);
+		fi->entry_past_check = fi->go && entrysite__past_check(&cr[0], fi->entry_site,
+								       is_morestack, b);
 	}
 out:
 	for (size_t i = 0; i < n; i++)

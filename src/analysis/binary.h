@@ -51,6 +51,8 @@ struct func_info {
 	 * the return address ([RSP + 8] and up, a stack argument's slot).
 	 */
 	uint32_t entry_clobbers;
+	/* Go: the entry site is past the stack check (entrysite__past_check) */
+	bool entry_past_check;
 	enum func_source source;
 	bool go; /* in Go's function table: Go code, not C linked in by cgo */
 	/* ranges[0] holds the entry; DWARF_MAX_RANGES at most (Go: one) */

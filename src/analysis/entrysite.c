@@ -241,3 +241,22 @@ uint32_t entrysite__clobbers(const struct code_range *r, int64_t site)
 	/* the site must begin where an instruction ends, as entrysite__choose walked */
 	return addr - r->addr == (uint64_t)site ? ret : ENTRYSITE_ALL_GPRS;
 }
+
+bool entrysite__past_check(const struct code_range *r, int64_t site,
+			   entrysite_morestack_fn is_morestack, void *ctx)
+{
+	uint64_t addr = r->addr, to, back;
+	ZydisDecoder d;
+	struct insn x;
+
+	if (site <= 0 || !r->bytes ||
+	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return false;
+	while (addr - r->addr < (uint64_t)site && decode(&d, r, addr, &x)) {
+		if (x.i.meta.category == ZYDIS_CATEGORY_COND_BR && branch_target(&x, &to) &&
+		    morestack_block(&d, r, to, is_morestack, ctx, &back))
+			return true;
+		addr += x.i.length;
+	}
+	return false;
+}

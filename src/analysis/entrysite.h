@@ -51,4 +51,12 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
  */
 uint32_t entrysite__clobbers(const struct code_range *r, int64_t site);
 
+/*
+ * Whether Go's stack check lies before site (a Jcc to the function's
+ * morestack block): then a call that grows its stack reaches the entry
+ * probe once, after runtime.morestack, not before it and again after.
+ */
+bool entrysite__past_check(const struct code_range *r, int64_t site,
+			   entrysite_morestack_fn is_morestack, void *ctx);
+
 #endif

@@ -434,6 +434,9 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 		minor = go_minor(f->bin);
 		s->meta.flags |= RW_FUNC_GO;
 		s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
+		/* the site stays as chosen here: the kinds are set before any slot */
+		if (fi->entry_past_check && tracer__site(t, f->bin, fi) > 0)
+			s->meta.flags |= RW_FUNC_ENTRY_PAST_CHECK;
 	}
 	f->slots[f->nslots++] = s;
 	*ret = s;

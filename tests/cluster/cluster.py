@@ -52,6 +52,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,6 +77,7 @@ PAUSE_IMAGE = "localhost/retwatch-pause:cluster"
 AGENT_IMAGE = "localhost/retwatch-agent:cluster"
 PODAPP_IMAGE = "localhost/retwatch-podapp:cluster"
 CSERVICE_IMAGE = "localhost/retwatch-cservice:cluster"
+CSERVICE_STRIPPED_IMAGE = "localhost/retwatch-cservice-stripped:cluster"
 LAYER_ROOT = f"{STATE}/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
 
 # What the kubelet checks of the kernel (protectKernelDefaults), as its
@@ -836,6 +838,37 @@ def build_cservice_image(workdir):
     return CSERVICE_IMAGE
 
 
+def build_cservice_stripped_image(workdir):
+    """CSERVICE_STRIPPED_IMAGE: the C service as distributions ship a
+    program: /app/cservice stripped of every symbol, and its debug file
+    (objcopy --only-keep-debug) in the image's /usr/lib/debug/.build-id,
+    where gdb finds it by the binary's build id. Its functions are named only
+    by the debug file."""
+    root = os.path.join(workdir, "cservice-stripped-root")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(os.path.join(root, "app"))
+    os.makedirs(os.path.join(root, "tmp"))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    full = os.path.join(workdir, "cservice-full")
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-static", "-pthread", "-Wall",
+                    "-Wextra", "-Werror", "-Wl,--build-id", "-o", full,
+                    os.path.join(REPO, "tests", "fixtures", "c", "cservice.c")], check=True)
+    notes = subprocess.run(["readelf", "-n", full], capture_output=True, text=True,
+                           check=True).stdout
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", notes).group(1)
+    debug = os.path.join(root, "usr", "lib", "debug", ".build-id", build_id[:2],
+                         build_id[2:] + ".debug")
+    os.makedirs(os.path.dirname(debug))
+    subprocess.run(["objcopy", "--only-keep-debug", full, debug], check=True)
+    exe = os.path.join(root, "app", "cservice")
+    subprocess.run(["strip", "--strip-all", "-o", exe, full], check=True)
+    if ".symtab" in subprocess.run(["readelf", "-S", exe], capture_output=True, text=True,
+                                   check=True).stdout:
+        raise ClusterError(f"{exe} still has a symbol table")
+    _image_from_dir(CSERVICE_STRIPPED_IMAGE, root, ["/app/cservice"])
+    return CSERVICE_STRIPPED_IMAGE
+
+
 def build_agent_image():
     """AGENT_IMAGE: the Dockerfile's image, as tests/image/build.sh builds it."""
     subprocess.run(["bash", os.path.join(REPO, "tests", "image", "build.sh"), AGENT_IMAGE],
@@ -846,7 +879,7 @@ def build_agent_image():
 def build_images(workdir):
     """Every image the cluster runs, built (layers cached by buildah)."""
     return [build_pause_image(workdir), build_agent_image(), build_podapp_image(workdir),
-            build_cservice_image(workdir)]
+            build_cservice_image(workdir), build_cservice_stripped_image(workdir)]
 
 
 def main(argv):

@@ -422,6 +422,48 @@ def test_c_service_in_a_pod_shows_calls_and_p50(node):
     node.kubectl("delete", "fprobe", "-n", ns, "clat")
 
 
+def test_stripped_service_is_probed_by_its_debug_file(node):
+    """A pod's image holds a program stripped of every symbol and its debug
+    file under /usr/lib/debug/.build-id: the agent finds the debug file
+    inside the container's root by the program's build id, names the
+    functions by it, and counts their calls as the service does."""
+    ns, labels = "stripped", {"app": "csvc-stripped"}
+    node.kubectl("create", "namespace", ns)
+    apply(node, {"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": "csvc-stripped", "namespace": ns},
+                 "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                          "template": {"metadata": {"labels": labels}, "spec": {
+                              "terminationGracePeriodSeconds": 2,
+                              "containers": [{"name": "svc",
+                                              "image": clusterlib.CSERVICE_STRIPPED_IMAGE,
+                                              "imagePullPolicy": "Never",
+                                              "args": CSERVICE_ARGS}]}}}})
+    (pod,) = running_pods(node, ns, "app=csvc-stripped", 1)
+    pid = cservice_pid(node, pod)
+    os.kill(pid, signal.SIGUSR2)  # paused while the probe attaches
+    apply(node, {**probe(ns, "dbg", labels), "spec": {
+        "selector": {"matchLabels": labels}, "functions": CFUNCS, "reportInterval": "2s"}})
+
+    def attached():
+        r = report_of(node, ns, "dbg")
+        return r and r["status"].get("attached") and len(r["status"].get("pods", [])) == 1 and r
+    wait_for("the probe to attach to the stripped service", attached, timeout=15)
+    os.kill(pid, signal.SIGUSR1)  # counts afresh, then resumes
+    os.kill(pid, signal.SIGUSR2)
+    time.sleep(2)
+    os.kill(pid, signal.SIGUSR2)
+    paused = time.time()
+    time.sleep(0.5)
+    own = cservice_stats(pid)
+    assert all(own[f]["calls"] > 50 for f in CFUNCS), own
+    summary = summary_after_pause(node, ns, "dbg", paused, own,
+                                  {n: own[n]["calls"] for n in CFUNCS})
+    assert sorted(fns(summary)) == sorted(CFUNCS), summary
+    for fname, f in fns(summary).items():
+        assert f["calls"] == own[fname]["calls"], (fname, f, own)
+    node.kubectl("delete", "namespace", ns, "--wait=false")
+
+
 def call_sites(exe):
     """Of exe's functions in clusterlib.CSERVICE_STACK, by objdump: each one's
     RET offsets, and the offset in it just past its call of the next inner

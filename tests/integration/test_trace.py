@@ -297,6 +297,18 @@ def test_panics_are_orphans_not_calls(t):
 
 
 @pytest.mark.parametrize("t", GO, ids=tracing.param_id)
+def test_a_panicked_frame_is_not_taken_for_a_restart(t):
+    """A call that panicked leaves its frame; the next call at its depth (a
+    fresh goroutine on the same g) grows its stack through runtime.morestack
+    before its entry probe: that stale frame is an orphan, not a call
+    restarting, and the new call's duration is its own."""
+    r = scenario(t, "growpanic", ["grow_panic"])
+    name = t.fn("grow_panic")
+    f = assert_calls(r, "grow_panic", t, r.report["calls"][name], r.report["orphans"][name])
+    assert_bounded(r, f, 1 * MS)
+
+
+@pytest.mark.parametrize("t", GO, ids=tracing.param_id)
 def test_goexit_is_an_orphan(t):
     r = scenario(t, "panic", ["may_panic", "exit_goroutine"])
     name = t.fn("exit_goroutine")

@@ -41,6 +41,7 @@ FUNCS = {
         "recurse_shallow": "main.recurseShallow",
         "recurse_deep": "main.recurseDeep",
         "recurse_panic": "main.recursePanic",
+        "grow_panic": "main.growPanic",
     },
     "c": {
         "sleep_for": "sleep_for",

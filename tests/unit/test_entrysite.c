@@ -64,6 +64,17 @@ TEST(entrysite_go_without_a_push_stays_on_its_stack_check)
 	return ASSERT_EQ(site_of(code, sizeof(code), true), 4);
 }
 
+TEST(entrysite_past_the_stack_check)
+{
+	struct code_range r = { ENTRY, go_fn, sizeof(go_fn) };
+
+	/* on the PUSH, the check is behind: a restart reaches the probe once */
+	return ASSERT_TRUE(entrysite__past_check(&r, 6, morestack_at, NULL)) &&
+	       /* on the check's JBE, or at the first byte: twice */
+	       ASSERT_TRUE(!entrysite__past_check(&r, 4, morestack_at, NULL)) &&
+	       ASSERT_TRUE(!entrysite__past_check(&r, 0, morestack_at, NULL));
+}
+
 TEST(entrysite_go_block_must_call_morestack)
 {
 	uint8_t code[sizeof(go_fn)];
