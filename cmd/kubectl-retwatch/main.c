@@ -47,8 +47,10 @@ static int read_probes(struct kctl *c, const struct plugin_cli *cli, struct rw_e
 			cli->name, &obj, err);
 	if (st < 200 || st > 299 || !obj) {
 		cJSON_Delete(obj);
-		return st < 0 ? st
-			      : rw_error_set(err, EIO, "%s", err->msg[0] ? err->msg : "no JSON");
+		if (st < 0)
+			return st;
+		/* kctl__call said why; else the body was no JSON */
+		return err->msg[0] ? -EIO : rw_error_set(err, EIO, "the API server sent no JSON");
 	}
 	if (cli->output == PLUGIN_OUT_JSON)
 		print_json(obj);

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "agent/kube.h"
+#include "agent/kubeexec.h"
 
 /* A rotated projected token is picked up within this long. */
 #define TOKEN_REREAD_S 60
@@ -29,6 +30,10 @@ struct kube {
 	char *token;
 	char *token_file;
 	time_t token_read;
+	/* a kubeconfig user's exec plugin: its token, until token_expiry (0:
+	 * until the API server answers 401) */
+	struct kube_exec *exec;
+	time_t token_expiry;
 	unsigned long requests; /* atomic */
 };
 
@@ -117,7 +122,8 @@ struct kube *kube__new(const struct kube_creds *c, struct rw_error *err)
 	    blob_dup(&k->cert, c->cert_pem, c->cert_pem_len) ||
 	    blob_dup(&k->key, c->key_pem, c->key_pem_len) || str_dup(&k->ca_file, c->ca_file) ||
 	    str_dup(&k->cert_file, c->cert_file) || str_dup(&k->key_file, c->key_file) ||
-	    str_dup(&k->token, c->token) || str_dup(&k->token_file, c->token_file))
+	    str_dup(&k->token, c->token) || str_dup(&k->token_file, c->token_file) ||
+	    (c->exec && !(k->exec = kube_exec__dup(c->exec))))
 		goto nomem;
 	n = strlen(k->server);
 	while (n && k->server[n - 1] == '/')
@@ -141,8 +147,11 @@ void kube__free(struct kube *k)
 	free(k->ca_file);
 	free(k->cert_file);
 	free(k->key_file);
+	if (k->token)
+		explicit_bzero(k->token, strlen(k->token));
 	free(k->token);
 	free(k->token_file);
+	kube_exec__free(k->exec);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }
@@ -197,6 +206,18 @@ static int auth_header(struct kube *k, char **ret, struct rw_error *err)
 			free(k->token);
 			k->token = tok;
 			k->token_read = now;
+		}
+	}
+	/* a plugin's token is asked for again a little before it expires */
+	if (k->exec && (!k->token || (k->token_expiry && now + 10 >= k->token_expiry))) {
+		char *tok = NULL;
+		time_t expiry = 0;
+
+		e = kube_exec__run(k->exec, &tok, &expiry, err);
+		if (!e) {
+			free(k->token);
+			k->token = tok;
+			k->token_expiry = expiry;
 		}
 	}
 	if (!e && k->token && asprintf(ret, "Authorization: Bearer %s", k->token) < 0) {
@@ -382,6 +403,15 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 		e = (int)response_status(c);
 		if (curl_easy_getinfo(c->curl, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
 			retry_after_s = (long)ra;
+		/* a plugin's token refused: the next request asks the plugin again */
+		if (e == 401 && k->exec) {
+			pthread_mutex_lock(&k->lock);
+			if (k->token)
+				explicit_bzero(k->token, strlen(k->token));
+			free(k->token);
+			k->token = NULL;
+			pthread_mutex_unlock(&k->lock);
+		}
 	}
 out:
 	curl_slist_free_all(hdrs);

@@ -26,6 +26,7 @@ struct parser {
 	yaml_document_t *doc;
 	const char *base_dir;
 	struct rw_error *err;
+	unsigned int flags; /* KUBECONFIG_* */
 };
 
 static int syntax_error(yaml_parser_t *yp, struct rw_error *err)
@@ -508,18 +509,179 @@ static int fill_cluster(struct parser *p, yaml_node_t *root, const char *ctx_nam
 	return err;
 }
 
+void kube_exec__free(struct kube_exec *x)
+{
+	if (!x)
+		return;
+	free(x->command);
+	for (size_t i = 0; x->argv && x->argv[i]; i++)
+		free(x->argv[i]);
+	free(x->argv);
+	for (size_t i = 0; x->env && x->env[i]; i++)
+		free(x->env[i]);
+	free(x->env);
+	free(x->api_version);
+	free(x->install_hint);
+	free(x->server);
+	free(x);
+}
+
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	char **r;
+
+	while (v && v[n])
+		n++;
+	r = calloc(n + 1, sizeof(*r));
+	for (size_t i = 0; r && i < n; i++) {
+		if (!(r[i] = strdup(v[i]))) {
+			while (i--)
+				free(r[i]);
+			free(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+struct kube_exec *kube_exec__dup(const struct kube_exec *x)
+{
+	struct kube_exec *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->command = strdup(x->command);
+	r->argv = strv_dup(x->argv);
+	r->env = strv_dup(x->env);
+	r->api_version = strdup(x->api_version);
+	r->install_hint = x->install_hint ? strdup(x->install_hint) : NULL;
+	r->server = x->server ? strdup(x->server) : NULL;
+	if (!r->command || !r->argv || !r->env || !r->api_version ||
+	    (x->install_hint && !r->install_hint) || (x->server && !r->server)) {
+		kube_exec__free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Items of sequence n (absent or null: none); -EINVAL when n is not a sequence or too long. */
+static int seq_items(struct parser *p, yaml_node_t *n, const char *what, const char *owner,
+		     size_t max, yaml_node_item_t **ret_start, size_t *ret_n)
+{
+	*ret_start = NULL;
+	*ret_n = 0;
+	if (is_null(n))
+		return 0;
+	if (n->type != YAML_SEQUENCE_NODE)
+		return rw_error_set(p->err, EINVAL, PREFIX "%s exec %s is not a list", owner, what);
+	*ret_start = n->data.sequence.items.start;
+	*ret_n = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	if (*ret_n > max)
+		return rw_error_set(p->err, EINVAL, PREFIX "%s exec %s has over %zu items", owner,
+				    what, max);
+	return 0;
+}
+
+/* A scalar string item of a list (no NUL in it), or NULL. */
+static const char *item_string(struct parser *p, yaml_node_item_t id)
+{
+	yaml_node_t *n = node(p, id);
+
+	if (!n || n->type != YAML_SCALAR_NODE ||
+	    strlen((const char *)n->data.scalar.value) != n->data.scalar.length)
+		return NULL;
+	return (const char *)n->data.scalar.value;
+}
+
+/* users[].user.exec, as kubectl runs it (client.authentication.k8s.io). */
+static int get_exec(struct parser *p, yaml_node_t *exec, const char *owner, struct kube_creds *c)
+{
+	const char *command, *version, *hint;
+	yaml_node_item_t *items;
+	struct kube_exec *x;
+	size_t n, ne;
+	int err;
+
+	err = get_string(p, exec, "command", owner, &command);
+	if (!err && !command)
+		err = rw_error_set(p->err, EINVAL, PREFIX "%s exec has no command: add one", owner);
+	if (!err)
+		err = get_string(p, exec, "apiVersion", owner, &version);
+	if (!err && (!version || (strcmp(version, "client.authentication.k8s.io/v1") &&
+				  strcmp(version, "client.authentication.k8s.io/v1beta1"))))
+		err = rw_error_set(
+			p->err, EINVAL,
+			PREFIX
+			"%s exec apiVersion is %.64s: write client.authentication.k8s.io/v1 (or v1beta1)",
+			owner, version ? version : "unset");
+	if (!err)
+		err = get_string(p, exec, "installHint", owner, &hint);
+	if (err)
+		return err;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return rw_error_set(p->err, ENOMEM, "out of memory");
+	c->exec = x;
+	/* a relative path is the kubeconfig's directory's, a bare name PATH's */
+	err = strchr(command, '/') ? resolve_path(p, owner, "exec command", command, &x->command)
+				   : copy_string(p, command, &x->command);
+	if (!err)
+		err = copy_string(p, version, &x->api_version);
+	if (!err && hint)
+		err = copy_string(p, hint, &x->install_hint);
+	if (!err)
+		err = seq_items(p, map_get(p, exec, "args"), "args", owner, KUBE_EXEC_MAX_ARGS,
+				&items, &n);
+	if (!err && !(x->argv = calloc(n + 2, sizeof(*x->argv))))
+		err = rw_error_set(p->err, ENOMEM, "out of memory");
+	if (!err)
+		err = copy_string(p, x->command, &x->argv[0]);
+	for (size_t i = 0; !err && i < n; i++) {
+		const char *a = item_string(p, items[i]);
+
+		err = a ? copy_string(p, a, &x->argv[i + 1])
+			: rw_error_set(p->err, EINVAL, PREFIX "%s exec args[%zu] is not a string",
+				       owner, i);
+	}
+	if (!err)
+		err = seq_items(p, map_get(p, exec, "env"), "env", owner, KUBE_EXEC_MAX_ENV, &items,
+				&ne);
+	if (!err && !(x->env = calloc(ne + 1, sizeof(*x->env))))
+		err = rw_error_set(p->err, ENOMEM, "out of memory");
+	for (size_t i = 0; !err && i < ne; i++) {
+		yaml_node_t *e = node(p, items[i]);
+		const char *name = NULL, *value = NULL;
+
+		err = get_string(p, e, "name", owner, &name);
+		if (!err)
+			err = get_string(p, e, "value", owner, &value);
+		if (!err && (!name || strchr(name, '=')))
+			err = rw_error_set(p->err, EINVAL,
+					   PREFIX "%s exec env[%zu] needs a name without '='",
+					   owner, i);
+		if (!err && asprintf(&x->env[i], "%s=%s", name, value ? value : "") < 0) {
+			x->env[i] = NULL;
+			err = rw_error_set(p->err, ENOMEM, "out of memory");
+		}
+	}
+	return err;
+}
+
 /* Plugins run programs and talk to clouds: the agent only takes what the file holds. */
 static int refuse_plugins(struct parser *p, yaml_node_t *u, const char *owner)
 {
 	yaml_node_t *exec = map_get(p, u, "exec"), *ap = map_get(p, u, "auth-provider");
 	yaml_node_t *what;
 
+	if (!is_null(exec) && (p->flags & KUBECONFIG_EXEC))
+		return 0;
 	if (!is_null(exec)) {
 		what = map_get(p, exec, "command");
 		return rw_error_set(
 			p->err, EOPNOTSUPP,
 			PREFIX
-			"%s gets its credentials from an exec plugin (%.64s), which retwatch does not run: give it a token, tokenFile or client certificate",
+			"%s gets its credentials from an exec plugin (%.64s), which the agent does not run: give it a token, tokenFile or client certificate",
 			owner,
 			what && what->type == YAML_SCALAR_NODE ? (char *)what->data.scalar.value
 							       : "?");
@@ -578,6 +740,8 @@ static int fill_user(struct parser *p, yaml_node_t *root, const char *ctx_name, 
 		return err;
 	snprintf(owner, sizeof(owner), "user \"%.64s\"", name);
 	err = refuse_plugins(p, u, owner);
+	if (!err && !is_null(map_get(p, u, "exec")))
+		err = get_exec(p, map_get(p, u, "exec"), owner, c);
 	if (!err)
 		err = get_token(p, u, owner, c);
 	if (!err)
@@ -597,7 +761,7 @@ static int fill_user(struct parser *p, yaml_node_t *root, const char *ctx_name, 
 			"%s has a client %s but no client %s: add client-%s or client-%s-data",
 			owner, cert ? "certificate" : "key", cert ? "key" : "certificate",
 			cert ? "key" : "certificate", cert ? "key" : "certificate");
-	if (!cert && !c->token && !c->token_file)
+	if (!cert && !c->token && !c->token_file && !c->exec)
 		return rw_error_set(
 			p->err, EINVAL,
 			PREFIX
@@ -653,8 +817,14 @@ static int pick_context(struct parser *p, yaml_node_t *root, const char *context
 int kubeconfig__parse(const char *text, size_t len, const char *context, const char *base_dir,
 		      struct kube_creds *ret, struct rw_error *err)
 {
+	return kubeconfig__parse_opts(text, len, context, base_dir, 0, ret, err);
+}
+
+int kubeconfig__parse_opts(const char *text, size_t len, const char *context, const char *base_dir,
+			   unsigned int flags, struct kube_creds *ret, struct rw_error *err)
+{
 	yaml_document_t doc;
-	struct parser p = { &doc, base_dir, err };
+	struct parser p = { &doc, base_dir, err, flags };
 	struct kube_creds c = {};
 	yaml_node_t *root, *ctx = NULL;
 	const char *ctx_name = NULL;
@@ -684,6 +854,8 @@ int kubeconfig__parse(const char *text, size_t len, const char *context, const c
 		r = fill_user(&p, root, ctx_name, ctx, &c);
 	if (!r)
 		r = fill_namespace(&p, ctx_name, ctx, &c);
+	if (!r && c.exec)
+		r = copy_string(&p, c.server, &c.exec->server);
 	yaml_document_delete(&doc);
 	if (r)
 		kube_creds__free(&c);
@@ -757,6 +929,12 @@ static int abs_dir(const char *path, char **ret)
 int kubeconfig__load(const char *path, const char *context, struct kube_creds *ret,
 		     struct rw_error *err)
 {
+	return kubeconfig__load_opts(path, context, 0, ret, err);
+}
+
+int kubeconfig__load_opts(const char *path, const char *context, unsigned int flags,
+			  struct kube_creds *ret, struct rw_error *err)
+{
 	char *text = NULL, *dir = NULL, msg[sizeof(err->msg)];
 	size_t len = 0;
 	int r;
@@ -774,7 +952,7 @@ int kubeconfig__load(const char *path, const char *context, struct kube_creds *r
 		rw_error_set(err, -r, "failed to find the directory of kubeconfig %s: %s", path,
 			     strerror(-r));
 	if (!r)
-		r = kubeconfig__parse(text, len, context, dir, ret, err);
+		r = kubeconfig__parse_opts(text, len, context, dir, flags, ret, err);
 	/* "kubeconfig: x" -> "kubeconfig PATH: x": which file, when there are several */
 	if (r && err && !strncmp(err->msg, PREFIX, strlen(PREFIX))) {
 		snprintf(msg, sizeof(msg), "%s", err->msg + strlen(PREFIX));
@@ -917,5 +1095,6 @@ void kube_creds__free(struct kube_creds *c)
 	wipe_free(c->token, c->token ? strlen(c->token) : 0);
 	free(c->token_file);
 	free(c->namespace);
+	kube_exec__free(c->exec);
 	memset(c, 0, sizeof(*c));
 }

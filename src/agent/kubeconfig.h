@@ -23,6 +23,26 @@
  * content wins (kubectl rereads it); the caller trims its trailing newline
  * and must refuse control characters in it (it goes into an HTTP header).
  */
+/*
+ * A user whose credentials an exec plugin gives (client.authentication.k8s.io):
+ * the program kubectl would run, as the kubeconfig names it. Only callers
+ * that ask (KUBECONFIG_EXEC: the kubectl plugin, run by the user) accept
+ * one; the agent takes only what the file holds.
+ */
+#define KUBE_EXEC_MAX_ARGS 64
+#define KUBE_EXEC_MAX_ENV 64
+struct kube_exec {
+	char *command;	   /* a path (relative ones made absolute), or a name looked up in PATH */
+	char **argv;	   /* command, then args; NULL-terminated */
+	char **env;	   /* NAME=VALUE added to the environment; NULL-terminated */
+	char *api_version; /* client.authentication.k8s.io/v1 or v1beta1 */
+	char *install_hint;
+	char *server; /* the cluster's, for KUBERNETES_EXEC_INFO */
+};
+
+/* kubeconfig__parse_opts flags */
+#define KUBECONFIG_EXEC (1U << 0) /* a user's exec plugin is accepted */
+
 struct kube_creds {
 	char *server; /* https://host:port[/path], no trailing slash */
 	char *ca_pem; /* CA bundle (PEM bytes; a NUL follows, as after every *_pem), or NULL */
@@ -37,7 +57,8 @@ struct kube_creds {
 	char *token;	  /* bearer token (printable ASCII), or NULL */
 	char *token_file; /* or a file to read it from (projected tokens rotate: reread it) */
 	bool insecure; /* insecure-skip-tls-verify: refused by the agent, reported by the parser */
-	char *namespace; /* the context's namespace, or the service account's, or NULL */
+	char *namespace;	/* the context's namespace, or the service account's, or NULL */
+	struct kube_exec *exec; /* with KUBECONFIG_EXEC: the plugin that gives the token */
 };
 
 /*
@@ -51,9 +72,18 @@ struct kube_creds {
  */
 int kubeconfig__parse(const char *text, size_t len, const char *context, const char *base_dir,
 		      struct kube_creds *ret, struct rw_error *err);
+/* The same, with KUBECONFIG_* flags. */
+int kubeconfig__parse_opts(const char *text, size_t len, const char *context, const char *base_dir,
+			   unsigned int flags, struct kube_creds *ret, struct rw_error *err);
 /* The same from a file; relative paths in it are relative to its directory. */
 int kubeconfig__load(const char *path, const char *context, struct kube_creds *ret,
 		     struct rw_error *err);
+int kubeconfig__load_opts(const char *path, const char *context, unsigned int flags,
+			  struct kube_creds *ret, struct rw_error *err);
+/* Frees an exec plugin's description; NULL ok. */
+void kube_exec__free(struct kube_exec *x);
+/* A copy of x, or NULL (out of memory). */
+struct kube_exec *kube_exec__dup(const struct kube_exec *x);
 /*
  * In a pod: server from KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT
  * (an IPv6 host in brackets), token_file, ca_file and namespace from sa_dir

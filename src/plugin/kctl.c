@@ -46,7 +46,9 @@ int kctl__open(const struct plugin_cli *cli, struct kctl *c, struct rw_error *er
 	memset(c, 0, sizeof(*c));
 	if ((e = find_kubeconfig(cli, c->kubeconfig, sizeof(c->kubeconfig), err)))
 		return e;
-	if ((e = kubeconfig__load(c->kubeconfig, cli->context, &creds, err))) {
+	/* the user's own kubeconfig, as kubectl reads it: its exec plugin runs */
+	if ((e = kubeconfig__load_opts(c->kubeconfig, cli->context, KUBECONFIG_EXEC, &creds,
+				       err))) {
 		char msg[sizeof(err->msg)];
 
 		snprintf(msg, sizeof(msg), "%s", err->msg);

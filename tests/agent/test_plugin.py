@@ -308,3 +308,72 @@ def test_no_agent_is_said_and_ctrl_c_before_attaching_leaves_nothing(cluster, ma
     assert rc == 128 + signal.SIGTERM, (rc, p.err())
     assert "deleted FunctionProbe retwatch-pod-web-1-" in p.err(), p.err()
     assert probes(cluster, ns) == []
+
+
+EXEC_PLUGIN = """#!/bin/sh
+# An exec credential plugin as managed clusters ship them: the token on
+# stdout in an ExecCredential; each run and what kubectl would pass it noted
+echo "$KUBERNETES_EXEC_INFO $RW_EXEC_ENV $1" >> "{log}"
+[ "$1" = fail ] && {{ echo "no credentials for you" >&2; exit 3; }}
+printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
+printf '"status":{{"token":"%s","expirationTimestamp":"2099-01-01T00:00:00Z"}}}}\\n' "{token}"
+"""
+
+
+def exec_user(cluster, ns, name, token, arg):
+    """A kubeconfig whose user's token comes from an exec plugin (as EKS's
+    and GKE's do), run with arg; its log of runs."""
+    log = os.path.join(cluster.cp.workdir, f"exec-{name}.log")
+    script = os.path.join(cluster.cp.workdir, f"exec-{name}.sh")
+    with open(script, "w") as f:
+        f.write(EXEC_PLUGIN.format(log=log, token=token))
+    os.chmod(script, 0o755)
+    with open(cluster.cp.kubeconfig("admin")) as f:
+        text = f.read()
+    head, users = text.split("users:\n", 1)
+    path = os.path.join(cluster.cp.workdir, f"kubeconfig-{name}")
+    with open(path, "w") as f:
+        f.write(head.replace("    cluster: retwatch-test\n",
+                             f"    cluster: retwatch-test\n    namespace: {ns}\n") +
+                "users:\n- name: admin\n  user:\n    exec:\n"
+                "      apiVersion: client.authentication.k8s.io/v1\n"
+                f"      command: {script}\n      args: [{arg}]\n"
+                "      env: [{name: RW_EXEC_ENV, value: from-kubeconfig}]\n"
+                "      installHint: install the test's plugin\n"
+                "      interactiveMode: Never\n")
+    return path, log
+
+
+def test_a_kubeconfig_exec_plugin_gives_the_token(cluster):
+    """Managed clusters' kubeconfigs get their token from a program: the
+    plugin runs it as kubectl does (its arguments, its environment,
+    KUBERNETES_EXEC_INFO), once while the token lasts; a plugin that fails
+    is named with its exit status and install hint."""
+    ns = cluster.namespace()
+    user = investigator(cluster, ns)
+    with open(cluster.cp.kubeconfig(user)) as f:
+        token = next(line.split(":", 1)[1].strip().strip('"') for line in f
+                     if line.strip().startswith("token:"))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+        "metadata": {"name": "seen", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "functions": ["main.x"]}}))
+    config, log = exec_user(cluster, ns, "good", token, "ok")
+    rc, out, err = run(cluster, config, "get", "seen", "-o", "json")
+    assert rc == 0 and json.loads(out)["metadata"]["name"] == "seen", (rc, out, err)
+    with open(log) as f:
+        runs = f.read().splitlines()
+    assert len(runs) == 1, runs
+    info, env, arg = runs[0].rsplit(" ", 2)
+    assert json.loads(info) == {"apiVersion": "client.authentication.k8s.io/v1",
+                                "kind": "ExecCredential", "spec": {"interactive": False}}, info
+    assert (env, arg) == ("from-kubeconfig", "ok"), runs
+    # the token it gives is the one the API server checks
+    config, _ = exec_user(cluster, ns, "wrong", "not-a-token", "ok")
+    rc, out, err = run(cluster, config, "get", "seen")
+    assert rc == 1 and "did not accept your kubeconfig's credentials (HTTP 401)" in err, err
+    config, _ = exec_user(cluster, ns, "failing", token, "fail")
+    rc, out, err = run(cluster, config, "get", "seen")
+    assert rc == 1, (rc, out, err)
+    assert "exec plugin" in err and "failed (exit status 3) (install the test's plugin)" in err
+    assert "no credentials for you" in err, err

@@ -46,7 +46,9 @@ static void parse(const uint8_t *data, size_t size, const char *context, const c
 	static const struct kube_creds zero;
 	struct kube_creds c;
 	struct rw_error err = {};
-	int ret = kubeconfig__parse((const char *)data, size, context, base, &c, &err);
+	/* as the kubectl plugin reads it (exec users too; nothing is run) */
+	int ret = kubeconfig__parse_opts((const char *)data, size, context, base,
+					 size % 2 ? KUBECONFIG_EXEC : 0, &c, &err);
 
 	if (!ret)
 		check(&c);

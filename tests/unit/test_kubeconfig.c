@@ -13,6 +13,7 @@
 
 #include "agent/kube.h"
 #include "agent/kubeconfig.h"
+#include "agent/kubeexec.h"
 #include "test.h"
 
 #define CA_PEM                                                               \
@@ -379,7 +380,7 @@ TEST(kubeconfig_plugins_unsupported)
 		       "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
 		       "      command: aws\n      args: [eks, get-token, --cluster-name, prod]\n",
 		       -EOPNOTSUPP,
-		       "user \"u\" gets its credentials from an exec plugin (aws), which retwatch "
+		       "user \"u\" gets its credentials from an exec plugin (aws), which the agent "
 		       "does not run: give it a token, tokenFile or client certificate") &&
 	       one_fails(GOOD_CLUSTER, GOOD_CONTEXT,
 			 "    token: " TOKEN "\n    exec:\n      command: gke-gcloud-auth-plugin\n",
@@ -390,6 +391,107 @@ TEST(kubeconfig_plugins_unsupported)
 			 -EOPNOTSUPP,
 			 "user \"u\" uses the gcp auth-provider, which retwatch does not support: "
 			 "give it a token, tokenFile or client certificate");
+}
+
+/* user's text (under users[0].user) parsed as the kubectl plugin does, with exec allowed. */
+static int parse_exec(const char *user, struct kube_creds *c, struct rw_error *err)
+{
+	char *text = one(GOOD_CLUSTER, GOOD_CONTEXT, user);
+	int r;
+
+	memset(err, 0, sizeof(*err));
+	r = text ? kubeconfig__parse_opts(text, strlen(text), NULL, "/base", KUBECONFIG_EXEC, c,
+					  err)
+		 : -ENOMEM;
+	free(text);
+	return r;
+}
+
+TEST(kubeconfig_exec_plugin_for_the_kubectl_plugin)
+{
+	struct kube_creds c;
+	struct rw_error err;
+	bool ok;
+
+	ok = CHECK(!parse_exec("    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+			       "      command: aws\n"
+			       "      args: [eks, get-token, --cluster-name, prod]\n"
+			       "      env: [{name: AWS_PROFILE, value: prod}]\n"
+			       "      installHint: install the AWS CLI\n",
+			       &c, &err),
+		   "%s", err.msg) &&
+	     ASSERT_TRUE(c.exec) && ASSERT_STREQ(c.exec->command, "aws") &&
+	     ASSERT_STREQ(c.exec->argv[0], "aws") && ASSERT_STREQ(c.exec->argv[4], "prod") &&
+	     ASSERT_TRUE(!c.exec->argv[5]) && ASSERT_STREQ(c.exec->env[0], "AWS_PROFILE=prod") &&
+	     ASSERT_TRUE(!c.exec->env[1]) &&
+	     ASSERT_STREQ(c.exec->api_version, "client.authentication.k8s.io/v1beta1") &&
+	     ASSERT_STREQ(c.exec->install_hint, "install the AWS CLI") &&
+	     ASSERT_STREQ(c.exec->server, "https://k:6443") && ASSERT_TRUE(!c.token);
+	kube_creds__free(&c);
+	/* a path is the kubeconfig's directory's, as kubectl reads it */
+	ok = ok &&
+	     CHECK(!parse_exec("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+			       "      command: bin/login\n",
+			       &c, &err),
+		   "%s", err.msg) &&
+	     ASSERT_STREQ(c.exec->command, "/base/bin/login");
+	kube_creds__free(&c);
+	ok = ok && ASSERT_EQ(parse_exec("    exec:\n      command: aws\n", &c, &err), -EINVAL) &&
+	     ASSERT_STRCONTAINS(err.msg, "exec apiVersion is unset: write "
+					 "client.authentication.k8s.io/v1");
+	ok = ok &&
+	     ASSERT_EQ(parse_exec("    exec:\n      apiVersion: "
+				  "client.authentication.k8s.io/v1\n      args: [x]\n",
+				  &c, &err),
+		       -EINVAL) &&
+	     ASSERT_STRCONTAINS(err.msg, "exec has no command");
+	ok = ok &&
+	     ASSERT_EQ(parse_exec("    exec:\n      apiVersion: "
+				  "client.authentication.k8s.io/v1\n      command: x\n"
+				  "      args: {a: b}\n",
+				  &c, &err),
+		       -EINVAL) &&
+	     ASSERT_STRCONTAINS(err.msg, "exec args is not a list");
+	return ok;
+}
+
+TEST(kubeconfig_exec_credential)
+{
+	const char *v1 = "client.authentication.k8s.io/v1";
+	struct rw_error err = {};
+	time_t expiry;
+	char *tok;
+	bool ok;
+
+	ok = ASSERT_OK(kube_exec__parse(
+		     "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+		     "\"ExecCredential\",\"status\":{\"token\":\"abc.def\","
+		     "\"expirationTimestamp\":\"2030-01-02T03:04:05Z\"}}",
+		     SIZE_MAX, v1, &tok, &expiry, &err)) &&
+	     ASSERT_STREQ(tok, "abc.def") && ASSERT_EQ(expiry, (time_t)1893553445);
+	free(tok);
+	ok = ok &&
+	     ASSERT_EQ(kube_exec__parse("{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+					"\"kind\":\"ExecCredential\",\"status\":{\"token\":\"a\"}}",
+					SIZE_MAX, v1, &tok, &expiry, &err),
+		       -EINVAL) &&
+	     ASSERT_STRCONTAINS(err.msg, "apiVersion is client.authentication.k8s.io/v1beta1");
+	ok = ok &&
+	     ASSERT_EQ(kube_exec__parse("{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+					"\"kind\":\"ExecCredential\",\"status\":{"
+					"\"clientCertificateData\":\"x\"}}",
+					SIZE_MAX, v1, &tok, &expiry, &err),
+		       -EOPNOTSUPP) &&
+	     ASSERT_STRCONTAINS(err.msg, "client certificate");
+	ok = ok &&
+	     ASSERT_EQ(kube_exec__parse("{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+					"\"kind\":\"ExecCredential\",\"status\":{\"token\":"
+					"\"a b\"}}",
+					SIZE_MAX, v1, &tok, &expiry, &err),
+		       -EINVAL) &&
+	     ASSERT_STRCONTAINS(err.msg, "space or control character");
+	ok = ok && ASSERT_EQ(kube_exec__parse("not json", 8, v1, &tok, &expiry, &err), -EINVAL);
+	return ok && ASSERT_TRUE(!tok);
 }
 
 TEST(kubeconfig_hostile_yaml)
