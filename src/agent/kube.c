@@ -338,6 +338,19 @@ static CURL *thread_handle(void)
 	return h;
 }
 
+/* A 401: an exec plugin's token is asked for again at the next request. */
+static void token_refused(struct kube *k)
+{
+	if (!k->exec)
+		return;
+	pthread_mutex_lock(&k->lock);
+	if (k->token)
+		explicit_bzero(k->token, strlen(k->token));
+	free(k->token);
+	k->token = NULL;
+	pthread_mutex_unlock(&k->lock);
+}
+
 static int perform(struct kube *k, struct call *c, const char *method, const char *path,
 		   const char *content_type, const char *body, long timeout_ms, int idle_s,
 		   struct rw_error *err)
@@ -403,15 +416,8 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 		e = (int)response_status(c);
 		if (curl_easy_getinfo(c->curl, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
 			retry_after_s = (long)ra;
-		/* a plugin's token refused: the next request asks the plugin again */
-		if (e == 401 && k->exec) {
-			pthread_mutex_lock(&k->lock);
-			if (k->token)
-				explicit_bzero(k->token, strlen(k->token));
-			free(k->token);
-			k->token = NULL;
-			pthread_mutex_unlock(&k->lock);
-		}
+		if (e == 401)
+			token_refused(k);
 	}
 out:
 	curl_slist_free_all(hdrs);

@@ -11,6 +11,7 @@
 #include <yaml.h>
 
 #include "agent/kubeconfig.h"
+#include "agent/kubeconfig_impl.h"
 
 /* a kubeconfig nests 4 deep (contexts, entry, context, field): room to spare */
 #define MAX_DEPTH 32
@@ -18,7 +19,6 @@
 #define MAX_EVENTS 100000
 #define NAMES_MAX 160 /* of the list of names in a "not found" message */
 #define LABEL_MAX 128
-#define SA_NAMESPACE_MAX 256
 #define PREFIX "kubeconfig: "
 
 /* A loaded document, and where relative paths start and errors go. */
@@ -198,7 +198,7 @@ static bool is_printable(const char *s)
 }
 
 /* A DNS-1123 label, as Kubernetes names namespaces: it goes into URL paths. */
-static bool is_namespace(const char *s, size_t len)
+bool kubeconfig__is_namespace(const char *s, size_t len)
 {
 	if (!len || len > 63 || s[0] == '-' || s[len - 1] == '-')
 		return false;
@@ -509,62 +509,6 @@ static int fill_cluster(struct parser *p, yaml_node_t *root, const char *ctx_nam
 	return err;
 }
 
-void kube_exec__free(struct kube_exec *x)
-{
-	if (!x)
-		return;
-	free(x->command);
-	for (size_t i = 0; x->argv && x->argv[i]; i++)
-		free(x->argv[i]);
-	free(x->argv);
-	for (size_t i = 0; x->env && x->env[i]; i++)
-		free(x->env[i]);
-	free(x->env);
-	free(x->api_version);
-	free(x->install_hint);
-	free(x->server);
-	free(x);
-}
-
-static char **strv_dup(char *const *v)
-{
-	size_t n = 0;
-	char **r;
-
-	while (v && v[n])
-		n++;
-	r = calloc(n + 1, sizeof(*r));
-	for (size_t i = 0; r && i < n; i++) {
-		if (!(r[i] = strdup(v[i]))) {
-			while (i--)
-				free(r[i]);
-			free(r);
-			return NULL;
-		}
-	}
-	return r;
-}
-
-struct kube_exec *kube_exec__dup(const struct kube_exec *x)
-{
-	struct kube_exec *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return NULL;
-	r->command = strdup(x->command);
-	r->argv = strv_dup(x->argv);
-	r->env = strv_dup(x->env);
-	r->api_version = strdup(x->api_version);
-	r->install_hint = x->install_hint ? strdup(x->install_hint) : NULL;
-	r->server = x->server ? strdup(x->server) : NULL;
-	if (!r->command || !r->argv || !r->env || !r->api_version ||
-	    (x->install_hint && !r->install_hint) || (x->server && !r->server)) {
-		kube_exec__free(r);
-		return NULL;
-	}
-	return r;
-}
-
 /* Items of sequence n (absent or null: none); -EINVAL when n is not a sequence or too long. */
 static int seq_items(struct parser *p, yaml_node_t *n, const char *what, const char *owner,
 		     size_t max, yaml_node_item_t **ret_start, size_t *ret_n)
@@ -784,7 +728,7 @@ static int fill_namespace(struct parser *p, const char *ctx_name, yaml_node_t *c
 	err = get_string(p, ctx, "namespace", owner, &ns);
 	if (err || !ns)
 		return err;
-	if (!is_namespace(ns, strlen(ns)))
+	if (!kubeconfig__is_namespace(ns, strlen(ns)))
 		return rw_error_set(
 			p->err, EINVAL,
 			PREFIX
@@ -865,7 +809,7 @@ int kubeconfig__parse_opts(const char *text, size_t len, const char *context, co
 }
 
 /* Up to max bytes of a file into *ret (NUL-terminated); -EFBIG when it holds more. */
-static int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+int kubeconfig__read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 {
 	char *buf = malloc(max + 2);
 	size_t len = 0;
@@ -940,7 +884,7 @@ int kubeconfig__load_opts(const char *path, const char *context, unsigned int fl
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	r = read_file(path, KUBECONFIG_MAX, &text, &len);
+	r = kubeconfig__read_file(path, KUBECONFIG_MAX, &text, &len);
 	if (r == -EFBIG)
 		return rw_error_set(err, EFBIG, "kubeconfig %s is over %d bytes: not a kubeconfig",
 				    path, KUBECONFIG_MAX);
@@ -961,115 +905,6 @@ int kubeconfig__load_opts(const char *path, const char *context, unsigned int fl
 	explicit_bzero(text, len);
 	free(text);
 	free(dir);
-	return r;
-}
-
-/* https://HOST:PORT from the variables the kubelet sets in every container. */
-static int in_cluster_server(const char *host, const char *port, char **ret, struct rw_error *err)
-{
-	bool v6 = strchr(host, ':');
-	char *end;
-	unsigned long n;
-
-	for (const char *s = host; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' || *s == ':'))
-			return rw_error_set(
-				err, EINVAL,
-				"kubeconfig: KUBERNETES_SERVICE_HOST \"%.64s\" is not a host name or address",
-				host);
-	errno = 0;
-	n = strtoul(port, &end, 10);
-	if (errno || *end || port[0] < '0' || port[0] > '9' || !n || n > 65535)
-		return rw_error_set(
-			err, EINVAL,
-			"kubeconfig: KUBERNETES_SERVICE_PORT \"%.16s\" is not a port number", port);
-	if (asprintf(ret, "https://%s%s%s:%lu", v6 ? "[" : "", host, v6 ? "]" : "", n) < 0) {
-		*ret = NULL;
-		return rw_error_set(err, ENOMEM, "out of memory");
-	}
-	return 0;
-}
-
-/* sa_dir/name, which must be readable. */
-static int sa_file(const char *sa_dir, const char *name, char **ret, struct rw_error *err)
-{
-	int r;
-
-	if (asprintf(ret, "%s/%s", sa_dir, name) < 0) {
-		*ret = NULL;
-		return rw_error_set(err, ENOMEM, "out of memory");
-	}
-	if (access(*ret, R_OK)) {
-		r = errno;
-		return rw_error_set(
-			err, r,
-			"kubeconfig: cannot read the service account's %s: %s: mount its token (automountServiceAccountToken: true)",
-			*ret, strerror(r));
-	}
-	return 0;
-}
-
-/* The pod's namespace from sa_dir/namespace, or NULL when there is none. */
-static int sa_namespace(const char *sa_dir, char **ret, struct rw_error *err)
-{
-	char *path = NULL, *text = NULL;
-	size_t len = 0;
-	int r;
-
-	if (asprintf(&path, "%s/namespace", sa_dir) < 0)
-		return rw_error_set(err, ENOMEM, "out of memory");
-	r = read_file(path, SA_NAMESPACE_MAX, &text, &len);
-	if (r == -ENOENT) {
-		r = 0;
-		goto cleanup;
-	}
-	if (r) {
-		rw_error_set(err, -r, "kubeconfig: failed to read %s: %s", path, strerror(-r));
-		goto cleanup;
-	}
-	while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
-		len--;
-	text[len] = '\0';
-	if (!is_namespace(text, len)) {
-		r = rw_error_set(err, EINVAL,
-				 "kubeconfig: %s holds \"%.64s\", not a namespace name", path,
-				 text);
-		goto cleanup;
-	}
-	*ret = text;
-	text = NULL;
-cleanup:
-	free(text);
-	free(path);
-	return r;
-}
-
-int kubeconfig__in_cluster(const char *sa_dir, struct kube_creds *ret, struct rw_error *err)
-{
-	const char *host = getenv("KUBERNETES_SERVICE_HOST");
-	const char *port = getenv("KUBERNETES_SERVICE_PORT");
-	struct kube_creds c = {};
-	int r;
-
-	memset(ret, 0, sizeof(*ret));
-	if (!sa_dir)
-		sa_dir = KUBE_SA_DIR;
-	if (!host || !*host || !port || !*port)
-		return rw_error_set(
-			err, ENOENT,
-			"kubeconfig: not in a pod (KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT is not set): pass a kubeconfig");
-	r = in_cluster_server(host, port, &c.server, err);
-	if (!r)
-		r = sa_file(sa_dir, "token", &c.token_file, err);
-	if (!r)
-		r = sa_file(sa_dir, "ca.crt", &c.ca_file, err);
-	if (!r)
-		r = sa_namespace(sa_dir, &c.namespace, err);
-	if (r)
-		kube_creds__free(&c);
-	else
-		*ret = c;
 	return r;
 }
 

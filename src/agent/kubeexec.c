@@ -19,6 +19,62 @@ extern char **environ;
 
 #define MAX_TOKEN 16384
 
+void kube_exec__free(struct kube_exec *x)
+{
+	if (!x)
+		return;
+	free(x->command);
+	for (size_t i = 0; x->argv && x->argv[i]; i++)
+		free(x->argv[i]);
+	free(x->argv);
+	for (size_t i = 0; x->env && x->env[i]; i++)
+		free(x->env[i]);
+	free(x->env);
+	free(x->api_version);
+	free(x->install_hint);
+	free(x->server);
+	free(x);
+}
+
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	char **r;
+
+	while (v && v[n])
+		n++;
+	r = calloc(n + 1, sizeof(*r));
+	for (size_t i = 0; r && i < n; i++) {
+		if (!(r[i] = strdup(v[i]))) {
+			while (i--)
+				free(r[i]);
+			free(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+struct kube_exec *kube_exec__dup(const struct kube_exec *x)
+{
+	struct kube_exec *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->command = strdup(x->command);
+	r->argv = strv_dup(x->argv);
+	r->env = strv_dup(x->env);
+	r->api_version = strdup(x->api_version);
+	r->install_hint = x->install_hint ? strdup(x->install_hint) : NULL;
+	r->server = x->server ? strdup(x->server) : NULL;
+	if (!r->command || !r->argv || !r->env || !r->api_version ||
+	    (x->install_hint && !r->install_hint) || (x->server && !r->server)) {
+		kube_exec__free(r);
+		return NULL;
+	}
+	return r;
+}
+
 /* No space, control character or non-ASCII byte: the token goes into a header. */
 static bool token_ok(const char *s)
 {
