@@ -751,3 +751,123 @@ void binary_match__clear(struct binary_match *m)
 	free(m->unmatched);
 	memset(m, 0, sizeof(*m));
 }
+
+/* ---- listing (binary__list): names, no analysis ---- */
+
+/* Lists the functions of the keys [first, end) not listed yet; whether any matched. */
+static int list_keys(struct binary *b, size_t first, size_t end, size_t max, size_t *cap,
+		     struct binary_list *l)
+{
+	for (size_t k = first; k < end; k++) {
+		struct fn_entry *f = &b->fns[b->keys[k].fn], *c;
+		const char *name;
+
+		check_wrappers(b, b->keys[k].fn);
+		c = &b->fns[f->canon];
+		if (f->dropped || c->ifunc || c->count_gen == b->count_gen)
+			continue;
+		c->count_gen = b->count_gen;
+		l->total++;
+		if (l->nfuncs >= max)
+			continue;
+		if (l->nfuncs == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 64;
+			void *p = reallocarray(l->funcs, ncap, sizeof(*l->funcs));
+
+			if (!p)
+				return -ENOMEM;
+			l->funcs = p;
+			*cap = ncap;
+		}
+		name = bin_match__display_name(c);
+		l->funcs[l->nfuncs++] = (struct binary_listed){
+			.name = name,
+			.size = c->size,
+			.go = c->source == FUNC_SOURCE_PCLNTAB,
+			.generic = b->pcln && strchr(name, '['),
+		};
+	}
+	return 0;
+}
+
+/* One pattern's functions (NULL: every function); whether it matched any. */
+static int list_one(struct binary *b, const char *pat, size_t max, size_t *cap,
+		    struct binary_list *l, bool *ret_found, struct rw_error *err)
+{
+	size_t i = pat ? bin_match__key_lower_bound(b, pat) : b->nkeys, end;
+	int ret;
+
+	*ret_found = false;
+	if (pat && i < b->nkeys && !strcmp(b->keys[i].name, pat)) {
+		*ret_found = true;
+		ret = list_keys(b, i, key_run_end(b, i), max, cap, l);
+		return ret ? rw_error_set(err, -ret, "out of memory") : 0;
+	}
+	if (pat && !glob_has_wildcards(pat))
+		return 0;
+	if (pat && (ret = glob_check(pat, err)))
+		return ret;
+	for (i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (cancel__requested())
+			return bin_index__cancelled(b, err);
+		if (pat && !glob_matches_key(pat, b->keys[i].name))
+			continue;
+		*ret_found = true;
+		ret = list_keys(b, i, end, max, cap, l);
+		if (ret)
+			return rw_error_set(err, -ret, "out of memory");
+	}
+	return 0;
+}
+
+int binary__list(struct binary *b, const char *const *patterns, size_t npatterns, size_t max,
+		 struct binary_list *l, struct rw_error *err)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	memset(l, 0, sizeof(*l));
+	/* one generation for the call: a function two patterns match is listed once */
+	b->count_gen++;
+	l->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*l->unmatched));
+	if (!l->unmatched)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < (npatterns ? npatterns : 1) && !ret; i++) {
+		const char *pat = npatterns ? patterns[i] : NULL;
+		bool found;
+
+		if (pat && !*pat) {
+			ret = rw_error_set(err, EINVAL,
+					   "empty function name; give a name or a glob such as "
+					   "'main.*'");
+			break;
+		}
+		/* "key·1" as the runtime prints it is "key.1" in the index */
+		if (pat && strstr(pat, "\xc2\xb7") && !(pat = bin_index__dot_name(b, pat))) {
+			ret = rw_error_set(err, ENOMEM, "out of memory");
+			break;
+		}
+		ret = list_one(b, pat, max, &cap, l, &found, err);
+		if (!ret && !found && pat) {
+			struct binary_unmatched *u = &l->unmatched[l->nunmatched++];
+
+			u->pattern = patterns[i];
+			suggest(b, u);
+			if (cancel__requested())
+				ret = bin_index__cancelled(b, err);
+		}
+	}
+	if (ret)
+		binary_list__clear(l);
+	return ret;
+}
+
+void binary_list__clear(struct binary_list *l)
+{
+	if (!l)
+		return;
+	free(l->funcs);
+	free(l->unmatched);
+	memset(l, 0, sizeof(*l));
+}
