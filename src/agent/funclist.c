@@ -16,6 +16,7 @@ struct flfile {
 	dev_t dev;
 	ino_t ino;
 	char *exe;	     /* as the container sees it */
+	char *build_id;	     /* its build id, when it has one */
 	cJSON *pods;	     /* {pod, container}, this turn's */
 	size_t pods_omitted; /* this turn's, past FUNCLIST_MAX_PODS */
 	bool done, seen;
@@ -63,6 +64,7 @@ static void file_free(struct flfile *f)
 	cJSON_Delete(f->functions);
 	cJSON_Delete(f->errors);
 	free(f->exe);
+	free(f->build_id);
 	free(f);
 }
 
@@ -433,23 +435,52 @@ static size_t names_kept(const struct funclist *fl, size_t budget)
 	}
 }
 
+/*
+ * The object listed before for a file of the same path and build id (the
+ * same executable in a copy of its own: an image unpacked for each
+ * container), or NULL.
+ */
+static cJSON *same_file(const struct funclist *fl, const struct flfile *f, cJSON *arr)
+{
+	int i = 0;
+
+	for (const struct flfile *g = fl->files; g && g != f; g = g->next, i++)
+		if (g->done && f->build_id && g->build_id && !strcmp(g->build_id, f->build_id) &&
+		    !strcmp(g->exe, f->exe) && g->matched == f->matched)
+			return cJSON_GetArrayItem(arr, i);
+	return NULL;
+}
+
 void funclist__add_to(const struct funclist *fl, cJSON *entry, size_t budget)
 {
-	cJSON *arr = cJSON_AddArrayToObject(entry, "functionList");
+	cJSON *arr = cJSON_CreateArray(), *shown = cJSON_CreateArray();
 	size_t keep = names_kept(fl, budget);
 
-	for (const struct flfile *f = fl->files; f && arr; f = f->next) {
-		cJSON *o = cJSON_CreateObject(), *fns;
-		const cJSON *fn;
+	for (const struct flfile *f = fl->files; f && arr && shown; f = f->next) {
+		cJSON *o = cJSON_CreateObject(), *fns, *same = same_file(fl, f, arr);
+		const cJSON *fn, *pod;
 		size_t i = 0;
 
+		/* arr: one object a file, for same_file's index; shown: those listed */
 		cJSON_AddItemToArray(arr, o);
+		if (same) {
+			cJSON_ArrayForEach(pod, f->pods)
+			{
+				cJSON *pods = cJSON_GetObjectItem(same, "pods");
+
+				if (pods && cJSON_GetArraySize(pods) < FUNCLIST_MAX_PODS)
+					cJSON_AddItemToArray(pods, cJSON_Duplicate(pod, true));
+			}
+			continue;
+		}
 		cJSON_AddStringToObject(o, "executable", f->exe);
 		cJSON_AddItemToObject(o, "pods", cJSON_Duplicate(f->pods, true));
 		if (f->pods_omitted)
 			cJSON_AddNumberToObject(o, "podsOmitted", (double)f->pods_omitted);
+		/* a reference copies o's first child pointer: made once o has them all */
 		if (!f->done) {
 			cJSON_AddBoolToObject(o, "pending", true);
+			cJSON_AddItemReferenceToArray(shown, o);
 			continue;
 		}
 		fns = cJSON_AddArrayToObject(o, "functions");
@@ -464,7 +495,12 @@ void funclist__add_to(const struct funclist *fl, cJSON *entry, size_t budget)
 					(double)(f->matched - (size_t)cJSON_GetArraySize(fns)));
 		if (cJSON_GetArraySize(f->errors))
 			cJSON_AddItemToObject(o, "errors", cJSON_Duplicate(f->errors, true));
+		cJSON_AddItemReferenceToArray(shown, o);
 	}
+	/* the references resolved into copies, in the entry */
+	cJSON_AddItemToObject(entry, "functionList", cJSON_Duplicate(shown, true));
+	cJSON_Delete(shown);
+	cJSON_Delete(arr);
 	cJSON_AddNumberToObject(entry, "functionListPending", (double)funclist__pending(fl));
 	if (fl->files_omitted)
 		cJSON_AddNumberToObject(entry, "executablesOmitted", (double)fl->files_omitted);

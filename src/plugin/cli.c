@@ -19,11 +19,12 @@ const char plugin_cli__usage[] =
 	"    stack by the agents. --interval: how often nodes report (at least 2s).\n"
 	"    --args: the slowest calls show their arguments (spec.captureArguments).\n"
 	"  kubectl retwatch functions (deploy/NAME | sts/NAME | ds/NAME | pod/NAME |\n"
-	"      -l SELECTOR) [PATTERN...] [-o json] [-n NS]\n"
+	"      -l SELECTOR) [PATTERN...] [--timeout 30s] [-o json] [-n NS]\n"
 	"    Lists the functions the pods' executables offer (and their shared libraries'\n"
 	"    for LIB:NAME patterns) that PATTERN matches, every one without a pattern, at\n"
 	"    most 1000 per executable: the names to trace. The agents read the files; no\n"
 	"    probe is attached, and the FunctionProbe asking them is deleted at the end.\n"
+	"    --timeout: how long the agents on the pods' nodes have to answer.\n"
 	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS]\n"
 	"    The FunctionProbes of the namespace, or one with its functions.\n"
 	"  kubectl retwatch top [-n NS]\n"
@@ -106,7 +107,8 @@ enum {
 	OPT_THRESHOLD,
 	OPT_INTERVAL,
 	OPT_KEEP,
-	OPT_ARGS
+	OPT_ARGS,
+	OPT_TIMEOUT
 };
 
 static const struct option long_opts[] = {
@@ -121,6 +123,7 @@ static const struct option long_opts[] = {
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{ "keep", no_argument, NULL, OPT_KEEP },
 	{ "args", no_argument, NULL, OPT_ARGS },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ 0 },
 };
 
@@ -149,6 +152,7 @@ static int one_opt(int o, const char *arg, struct plugin_cli *c, struct rw_error
 	}
 	case OPT_KEEP: c->keep = true; return 0;
 	case OPT_ARGS: c->args = true; return 0;
+	case OPT_TIMEOUT: c->timeout = arg; return duration("timeout", arg, &c->timeout_ns, err);
 	}
 	return rw_error_set(err, EINVAL, "unknown option (kubectl retwatch --help lists them)");
 }
@@ -274,7 +278,9 @@ int plugin_cli__parse(int argc, char **argv, struct plugin_cli *c, struct rw_err
 
 	*c = (struct plugin_cli){ .lifetime = "2m",
 				  .lifetime_ns = 120000000000ull,
-				  .interval = "2s" };
+				  .interval = "2s",
+				  .timeout = "30s",
+				  .timeout_ns = 30000000000ull };
 	if (!(cmd = command_first(argc, argv)))
 		return rw_error_set(err, EINVAL,
 				    "give a command: trace, functions, get or top (or --help)");

@@ -44,6 +44,9 @@ struct plugin_cli {
 	const char *interval;  /* --interval: the probe's reportInterval (default 2s) */
 	bool keep;
 	bool args; /* --args: spec.captureArguments */
+	/* functions: how long the agents have to answer (--timeout, default 30s) */
+	const char *timeout; /* as given */
+	uint64_t timeout_ns;
 	/* get, and functions (json only) */
 	enum plugin_output output;
 };

@@ -116,6 +116,18 @@ static void append(cJSON *to, const cJSON *from)
 	cJSON_ArrayForEach(v, arr(from)) cJSON_AddItemToArray(to, cJSON_Duplicate(v, true));
 }
 
+static bool has_string(const cJSON *a, const char *s)
+{
+	const cJSON *v;
+
+	cJSON_ArrayForEach(v, a)
+	{
+		if (cJSON_IsString(v) && !strcmp(v->valuestring, s))
+			return true;
+	}
+	return false;
+}
+
 static void add_exe(cJSON *exes, const cJSON *f, const char *node)
 {
 	cJSON *e = same_exe(exes, f);
@@ -133,7 +145,8 @@ static void add_exe(cJSON *exes, const cJSON *f, const char *node)
 		add_copy(e, "omitted", kobj_get(f, "omitted"));
 		add_copy(e, "errors", kobj_get(f, "errors"));
 	}
-	cJSON_AddItemToArray(cJSON_GetObjectItem(e, "nodes"), cJSON_CreateString(node));
+	if (!has_string(cJSON_GetObjectItem(e, "nodes"), node))
+		cJSON_AddItemToArray(cJSON_GetObjectItem(e, "nodes"), cJSON_CreateString(node));
 	append(cJSON_GetObjectItem(e, "pods"), kobj_get(f, "pods"));
 }
 
@@ -326,10 +339,11 @@ static int refused(struct kctl *c, const struct trace_probe *p, struct rw_error 
 
 /* Reads the probe's reports until every node answered, the time is out or *stop. */
 static int wait_reports(struct kctl *c, const struct trace_probe *p, const cJSON *nodes,
-			const volatile sig_atomic_t *stop, cJSON **ret, struct rw_error *err)
+			uint64_t timeout_ns, const volatile sig_atomic_t *stop, cJSON **ret,
+			struct rw_error *err)
 {
 	char sel[256], q[768], path[1024];
-	uint64_t end = now_ns() + FUNCTIONS_TIMEOUT_NS;
+	uint64_t end = now_ns() + timeout_ns;
 	int st, e;
 
 	snprintf(sel, sizeof(sel), STATUS_LABEL_PROBE_UID "=%s", p->uid);
@@ -449,20 +463,23 @@ int functions__run(struct kctl *c, const struct plugin_cli *cli, const volatile 
 		cJSON_Delete(nodes);
 		return e;
 	}
-	e = wait_reports(c, &p, nodes, stop, &reports, err);
+	e = wait_reports(c, &p, nodes, cli->timeout_ns, stop, &reports, err);
 	trace__delete(c, cli, &p);
-	if (e == -EACCES)
+	if (e == -EACCES) {
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
 		e = rw_error_set(err, EACCES,
 				 "%s; the agents' lists are in the probe's FunctionProbeReports",
-				 err->msg);
-	else if (e == -ETIMEDOUT) {
+				 msg);
+	} else if (e == -ETIMEDOUT) {
 		silent_nodes(reports, nodes, silent, sizeof(silent));
 		e = rw_error_set(err, ETIMEDOUT,
-				 "no retwatch agent answered %s%s within %llus: is retwatch-agent "
+				 "no retwatch agent answered %s%s within %s: is retwatch-agent "
 				 "running there (kubectl get daemonset -A -l "
 				 "app.kubernetes.io/name=retwatch)?",
 				 silent[0] ? "on node " : "for the pods' nodes", silent,
-				 FUNCTIONS_TIMEOUT_NS / 1000000000ull);
+				 cli->timeout);
 		/* what the other nodes said is shown all the same */
 		if (reports && cJSON_GetArraySize(items(reports))) {
 			struct rw_error ignored = { { 0 } };

@@ -19,9 +19,6 @@
 #include "plugin/cli.h"
 #include "plugin/kctl.h"
 
-/* How long the agents on the pods' nodes have to answer. */
-#define FUNCTIONS_TIMEOUT_NS (30ull * 1000000000ull)
-
 /*
  * Whether the reports (a FunctionProbeReportList as the API server returns
  * it, written by agents: hostile) answer for every node of nodes (strings;

@@ -15,6 +15,7 @@ import threading
 import time
 
 from agentproc import REPO, wait_for
+from conftest import AGENT
 from test_agent import attached_log
 from test_slowest import duration_ns
 
@@ -308,3 +309,99 @@ def test_no_agent_is_said_and_ctrl_c_before_attaching_leaves_nothing(cluster, ma
     assert rc == 128 + signal.SIGTERM, (rc, p.err())
     assert "deleted FunctionProbe retwatch-pod-web-1-" in p.err(), p.err()
     assert probes(cluster, ns) == []
+
+
+def inspect_names(image, pattern):
+    """The functions `retwatch inspect` names in the pods' executable for pattern."""
+    out = subprocess.run([os.path.join(os.path.dirname(AGENT), "retwatch"), "inspect", "--json",
+                          "--limit", "100000", os.path.join(image, "app", "podapp"), pattern],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(f["name"] for f in json.loads(out)["functions"])
+
+
+def table_names(out):
+    """The FUNCTION column of the tables functions printed."""
+    names, inside = [], False
+    for line in out.splitlines():
+        if line.startswith("FUNCTION "):
+            inside = True
+        elif not line.strip() or line.startswith("... and ") or " in " in line and \
+                line.rstrip().endswith(("function", "functions")):
+            inside = False
+        elif inside:
+            names.append(line.split()[0])
+    return names
+
+
+def test_functions_lists_names_through_the_agent_and_leaves_nothing(cluster, make_pod, image):
+    """Two pods of one image: one list, naming both; what inspect names for the
+    same binary; bounded without a pattern; suggestions for a name that matches
+    nothing; no probe nor report left, and no uprobe attached."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    make_pod(ns, "web-2", {"app": "web"}, "node-a")
+    kc = kubeconfig_in(cluster, ns)
+    want = inspect_names(image, "main.*")
+    every = inspect_names(image, "*")
+    assert "main.handleRequest" in want and len(every) > 1000, (want, len(every))
+    with cluster.agent("node-a") as agent:
+        started = time.monotonic()
+        rc, out, err = run(cluster, kc, "functions", "pod/web-1", "main.*", timeout=60)
+        took = time.monotonic() - started
+        assert rc == 0, (rc, out, err)
+        assert "listing the functions of 2 pods matching app=web" in err, err
+        assert "deleted FunctionProbe retwatch-pod-web-1-" in err, err
+        # one executable, one list, both pods under it
+        assert out.count("/app/podapp in ") == 1, out
+        head = [line for line in out.splitlines() if line.startswith("/app/podapp in ")][0]
+        assert "web-1 (app)" in head and "web-2 (app)" in head and "on node node-a" in head, head
+        assert head.endswith(f": {len(want)} functions"), (head, len(want))
+        assert sorted(table_names(out)) == want, (table_names(out), want)
+        # no pattern: every function, at most 1000 listed, the rest counted
+        rc, out, err = run(cluster, kc, "functions", "pod/web-1", "-o", "json", timeout=60)
+        assert rc == 0, (rc, err)
+        (exe,) = json.loads(out)["executables"]
+        assert exe["executable"] == "/app/podapp" and exe["nodes"] == ["node-a"], exe
+        assert len(exe["functions"]) == 1000 and exe["matched"] == len(every), \
+            (len(exe["functions"]), exe["matched"], len(every))
+        assert exe["omitted"] == len(every) - 1000, exe["omitted"]
+        assert {f["name"] for f in exe["functions"]} <= set(every)
+        rc, out, _ = run(cluster, kc, "functions", "pod/web-1", timeout=60)
+        assert rc == 0 and f"... and {len(every) - 1000} more" in out, out[-500:]
+        assert len(table_names(out)) == 1000
+        # a name that matches nothing: the agent's suggestions
+        rc, out, err = run(cluster, kc, "functions", "deploy/nope", "main.x", timeout=20)
+        assert rc == 1 and f'deployments.apps "nope" not found in namespace {ns}' in err, err
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.chrage", timeout=60)
+        assert rc == 1, (rc, out, err)
+        assert "error: nothing matched: no function matches 'main.chrage' in /app/podapp " \
+            "(did you mean: main.charge)" in err, err
+        assert probes(cluster, ns) == [], err
+        wait_for("the reports to go", lambda: cluster.reports(ns) == [], timeout=8)
+        listed = agent.find(msg_has="listed ")
+        attached = agent.find(msg_has="attached to process")
+    print(f"functions 'main.*' of 2 pods: {took:.2f} s")
+    # listed once per list (the pods share the file), never attached
+    assert listed and not attached, agent.tail()
+
+
+def test_functions_errors_a_user_understands(cluster, make_pod):
+    """No right to read the agents' lists: the verb and resource named, the
+    probe deleted; no agent on the pod's node: said after --timeout."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    user = investigator(cluster, ns)
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kubeconfig_in(cluster, ns, user), "functions", "pod/web-1",
+                           "main.*", timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert f"you may not list functionprobereports.retwatch.io in namespace {ns}: ask for " \
+        "the 'list' verb on functionprobereports.retwatch.io" in err, err
+    assert "deleted FunctionProbe" in err and probes(cluster, ns) == [], err
+    started = time.monotonic()
+    rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "functions", "pod/web-1",
+                       "--timeout", "3s", timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert "no retwatch agent answered on node node-a within 3s: is retwatch-agent running " \
+        "there" in err, err
+    assert time.monotonic() - started < 15 and probes(cluster, ns) == [], err
