@@ -678,6 +678,29 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	return match_glob(b, pat, limit, m, cap, ret_found, err);
 }
 
+/* The name of pattern in the index (a "key·1" as the runtime prints it is
+ * "key.1" there); an empty pattern is refused. */
+static int index_pattern(struct binary *b, const char *pattern, const char **ret,
+			 struct rw_error *err)
+{
+	if (!*pattern)
+		return rw_error_set(err, EINVAL,
+				    "empty function name; give a name or a glob such as 'main.*'");
+	*ret = pattern;
+	if (strstr(pattern, "\xc2\xb7") && !(*ret = bin_index__dot_name(b, pattern)))
+		return rw_error_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* A pattern that matches nothing, with similar names. */
+static int unmatched(const struct binary *b, const char *pattern, struct binary_unmatched *u,
+		     struct rw_error *err)
+{
+	u->pattern = pattern;
+	suggest(b, u);
+	return cancel__requested() ? bin_index__cancelled(b, err) : 0;
+}
+
 static int match_uncached(struct binary *b, const char *const *patterns, size_t npatterns,
 			  size_t limit, struct binary_match *m, struct rw_error *err);
 
@@ -705,38 +728,15 @@ static int match_uncached(struct binary *b, const char *const *patterns, size_t 
 	m->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*m->unmatched));
 	if (!m->unmatched)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	for (size_t i = 0; i < npatterns; i++) {
+	for (size_t i = 0; i < npatterns && !ret; i++) {
+		const char *pat;
 		bool found;
 
-		if (!*patterns[i]) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"empty function name; give a name or a glob such as 'main.*'");
-			break;
-		}
-		const char *pat = patterns[i];
-
-		/* "key·1" as the runtime prints it is "key.1" in the index */
-		if (strstr(pat, "\xc2\xb7")) {
-			pat = bin_index__dot_name(b, pat);
-			if (!pat) {
-				ret = rw_error_set(err, ENOMEM, "out of memory");
-				break;
-			}
-		}
-		ret = match_one(b, pat, limit, m, &cap, &found, err);
-		if (ret)
-			break;
-		if (!found) {
-			struct binary_unmatched *u = &m->unmatched[m->nunmatched++];
-
-			u->pattern = patterns[i];
-			suggest(b, u);
-			if (cancel__requested()) {
-				ret = bin_index__cancelled(b, err);
-				break;
-			}
-		}
+		ret = index_pattern(b, patterns[i], &pat, err);
+		if (!ret)
+			ret = match_one(b, pat, limit, m, &cap, &found, err);
+		if (!ret && !found)
+			ret = unmatched(b, patterns[i], &m->unmatched[m->nunmatched++], err);
 	}
 	if (ret)
 		binary_match__clear(m);
@@ -834,29 +834,15 @@ int binary__list(struct binary *b, const char *const *patterns, size_t npatterns
 	if (!l->unmatched)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < (npatterns ? npatterns : 1) && !ret; i++) {
-		const char *pat = npatterns ? patterns[i] : NULL;
+		const char *pat = NULL;
 		bool found;
 
-		if (pat && !*pat) {
-			ret = rw_error_set(err, EINVAL,
-					   "empty function name; give a name or a glob such as "
-					   "'main.*'");
-			break;
-		}
-		/* "key·1" as the runtime prints it is "key.1" in the index */
-		if (pat && strstr(pat, "\xc2\xb7") && !(pat = bin_index__dot_name(b, pat))) {
-			ret = rw_error_set(err, ENOMEM, "out of memory");
-			break;
-		}
-		ret = list_one(b, pat, max, &cap, l, &found, err);
-		if (!ret && !found && pat) {
-			struct binary_unmatched *u = &l->unmatched[l->nunmatched++];
-
-			u->pattern = patterns[i];
-			suggest(b, u);
-			if (cancel__requested())
-				ret = bin_index__cancelled(b, err);
-		}
+		if (npatterns)
+			ret = index_pattern(b, patterns[i], &pat, err);
+		if (!ret)
+			ret = list_one(b, pat, max, &cap, l, &found, err);
+		if (!ret && !found && pat)
+			ret = unmatched(b, patterns[i], &l->unmatched[l->nunmatched++], err);
 	}
 	if (ret)
 		binary_list__clear(l);
