@@ -357,6 +357,7 @@ def test_functions_lists_names_through_the_agent_and_leaves_nothing(cluster, mak
         assert "web-1 (app)" in head and "web-2 (app)" in head and "on node node-a" in head, head
         assert head.endswith(f": {len(want)} functions"), (head, len(want))
         assert sorted(table_names(out)) == want, (table_names(out), want)
+        print(err + out)
         # no pattern: every function, at most 1000 listed, the rest counted
         rc, out, err = run(cluster, kc, "functions", "pod/web-1", "-o", "json", timeout=60)
         assert rc == 0, (rc, err)
