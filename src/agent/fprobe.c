@@ -460,6 +460,7 @@ void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJS
 		.keep = p->valid ? p->spec.keep : 0,
 		.args_asked = p->valid && p->spec.capture_args,
 		.args_denied = p->env->deny_args,
+		.list = p->valid && p->spec.list,
 	};
 	struct status_probe sp = about(p);
 

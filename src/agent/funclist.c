@@ -16,7 +16,6 @@ struct flfile {
 	dev_t dev;
 	ino_t ino;
 	char *exe;	     /* as the container sees it */
-	char *build_id;	     /* its build id, when it has one */
 	cJSON *pods;	     /* {pod, container}, this turn's */
 	size_t pods_omitted; /* this turn's, past FUNCLIST_MAX_PODS */
 	bool done, seen;
@@ -64,7 +63,6 @@ static void file_free(struct flfile *f)
 	cJSON_Delete(f->functions);
 	cJSON_Delete(f->errors);
 	free(f->exe);
-	free(f->build_id);
 	free(f);
 }
 
@@ -436,17 +434,18 @@ static size_t names_kept(const struct funclist *fl, size_t budget)
 }
 
 /*
- * The object listed before for a file of the same path and build id (the
- * same executable in a copy of its own: an image unpacked for each
- * container), or NULL.
+ * The object listed before for a file of the same path whose list is the
+ * same (the same executable in a copy of its own: an image unpacked for
+ * each container), or NULL.
  */
 static cJSON *same_file(const struct funclist *fl, const struct flfile *f, cJSON *arr)
 {
 	int i = 0;
 
 	for (const struct flfile *g = fl->files; g && g != f; g = g->next, i++)
-		if (g->done && f->build_id && g->build_id && !strcmp(g->build_id, f->build_id) &&
-		    !strcmp(g->exe, f->exe) && g->matched == f->matched)
+		if (g->done && f->done && !strcmp(g->exe, f->exe) && g->matched == f->matched &&
+		    cJSON_Compare(g->functions, f->functions, true) &&
+		    cJSON_Compare(g->errors, f->errors, true))
 			return cJSON_GetArrayItem(arr, i);
 	return NULL;
 }

@@ -379,6 +379,26 @@ def test_functions_lists_names_through_the_agent_and_leaves_nothing(cluster, mak
             "(did you mean: main.charge)" in err, err
         assert probes(cluster, ns) == [], err
         wait_for("the reports to go", lambda: cluster.reports(ns) == [], timeout=8)
+        # a List probe applied by hand: its report and its condition; a
+        # library pattern whose library the (static) process has not mapped
+        cluster.apply_probe(ns, "names", {"selector": {"matchLabels": {"app": "web"}},
+                                          "functions": ["main.charge", "libc*:malloc"],
+                                          "mode": "List", "reportInterval": "2s"})
+        entry = wait_for("the node's list", lambda: (
+            e := cluster.node_entry(ns, "names", "node-a")) and e.get("functionList") and
+            e.get("functionListPending") == 0 and e,
+            timeout=15)
+        assert len(entry["functionList"]) == 1, entry
+        (exe,) = entry["functionList"]
+        assert [f["name"] for f in exe["functions"]] == ["main.charge"], exe
+        assert exe["matched"] == 1 and exe["omitted"] == 0, exe
+        assert exe["errors"] == ["no library the process has mapped matches 'libc*' "
+                                 "(of 'libc*:malloc')"], exe
+        assert sorted(p["pod"] for p in exe["pods"]) == ["web-1", "web-2"], exe
+        cond = wait_for("the ListOnly condition", lambda: cluster.condition(
+            ns, "names", "Attached"), timeout=15)
+        assert cond["reason"] == "ListOnly", cond
+        cluster.kubectl("delete", "functionprobe", "names", "-n", ns)
         listed = agent.find(msg_has="listed ")
         attached = agent.find(msg_has="attached to process")
     print(f"functions 'main.*' of 2 pods: {took:.2f} s")
