@@ -220,6 +220,15 @@ struct libpat {
 	char miss[512]; /* the first library's "no function matches" */
 };
 
+/* Whether a library pattern names lib. */
+static bool lib_wanted(const struct shlib *lib, const struct libpat *lp, size_t nlp)
+{
+	for (size_t i = 0; i < nlp; i++)
+		if (shlib__matches(lib, lp[i].lib))
+			return true;
+	return false;
+}
+
 /* The library patterns in one library. Whether it is still being read. */
 static bool list_lib(struct funclist *fl, struct flfile *f, pid_t pid, const struct shlib *lib,
 		     struct libpat *lp, size_t nlp, const char *root)
@@ -278,6 +287,7 @@ static bool list_libs(struct funclist *fl, struct flfile *f, const struct placem
 	struct shlib_list l;
 	char root[64], msg[1024];
 	bool pending = false;
+	size_t nlibs = 0, skipped = 0;
 
 	if (shlib_list__load(pp->proc.pid, &l, &err)) {
 		snprintf(msg, sizeof(msg), "cannot read the libraries of process %d: %s",
@@ -286,10 +296,25 @@ static bool list_libs(struct funclist *fl, struct flfile *f, const struct placem
 		return false;
 	}
 	traceset__host_root(pp->proc.pid, root, sizeof(root));
-	for (size_t i = 0; i < l.n; i++)
-		if (strcmp(l.libs[i].path, pp->exe))
-			pending |= list_lib(fl, f, pp->proc.pid, &l.libs[i], lp, nlp, root);
+	/* each library a pattern names is an analysis: a process mapping
+	 * thousands of files gets the first few read */
+	for (size_t i = 0; i < l.n; i++) {
+		if (!strcmp(l.libs[i].path, pp->exe) || !lib_wanted(&l.libs[i], lp, nlp))
+			continue;
+		if (nlibs++ >= FUNCLIST_MAX_LIBS) {
+			skipped++;
+			continue;
+		}
+		pending |= list_lib(fl, f, pp->proc.pid, &l.libs[i], lp, nlp, root);
+	}
 	shlib_list__clear(&l);
+	if (skipped) {
+		snprintf(msg, sizeof(msg),
+			 "%zu more libraries of the process match the patterns, not read (the "
+			 "first %d are): name the library",
+			 skipped, FUNCLIST_MAX_LIBS);
+		add_error(f, msg);
+	}
 	for (size_t i = 0; i < nlp && !pending; i++) {
 		if (!lp[i].lib_seen)
 			snprintf(msg, sizeof(msg),

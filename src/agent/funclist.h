@@ -24,6 +24,8 @@
 #define FUNCLIST_MAX_NAMES 1000
 /* Executables listed per node and probe, the rest counted. */
 #define FUNCLIST_MAX_FILES 16
+/* Libraries of a process read for LIB:NAME patterns: each is an analysis. */
+#define FUNCLIST_MAX_LIBS 64
 /* Pods named per executable, the rest counted. */
 #define FUNCLIST_MAX_PODS 16
 /* What listing one file may take of the main loop: its globs and suggestions. */

@@ -426,3 +426,26 @@ def test_functions_errors_a_user_understands(cluster, make_pod):
     assert "no retwatch agent answered on node node-a within 3s: is retwatch-agent running " \
         "there" in err, err
     assert time.monotonic() - started < 15 and probes(cluster, ns) == [], err
+
+
+def test_functions_of_a_shared_library(cluster, make_pod):
+    """LIB:NAME patterns list the functions of the libraries the pod's process
+    has mapped (tests/fixtures/c/shlib: shpod links libshfix.so), named as
+    a pattern names them; a library function that is not there: suggestions."""
+    ns = cluster.namespace()
+    make_pod(ns, "native-1", {"app": "native"}, "node-a", containers={"app": ["/app/shpod"]})
+    kc = kubeconfig_in(cluster, ns)
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kc, "functions", "pod/native-1", "libshfix.so:shfix_*",
+                           "-o", "json", timeout=60)
+        assert rc == 0, (rc, out, err)
+        (exe,) = json.loads(out)["executables"]
+        assert exe["executable"] == "/app/shpod", exe
+        assert {f["library"] for f in exe["functions"]} == {"libshfix.so"}, exe
+        assert "shfix_sleep" in {f["name"] for f in exe["functions"]}, exe
+        rc, out, err = run(cluster, kc, "functions", "pod/native-1", "libshfix.so:shfix_slep",
+                           timeout=60)
+        assert probes(cluster, ns) == []
+    assert rc == 1, (rc, out, err)
+    assert "nothing matched: no function matches 'shfix_slep' in libshfix.so (did you mean: " \
+        "shfix_sleep" in err, err
