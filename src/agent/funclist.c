@@ -22,6 +22,10 @@ struct flfile {
 	cJSON *functions; /* {name, size, library, generic} */
 	size_t matched;	  /* functions matched: listed and left out */
 	cJSON *errors;	  /* strings */
+	/* the executable's own part, kept while its libraries are read: what
+	 * functions, matched and errors held after it */
+	bool exe_done;
+	size_t exe_functions, exe_matched, exe_errors;
 	struct flfile *next;
 };
 
@@ -48,13 +52,28 @@ struct funclist *funclist__new(struct traceset_env *env, const char *ns)
 	return fl;
 }
 
+/* Deletes the items of arr past its first n. */
+static void truncate_to(cJSON *arr, size_t n)
+{
+	while ((size_t)cJSON_GetArraySize(arr) > n)
+		cJSON_DeleteItemFromArray(arr, cJSON_GetArraySize(arr) - 1);
+}
+
+/* Back to the executable's part (its libraries are listed again), or to nothing. */
 static void file_reset(struct flfile *f)
 {
-	cJSON_Delete(f->functions);
-	cJSON_Delete(f->errors);
-	f->functions = cJSON_CreateArray();
-	f->errors = cJSON_CreateArray();
-	f->matched = 0;
+	if (!f->exe_done || !f->functions || !f->errors) {
+		cJSON_Delete(f->functions);
+		cJSON_Delete(f->errors);
+		f->functions = cJSON_CreateArray();
+		f->errors = cJSON_CreateArray();
+		f->matched = 0;
+		f->exe_done = false;
+		return;
+	}
+	truncate_to(f->functions, f->exe_functions);
+	truncate_to(f->errors, f->exe_errors);
+	f->matched = f->exe_matched;
 }
 
 static void file_free(struct flfile *f)
@@ -352,8 +371,15 @@ static void list(struct funclist *fl, struct flfile *f, const struct placement_p
 	file_reset(f);
 	if (!f->functions || !f->errors)
 		return;
-	if (n)
+	/* read once: the turns that wait for its libraries do not list it again */
+	if (n && !f->exe_done)
 		pending = list_exe(fl, f, pp, pats, n);
+	if (!pending && !f->exe_done) {
+		f->exe_done = true;
+		f->exe_functions = (size_t)cJSON_GetArraySize(f->functions);
+		f->exe_errors = (size_t)cJSON_GetArraySize(f->errors);
+		f->exe_matched = f->matched;
+	}
 	if (nlp && !pending)
 		pending = list_libs(fl, f, pp, lp, nlp);
 	f->done = !pending;
@@ -396,7 +422,9 @@ static void add_pod(struct flfile *f, const struct placement_proc *pp)
 void funclist__want(struct funclist *fl, const struct placement_proc *pp,
 		    const struct probe_spec *spec, struct errlist *errs)
 {
+	struct traceset_env *env = fl->env;
 	struct flfile *f = file_find(fl, pp);
+	uint64_t start;
 
 	(void)errs;
 	if (fl->env->analyzer)
@@ -420,8 +448,19 @@ void funclist__want(struct funclist *fl, const struct placement_proc *pp,
 	f->seen = true;
 	if (f->pods)
 		add_pod(f, pp);
-	if (!f->done)
-		list(fl, f, pp, spec);
+	if (f->done)
+		return;
+	/*
+	 * Listing shares the turn's time with attaching (traceset.h): past it,
+	 * a later turn lists the file; the first of a turn always starts.
+	 */
+	if (env->budget_ns && env->spent_ns >= env->budget_ns) {
+		env->attach_waiting++;
+		return;
+	}
+	start = clock__mono_ns();
+	list(fl, f, pp, spec);
+	env->spent_ns += clock__mono_ns() - start;
 }
 
 /* Bytes a listed name costs in the report, about. */
