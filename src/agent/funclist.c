@@ -191,13 +191,18 @@ static int list_binary(struct flfile *f, struct binary *b, const char *const *pa
 	return 0;
 }
 
+/* The tracer's cache of analyses (none without a tracer: tests). */
+static struct binary_cache *cache(const struct funclist *fl)
+{
+	return fl->env->tracer ? tracer__cache(fl->env->tracer) : NULL;
+}
+
 /* Where a file stands once asked of the analyzer (READY with none). */
 static enum analysis_state check(struct funclist *fl, const char *path, struct rw_error *err)
 {
 	struct traceset_env *env = fl->env;
 
-	return env->analyzer ? analyzer__check(env->analyzer, tracer__cache(env->tracer), path,
-					       NULL, 0, err)
+	return env->analyzer ? analyzer__check(env->analyzer, cache(fl), path, NULL, 0, err)
 			     : ANALYSIS_READY;
 }
 
@@ -212,8 +217,7 @@ static bool list_exe(struct funclist *fl, struct flfile *f, const struct placeme
 	int real = traceset__exe_path(pp, path, sizeof(path));
 	enum analysis_state st = check(fl, path, &err);
 
-	if (st == ANALYSIS_READY &&
-	    (b = binary__open(tracer__cache(fl->env->tracer), path, &err)) &&
+	if (st == ANALYSIS_READY && (b = binary__open(cache(fl), path, &err)) &&
 	    !list_binary(f, b, pats, n, NULL, &l, &err)) {
 		for (size_t i = 0; i < l.nunmatched; i++) {
 			traceset__no_match(&l.unmatched[i], f->exe, msg, sizeof(msg));
@@ -272,8 +276,7 @@ static bool list_lib(struct funclist *fl, struct flfile *f, pid_t pid, const str
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		st = check(fl, path, &err);
 	}
-	if (st == ANALYSIS_READY &&
-	    (b = binary__open(tracer__cache(fl->env->tracer), path, &err)) &&
+	if (st == ANALYSIS_READY && (b = binary__open(cache(fl), path, &err)) &&
 	    !list_binary(f, b, funcs, n, lib->name, &l, &err)) {
 		for (size_t k = 0, u = 0; k < n; k++) {
 			if (u < l.nunmatched && l.unmatched[u].pattern == funcs[k]) {
