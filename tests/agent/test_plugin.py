@@ -449,3 +449,27 @@ def test_functions_of_a_shared_library(cluster, make_pod):
     assert rc == 1, (rc, out, err)
     assert "nothing matched: no function matches 'shfix_slep' in libshfix.so (did you mean: " \
         "shfix_sleep" in err, err
+
+
+def test_functions_waits_for_every_node_and_names_the_silent_one(cluster, make_pod):
+    """Pods on two nodes: one list naming both nodes once both agents answered;
+    with node-b's agent not running, node-a's list is shown and node-b named."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    make_pod(ns, "web-2", {"app": "web"}, "node-b")
+    kc = kubeconfig_in(cluster, ns)
+    with cluster.agent("node-a"), cluster.agent("node-b"):
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.charge", "-o",
+                           "json", timeout=60)
+    assert rc == 0, (rc, out, err)
+    (exe,) = json.loads(out)["executables"]
+    assert sorted(exe["nodes"]) == ["node-a", "node-b"], exe
+    assert sorted(p["pod"] for p in exe["pods"]) == ["web-1", "web-2"], exe
+    assert [f["name"] for f in exe["functions"]] == ["main.charge"], exe
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.charge",
+                           "--timeout", "5s", timeout=60)
+    assert rc == 1, (rc, out, err)
+    assert "no retwatch agent answered on node node-b within 5s" in err, err
+    assert "/app/podapp in web-1 (app) on node node-a: 1 function\n" in out, out
+    assert probes(cluster, ns) == [], err
