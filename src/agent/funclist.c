@@ -155,7 +155,7 @@ static void add_error(struct flfile *f, const char *msg)
 /*
  * Lists what patterns match in b (lib: the library's file name, or NULL for
  * the executable), within what is left of FUNCLIST_MAX_NAMES; the patterns
- * that match nothing into *ret_unmatched (the caller clears it). A glob
+ * that match nothing into l (the caller clears it). A glob
  * over every name and the suggestions run on the main loop: bounded by
  * FUNCLIST_DEADLINE_NS (the analyzer read and indexed the file already).
  */
@@ -385,6 +385,15 @@ static void list(struct funclist *fl, struct flfile *f, const struct placement_p
 	}
 	if (nlp && !pending)
 		pending = list_libs(fl, f, pp, lp, nlp);
+	/* the pid may have been taken over since the scan (by another pod's
+	 * process, whose names are not this probe's to see): what was read
+	 * through it goes, and a later turn lists the file anew */
+	if (!pending && fl->env->procs &&
+	    !nodeprocs__still_in(fl->env->procs, &pp->proc, pp->cid, pp->pod_uid)) {
+		f->exe_done = false;
+		file_reset(f);
+		return;
+	}
 	f->done = !pending;
 	fl->listed |= f->done;
 	if (f->done)
