@@ -426,6 +426,16 @@ def test_functions_errors_a_user_understands(cluster, make_pod):
     assert "no retwatch agent answered on node node-a within 3s: is retwatch-agent running " \
         "there" in err, err
     assert time.monotonic() - started < 15 and probes(cluster, ns) == [], err
+    # Ctrl-C while it waits: the probe deleted all the same
+    p = Plugin(cluster, kubeconfig_in(cluster, ns), "functions", "pod/web-1")
+    try:
+        wait_for("the probe", lambda: "created FunctionProbe" in p.err(), timeout=15)
+        p.proc.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=10)
+    finally:
+        p.stop()
+    assert rc == 128 + signal.SIGINT, (rc, p.err())
+    assert "deleted FunctionProbe retwatch-pod-web-1-" in p.err() and probes(cluster, ns) == []
 
 
 def test_functions_of_a_shared_library(cluster, make_pod):
