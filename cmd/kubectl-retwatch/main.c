@@ -2,7 +2,8 @@
 /*
  * kubectl-retwatch: the kubectl plugin (`kubectl retwatch ...`) for
  * investigations with FunctionProbes: trace a workload's functions live for
- * a while and leave nothing behind, read the probes of a namespace.
+ * a while and leave nothing behind, find the names to trace, read the probes
+ * of a namespace.
  */
 #include <errno.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 
 #include "agent/kobj.h"
 #include "plugin/cli.h"
+#include "plugin/functions.h"
 #include "plugin/kctl.h"
 #include "plugin/trace.h"
 #include "plugin/view.h"
@@ -93,6 +95,8 @@ int main(int argc, char **argv)
 		goto out;
 	if (cli.cmd == PLUGIN_TRACE)
 		e = trace__run(&c, &cli, &exiting, &err);
+	else if (cli.cmd == PLUGIN_FUNCTIONS)
+		e = functions__run(&c, &cli, &exiting, &err);
 	else
 		e = read_probes(&c, &cli, &err);
 out:

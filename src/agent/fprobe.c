@@ -30,6 +30,8 @@ static void let_go(struct fprobe *p, const char *why)
 static int renew(struct fprobe *p, const char *why)
 {
 	let_go(p, why);
+	funclist__free(p->list);
+	p->list = NULL;
 	p->results = results__new(p->env->tracer);
 	if (p->results)
 		p->traces = traceset__new(p->env, p->results, p->ns, p->name);
@@ -73,6 +75,7 @@ void fprobe__free(struct fprobe *p, const char *why)
 	if (!p)
 		return;
 	let_go(p, why);
+	funclist__free(p->list);
 	errlist__clear(&p->errors);
 	probe_spec__free(&p->spec);
 	free(p->uid);
@@ -103,6 +106,8 @@ static void apply_spec(struct fprobe *p, const cJSON *obj)
 		log_warn("probe %s/%s: no memory to keep its slowest calls", p->ns, p->name);
 	if (p->valid && p->results && fprobe__captures(p))
 		results__capture_args(p->results);
+	if (p->valid && p->spec.list && !(p->list = funclist__new(p->env, p->ns)))
+		log_warn("probe %s/%s: no memory to list its functions", p->ns, p->name);
 	snprintf(p->spec_err, sizeof(p->spec_err), "%s", p->valid ? "" : err.msg);
 	p->expired = false;
 	if (!p->valid)
@@ -169,6 +174,12 @@ static void want(const struct placement_proc *pp, void *ctx)
 {
 	struct fprobe *p = ctx;
 
+	if (p->spec.list) {
+		/* a list probe attaches nothing: it reads the executable */
+		if (p->list)
+			funclist__want(p->list, pp, &p->spec, &p->errors);
+		return;
+	}
 	traceset__want(p->traces, pp, &p->spec, &p->errors);
 }
 
@@ -196,6 +207,8 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 
 	errlist__clear(&p->errors);
 	traceset__begin(p->traces);
+	if (p->list)
+		funclist__begin(p->list);
 	if (p->limited)
 		errlist__add(&p->errors,
 			     "this node already traces %zu probes, the most its agent takes "
@@ -210,6 +223,9 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 				 : p->expired ? "the probe's lifetime ended"
 					      : "its pod, container or process is gone");
 	traceset__share_errors(p->traces, &p->errors);
+	/* a list is sent as soon as an executable is listed */
+	if (p->list && funclist__end(p->list))
+		p->next_write = 0;
 	/* the pods attached over several turns are all in a report at once,
 	 * not an interval later: one write more per report written meanwhile */
 	if (p->write_attached && !traceset__waiting(p->traces)) {
@@ -382,9 +398,13 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);
 	results__tick(p->results, now);
 	entry = status__node_entry(node, p->generation, p->traces, &p->errors, p->results, pods,
-				   npods, p->wrote, p->spec.window_ns);
+				   npods, p->wrote || (p->list && funclist__count(p->list)),
+				   p->spec.window_ns);
 	if (!entry)
 		return;
+	if (p->list)
+		funclist__add_to(p->list, entry,
+				 (p->budget ? p->budget : REPORTFIT_DEFAULT_BUDGET) / 2);
 	if (p->slow_unlogged)
 		cJSON_AddNumberToObject(entry, "slowCallsUnlogged", (double)p->slow_unlogged);
 	status__add_bias(entry, &p->env->cal);
@@ -440,6 +460,7 @@ void fprobe__request_summary(struct fprobe *p, struct summarizer *sum, const cJS
 		.keep = p->valid ? p->spec.keep : 0,
 		.args_asked = p->valid && p->spec.capture_args,
 		.args_denied = p->env->deny_args,
+		.list = p->valid && p->spec.list,
 	};
 	struct status_probe sp = about(p);
 

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/errlist.h"
+#include "agent/funclist.h"
 #include "agent/kobj.h"
 #include "agent/nodeprocs.h"
 #include "agent/probe.h"
@@ -35,6 +36,7 @@ struct fprobe {
 	struct traceset_env *env;
 	struct results *results;
 	struct traceset *traces;
+	struct funclist *list; /* spec.mode List: the names, nothing traced */
 	struct errlist errors;
 	/* writes: this node's report, and the summary when this agent writes it */
 	char *status_path, *report_path;

@@ -168,8 +168,10 @@ static int check_lengths(const cJSON *arr, const char *name, size_t max, struct 
 
 int probe_spec__check_bounds(const cJSON *spec, struct rw_error *err)
 {
-	static const char *const strs[] = { "executable",     "slowThreshold", "lifetime",
-					    "reportInterval", "maxOverhead",   "window" };
+	static const char *const strs[] = { "executable",  "slowThreshold",
+					    "lifetime",	   "reportInterval",
+					    "maxOverhead", "window",
+					    "mode" };
 	int e = check_selector_bounds(field(spec, "selector"), err);
 
 	if (!e)
@@ -214,7 +216,7 @@ void probe_spec__trim(cJSON *spec)
 	static const char *const fields[] = {
 		"selector",	    "containers",     "executable",  "functions", "slowThreshold",
 		"lifetime",	    "reportInterval", "maxOverhead", "slowCalls", "window",
-		"captureArguments", PROBE_REFUSED,    NULL
+		"captureArguments", "mode",	      PROBE_REFUSED, NULL
 	};
 	static const char *const selector[] = { "matchLabels", "matchExpressions", NULL };
 	static const char *const slow_calls[] = { "keep", NULL };
@@ -381,6 +383,20 @@ static int parse_capture(const cJSON *v, struct probe_spec *s, struct rw_error *
 	return 0;
 }
 
+/* spec.mode: Trace (the default) or List (nothing attached, names listed). */
+static int parse_mode(const cJSON *v, struct probe_spec *s, struct rw_error *err)
+{
+	if (!v || cJSON_IsNull(v) || (cJSON_IsString(v) && !strcmp(v->valuestring, "Trace")))
+		return 0;
+	if (cJSON_IsString(v) && !strcmp(v->valuestring, "List")) {
+		s->list = true;
+		return 0;
+	}
+	return rw_error_set(err, EINVAL,
+			    "spec.mode must be Trace (time the functions' calls) or List (list "
+			    "the functions the patterns match, attaching nothing)");
+}
+
 /* spec.slowCalls.keep: the slowest calls each function's reports keep. */
 static int parse_slow_calls(const cJSON *v, struct probe_spec *s, struct rw_error *err)
 {
@@ -482,6 +498,8 @@ int probe_spec__parse(const cJSON *spec, struct probe_spec *ret, struct rw_error
 		e = parse_slow_calls(field(spec, "slowCalls"), ret, err);
 	if (!e)
 		e = parse_capture(field(spec, "captureArguments"), ret, err);
+	if (!e)
+		e = parse_mode(field(spec, "mode"), ret, err);
 	if (e)
 		probe_spec__free(ret);
 	return e;

@@ -63,6 +63,9 @@ struct probe_spec {
 	/* spec.captureArguments: the slowest calls (and the slow calls
 	 * logged) carry their arguments, where the agent allows it */
 	bool capture_args;
+	/* spec.mode List: nothing attached, the functions the patterns match
+	 * listed in each node's report (funclist.h) */
+	bool list;
 };
 
 /* Parses and checks a spec; err says which field is wrong and how. */

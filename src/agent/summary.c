@@ -669,7 +669,13 @@ static void conditions(cJSON *status, const struct status_probe *p, const struct
 		return;
 	}
 	add_condition(&c, "Expired", false, "Active", "probes detach at %s", until);
-	attached_condition(&c, p->ns, s);
+	if (st->list)
+		add_condition(&c, "Attached", false, "ListOnly",
+			      "spec.mode is List: nothing is attached; each node's report lists "
+			      "the functions (kubectl get functionprobereports -n %s -o yaml)",
+			      p->ns);
+	else
+		attached_condition(&c, p->ns, s);
 	if (st->args_asked && st->args_denied)
 		add_condition(
 			&c, "ArgumentsCaptured", false, "ForbiddenByAdministrator",

@@ -35,6 +35,7 @@ struct status_state {
 	unsigned int keep;    /* spec.slowCalls.keep */
 	bool args_asked;      /* spec.captureArguments */
 	bool args_denied;     /* the agents' --argument-capture deny */
+	bool list;	      /* spec.mode List: nothing is attached */
 };
 
 struct summary;

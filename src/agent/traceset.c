@@ -526,6 +526,17 @@ static int real_exe(pid_t pid)
 	return overlay__open_real(pid, exe, root);
 }
 
+void traceset__no_match(const struct binary_unmatched *u, const char *file, char *buf, size_t len)
+{
+	char hint[256] = "";
+	size_t n = 0;
+
+	for (size_t s = 0; s < u->nsuggestions && n < sizeof(hint); s++)
+		n += snprintf(hint + n, sizeof(hint) - n, "%s%s", s ? ", " : "", u->suggestions[s]);
+	snprintf(buf, len, "no function matches '%s' in %s%s%s%s", u->pattern, file,
+		 n ? " (did you mean: " : "", hint, n ? ")" : "");
+}
+
 static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, const char *exe,
 			       bool *ret_pending)
 {
@@ -533,13 +544,8 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 
 	for (size_t i = 0; i < tracer_target__nunmatched(tt); i++) {
 		const struct binary_unmatched *u = tracer_target__unmatched(tt, i);
-		char hint[256] = "", lib[SHLIB_MAX_NAME], root[64];
-		size_t len = 0;
+		char msg[1024], lib[SHLIB_MAX_NAME], root[64];
 
-		for (size_t s = 0; u->nsuggestions && s < u->nsuggestions && len < sizeof(hint);
-		     s++)
-			len += snprintf(hint + len, sizeof(hint) - len, "%s%s", s ? ", " : "",
-					u->suggestions[s]);
 		prev = out;
 		traceset__host_root(tracer_target__pid(tt), root, sizeof(root));
 		/* a name of a library the process has mapped: say which */
@@ -552,10 +558,10 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 				     prev ? prev : "", prev ? "; " : "", u->pattern, exe,
 				     u->pattern, lib, lib, u->pattern) < 0)
 				out = NULL;
-		} else if (asprintf(&out, "%s%sno function matches '%s' in %s%s%s%s",
-				    prev ? prev : "", prev ? "; " : "", u->pattern, exe,
-				    len ? " (did you mean: " : "", hint, len ? ")" : "") < 0) {
-			out = NULL;
+		} else {
+			traceset__no_match(u, exe, msg, sizeof(msg));
+			if (asprintf(&out, "%s%s%s", prev ? prev : "", prev ? "; " : "", msg) < 0)
+				out = NULL;
 		}
 		free(prev);
 	}
@@ -741,12 +747,12 @@ static void changed(struct traceset *ts, const struct placement_proc *pp, const 
 }
 
 /*
- * The path the tracer opens for pp's executable into path: the image
+ * The path the tracer opens for pp's executable into path (traceset.h): the image
  * layer's file, shared by every container of the image, when it is found
  * (its descriptor is returned, for the caller to close), else the
  * container's path or /proc/PID/exe (-1).
  */
-static int exe_path(const struct placement_proc *pp, char *path, size_t len)
+int traceset__exe_path(const struct placement_proc *pp, char *path, size_t len)
 {
 	int real = real_exe(pp->proc.pid);
 
@@ -787,7 +793,7 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 	const char **pats;
 	size_t npats;
 	bool refused, hints_pending = false;
-	int e, real = exe_path(pp, path, sizeof(path));
+	int e, real = traceset__exe_path(pp, path, sizeof(path));
 
 	pats = exe_patterns(spec, &npats);
 	switch (pats && ts->env->analyzer

@@ -25,6 +25,16 @@
 
 struct traceset;
 
+/*
+ * The path to open pp's executable by into path: the image layer's file,
+ * shared by every container of the image, when it is found (its descriptor
+ * is returned, for the caller to close), else the container's path or
+ * /proc/PID/exe (-1).
+ */
+int traceset__exe_path(const struct placement_proc *pp, char *path, size_t len);
+/* "no function matches 'PATTERN' in FILE (did you mean: ...)" into buf. */
+void traceset__no_match(const struct binary_unmatched *u, const char *file, char *buf, size_t len);
+
 /* What every probe's set shares. */
 /*
  * The root that pid's container runtime sees, where the paths of its

@@ -110,6 +110,22 @@ struct binary_match {
 	size_t nunmatched;
 };
 
+/* One function binary__list names, without analysing it. */
+struct binary_listed {
+	const char *name; /* demangled where mangled; owned by the binary */
+	uint64_t size;	  /* of its entry range */
+	bool go;	  /* in Go's function table */
+	bool generic;	  /* a Go generic function's instance (its name holds '[') */
+};
+
+struct binary_list {
+	struct binary_listed *funcs; /* at most the max asked for, in name order per pattern */
+	size_t nfuncs;
+	size_t total; /* functions matched: nfuncs and those left out */
+	struct binary_unmatched *unmatched;
+	size_t nunmatched;
+};
+
 struct binary;
 struct binary_cache;
 
@@ -197,6 +213,18 @@ const char *binary__debug_note(const struct binary *b);
 int binary__match(struct binary *b, const char *const *patterns, size_t npatterns, size_t limit,
 		  struct binary_match *ret_match, struct rw_error *err);
 void binary_match__clear(struct binary_match *m);
+
+/*
+ * The functions the patterns name (as binary__match matches them; none:
+ * every function), one per address, Go ABI wrappers and IFUNC resolvers
+ * left out, without analysing any: at most max listed, total counting the
+ * rest. Patterns that match nothing are listed with similar names. For a
+ * user looking for a name to trace: a glob over every name, no disassembly.
+ * 0, or -errno with a message in err.
+ */
+int binary__list(struct binary *b, const char *const *patterns, size_t npatterns, size_t max,
+		 struct binary_list *ret_list, struct rw_error *err);
+void binary_list__clear(struct binary_list *l);
 
 /*
  * The function whose ranges (entry range or another, such as a .cold part)

@@ -678,6 +678,29 @@ static int match_one(struct binary *b, const char *pat, size_t limit, struct bin
 	return match_glob(b, pat, limit, m, cap, ret_found, err);
 }
 
+/* The name of pattern in the index (a "key·1" as the runtime prints it is
+ * "key.1" there); an empty pattern is refused. */
+static int index_pattern(struct binary *b, const char *pattern, const char **ret,
+			 struct rw_error *err)
+{
+	if (!*pattern)
+		return rw_error_set(err, EINVAL,
+				    "empty function name; give a name or a glob such as 'main.*'");
+	*ret = pattern;
+	if (strstr(pattern, "\xc2\xb7") && !(*ret = bin_index__dot_name(b, pattern)))
+		return rw_error_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* A pattern that matches nothing, with similar names. */
+static int unmatched(const struct binary *b, const char *pattern, struct binary_unmatched *u,
+		     struct rw_error *err)
+{
+	u->pattern = pattern;
+	suggest(b, u);
+	return cancel__requested() ? bin_index__cancelled(b, err) : 0;
+}
+
 static int match_uncached(struct binary *b, const char *const *patterns, size_t npatterns,
 			  size_t limit, struct binary_match *m, struct rw_error *err);
 
@@ -705,38 +728,15 @@ static int match_uncached(struct binary *b, const char *const *patterns, size_t 
 	m->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*m->unmatched));
 	if (!m->unmatched)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	for (size_t i = 0; i < npatterns; i++) {
+	for (size_t i = 0; i < npatterns && !ret; i++) {
+		const char *pat;
 		bool found;
 
-		if (!*patterns[i]) {
-			ret = rw_error_set(
-				err, EINVAL,
-				"empty function name; give a name or a glob such as 'main.*'");
-			break;
-		}
-		const char *pat = patterns[i];
-
-		/* "key·1" as the runtime prints it is "key.1" in the index */
-		if (strstr(pat, "\xc2\xb7")) {
-			pat = bin_index__dot_name(b, pat);
-			if (!pat) {
-				ret = rw_error_set(err, ENOMEM, "out of memory");
-				break;
-			}
-		}
-		ret = match_one(b, pat, limit, m, &cap, &found, err);
-		if (ret)
-			break;
-		if (!found) {
-			struct binary_unmatched *u = &m->unmatched[m->nunmatched++];
-
-			u->pattern = patterns[i];
-			suggest(b, u);
-			if (cancel__requested()) {
-				ret = bin_index__cancelled(b, err);
-				break;
-			}
-		}
+		ret = index_pattern(b, patterns[i], &pat, err);
+		if (!ret)
+			ret = match_one(b, pat, limit, m, &cap, &found, err);
+		if (!ret && !found)
+			ret = unmatched(b, patterns[i], &m->unmatched[m->nunmatched++], err);
 	}
 	if (ret)
 		binary_match__clear(m);
@@ -750,4 +750,110 @@ void binary_match__clear(struct binary_match *m)
 	free(m->funcs);
 	free(m->unmatched);
 	memset(m, 0, sizeof(*m));
+}
+
+/* ---- listing (binary__list): names, no analysis ---- */
+
+/* Lists the functions of the keys [first, end) not listed yet; whether any matched. */
+static int list_keys(struct binary *b, size_t first, size_t end, size_t max, size_t *cap,
+		     struct binary_list *l)
+{
+	for (size_t k = first; k < end; k++) {
+		struct fn_entry *f = &b->fns[b->keys[k].fn], *c;
+		const char *name;
+
+		check_wrappers(b, b->keys[k].fn);
+		c = &b->fns[f->canon];
+		if (f->dropped || c->ifunc || c->count_gen == b->count_gen)
+			continue;
+		c->count_gen = b->count_gen;
+		l->total++;
+		if (l->nfuncs >= max)
+			continue;
+		if (l->nfuncs == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 64;
+			void *p = reallocarray(l->funcs, ncap, sizeof(*l->funcs));
+
+			if (!p)
+				return -ENOMEM;
+			l->funcs = p;
+			*cap = ncap;
+		}
+		name = bin_match__display_name(c);
+		l->funcs[l->nfuncs++] = (struct binary_listed){
+			.name = name,
+			.size = c->size,
+			.go = c->source == FUNC_SOURCE_PCLNTAB,
+			.generic = b->pcln && strchr(name, '['),
+		};
+	}
+	return 0;
+}
+
+/* One pattern's functions (NULL: every function); whether it matched any. */
+static int list_one(struct binary *b, const char *pat, size_t max, size_t *cap,
+		    struct binary_list *l, bool *ret_found, struct rw_error *err)
+{
+	size_t i = pat ? bin_match__key_lower_bound(b, pat) : b->nkeys, end;
+	int ret;
+
+	*ret_found = false;
+	if (pat && i < b->nkeys && !strcmp(b->keys[i].name, pat)) {
+		*ret_found = true;
+		ret = list_keys(b, i, key_run_end(b, i), max, cap, l);
+		return ret ? rw_error_set(err, -ret, "out of memory") : 0;
+	}
+	if (pat && !glob_has_wildcards(pat))
+		return 0;
+	if (pat && (ret = glob_check(pat, err)))
+		return ret;
+	for (i = 0; i < b->nkeys; i = end) {
+		end = key_run_end(b, i);
+		if (cancel__requested())
+			return bin_index__cancelled(b, err);
+		if (pat && !glob_matches_key(pat, b->keys[i].name))
+			continue;
+		*ret_found = true;
+		ret = list_keys(b, i, end, max, cap, l);
+		if (ret)
+			return rw_error_set(err, -ret, "out of memory");
+	}
+	return 0;
+}
+
+int binary__list(struct binary *b, const char *const *patterns, size_t npatterns, size_t max,
+		 struct binary_list *l, struct rw_error *err)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	memset(l, 0, sizeof(*l));
+	/* one generation for the call: a function two patterns match is listed once */
+	b->count_gen++;
+	l->unmatched = calloc(npatterns ? npatterns : 1, sizeof(*l->unmatched));
+	if (!l->unmatched)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < (npatterns ? npatterns : 1) && !ret; i++) {
+		const char *pat = NULL;
+		bool found;
+
+		if (npatterns)
+			ret = index_pattern(b, patterns[i], &pat, err);
+		if (!ret)
+			ret = list_one(b, pat, max, &cap, l, &found, err);
+		if (!ret && !found && pat)
+			ret = unmatched(b, patterns[i], &l->unmatched[l->nunmatched++], err);
+	}
+	if (ret)
+		binary_list__clear(l);
+	return ret;
+}
+
+void binary_list__clear(struct binary_list *l)
+{
+	if (!l)
+		return;
+	free(l->funcs);
+	free(l->unmatched);
+	memset(l, 0, sizeof(*l));
 }

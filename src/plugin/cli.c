@@ -18,6 +18,13 @@ const char plugin_cli__usage[] =
 	"    (unless --keep). --threshold: calls at least this slow are logged with their\n"
 	"    stack by the agents. --interval: how often nodes report (at least 2s).\n"
 	"    --args: the slowest calls show their arguments (spec.captureArguments).\n"
+	"  kubectl retwatch functions (deploy/NAME | sts/NAME | ds/NAME | pod/NAME |\n"
+	"      -l SELECTOR) [PATTERN...] [--timeout 30s] [-o json] [-n NS]\n"
+	"    Lists the functions the pods' executables offer (and their shared libraries'\n"
+	"    for LIB:NAME patterns) that PATTERN matches, every one without a pattern, at\n"
+	"    most 1000 per executable: the names to trace. The agents read the files; no\n"
+	"    probe is attached, and the FunctionProbe asking them is deleted at the end.\n"
+	"    --timeout: how long the agents on the pods' nodes have to answer.\n"
 	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS]\n"
 	"    The FunctionProbes of the namespace, or one with its functions.\n"
 	"  kubectl retwatch top [-n NS]\n"
@@ -100,7 +107,8 @@ enum {
 	OPT_THRESHOLD,
 	OPT_INTERVAL,
 	OPT_KEEP,
-	OPT_ARGS
+	OPT_ARGS,
+	OPT_TIMEOUT
 };
 
 static const struct option long_opts[] = {
@@ -115,6 +123,7 @@ static const struct option long_opts[] = {
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{ "keep", no_argument, NULL, OPT_KEEP },
 	{ "args", no_argument, NULL, OPT_ARGS },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ 0 },
 };
 
@@ -143,6 +152,7 @@ static int one_opt(int o, const char *arg, struct plugin_cli *c, struct rw_error
 	}
 	case OPT_KEEP: c->keep = true; return 0;
 	case OPT_ARGS: c->args = true; return 0;
+	case OPT_TIMEOUT: c->timeout = arg; return duration("timeout", arg, &c->timeout_ns, err);
 	}
 	return rw_error_set(err, EINVAL, "unknown option (kubectl retwatch --help lists them)");
 }
@@ -191,28 +201,35 @@ static int target(const char *arg, struct plugin_cli *c, struct rw_error *err)
 
 static int trace_args(int n, char **args, struct plugin_cli *c, struct rw_error *err)
 {
+	const char *cmd = c->cmd == PLUGIN_FUNCTIONS ? "functions" : "trace";
 	int i = 0;
 
 	if (!c->selector) {
 		if (!n)
 			return rw_error_set(err, EINVAL,
-					    "trace: name the pods (deploy/NAME, sts/NAME, ds/NAME, "
-					    "pod/NAME or -l SELECTOR) and the functions");
+					    "%s: name the pods (deploy/NAME, sts/NAME, ds/NAME, "
+					    "pod/NAME or -l SELECTOR)%s",
+					    cmd,
+					    c->cmd == PLUGIN_TRACE ? " and the functions" : "");
 		if (target(args[i++], c, err))
 			return -EINVAL;
 	}
+	if (c->cmd == PLUGIN_FUNCTIONS && c->output == PLUGIN_OUT_YAML)
+		return rw_error_set(err, EINVAL, "functions: -o json, or a table without -o");
+	if (i == n && c->cmd == PLUGIN_FUNCTIONS)
+		return 0; /* every function */
 	if (i == n)
 		return rw_error_set(
 			err, EINVAL,
 			"trace: name the functions to time, such as 'main.(*Server).Handle' "
 			"or 'main.*'");
 	if (n - i > PLUGIN_MAX_PATTERNS)
-		return rw_error_set(err, EINVAL, "trace: %d functions; a probe takes at most %d",
+		return rw_error_set(err, EINVAL, "%s: %d patterns; a probe takes at most %d", cmd,
 				    n - i, PLUGIN_MAX_PATTERNS);
 	for (; i < n; i++) {
 		if (!*args[i] || strlen(args[i]) > 1024)
 			return rw_error_set(err, EINVAL,
-					    "trace: a function pattern is 1 to 1024 characters");
+					    "%s: a function pattern is 1 to 1024 characters", cmd);
 		c->patterns[c->npatterns++] = args[i];
 	}
 	return 0;
@@ -261,12 +278,17 @@ int plugin_cli__parse(int argc, char **argv, struct plugin_cli *c, struct rw_err
 
 	*c = (struct plugin_cli){ .lifetime = "2m",
 				  .lifetime_ns = 120000000000ull,
-				  .interval = "2s" };
+				  .interval = "2s",
+				  .timeout = "30s",
+				  .timeout_ns = 30000000000ull };
 	if (!(cmd = command_first(argc, argv)))
-		return rw_error_set(err, EINVAL, "give a command: trace, get or top (or --help)");
+		return rw_error_set(err, EINVAL,
+				    "give a command: trace, functions, get or top (or --help)");
 
 	if (!strcmp(cmd, "trace"))
 		c->cmd = PLUGIN_TRACE;
+	else if (!strcmp(cmd, "functions"))
+		c->cmd = PLUGIN_FUNCTIONS;
 	else if (!strcmp(cmd, "get"))
 		c->cmd = PLUGIN_GET;
 	else if (!strcmp(cmd, "top"))
@@ -274,19 +296,19 @@ int plugin_cli__parse(int argc, char **argv, struct plugin_cli *c, struct rw_err
 	else if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help"))
 		return 0;
 	else
-		return rw_error_set(err, EINVAL,
-				    "%s: unknown command; the commands are trace, get and top",
-				    cmd);
+		return rw_error_set(
+			err, EINVAL,
+			"%s: unknown command; the commands are trace, functions, get and top", cmd);
 	if (parse_opts(argc - 1, argv + 1, c, err))
 		return -EINVAL;
 	if (c->cmd == PLUGIN_HELP)
 		return 0;
 	n = argc - 1 - optind;
 	argv += 1 + optind;
-	if (c->cmd == PLUGIN_TRACE)
+	if (c->cmd == PLUGIN_TRACE || c->cmd == PLUGIN_FUNCTIONS)
 		return trace_args(n, argv, c, err);
 	if (c->selector)
-		return rw_error_set(err, EINVAL, "-l is for trace only");
+		return rw_error_set(err, EINVAL, "-l is for trace and functions only");
 	if (c->cmd == PLUGIN_TOP && n)
 		return rw_error_set(err, EINVAL, "top takes no arguments: give -n NS");
 	if (c->cmd == PLUGIN_GET && n > 1)

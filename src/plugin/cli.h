@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kubectl-retwatch's command line: `kubectl retwatch trace|get|top ...`,
+ * kubectl-retwatch's command line: `kubectl retwatch trace|functions|get|top ...`,
  * parsed without side effects (tests/unit/test_plugin.c). A mistake gets a
  * message saying what to write instead.
  */
@@ -15,7 +15,7 @@
 
 #define PLUGIN_MAX_PATTERNS 64 /* a FunctionProbe's spec.functions holds at most 64 */
 
-enum plugin_cmd { PLUGIN_HELP, PLUGIN_TRACE, PLUGIN_GET, PLUGIN_TOP };
+enum plugin_cmd { PLUGIN_HELP, PLUGIN_TRACE, PLUGIN_GET, PLUGIN_TOP, PLUGIN_FUNCTIONS };
 enum plugin_output { PLUGIN_OUT_TABLE, PLUGIN_OUT_JSON, PLUGIN_OUT_YAML };
 
 /* The workload kinds trace takes, as KIND/NAME. */
@@ -44,7 +44,10 @@ struct plugin_cli {
 	const char *interval;  /* --interval: the probe's reportInterval (default 2s) */
 	bool keep;
 	bool args; /* --args: spec.captureArguments */
-	/* get */
+	/* functions: how long the agents have to answer (--timeout, default 30s) */
+	const char *timeout; /* as given */
+	uint64_t timeout_ns;
+	/* get, and functions (json only) */
 	enum plugin_output output;
 };
 

@@ -22,8 +22,7 @@ struct trace {
 	struct kctl *c;
 	const struct plugin_cli *cli;
 	const volatile sig_atomic_t *stop;
-	char name[256];
-	char path[512];
+	struct trace_probe ref;
 	bool tty;
 	/* following the probe */
 	uint64_t start, end;
@@ -72,6 +71,7 @@ static void generate_name(const struct plugin_cli *cli, char *buf, size_t len)
 cJSON *trace__probe_doc(const struct plugin_cli *cli, cJSON *selector)
 {
 	cJSON *doc = cJSON_CreateObject(), *meta, *spec, *fns;
+	bool every = cli->cmd == PLUGIN_FUNCTIONS && !cli->npatterns;
 	char gen[64];
 
 	if (!doc) {
@@ -96,31 +96,35 @@ cJSON *trace__probe_doc(const struct plugin_cli *cli, cJSON *selector)
 		cJSON_AddStringToObject(spec, "slowThreshold", cli->threshold);
 	if (cli->args)
 		cJSON_AddBoolToObject(spec, "captureArguments", true);
-	if (!fns || !selector || cJSON_GetArraySize(fns) != (int)cli->npatterns) {
+	/* functions: the names only, nothing attached; none given: every one */
+	if (cli->cmd == PLUGIN_FUNCTIONS) {
+		cJSON_AddStringToObject(spec, "mode", "List");
+		if (every)
+			cJSON_AddItemToArray(fns, cJSON_CreateString("*"));
+	}
+	if (!fns || !selector || cJSON_GetArraySize(fns) != (int)cli->npatterns + every) {
 		cJSON_Delete(doc);
 		return NULL;
 	}
 	return doc;
 }
 
-/* The pods' LabelSelector: -l's, the workload's spec.selector, or a pod's labels. */
-static int resolve_selector(struct trace *t, cJSON **ret, struct rw_error *err)
+int trace__selector(struct kctl *c, const struct plugin_cli *cli, cJSON **ret, struct rw_error *err)
 {
-	const struct plugin_cli *cli = t->cli;
 	char path[512], res[64];
 	cJSON *obj = NULL;
 	int st, e;
 
 	if (cli->selector)
 		return selector__parse(cli->selector, ret, err);
-	snprintf(path, sizeof(path), "%s/namespaces/%s/%s/%s", plugin_kind__api(cli->kind),
-		 t->c->ns, plugin_kind__resource(cli->kind), cli->name);
+	snprintf(path, sizeof(path), "%s/namespaces/%s/%s/%s", plugin_kind__api(cli->kind), c->ns,
+		 plugin_kind__resource(cli->kind), cli->name);
 	snprintf(res, sizeof(res), "%s%s", plugin_kind__resource(cli->kind),
 		 cli->kind == PLUGIN_KIND_POD ? "" : ".apps");
 	if (strchr(cli->name, '?') || strchr(cli->name, '#') || strchr(cli->name, '%'))
 		return rw_error_set(err, EINVAL, "%s: not a %s name", cli->name,
 				    plugin_kind__name(cli->kind));
-	st = kctl__call(t->c, "GET", path, NULL, "get", res, cli->name, &obj, err);
+	st = kctl__call(c, "GET", path, NULL, "get", res, cli->name, &obj, err);
 	if (st < 200 || st > 299)
 		return st < 0 ? st : -EIO;
 	if (cli->kind == PLUGIN_KIND_POD)
@@ -177,24 +181,28 @@ static void show_pods(struct trace *t, const cJSON *sel)
 	cJSON_Delete(list);
 }
 
-static int create(struct trace *t, cJSON *sel, struct rw_error *err)
+int trace__create(struct kctl *c, const struct plugin_cli *cli, cJSON *sel, struct trace_probe *ret,
+		  struct rw_error *err)
 {
-	cJSON *doc = trace__probe_doc(t->cli, sel), *made = NULL;
+	cJSON *doc = trace__probe_doc(cli, sel), *made = NULL;
 	char path[256];
+	const char *uid;
 	int st;
 
 	if (!doc)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes", t->c->ns);
-	st = kctl__call(t->c, "POST", path, doc, "create", FPROBE_RESOURCE, NULL, &made, err);
+	snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes", c->ns);
+	st = kctl__call(c, "POST", path, doc, "create", FPROBE_RESOURCE, NULL, &made, err);
 	cJSON_Delete(doc);
-	if (st >= 200 && st <= 299 && !kobj_name(made))
+	uid = kobj_uid(made);
+	if (st >= 200 && st <= 299 && (!kobj_name(made) || !uid))
 		st = rw_error_set(err, EIO, "the API server's answer to the create names no probe");
 	if (st >= 200 && st <= 299) {
-		snprintf(t->name, sizeof(t->name), "%s", kobj_name(made));
-		snprintf(t->path, sizeof(t->path), "%s/%s", path, t->name);
-		fprintf(stderr, "created FunctionProbe %s in namespace %s (lifetime %s)\n", t->name,
-			t->c->ns, t->cli->lifetime);
+		snprintf(ret->name, sizeof(ret->name), "%s", kobj_name(made));
+		snprintf(ret->uid, sizeof(ret->uid), "%s", uid);
+		snprintf(ret->path, sizeof(ret->path), "%s/%s", path, ret->name);
+		fprintf(stderr, "created FunctionProbe %s in namespace %s (lifetime %s)\n",
+			ret->name, c->ns, cli->lifetime);
 	}
 	cJSON_Delete(made);
 	return st < 0 ? st : st > 299 ? -EIO : 0;
@@ -202,35 +210,36 @@ static int create(struct trace *t, cJSON *sel, struct rw_error *err)
 
 static int get_probe(struct trace *t, cJSON **ret, struct rw_error *err)
 {
-	int st = kctl__call(t->c, "GET", t->path, NULL, "get", FPROBE_RESOURCE, t->name, ret, err);
+	int st = kctl__call(t->c, "GET", t->ref.path, NULL, "get", FPROBE_RESOURCE, t->ref.name,
+			    ret, err);
 
 	if (st == 404)
 		return rw_error_set(err, ENOENT, "FunctionProbe %s was deleted while it ran",
-				    t->name);
+				    t->ref.name);
 	return st >= 200 && st <= 299 && *ret ? 0 : st < 0 ? st : -EIO;
 }
 
-static void remove_probe(struct trace *t)
+void trace__delete(struct kctl *c, const struct plugin_cli *cli, const struct trace_probe *p)
 {
 	struct rw_error err = { { 0 } };
 	cJSON *gone = NULL;
 	int st;
 
-	if (t->cli->keep) {
+	if (cli->keep) {
 		fprintf(stderr,
 			"kept FunctionProbe %s: kubectl retwatch get %s -n %s; kubectl delete "
 			"functionprobe %s -n %s\n",
-			t->name, t->name, t->c->ns, t->name, t->c->ns);
+			p->name, p->name, c->ns, p->name, c->ns);
 		return;
 	}
-	st = kctl__call(t->c, "DELETE", t->path, NULL, "delete", FPROBE_RESOURCE, t->name, &gone,
+	st = kctl__call(c, "DELETE", p->path, NULL, "delete", FPROBE_RESOURCE, p->name, &gone,
 			&err);
 	cJSON_Delete(gone);
 	if ((st >= 200 && st <= 299) || st == 404)
-		fprintf(stderr, "deleted FunctionProbe %s\n", t->name);
+		fprintf(stderr, "deleted FunctionProbe %s\n", p->name);
 	else
 		fprintf(stderr, "error: %s; delete it: kubectl delete functionprobe %s -n %s\n",
-			err.msg, t->name, t->c->ns);
+			err.msg, p->name, c->ns);
 }
 
 /* Not attached yet is said once it lasts this long: the first summary may
@@ -277,7 +286,7 @@ static void show(struct trace *t, const cJSON *probe)
 	view__table(stdout, probe);
 	view__slow_calls(stdout, probe, t->seen);
 	if (t->tty)
-		printf("\n%s: %" PRIu64 "s left; Ctrl-C ends it%s\n", t->name,
+		printf("\n%s: %" PRIu64 "s left; Ctrl-C ends it%s\n", t->ref.name,
 		       t->end > now ? (t->end - now) / UINT64_C(1000000000) : 0,
 		       t->cli->keep ? "" : " and deletes the probe");
 	else
@@ -290,7 +299,7 @@ static void no_agent_hint(struct trace *t)
 	fprintf(stderr,
 		"no agent has reported on %s yet: is retwatch-agent running on the pods' nodes "
 		"(kubectl get daemonset -A -l app.kubernetes.io/name=retwatch)?\n",
-		t->name);
+		t->ref.name);
 }
 
 /* One state of the probe: attached yet, or why not; the table once attached.
@@ -375,7 +384,7 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 	char path[2048], sel[300], qsel[900], qrv[200];
 	int st, fails = 0;
 
-	snprintf(sel, sizeof(sel), "metadata.name=%s", t->name);
+	snprintf(sel, sizeof(sel), "metadata.name=%s", t->ref.name);
 	kube__escape(sel, qsel, sizeof(qsel));
 	while (!*t->stop && now_ns() < t->end) {
 		uint64_t left = (t->end - now_ns()) / UINT64_C(1000000000) + 1;
@@ -388,7 +397,8 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 		st = kube__stream(t->c->k, path, on_event, t, t->stop, (int)left + 30, err);
 		if (t->deleted)
 			return rw_error_set(err, ENOENT,
-					    "FunctionProbe %s was deleted while it ran", t->name);
+					    "FunctionProbe %s was deleted while it ran",
+					    t->ref.name);
 		if (st == 403)
 			return -EACCES;
 		if (st == 200 || st == -ECANCELED) {
@@ -399,7 +409,7 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 			t->rv[0] = '\0';
 		if (++fails == 10)
 			return rw_error_set(err, EIO, "failed to watch FunctionProbe %s: %s",
-					    t->name, err->msg);
+					    t->ref.name, err->msg);
 		nap(t->stop, 1000);
 	}
 	return 0;
@@ -431,7 +441,7 @@ int trace__run(struct kctl *c, const struct plugin_cli *cli, const volatile sig_
 	cJSON *sel = NULL;
 	int e;
 
-	if ((e = resolve_selector(&t, &sel, err)))
+	if ((e = trace__selector(c, cli, &sel, err)))
 		return e;
 	show_pods(&t, sel);
 	if (*stop) {
@@ -440,9 +450,9 @@ int trace__run(struct kctl *c, const struct plugin_cli *cli, const volatile sig_
 	}
 	t.start = now_ns();
 	t.end = t.start + cli->lifetime_ns;
-	if ((e = create(&t, sel, err)))
+	if ((e = trace__create(c, cli, sel, &t.ref, err)))
 		return e;
 	e = follow(&t, err);
-	remove_probe(&t);
+	trace__delete(c, cli, &t.ref);
 	return e;
 }

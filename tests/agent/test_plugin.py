@@ -15,6 +15,7 @@ import threading
 import time
 
 from agentproc import REPO, wait_for
+from conftest import AGENT
 from test_agent import attached_log
 from test_slowest import duration_ns
 
@@ -377,3 +378,177 @@ def test_a_kubeconfig_exec_plugin_gives_the_token(cluster):
     assert rc == 1, (rc, out, err)
     assert "exec plugin" in err and "failed (exit status 3) (install the test's plugin)" in err
     assert "no credentials for you" in err, err
+
+
+def inspect_names(image, pattern):
+    """The functions `retwatch inspect` names in the pods' executable for pattern."""
+    out = subprocess.run([os.path.join(os.path.dirname(AGENT), "retwatch"), "inspect", "--json",
+                          "--limit", "100000", os.path.join(image, "app", "podapp"), pattern],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(f["name"] for f in json.loads(out)["functions"])
+
+
+def table_names(out):
+    """The FUNCTION column of the tables functions printed."""
+    names, inside = [], False
+    for line in out.splitlines():
+        if line.startswith("FUNCTION "):
+            inside = True
+        elif not line.strip() or line.startswith("... and ") or " in " in line and \
+                line.rstrip().endswith(("function", "functions")):
+            inside = False
+        elif inside:
+            names.append(line.split()[0])
+    return names
+
+
+def test_functions_lists_names_through_the_agent_and_leaves_nothing(cluster, make_pod, image):
+    """Two pods of one image: one list, naming both; what inspect names for the
+    same binary; bounded without a pattern; suggestions for a name that matches
+    nothing; no probe nor report left, and no uprobe attached."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    make_pod(ns, "web-2", {"app": "web"}, "node-a")
+    kc = kubeconfig_in(cluster, ns)
+    want = inspect_names(image, "main.*")
+    every = inspect_names(image, "*")
+    assert "main.handleRequest" in want and len(every) > 1000, (want, len(every))
+    with cluster.agent("node-a") as agent:
+        started = time.monotonic()
+        rc, out, err = run(cluster, kc, "functions", "pod/web-1", "main.*", timeout=60)
+        took = time.monotonic() - started
+        assert rc == 0, (rc, out, err)
+        assert "listing the functions of 2 pods matching app=web" in err, err
+        assert "deleted FunctionProbe retwatch-pod-web-1-" in err, err
+        # one executable, one list, both pods under it
+        assert out.count("/app/podapp in ") == 1, out
+        head = [line for line in out.splitlines() if line.startswith("/app/podapp in ")][0]
+        assert "web-1 (app)" in head and "web-2 (app)" in head and "on node node-a" in head, head
+        assert head.endswith(f": {len(want)} functions"), (head, len(want))
+        assert sorted(table_names(out)) == want, (table_names(out), want)
+        print(err + out)
+        # no pattern: every function, at most 1000 listed, the rest counted
+        rc, out, err = run(cluster, kc, "functions", "pod/web-1", "-o", "json", timeout=60)
+        assert rc == 0, (rc, err)
+        (exe,) = json.loads(out)["executables"]
+        assert exe["executable"] == "/app/podapp" and exe["nodes"] == ["node-a"], exe
+        assert len(exe["functions"]) == 1000 and exe["matched"] == len(every), \
+            (len(exe["functions"]), exe["matched"], len(every))
+        assert exe["omitted"] == len(every) - 1000, exe["omitted"]
+        assert {f["name"] for f in exe["functions"]} <= set(every)
+        rc, out, _ = run(cluster, kc, "functions", "pod/web-1", timeout=60)
+        assert rc == 0 and f"... and {len(every) - 1000} more" in out, out[-500:]
+        assert len(table_names(out)) == 1000
+        # a name that matches nothing: the agent's suggestions
+        rc, out, err = run(cluster, kc, "functions", "deploy/nope", "main.x", timeout=20)
+        assert rc == 1 and f'deployments.apps "nope" not found in namespace {ns}' in err, err
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.chrage", timeout=60)
+        assert rc == 1, (rc, out, err)
+        assert "error: nothing matched: no function matches 'main.chrage' in /app/podapp " \
+            "(did you mean: main.charge)" in err, err
+        assert probes(cluster, ns) == [], err
+        wait_for("the reports to go", lambda: cluster.reports(ns) == [], timeout=8)
+        # a List probe applied by hand: its report and its condition; a
+        # library pattern whose library the (static) process has not mapped
+        cluster.apply_probe(ns, "names", {"selector": {"matchLabels": {"app": "web"}},
+                                          "functions": ["main.charge", "libc*:malloc"],
+                                          "mode": "List", "reportInterval": "2s"})
+        entry = wait_for("the node's list", lambda: (
+            e := cluster.node_entry(ns, "names", "node-a")) and e.get("functionList") and
+            e.get("functionListPending") == 0 and e,
+            timeout=15)
+        assert len(entry["functionList"]) == 1, entry
+        (exe,) = entry["functionList"]
+        assert [f["name"] for f in exe["functions"]] == ["main.charge"], exe
+        assert exe["matched"] == 1 and exe["omitted"] == 0, exe
+        assert exe["errors"] == ["no library the process has mapped matches 'libc*' "
+                                 "(of 'libc*:malloc')"], exe
+        assert sorted(p["pod"] for p in exe["pods"]) == ["web-1", "web-2"], exe
+        cond = wait_for("the ListOnly condition", lambda: cluster.condition(
+            ns, "names", "Attached"), timeout=15)
+        assert cond["reason"] == "ListOnly", cond
+        cluster.kubectl("delete", "functionprobe", "names", "-n", ns)
+        listed = agent.find(msg_has="listed ")
+        attached = agent.find(msg_has="attached to process")
+    print(f"functions 'main.*' of 2 pods: {took:.2f} s")
+    # listed once per list (the pods share the file), never attached
+    assert listed and not attached, agent.tail()
+
+
+def test_functions_errors_a_user_understands(cluster, make_pod):
+    """No right to read the agents' lists: the verb and resource named, the
+    probe deleted; no agent on the pod's node: said after --timeout."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    user = investigator(cluster, ns)
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kubeconfig_in(cluster, ns, user), "functions", "pod/web-1",
+                           "main.*", timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert f"you may not list functionprobereports.retwatch.io in namespace {ns}: ask for " \
+        "the 'list' verb on functionprobereports.retwatch.io" in err, err
+    assert "deleted FunctionProbe" in err and probes(cluster, ns) == [], err
+    started = time.monotonic()
+    rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "functions", "pod/web-1",
+                       "--timeout", "3s", timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert "no retwatch agent answered on node node-a within 3s: is retwatch-agent running " \
+        "there" in err, err
+    assert time.monotonic() - started < 15 and probes(cluster, ns) == [], err
+    # Ctrl-C while it waits: the probe deleted all the same
+    p = Plugin(cluster, kubeconfig_in(cluster, ns), "functions", "pod/web-1")
+    try:
+        wait_for("the probe", lambda: "created FunctionProbe" in p.err(), timeout=15)
+        p.proc.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=10)
+    finally:
+        p.stop()
+    assert rc == 128 + signal.SIGINT, (rc, p.err())
+    assert "deleted FunctionProbe retwatch-pod-web-1-" in p.err() and probes(cluster, ns) == []
+
+
+def test_functions_of_a_shared_library(cluster, make_pod):
+    """LIB:NAME patterns list the functions of the libraries the pod's process
+    has mapped (tests/fixtures/c/shlib: shpod links libshfix.so), named as
+    a pattern names them; a library function that is not there: suggestions."""
+    ns = cluster.namespace()
+    make_pod(ns, "native-1", {"app": "native"}, "node-a", containers={"app": ["/app/shpod"]})
+    kc = kubeconfig_in(cluster, ns)
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kc, "functions", "pod/native-1", "libshfix.so:shfix_*",
+                           "-o", "json", timeout=60)
+        assert rc == 0, (rc, out, err)
+        (exe,) = json.loads(out)["executables"]
+        assert exe["executable"] == "/app/shpod", exe
+        assert {f["library"] for f in exe["functions"]} == {"libshfix.so"}, exe
+        assert "shfix_sleep" in {f["name"] for f in exe["functions"]}, exe
+        rc, out, err = run(cluster, kc, "functions", "pod/native-1", "libshfix.so:shfix_slep",
+                           timeout=60)
+        assert probes(cluster, ns) == []
+    assert rc == 1, (rc, out, err)
+    assert "nothing matched: no function matches 'shfix_slep' in libshfix.so (did you mean: " \
+        "shfix_sleep" in err, err
+
+
+def test_functions_waits_for_every_node_and_names_the_silent_one(cluster, make_pod):
+    """Pods on two nodes: one list naming both nodes once both agents answered;
+    with node-b's agent not running, node-a's list is shown and node-b named."""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    make_pod(ns, "web-2", {"app": "web"}, "node-b")
+    kc = kubeconfig_in(cluster, ns)
+    with cluster.agent("node-a"), cluster.agent("node-b"):
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.charge", "-o",
+                           "json", timeout=60)
+    assert rc == 0, (rc, out, err)
+    (exe,) = json.loads(out)["executables"]
+    assert sorted(exe["nodes"]) == ["node-a", "node-b"], exe
+    assert sorted(p["pod"] for p in exe["pods"]) == ["web-1", "web-2"], exe
+    assert [f["name"] for f in exe["functions"]] == ["main.charge"], exe
+    with cluster.agent("node-a"):
+        rc, out, err = run(cluster, kc, "functions", "-l", "app=web", "main.charge",
+                           "--timeout", "5s", timeout=60)
+    assert rc == 1, (rc, out, err)
+    assert "no retwatch agent answered on node node-b within 5s" in err, err
+    assert "/app/podapp in web-1 (app) on node node-a: 1 function\n" in out, out
+    assert probes(cluster, ns) == [], err

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * What kubectl-retwatch reads: FunctionProbes and lists of them from the
- * API server (printed as tables, slowest calls and YAML), a workload's
+ * API server (printed as tables, slowest calls and YAML), the agents'
+ * function lists (functions), a workload's
  * selector and a pod's labels (made into a probe's selector), and -l text.
  * A selector read from JSON, written in kubectl's syntax and parsed again,
  * must be written the same: the pods listed are the pods probed.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "agent/kobj.h"
+#include "plugin/functions.h"
 #include "plugin/selector.h"
 #include "plugin/view.h"
 
@@ -45,6 +47,19 @@ static void selectors(const cJSON *doc)
 	cJSON_Delete(sel);
 }
 
+/* What agents' reports hold, as `functions` reads them: merged and printed. */
+static void functions_answer(const cJSON *doc)
+{
+	static FILE *null;
+	cJSON *merged = functions__merge(doc);
+
+	if (!null)
+		null = fopen("/dev/null", "w");
+	(void)functions__answered(doc, kobj_get(doc, "nodes"));
+	functions__print(null, merged);
+	cJSON_Delete(merged);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static FILE *null;
@@ -66,6 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	view__list(null, doc);
 	view__top(null, doc);
 	view__yaml(null, doc);
+	functions_answer(doc);
 	selectors(doc);
 	cJSON_Delete(doc);
 	return 0;

@@ -229,6 +229,36 @@ TEST(binary_globs_limit_and_suggestions)
 	return ok;
 }
 
+/* Listing names functions without analysing them: bounded, the rest counted,
+ * a function two patterns match listed once, suggestions for no match. */
+TEST(binary_list_bounded)
+{
+	const char *pats[] = { "parse_*", "parse_b", "chekced" }, *all = NULL;
+	struct binary *b = open_c("plain", NULL);
+	struct binary_list l = {}, every = {};
+	struct rw_error err = {};
+	bool ok;
+
+	if (!b)
+		return false;
+	ok = ASSERT_OK(binary__list(b, pats, 3, 2, &l, &err)) && ASSERT_EQ(l.nfuncs, 2) &&
+	     ASSERT_EQ(l.total, 3) && ASSERT_STREQ(l.funcs[0].name, "parse_a") &&
+	     ASSERT_STREQ(l.funcs[1].name, "parse_b") && ASSERT_TRUE(l.funcs[0].size > 0) &&
+	     ASSERT_FALSE(l.funcs[0].go) && ASSERT_EQ(l.nunmatched, 1) &&
+	     ASSERT_STREQ(l.unmatched[0].pattern, "chekced") &&
+	     ASSERT_STREQ(l.unmatched[0].suggestions[0], "checked");
+	/* no pattern: every function, as many as binary__nfuncs counts at most */
+	ok = ok && ASSERT_OK(binary__list(b, &all, 0, 4096, &every, &err)) &&
+	     ASSERT_TRUE(every.total >= 8) && ASSERT_EQ(every.nfuncs, every.total) &&
+	     ASSERT_TRUE(every.total <= binary__nfuncs(b)) && ASSERT_EQ(every.nunmatched, 0);
+	binary_list__clear(&l);
+	binary_list__clear(&every);
+	ok = ok && ASSERT_EQ(binary__list(b, pats, 0, 0, &l, &err), 0) && ASSERT_EQ(l.nfuncs, 0);
+	binary_list__clear(&l);
+	binary__put(b);
+	return ok;
+}
+
 /*
  * The same patterns again (other strings, as the attach after the
  * analyzer's match passes them): the same answer, naming the caller's

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plugin/cli.h"
+#include "plugin/functions.h"
 #include "plugin/selector.h"
 #include "plugin/trace.h"
 #include "plugin/view.h"
@@ -403,5 +404,90 @@ TEST(plugin_view_table_says_why)
 		  ASSERT_STRCONTAINS(out, "(no calls yet)\n(3 more functions left out");
 
 	free(out);
+	return ok;
+}
+
+TEST(plugin_cli_functions)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+
+	if (!ASSERT_OK(parse("functions pod/web-1 main.* libc.so.6:malloc -o json", &c, &err)))
+		return false;
+	if (!(ASSERT_EQ(c.cmd, PLUGIN_FUNCTIONS) && ASSERT_EQ(c.kind, PLUGIN_KIND_POD) &&
+	      ASSERT_STREQ(c.name, "web-1") && ASSERT_EQ(c.npatterns, 2) &&
+	      ASSERT_EQ(c.output, PLUGIN_OUT_JSON)))
+		return false;
+	/* no pattern: every function */
+	return ASSERT_OK(parse("functions -l app=web", &c, &err)) && ASSERT_EQ(c.npatterns, 0) &&
+	       ASSERT_NEQ(parse("functions", &c, &err), 0) &&
+	       ASSERT_STRCONTAINS(err.msg, "functions: name the pods") &&
+	       ASSERT_NEQ(parse("functions deploy/x -o yaml", &c, &err), 0) &&
+	       ASSERT_STRCONTAINS(err.msg, "-o json");
+}
+
+/* The probe functions makes asks only for the list; with no pattern, for every function. */
+TEST(plugin_functions_probe_doc)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+	cJSON *doc, *spec;
+	bool ok;
+
+	if (!ASSERT_OK(parse("functions deploy/web", &c, &err)))
+		return false;
+	doc = trace__probe_doc(&c, cJSON_CreateObject());
+	spec = cJSON_GetObjectItem(doc, "spec");
+	ok = ASSERT_TRUE(doc) &&
+	     ASSERT_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(spec, "mode")), "List") &&
+	     ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(spec, "functions")), 1) &&
+	     ASSERT_STREQ(cJSON_GetStringValue(
+				  cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "functions"), 0)),
+			  "*");
+	cJSON_Delete(doc);
+	return ok;
+}
+
+/*
+ * Two nodes' reports of one image: listed once, naming both nodes; a node
+ * still reading is not an answer; hostile types are passed over.
+ */
+TEST(plugin_functions_merge)
+{
+	static const char reports[] =
+		"{\"items\":["
+		"{\"node\":\"a\",\"status\":{\"functionListPending\":0,\"functionList\":["
+		"{\"executable\":\"/app/x\",\"pods\":[{\"pod\":\"p1\",\"container\":\"c\"}],"
+		"\"functions\":[{\"name\":\"main.f\",\"size\":10}],\"matched\":3,\"omitted\":2}]}},"
+		"{\"node\":\"b\",\"status\":{\"functionListPending\":0,\"functionList\":["
+		"{\"executable\":\"/app/x\",\"pods\":[{\"pod\":\"p2\",\"container\":\"c\"}],"
+		"\"functions\":[{\"name\":\"main.f\",\"size\":10}],\"matched\":3,\"omitted\":2},"
+		"{\"executable\":7,\"functions\":\"x\"},"
+		"{\"executable\":\"/app/\\u001b[2Jevil\\u0085\",\"matched\":0}]}},"
+		"{\"node\":\"c\",\"status\":{\"functionListPending\":1,\"functionList\":[]}}]}";
+	cJSON *r = cJSON_Parse(reports), *ab = cJSON_Parse("[\"a\",\"b\"]"),
+	      *abc = cJSON_Parse("[\"a\",\"b\",\"c\"]"), *m = functions__merge(r), *exes;
+	char *text = NULL;
+	size_t len = 0, total;
+	FILE *out = open_memstream(&text, &len);
+	bool ok;
+
+	exes = cJSON_GetObjectItem(m, "executables");
+	total = functions__print(out, m);
+	fclose(out);
+	ok = ASSERT_TRUE(functions__answered(r, ab)) && ASSERT_FALSE(functions__answered(r, abc)) &&
+	     ASSERT_TRUE(functions__answered(r, NULL)) &&
+	     ASSERT_EQ(
+		     cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(exes, 0), "nodes")),
+		     2) &&
+	     ASSERT_EQ(cJSON_GetArraySize(exes), 2) && ASSERT_EQ(total, 3) &&
+	     ASSERT_STRCONTAINS(text, "/app/?[2Jevil?? in ") && ASSERT_FALSE(strchr(text, 0x1b)) &&
+	     ASSERT_STRCONTAINS(text, "/app/x in p1 (c), p2 (c) on node a, b") &&
+	     ASSERT_STRCONTAINS(text, "main.f") && ASSERT_STRCONTAINS(text, "... and 2 more");
+	free(text);
+	cJSON_Delete(m);
+	cJSON_Delete(r);
+	cJSON_Delete(ab);
+	cJSON_Delete(abc);
 	return ok;
 }

@@ -60,6 +60,28 @@ TEST(probe_spec_fields)
 	return ok;
 }
 
+/* spec.mode: Trace by default, List asks only for the names; trim keeps it. */
+TEST(probe_spec_mode)
+{
+	cJSON *spec = cJSON_Parse("{\"selector\":{},\"functions\":[\"main.*\"],\"mode\":\"List\"}");
+	struct rw_error err = { "" };
+	struct probe_spec s, t;
+	bool ok;
+
+	if (!ASSERT_TRUE(spec))
+		return false;
+	probe_spec__trim(spec);
+	ok = ASSERT_OK(probe_spec__parse(spec, &s, &err)) && ASSERT_TRUE(s.list);
+	probe_spec__free(&s);
+	ok = ok &&
+	     ASSERT_OK(parse("{\"selector\":{},\"functions\":[\"a\"],\"mode\":\"Trace\"}", &t,
+			     &err)) &&
+	     ASSERT_FALSE(t.list);
+	probe_spec__free(&t);
+	cJSON_Delete(spec);
+	return ok;
+}
+
 TEST(probe_spec_slow_call_defaults)
 {
 	struct rw_error err = { "" };
@@ -100,6 +122,9 @@ TEST(probe_spec_errors)
 		  "spec.slowCalls must be an object" },
 		{ "{\"selector\":{},\"functions\":[\"a\"],\"window\":\"5s\"}",
 		  "spec.window must be at least spec.reportInterval" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"mode\":\"list\"}",
+		  "spec.mode must be Trace (time the functions' calls) or List" },
+		{ "{\"selector\":{},\"functions\":[\"a\"],\"mode\":true}", "spec.mode must be" },
 		{ "{\"selector\":{},\"functions\":[\"a\"],\"executable\":\"app\"}",
 		  "spec.executable must be an absolute path" },
 		{ "{\"selector\":{\"matchLabels\":{\"a\":1}},\"functions\":[\"a\"]}",
