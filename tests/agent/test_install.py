@@ -79,6 +79,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     objects = render(helm)
     assert sorted(objects) == [
         ("ClusterRole", "retwatch-agent"), ("ClusterRole", "retwatch-agent-metrics-reader"),
+        ("ClusterRole", "retwatch-investigator"),
         ("ClusterRoleBinding", "retwatch-agent"),
         ("DaemonSet", "retwatch-agent"), ("NetworkPolicy", "retwatch-agent"),
         ("Role", "retwatch-agent-lease"),
@@ -361,11 +362,12 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     assert "kubectl get fprobe" in res.stdout  # the NOTES
     objects = objects_of(helm, "second", ns, kubeconfig)
     assert sorted(kind for kind, _, _ in objects) == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy", "Role",
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+        "NetworkPolicy", "Role",
         "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicyBinding"]
-    assert all(name.startswith("second-retwatch-agent") for _, name, _ in objects), objects
+    assert all(name.startswith("second-retwatch-") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
     sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
     assert can_i(cluster.kubectl, sa, "list", "functionprobes.retwatch.io", None)
@@ -399,7 +401,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 12
+        assert len(objects) == 13
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)

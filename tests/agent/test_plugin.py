@@ -552,3 +552,39 @@ def test_functions_waits_for_every_node_and_names_the_silent_one(cluster, make_p
     assert "no retwatch agent answered on node node-b within 5s" in err, err
     assert "/app/podapp in web-1 (app) on node node-a: 1 function\n" in out, out
     assert probes(cluster, ns) == [], err
+
+
+def test_the_shipped_investigator_role_is_what_the_plugin_needs(cluster):
+    """The chart's ClusterRole retwatch-investigator, bound in a namespace:
+    every right docs/kubectl-plugin.md lists there, none in another
+    namespace; the plugin creates, reads and deletes a probe with it."""
+    ns, other = cluster.namespace(), cluster.namespace()
+    cluster.kubectl("create", "serviceaccount", "alice", "-n", ns)
+    cluster.kubectl("create", "rolebinding", "alice-investigates", "--clusterrole",
+                    "retwatch-investigator", "--serviceaccount", f"{ns}:alice", "-n", ns)
+    who = f"system:serviceaccount:{ns}:alice"
+    rights = [("create", "functionprobes.retwatch.io"), ("get", "functionprobes.retwatch.io"),
+              ("list", "functionprobes.retwatch.io"), ("watch", "functionprobes.retwatch.io"),
+              ("delete", "functionprobes.retwatch.io"),
+              ("list", "functionprobereports.retwatch.io"), ("get", "pods"), ("list", "pods"),
+              ("get", "deployments.apps"), ("get", "statefulsets.apps"),
+              ("get", "daemonsets.apps")]
+
+    def can(verb, resource, where):
+        return cluster.kubectl("auth", "can-i", verb, resource, "-n", where, "--as", who,
+                               check=False).stdout.strip() == "yes"
+    wait_for("the binding to apply", lambda: can("create", "functionprobes.retwatch.io", ns),
+             timeout=10)
+    assert [r for r in rights if not can(*r, ns)] == [], "rights missing in the namespace"
+    assert [r for r in rights if can(*r, other)] == [], "rights in another namespace"
+    assert not can("update", "functionprobes/status", ns) and not can("delete", "pods", ns)
+    token = cluster.kubectl("create", "token", "alice", "-n", ns).stdout.strip()
+    config = cluster.cp.add_token_user(f"alice-{ns}", token)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+        "metadata": {"name": "seen", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "functions": ["main.x"]}}))
+    rc, out, err = run(cluster, config, "get", "-n", ns)
+    assert rc == 0 and out.splitlines()[1].split()[0] == "seen", (rc, out, err)
+    rc, out, err = run(cluster, config, "get", "-n", other)
+    assert rc == 1 and "you may not list functionprobes.retwatch.io" in err, err
