@@ -197,13 +197,18 @@ static struct binary_cache *cache(const struct funclist *fl)
 	return fl->env->tracer ? tracer__cache(fl->env->tracer) : NULL;
 }
 
-/* Where a file stands once asked of the analyzer (READY with none). */
-static enum analysis_state check(struct funclist *fl, const char *path, struct rw_error *err)
+/*
+ * Where a file stands once asked of the analyzer (READY with none); origin,
+ * where its process sees it (or NULL), tells where its debug file lies.
+ */
+static enum analysis_state check(struct funclist *fl, const char *path, const char *origin,
+				 struct rw_error *err)
 {
 	struct traceset_env *env = fl->env;
 
-	return env->analyzer ? analyzer__check(env->analyzer, cache(fl), path, NULL, 0, err)
-			     : ANALYSIS_READY;
+	return env->analyzer
+		       ? analyzer__check_as(env->analyzer, cache(fl), path, origin, NULL, 0, err)
+		       : ANALYSIS_READY;
 }
 
 /* The executable's own patterns (no library part). Whether it is still being read. */
@@ -213,9 +218,12 @@ static bool list_exe(struct funclist *fl, struct flfile *f, const struct placeme
 	struct rw_error err = { "" };
 	struct binary_list l = { 0 };
 	struct binary *b = NULL;
-	char path[96], msg[1024];
+	char path[96], msg[1024], origin[32];
 	int real = traceset__exe_path(pp, path, sizeof(path));
-	enum analysis_state st = check(fl, path, &err);
+	enum analysis_state st;
+
+	snprintf(origin, sizeof(origin), "/proc/%d/exe", pp->proc.pid);
+	st = check(fl, path, real >= 0 ? origin : NULL, &err);
 
 	if (st == ANALYSIS_READY && (b = binary__open(cache(fl), path, &err)) &&
 	    !list_binary(f, b, pats, n, NULL, &l, &err)) {
@@ -274,7 +282,7 @@ static bool list_lib(struct funclist *fl, struct flfile *f, pid_t pid, const str
 	fd = n ? shlib__open(pid, lib, root, &err) : -1;
 	if (fd >= 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		st = check(fl, path, &err);
+		st = check(fl, path, NULL, &err);
 	}
 	if (st == ANALYSIS_READY && (b = binary__open(cache(fl), path, &err)) &&
 	    !list_binary(f, b, funcs, n, lib->name, &l, &err)) {

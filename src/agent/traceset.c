@@ -794,11 +794,14 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 	size_t npats;
 	bool refused, hints_pending = false;
 	int e, real = traceset__exe_path(pp, path, sizeof(path));
+	char origin[32];
 
+	/* the layer's file: its debug file is looked for in the container's root */
+	snprintf(origin, sizeof(origin), "/proc/%d/exe", pp->proc.pid);
 	pats = exe_patterns(spec, &npats);
 	switch (pats && ts->env->analyzer
-			? analyzer__check(ts->env->analyzer, tracer__cache(ts->env->tracer), path,
-					  pats, npats, &err)
+			? analyzer__check_as(ts->env->analyzer, tracer__cache(ts->env->tracer),
+					     path, real >= 0 ? origin : NULL, pats, npats, &err)
 			: ANALYSIS_READY) {
 	case ANALYSIS_PENDING:
 		free(pats);

@@ -27,10 +27,11 @@ struct worker;
 
 /* One file and pattern set; the record stays after a failure, as its answer. */
 struct job {
-	char *key;   /* the file's identity and the patterns */
-	char *name;  /* the path the caller gave, for messages */
-	char *owner; /* the tenant that asked first (analyzer__owner), or NULL */
-	int fd;	     /* QUEUED: the file, until a worker takes it */
+	char *key;    /* the file's identity and the patterns */
+	char *name;   /* the path the caller gave, for messages */
+	char *origin; /* where the file is seen from, for its debug file (or NULL) */
+	char *owner;  /* the tenant that asked first (analyzer__owner), or NULL */
+	int fd;	      /* QUEUED: the file, until a worker takes it */
 	char **patterns;
 	size_t npatterns;
 	enum job_state state;
@@ -79,6 +80,7 @@ static void job_free(struct job *j)
 	binary__put(j->bin);
 	free(j->key);
 	free(j->name);
+	free(j->origin);
 	free(j->owner);
 	free(j);
 }
@@ -232,7 +234,7 @@ static void *work(void *arg)
 		}
 		/* the worker owns what it reads: the job may be gone when it ends */
 		fd = j->fd;
-		name = strdup(j->name);
+		name = strdup(j->origin ? j->origin : j->name);
 		patterns = j->patterns;
 		npatterns = j->npatterns;
 		j->fd = -1;
@@ -363,8 +365,8 @@ static char *job_key(const char *owner, const struct stat *st, const char *const
 	return key;
 }
 
-static struct job *job_new(char *key, int fd, const char *name, const char *owner,
-			   const char *const *patterns, size_t npatterns)
+static struct job *job_new(char *key, int fd, const char *name, const char *origin,
+			   const char *owner, const char *const *patterns, size_t npatterns)
 {
 	struct job *j = calloc(1, sizeof(*j));
 
@@ -373,9 +375,10 @@ static struct job *job_new(char *key, int fd, const char *name, const char *owne
 	j->key = key;
 	j->fd = fd;
 	j->name = strdup(name);
+	j->origin = origin ? strdup(origin) : NULL;
 	j->owner = owner ? strdup(owner) : NULL;
 	j->patterns = calloc(npatterns + 1, sizeof(*j->patterns));
-	if (!j->name || !j->patterns || (owner && !j->owner))
+	if (!j->name || !j->patterns || (owner && !j->owner) || (origin && !j->origin))
 		goto fail;
 	for (; j->npatterns < npatterns; j->npatterns++)
 		if (!(j->patterns[j->npatterns] = strdup(patterns[j->npatterns])))
@@ -391,6 +394,14 @@ fail:
 enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cache,
 				    const char *path, const char *const *patterns, size_t npatterns,
 				    struct rw_error *err)
+{
+	return analyzer__check_as(a, cache, path, NULL, patterns, npatterns, err);
+}
+
+enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *cache,
+				       const char *path, const char *origin,
+				       const char *const *patterns, size_t npatterns,
+				       struct rw_error *err)
 {
 	enum analysis_state state = ANALYSIS_PENDING;
 	struct binary *adopt = NULL;
@@ -426,7 +437,7 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 	for (j = a->jobs; j && strcmp(j->key, key); j = j->next)
 		;
 	if (!j) {
-		j = job_new(key, fd, path, a->owner, patterns, npatterns);
+		j = job_new(key, fd, path, origin, a->owner, patterns, npatterns);
 		if (j) {
 			j->next = a->jobs;
 			a->jobs = j;

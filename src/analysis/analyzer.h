@@ -61,6 +61,15 @@ void analyzer__free(struct analyzer *a);
 enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cache,
 				    const char *path, const char *const *patterns, size_t npatterns,
 				    struct rw_error *err);
+/*
+ * The same for a file opened as path but seen by its process as origin
+ * (/proc/PID/exe for a container's executable reached through its image
+ * layer): its separate debug file is looked for inside that process's root.
+ */
+enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *cache,
+				       const char *path, const char *origin,
+				       const char *const *patterns, size_t npatterns,
+				       struct rw_error *err);
 
 /*
  * Names the tenant (a namespace) whose checks follow, until named again: a

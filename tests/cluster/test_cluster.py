@@ -447,7 +447,12 @@ def test_stripped_service_is_probed_by_its_debug_file(node):
     def attached():
         r = report_of(node, ns, "dbg")
         return r and r["status"].get("attached") and len(r["status"].get("pods", [])) == 1 and r
-    wait_for("the probe to attach to the stripped service", attached, timeout=15)
+    try:
+        wait_for("the probe to attach to the stripped service", attached, timeout=15)
+    except AssertionError as e:
+        status = node.kubectl_json("get", "fprobe", "dbg", "-n", ns).get("status")
+        raise AssertionError(f"{e}: the probe's status {status}, its report "
+                             f"{report_of(node, ns, 'dbg')}") from None
     os.kill(pid, signal.SIGUSR1)  # counts afresh, then resumes
     os.kill(pid, signal.SIGUSR2)
     time.sleep(2)
