@@ -56,7 +56,7 @@ const char *probe_entry__str(enum probe_entry e);
 enum probe_entry probe_entry__parse(const char *s);
 
 struct calibration {
-	/* over the rounds (spread over half a second), the median of the lower
+	/* over the rounds (12 to 24, 20 ms apart), the median of the lower
 	 * half of each round's median measured duration of the empty function:
 	 * what reported durations have taken out */
 	uint64_t bias_ns;
@@ -105,8 +105,8 @@ uint32_t calibrate__emulated(const struct calibration *cal);
 
 /*
  * Calibrates with tracer t (probes attached for the run, removed after),
- * in half a second. 0, or -errno with a message (then ret is all zeros:
- * nothing is taken out).
+ * in half a second to a second (fewer rounds where the figures settle).
+ * 0, or -errno with a message (then ret is all zeros: nothing is taken out).
  */
 int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
 
