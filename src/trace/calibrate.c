@@ -307,6 +307,18 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 	return 0;
 }
 
+bool calibrate__settled(const uint64_t *now, const uint64_t *then, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t hi = now[i] > then[i] ? now[i] : then[i];
+		uint64_t lo = now[i] > then[i] ? then[i] : now[i];
+
+		if (hi - lo > SETTLED_NS + hi / SETTLED_PART)
+			return false;
+	}
+	return true;
+}
+
 /*
  * Whether the figures over the rounds so far (each target's traced time per
  * call, each kind's bias) are those of SETTLE_LAG rounds before, nearly:
@@ -323,13 +335,7 @@ static bool settled(struct calibrator *c)
 	if (c->round < MIN_ROUNDS)
 		return false;
 	then = c->figures[c->round - 1 - SETTLE_LAG];
-	for (int i = 0; i < CAL_TARGETS + PROBE_ENTRY__N; i++) {
-		uint64_t hi = now[i] > then[i] ? now[i] : then[i];
-
-		if (hi - (now[i] + then[i] - hi) > SETTLED_NS + hi / SETTLED_PART)
-			return false;
-	}
-	return true;
+	return calibrate__settled(now, then, CAL_TARGETS + PROBE_ENTRY__N);
 }
 
 int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err)

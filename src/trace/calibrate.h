@@ -12,6 +12,7 @@
 #ifndef RETWATCH_CALIBRATE_H
 #define RETWATCH_CALIBRATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,13 @@ uint32_t calibrate__emulated(const struct calibration *cal);
  * 0, or -errno with a message (then ret is all zeros: nothing is taken out).
  */
 int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
+
+/*
+ * Whether n figures of a calibration (ns) are those measured a few rounds
+ * before, nearly: each within 50 ns plus 1/32 of the larger. A calibration
+ * ends early, after 12 of its 24 rounds at least, once they are.
+ */
+bool calibrate__settled(const uint64_t *now, const uint64_t *then, size_t n);
 
 /*
  * The same a round at a time, for a loop that must not stop for half a
