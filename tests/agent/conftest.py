@@ -17,6 +17,8 @@ import re
 import shutil
 import signal
 import tempfile
+import time
+import urllib.error
 
 import pytest
 
@@ -120,9 +122,20 @@ class Cluster:
     def get(self, path):
         """A GET of an API path as admin, parsed, as `kubectl get -o json`
         prints it (without managedFields). Tests poll the probes' status and
-        reports with it: a kubectl process takes 0.2 s here, a request 6 ms."""
-        with self.cp.urlopen(path) as r:
-            obj = json.loads(r.read())
+        reports with it: a kubectl process takes 0.2 s here, a request 6 ms.
+        Like kubectl (client-go), it waits out a 429 or a 5xx that has a
+        Retry-After (an API server just restarted answers 429 for a while),
+        10 times at most."""
+        for attempt in range(11):
+            try:
+                with self.cp.urlopen(path) as r:
+                    obj = json.loads(r.read())
+                break
+            except urllib.error.HTTPError as e:
+                retry_after = e.headers.get("Retry-After")
+                if attempt == 10 or not retry_after or not (e.code == 429 or e.code >= 500):
+                    raise
+                time.sleep(min(int(retry_after) if retry_after.isdigit() else 1, 10))
         for o in obj.get("items", [obj]):
             o.get("metadata", {}).pop("managedFields", None)
         return obj
