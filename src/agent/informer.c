@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +54,7 @@ struct informer {
 	informer_trim_fn trim;
 	pthread_t thread;
 	volatile sig_atomic_t stop;
+	int wake_fd;	    /* written with stop: ends a silent watch at once */
 	long retry_after_s; /* the thread's own: the server's last Retry-After */
 
 	pthread_mutex_t lock; /* guards everything below */
@@ -419,7 +421,7 @@ static int watch(struct informer *inf)
 	pthread_mutex_lock(&inf->lock);
 	inf->c.watches++;
 	pthread_mutex_unlock(&inf->lock);
-	status = kube__stream(inf->k, path, on_event, inf, &inf->stop, idle_s, &err);
+	status = kube__stream(inf->k, path, on_event, inf, &inf->stop, inf->wake_fd, idle_s, &err);
 	free(path);
 	if (inf->gone || status == 410) {
 		pthread_mutex_lock(&inf->lock);
@@ -507,10 +509,13 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 	inf->page = page ? page : LIST_PAGE;
 	inf->strip = strip;
 	inf->trim = trim;
+	inf->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&inf->lock, NULL);
 	inf->name = strdup(name);
 	inf->path = strdup(path);
 	inf->query = query ? strdup(query) : NULL;
+	if (inf->wake_fd < 0)
+		goto fail;
 	if (!inf->name || !inf->path || (query && !inf->query)) {
 		errno = ENOMEM;
 		goto fail;
@@ -523,6 +528,8 @@ struct informer *informer__start(struct kube *k, const char *name, const char *p
 	return inf;
 fail:
 	e = errno;
+	if (inf->wake_fd >= 0)
+		close(inf->wake_fd);
 	free(inf->name);
 	free(inf->path);
 	free(inf->query);
@@ -534,10 +541,15 @@ fail:
 
 void informer__stop(struct informer *inf)
 {
+	uint64_t one = 1;
+
 	if (!inf)
 		return;
 	inf->stop = 1;
+	if (write(inf->wake_fd, &one, sizeof(one)) < 0)
+		log_warn("%s: failed to wake the watch to stop it: %s", inf->name, strerror(errno));
 	pthread_join(inf->thread, NULL);
+	close(inf->wake_fd);
 	clear(inf);
 	free(inf->items);
 	free(inf->name);

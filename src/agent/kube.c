@@ -236,6 +236,7 @@ struct call {
 	long status;
 	bool stopped;
 	const volatile sig_atomic_t *stop;
+	int wake_fd;	   /* readable: stop now (-1: none) */
 	size_t lines_from; /* start of the unfinished line in body */
 };
 
@@ -351,6 +352,45 @@ static void token_refused(struct kube *k)
 	pthread_mutex_unlock(&k->lock);
 }
 
+/*
+ * curl_easy_perform, but the transfer ends as soon as c->wake_fd becomes
+ * readable: a silent watch would otherwise see its stop flag only at the
+ * next progress call, up to a second later, and the agent's exit wait for it.
+ */
+static CURLcode perform_wakeable(struct call *c)
+{
+	struct curl_waitfd wake = { .fd = c->wake_fd, .events = CURL_WAIT_POLLIN };
+	CURLM *m = curl_multi_init();
+	CURLcode rc = CURLE_OUT_OF_MEMORY;
+	int running = 1;
+	CURLMsg *msg;
+
+	if (!m)
+		return rc;
+	if (curl_multi_add_handle(m, c->curl)) {
+		curl_multi_cleanup(m);
+		return rc;
+	}
+	while (running) {
+		if (curl_multi_perform(m, &running) || !running)
+			break;
+		wake.revents = 0;
+		if (curl_multi_poll(m, &wake, 1, 1000, NULL))
+			break;
+		if (wake.revents) {
+			c->stopped = true;
+			break;
+		}
+	}
+	rc = c->stopped ? CURLE_ABORTED_BY_CALLBACK : CURLE_RECV_ERROR;
+	while ((msg = curl_multi_info_read(m, &running)))
+		if (msg->msg == CURLMSG_DONE)
+			rc = msg->data.result;
+	curl_multi_remove_handle(m, c->curl);
+	curl_multi_cleanup(m);
+	return rc;
+}
+
 static int perform(struct kube *k, struct call *c, const char *method, const char *path,
 		   const char *content_type, const char *body, long timeout_ms, int idle_s,
 		   struct rw_error *err)
@@ -403,7 +443,7 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
 	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, errbuf);
 	set_tls(k, c->curl);
-	rc = curl_easy_perform(c->curl);
+	rc = c->fn && c->wake_fd >= 0 ? perform_wakeable(c) : curl_easy_perform(c->curl);
 	if (c->stopped) {
 		e = -ECANCELED;
 	} else if (rc != CURLE_OK) {
@@ -432,7 +472,7 @@ out:
 int kube__request(struct kube *k, const char *method, const char *path, const char *content_type,
 		  const char *body, long timeout_ms, char **ret_body, struct rw_error *err)
 {
-	struct call c = { .body.max = MAX_BODY };
+	struct call c = { .body.max = MAX_BODY, .wake_fd = -1 };
 	int e;
 
 	e = perform(k, &c, method, path, content_type, body, timeout_ms, 0, err);
@@ -444,9 +484,11 @@ int kube__request(struct kube *k, const char *method, const char *path, const ch
 }
 
 int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
-		 const volatile sig_atomic_t *stop, int idle_s, struct rw_error *err)
+		 const volatile sig_atomic_t *stop, int wake_fd, int idle_s, struct rw_error *err)
 {
-	struct call c = { .body.max = MAX_LINE, .fn = fn, .ctx = ctx, .stop = stop };
+	struct call c = {
+		.body.max = MAX_LINE, .fn = fn, .ctx = ctx, .stop = stop, .wake_fd = wake_fd
+	};
 	int e;
 
 	e = perform(k, &c, "GET", path, NULL, NULL, 0, idle_s, err);

@@ -39,9 +39,13 @@ typedef int (*kube_line_fn)(const char *line, size_t len, void *ctx);
  * arrives for idle_s seconds, or when fn asks. Returns the HTTP status (for
  * other statuses err holds the start of the body), -ECANCELED when stopped
  * by *stop or fn, or -errno on a transport failure.
+ *
+ * *stop is looked at when bytes come, and about once a second on a silent
+ * stream; with wake_fd (an eventfd, or -1), the stream also stops as soon
+ * as wake_fd becomes readable: whoever sets *stop writes it.
  */
 int kube__stream(struct kube *k, const char *path, kube_line_fn fn, void *ctx,
-		 const volatile sig_atomic_t *stop, int idle_s, struct rw_error *err);
+		 const volatile sig_atomic_t *stop, int wake_fd, int idle_s, struct rw_error *err);
 
 /*
  * The Retry-After of the calling thread's last response (429, 503), in

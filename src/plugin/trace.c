@@ -394,7 +394,7 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 				    "&timeoutSeconds=%" PRIu64 "%s%s",
 			 t->c->ns, qsel, left, t->rv[0] ? "&resourceVersion=" : "",
 			 kube__escape(t->rv, qrv, sizeof(qrv)));
-		st = kube__stream(t->c->k, path, on_event, t, t->stop, (int)left + 30, err);
+		st = kube__stream(t->c->k, path, on_event, t, t->stop, -1, (int)left + 30, err);
 		if (t->deleted)
 			return rw_error_set(err, ENOENT,
 					    "FunctionProbe %s was deleted while it ran",

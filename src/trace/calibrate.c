@@ -12,6 +12,17 @@
 
 #define ROUNDS 24
 #define ROUND_CALLS 400
+/*
+ * A calibration ends before ROUNDS once its figures have settled: after at
+ * least MIN_ROUNDS, when every figure computed over the rounds so far is
+ * within SETTLED_NS plus 1/SETTLED_PART of what it was SETTLE_LAG rounds
+ * earlier. On a calm machine the rounds agree and it stops at MIN_ROUNDS;
+ * under load they do not, and it takes all of them.
+ */
+#define MIN_ROUNDS 12
+#define SETTLE_LAG 4
+#define SETTLED_NS 50
+#define SETTLED_PART 32
 /* Rounds are spread out in time, so that a burst of load on the machine
  * (another process, an interrupt storm) slows a few of them, not all. */
 #define ROUND_GAP_NS (20 * 1000 * 1000)
@@ -157,6 +168,15 @@ static uint64_t lower_median(uint64_t *v, size_t n)
 	return v[n / 4];
 }
 
+/* lower_median of the first n values of v, v left as it is. */
+static uint64_t lower_median_of(const uint64_t *v, size_t n)
+{
+	uint64_t copy[ROUNDS];
+
+	memcpy(copy, v, n * sizeof(*v));
+	return lower_median(copy, n);
+}
+
 static void gap(void)
 {
 	struct timespec ts = { 0, ROUND_GAP_NS };
@@ -191,6 +211,8 @@ struct calibrator {
 	uint64_t untraced[CAL_TARGETS][ROUNDS], traced[CAL_TARGETS][ROUNDS];
 	uint64_t p50[PROBE_ENTRY__N][ROUNDS];
 	struct latency prev[CAL_TARGETS];
+	/* the figures over the rounds so far, after each round (settled) */
+	uint64_t figures[ROUNDS][CAL_TARGETS + PROBE_ENTRY__N];
 	uint64_t calls;
 	int round, sum;
 };
@@ -248,31 +270,33 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 {
 	uint64_t ret_cost;
 
+	int rounds = c->round;
+
 	memset(ret, 0, sizeof(*ret));
 	ret->calls = c->calls;
-	if (c->calls < CAL_TARGETS * ROUNDS * ROUND_CALLS / 2)
+	if (c->calls < (uint64_t)CAL_TARGETS * rounds * ROUND_CALLS / 2)
 		/* the kernel knows processes by their pid in the host's namespace */
 		return rw_error_set(err, ENODATA,
 				    "%ju of %d calls measured (in a PID namespace of its own, "
 				    "the probes cannot see this process)",
-				    (uintmax_t)c->calls, CAL_TARGETS * ROUNDS * ROUND_CALLS);
+				    (uintmax_t)c->calls, CAL_TARGETS * rounds * ROUND_CALLS);
 	if (!c->sum)
 		return rw_error_set(err, EINVAL, "the calibration's calls did not run");
 	for (int k = 0; k < CAL_TARGETS; k++) {
-		uint64_t cost = latency__less(lower_median(c->traced[k], ROUNDS),
+		uint64_t cost = latency__less(lower_median(c->traced[k], rounds),
 					      lower_median(c->untraced[k], ROUNDS));
 
 		if (k == CAL_ENTRY_ONLY) {
 			ret->entry_only_cost_ns = cost;
 			continue;
 		}
-		ret->entry_bias_ns[k] = lower_median(c->p50[k], ROUNDS);
+		ret->entry_bias_ns[k] = lower_median(c->p50[k], rounds);
 		ret->entry_cost_ns[k] = cost;
 	}
 	ret->bias_ns = ret->entry_bias_ns[PROBE_ENTRY_STEPPED];
 	/* sorted by lower_median: the lowest and the highest round */
 	ret->bias_lo_ns = c->p50[PROBE_ENTRY_STEPPED][0];
-	ret->bias_hi_ns = c->p50[PROBE_ENTRY_STEPPED][ROUNDS - 1];
+	ret->bias_hi_ns = c->p50[PROBE_ENTRY_STEPPED][rounds - 1];
 	ret->call_cost_ns = ret->entry_cost_ns[PROBE_ENTRY_STEPPED];
 	/* the RET's share of a call's cost: the same (stepped) entry with and without it */
 	ret_cost = latency__less(ret->call_cost_ns, ret->entry_only_cost_ns);
@@ -281,6 +305,37 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 						? ret->entry_only_cost_ns
 						: latency__less(ret->entry_cost_ns[k], ret_cost);
 	return 0;
+}
+
+bool calibrate__settled(const uint64_t *now, const uint64_t *then, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t hi = now[i] > then[i] ? now[i] : then[i];
+		uint64_t lo = now[i] > then[i] ? then[i] : now[i];
+
+		if (hi - lo > SETTLED_NS + hi / SETTLED_PART)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Whether the figures over the rounds so far (each target's traced time per
+ * call, each kind's bias) are those of SETTLE_LAG rounds before, nearly:
+ * more rounds would not change the calibration.
+ */
+static bool settled(struct calibrator *c)
+{
+	uint64_t *now = c->figures[c->round - 1], *then;
+
+	for (int k = 0; k < CAL_TARGETS; k++)
+		now[k] = lower_median_of(c->traced[k], c->round);
+	for (int k = 0; k < PROBE_ENTRY__N; k++)
+		now[CAL_TARGETS + k] = lower_median_of(c->p50[k], c->round);
+	if (c->round < MIN_ROUNDS)
+		return false;
+	then = c->figures[c->round - 1 - SETTLE_LAG];
+	return calibrate__settled(now, then, CAL_TARGETS + PROBE_ENTRY__N);
 }
 
 int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err)
@@ -305,7 +360,8 @@ int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_er
 		}
 		c->prev[k] = now;
 	}
-	if (++c->round < ROUNDS)
+	c->round++;
+	if (!settled(c) && c->round < ROUNDS)
 		return 0;
 	e = calibrator__result(c, ret, err);
 	return e ? e : 1;

@@ -12,6 +12,7 @@
 #ifndef RETWATCH_CALIBRATE_H
 #define RETWATCH_CALIBRATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,7 +57,7 @@ const char *probe_entry__str(enum probe_entry e);
 enum probe_entry probe_entry__parse(const char *s);
 
 struct calibration {
-	/* over the rounds (spread over half a second), the median of the lower
+	/* over the rounds (12 to 24, 20 ms apart), the median of the lower
 	 * half of each round's median measured duration of the empty function:
 	 * what reported durations have taken out */
 	uint64_t bias_ns;
@@ -105,10 +106,17 @@ uint32_t calibrate__emulated(const struct calibration *cal);
 
 /*
  * Calibrates with tracer t (probes attached for the run, removed after),
- * in half a second. 0, or -errno with a message (then ret is all zeros:
- * nothing is taken out).
+ * in half a second to a second (fewer rounds where the figures settle).
+ * 0, or -errno with a message (then ret is all zeros: nothing is taken out).
  */
 int calibrate__run(struct tracer *t, struct calibration *ret, struct rw_error *err);
+
+/*
+ * Whether n figures of a calibration (ns) are those measured a few rounds
+ * before, nearly: each within 50 ns plus 1/32 of the larger. A calibration
+ * ends early, after 12 of its 24 rounds at least, once they are.
+ */
+bool calibrate__settled(const uint64_t *now, const uint64_t *then, size_t n);
 
 /*
  * The same a round at a time, for a loop that must not stop for half a

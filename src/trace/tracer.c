@@ -98,7 +98,11 @@ int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_inf
 
 void tracer__set_site_kinds(struct tracer *t, uint32_t kinds)
 {
-	t->site_kinds &= kinds;
+	/* the analysis never moves an entry to a stepped instruction, so allowing
+	 * that kind changes no site; it lets a mask of every emulated kind be
+	 * TRACER_SITE_KINDS_ALL, which tracer__site takes without reading the
+	 * binary. 0 stays 0: no entry moves at all. */
+	t->site_kinds &= kinds ? kinds | 1U << DISASM_PROBE_STEPPED : 0;
 }
 
 static int load_skel(struct tracer *t, bool multi, struct rw_error *err)

@@ -17,6 +17,8 @@ import re
 import shutil
 import signal
 import tempfile
+import time
+import urllib.error
 
 import pytest
 
@@ -117,16 +119,37 @@ class Cluster:
                "metadata": {"name": name, "namespace": ns}, "spec": spec}
         return self.kubectl("apply", "-f", "-", input=json.dumps(doc), check=check)
 
+    def get(self, path):
+        """A GET of an API path as admin, parsed, as `kubectl get -o json`
+        prints it (without managedFields). Tests poll the probes' status and
+        reports with it: a kubectl process takes 0.2 s here, a request 6 ms.
+        Like kubectl (client-go), it waits out a 429 or a 5xx that has a
+        Retry-After (an API server just restarted answers 429 for a while),
+        10 times at most."""
+        for attempt in range(11):
+            try:
+                with self.cp.urlopen(path) as r:
+                    obj = json.loads(r.read())
+                break
+            except urllib.error.HTTPError as e:
+                retry_after = e.headers.get("Retry-After")
+                if attempt == 10 or not retry_after or not (e.code == 429 or e.code >= 500):
+                    raise
+                time.sleep(min(int(retry_after) if retry_after.isdigit() else 1, 10))
+        for o in obj.get("items", [obj]):
+            o.get("metadata", {}).pop("managedFields", None)
+        return obj
+
     def probe(self, ns, name):
-        return json.loads(self.kubectl("get", "functionprobe", name, "-n", ns, "-o", "json").stdout)
+        return self.get(f"/apis/retwatch.io/v1alpha1/namespaces/{ns}/functionprobes/{name}")
 
     def status(self, ns, name):
         return self.probe(ns, name).get("status", {})
 
     def reports(self, ns, name=None):
         """The FunctionProbeReports in ns (of probe name, when given)."""
-        items = json.loads(self.kubectl("get", "functionprobereports", "-n", ns,
-                                        "-o", "json").stdout)["items"]
+        path = f"/apis/retwatch.io/v1alpha1/namespaces/{ns}/functionprobereports"
+        items = self.get(path)["items"]
         return [r for r in items if name is None or r.get("probe", {}).get("name") == name]
 
     def node_entry(self, ns, name, node):

@@ -180,6 +180,25 @@ out:
 	return ok;
 }
 
+/* A calibration ends early only when every figure moved less than 50 ns
+ * plus 1/32 of it over the last rounds. */
+TEST(calibrate_settled_figures)
+{
+	uint64_t then[3] = { 5000, 600, 15000 };
+	uint64_t same[3] = { 5000, 600, 15000 };
+	uint64_t near[3] = { 5200, 670, 15500 };  /* 200, 70, 500 off; 212, 70, 534 allowed */
+	uint64_t drift[3] = { 5000, 671, 15000 }; /* one figure 71 ns off */
+	uint64_t load[3] = { 5000, 600, 20000 };
+
+	return ASSERT_TRUE(calibrate__settled(same, then, 3)) &&
+	       ASSERT_TRUE(calibrate__settled(near, then, 3)) &&
+	       ASSERT_TRUE(calibrate__settled(then, near, 3)) &&
+	       ASSERT_FALSE(calibrate__settled(drift, then, 3)) &&
+	       ASSERT_FALSE(calibrate__settled(then, drift, 3)) &&
+	       ASSERT_FALSE(calibrate__settled(load, then, 3)) &&
+	       ASSERT_TRUE(calibrate__settled(load, then, 2));
+}
+
 /* Entry probes go only on the kinds measured to cost one trap: at most half
  * the stepped kind's bias; nothing measured, nothing allowed. */
 TEST(calibrate_emulated_kinds_are_the_measured_ones)
