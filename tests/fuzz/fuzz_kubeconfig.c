@@ -4,7 +4,8 @@
  * base directory and for a named one without, and every success checked
  * for what the agent relies on (an https server, absolute paths, a
  * certificate only with its key, some credential, headers without control
- * characters). Everything is freed, so leaks show.
+ * characters), and, as the kubectl plugin reads it, an exec plugin's
+ * command, arguments and apiVersion. Everything is freed, so leaks show.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -35,7 +36,15 @@ static void check(const struct kube_creds *c)
 		__builtin_trap();
 	if (!(c->cert_pem || c->cert_file) != !(c->key_pem || c->key_file))
 		__builtin_trap();
-	if (!c->token && !c->token_file && !c->cert_pem && !c->cert_file)
+	if (!c->token && !c->token_file && !c->cert_pem && !c->cert_file && !c->exec)
+		__builtin_trap();
+	/* an exec plugin: a command, the argv that runs it, a known apiVersion */
+	if (c->exec &&
+	    (!c->exec->command || !c->exec->command[0] || !c->exec->argv ||
+	     strcmp(c->exec->argv[0], c->exec->command) || !c->exec->env || !c->exec->api_version ||
+	     strncmp(c->exec->api_version, "client.authentication.k8s.io/v1", 31) ||
+	     (strchr(c->exec->command, '/') && c->exec->command[0] != '/') || !c->exec->server ||
+	     strcmp(c->exec->server, c->server)))
 		__builtin_trap();
 	if (!printable(c->token) || (c->namespace && !c->namespace[0]))
 		__builtin_trap();
