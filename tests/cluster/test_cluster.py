@@ -359,17 +359,18 @@ CFUNCS = ["handle_request", "lookup_record"]
 CSERVICE_ARGS = ["-l", "12000", "-k", "4000"]  # as PODAPP_ARGS: 12 ms calls, 4 of them in lookup
 
 
-def cservice(node, ns, labels):
-    """A Deployment of one C service pod; its pod once Running and Ready."""
+def cservice(node, ns, labels, name="csvc", image=clusterlib.CSERVICE_IMAGE):
+    """A Deployment of one C service pod (labels {"app": name}); its pod once
+    Running and Ready."""
     apply(node, {"apiVersion": "apps/v1", "kind": "Deployment",
-                 "metadata": {"name": "csvc", "namespace": ns},
+                 "metadata": {"name": name, "namespace": ns},
                  "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                           "template": {"metadata": {"labels": labels}, "spec": {
                               "terminationGracePeriodSeconds": 2,
-                              "containers": [{"name": "svc", "image": clusterlib.CSERVICE_IMAGE,
+                              "containers": [{"name": "svc", "image": image,
                                               "imagePullPolicy": "Never",
                                               "args": CSERVICE_ARGS}]}}}})
-    (pod,) = running_pods(node, ns, "app=csvc", 1)
+    (pod,) = running_pods(node, ns, f"app={name}", 1)
     return pod
 
 
@@ -429,16 +430,7 @@ def test_stripped_service_is_probed_by_its_debug_file(node):
     functions by it, and counts their calls as the service does."""
     ns, labels = "stripped", {"app": "csvc-stripped"}
     node.kubectl("create", "namespace", ns)
-    apply(node, {"apiVersion": "apps/v1", "kind": "Deployment",
-                 "metadata": {"name": "csvc-stripped", "namespace": ns},
-                 "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                          "template": {"metadata": {"labels": labels}, "spec": {
-                              "terminationGracePeriodSeconds": 2,
-                              "containers": [{"name": "svc",
-                                              "image": clusterlib.CSERVICE_STRIPPED_IMAGE,
-                                              "imagePullPolicy": "Never",
-                                              "args": CSERVICE_ARGS}]}}}})
-    (pod,) = running_pods(node, ns, "app=csvc-stripped", 1)
+    pod = cservice(node, ns, labels, "csvc-stripped", clusterlib.CSERVICE_STRIPPED_IMAGE)
     pid = cservice_pid(node, pod)
     os.kill(pid, signal.SIGUSR2)  # paused while the probe attaches
     apply(node, {**probe(ns, "dbg", labels), "spec": {
