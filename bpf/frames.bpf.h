@@ -500,6 +500,74 @@ static __always_inline bool frames__restarted(struct rw_frames *fr, const struct
 	return false;
 }
 
+/*
+ * An entry of an inlined copy (RW_COOKIE_INLINE) at the depth of the
+ * deepest recorded frame: a frame of the same function there is a copy's
+ * call that never reached an exit (a panic, longjmp), dead; a frame of
+ * another function is a copy this one is nested in, or the function holding
+ * it, and stays.
+ */
+static __always_inline void frames__inline_entry(struct rw_frames *fr, const struct call_ctx *c,
+						 __u32 fn_id)
+{
+	struct rw_frame *top = frames__top(fr, &c->key);
+
+	if (!top || top->depth != c->depth || top->fn_id != fn_id)
+		return;
+	frame__orphan(top, c->key.tgid, RW_STAT_ORPHANS_PURGED, false);
+	fr->n--;
+}
+
+/*
+ * Frames looked at below the deepest for a RET's own, all at its depth:
+ * inlined copies (RW_COOKIE_INLINE) run at the stack pointer of the
+ * function holding them, so a frameless function and its copies, or copies
+ * whose code the compiler interleaved (a span inside another's), share a
+ * depth, and a copy's exit may come with another frame above its own.
+ */
+#define RW_SAME_DEPTH 4
+
+/*
+ * The frame of fn_id at c's depth among the deepest RW_SAME_DEPTH, all at
+ * that depth, moved to the top (the frames above it shift down one: their
+ * order at one depth means nothing); NULL when there is none. Within the
+ * first RW_MAX_FRAMES, and never past a frame that kept its arguments (kept
+ * by frame index).
+ */
+static __always_inline struct rw_frame *frames__raise(struct rw_frames *fr,
+						      const struct call_ctx *c, __u32 fn_id)
+{
+	__u32 n = fr->n;
+	struct rw_frame *top, *f, saved;
+	int k;
+
+	if (n == 0 || n > RW_MAX_FRAMES)
+		return NULL;
+	top = frame_at(fr, n - 1);
+	if (top->depth != c->depth)
+		return NULL;
+	if (top->fn_id == fn_id)
+		return top;
+	for (k = 1; k < RW_SAME_DEPTH; k++) {
+		if ((__u32)k >= n)
+			return NULL;
+		f = frame_at(fr, n - 1 - k);
+		if (f->depth != c->depth || (f->flags & RW_FRAME_ARGS))
+			return NULL;
+		if (f->fn_id == fn_id)
+			break;
+	}
+	if (k >= RW_SAME_DEPTH || (top->flags & RW_FRAME_ARGS))
+		return NULL;
+	saved = *frame_at(fr, n - 1 - k);
+	for (int j = RW_SAME_DEPTH - 1; j > 0; j--)
+		if (j <= k)
+			*frame_at(fr, n - 1 - j) = *frame_at(fr, n - j);
+	top = frame_at(fr, n - 1);
+	*top = saved;
+	return top;
+}
+
 /* A call lost past RW_MAX_DEPTH: counted for its function and its process's share. */
 static __always_inline void call__too_deep(const struct call_ctx *c, __u32 fn_id)
 {

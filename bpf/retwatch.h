@@ -124,6 +124,15 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * a function changes kind, and each hit counts once.
  */
 #define RW_COOKIE_SHARED (1ULL << 34)
+/*
+ * A site of an inlined copy of the cookie's function (analysis/inlsites.h):
+ * an entry probe where control comes into the copy, a RET probe (exit)
+ * where it goes out, both at the stack pointer of the function holding the
+ * copy. An exit with no call of the function in flight at its depth is the
+ * caller's own code reached another way: not a stray RET. An entry does not
+ * take a frame of another function at its depth for dead: copies nest.
+ */
+#define RW_COOKIE_INLINE (1ULL << 35)
 
 /* struct rw_func.flags */
 #define RW_FUNC_ACTIVE (1U << 0)
@@ -370,6 +379,8 @@ struct rw_hist {
 	__u64 tail_closed;
 	/* calls left by a tail call that cannot be timed (no duration, not in calls) */
 	__u64 tail_exits;
+	/* calls (in calls too) of inlined copies (RW_COOKIE_INLINE) */
+	__u64 inlined;
 	__u64 buckets[RW_HIST_BUCKETS];
 	/* not counts: the slow-call rate limiter's state (struct latency stops above) */
 	struct rw_rate {
@@ -390,7 +401,7 @@ struct rw_hist {
 		__u64 ns[RW_MAX_KEEP]; /* durations; 0: a free place */
 	} keep;
 };
-_Static_assert(sizeof(struct rw_hist) == 8 + 72 + 8 * RW_HIST_BUCKETS + 24 + 8 + 8 * RW_MAX_KEEP,
+_Static_assert(sizeof(struct rw_hist) == 8 + 80 + 8 * RW_HIST_BUCKETS + 24 + 8 + 8 * RW_MAX_KEEP,
 	       "rw_hist layout");
 
 /*

@@ -242,8 +242,12 @@ int rw_entry(struct pt_regs *regs)
 	if (!fr)
 		return 0;
 	frames__purge_deeper(fr, &c.key, c.depth);
-	if (frames__restarted(fr, &c, fn_id, regs->ip, &flags))
+	if (cookie & RW_COOKIE_INLINE) {
+		frames__inline_entry(fr, &c, fn_id);
+		flags = 0;
+	} else if (frames__restarted(fr, &c, fn_id, regs->ip, &flags)) {
 		return 0;
+	}
 	if ((fn->flags & RW_FUNC_ARGS) && args__keep(regs, &c, fr->n))
 		flags |= RW_FRAME_ARGS;
 	frames__push(fr, &c, fn, fn_id, regs->ip, flags);
@@ -488,8 +492,10 @@ full:
 }
 
 /*
- * The deepest frame, when this RET ends it: a frame of fn_id at the RET's
- * depth. Frames deeper than the RET were left by a panic or longjmp.
+ * The deepest frame, when this RET (or a copy's exit) ends it: a frame of
+ * fn_id at the RET's depth, raised above others at that depth
+ * (frames__raise). Frames deeper than the RET were left by a panic or
+ * longjmp.
  */
 static __always_inline struct rw_frame *frames__ret_top(struct rw_frames *fr,
 							const struct call_ctx *c, __u32 fn_id)
@@ -498,9 +504,11 @@ static __always_inline struct rw_frame *frames__ret_top(struct rw_frames *fr,
 
 	frames__purge_deeper(fr, &c->key, c->depth);
 	top = frames__top(fr, &c->key);
-	if (!top || top->depth != c->depth || top->fn_id != fn_id)
+	if (!top || top->depth != c->depth)
 		return NULL;
-	return top;
+	if (top->fn_id == fn_id)
+		return top;
+	return frames__raise(fr, c, fn_id);
 }
 
 /*
@@ -527,7 +535,7 @@ static __always_inline struct rw_frame *frames__tail_top(struct rw_frames *fr,
 static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames *fr,
 					  struct rw_frame *top, const struct rw_func *fn,
 					  const struct call_ctx *c, __u64 now, __u32 hist,
-					  bool tail)
+					  bool tail, bool inl)
 {
 	__u32 fn_id = top->fn_id, flags = top->flags, idx = fr->n - 1;
 	__u64 start = top->start_ns, dur = now - start;
@@ -545,6 +553,8 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 		h->tail_closed++;
 		stat_inc(RW_STAT_TAIL_CLOSED);
 	}
+	if (inl)
+		h->inlined++;
 	th = bpf_map_lookup_elem(&hist_thresholds, &hist);
 	if (!th)
 		return flags;
@@ -565,7 +575,7 @@ int rw_ret(struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(regs), pid_tgid;
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK, flags;
-	bool tail = cookie & RW_COOKIE_TAIL;
+	bool tail = cookie & RW_COOKIE_TAIL, inl = cookie & RW_COOKIE_INLINE;
 	const struct rw_func *fn;
 	struct rw_frames *fr;
 	struct rw_frame *top;
@@ -578,7 +588,7 @@ int rw_ret(struct pt_regs *regs)
 	call_ctx__init(&c, regs, fn, pid_tgid);
 	fr = frames__lookup(&c.key, &c.slot);
 	if (!fr) {
-		if (!tail)
+		if (!tail && !inl)
 			stat_inc(RW_STAT_UNMATCHED_RET);
 		return 0;
 	}
@@ -586,7 +596,8 @@ int rw_ret(struct pt_regs *regs)
 		return 0;
 	top = tail ? frames__tail_top(fr, &c, fn_id) : frames__ret_top(fr, &c, fn_id);
 	if (!top) {
-		if (tail)
+		/* an exit of a copy reached by the caller's own code */
+		if (tail || inl)
 			return 0;
 		if (fr->lost_depth == c.depth)
 			fr->lost_depth = 0; /* the lost call returned */
@@ -596,7 +607,8 @@ int rw_ret(struct pt_regs *regs)
 	/* the cookie's slot: the frame's may be of an earlier attachment; a
 	 * shared probe's cookie has none, and its frame's is the entry's */
 	flags = frame__close(regs, fr, top, fn, &c, now,
-			     cookie & RW_COOKIE_SHARED ? top->hist : cookie__hist(cookie), tail);
+			     cookie & RW_COOKIE_SHARED ? top->hist : cookie__hist(cookie), tail,
+			     inl);
 	for (int i = 0; i < RW_MAX_TAIL_OVER && (flags & RW_FRAME_TAIL_OVER); i++) {
 		top = frames__top(fr, &c.key);
 		if (!top || top->depth != c.depth)
@@ -604,7 +616,7 @@ int rw_ret(struct pt_regs *regs)
 		fn = bpf_map_lookup_elem(&funcs, &top->fn_id);
 		if (!fn)
 			break;
-		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true);
+		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true, false);
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "analysis/binary.h"
 #include "analysis/goinline.h"
+#include "analysis/inlsites.h"
 #include "trace/calibrate.h"
 #include "cmd.h"
 
@@ -249,7 +250,37 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_str(o, "]}");
 }
 
-#define INLINED_NOT_TIMED "inlined copies are listed, not yet timed"
+/* The kind of instruction at addr (calibrate.h). */
+static enum probe_entry site_kind(const struct binary *b, uint64_t addr)
+{
+	uint8_t code[8];
+
+	if (binary__read(b, addr, code, sizeof(code)))
+		return PROBE_ENTRY_STEPPED;
+	return calibrate__entry_kind(code, sizeof(code));
+}
+
+/* Whether trace times copy c: its entries and exits are known (inlsites.h). */
+static bool copy_timed(const struct inl_copy *c)
+{
+	return c->sites && c->sites->mode == INLSITES_TIMED;
+}
+
+static void json_sites(struct out *o, const struct binary *b, const char *key, const uint64_t *addr,
+		       size_t n)
+{
+	out_key(o, key, false);
+	out_char(o, '[');
+	for (size_t i = 0; i < n; i++) {
+		out_str(o, i ? ",{" : "{");
+		out_key(o, "address", true);
+		out_int(o, (int64_t)addr[i]);
+		out_key(o, "kind", false);
+		out_json_str(o, probe_entry__str(site_kind(b, addr[i])));
+		out_char(o, '}');
+	}
+	out_char(o, ']');
+}
 
 static void json_ranges(struct out *o, const struct addr_range *r, size_t n)
 {
@@ -266,7 +297,7 @@ static void json_ranges(struct out *o, const struct addr_range *r, size_t n)
 }
 
 /* "inlined": every copy, "inlined_total": how many there are (more past INL_MAX_COPIES) */
-static void json_inlined(struct out *o, const struct inl_list *l)
+static void json_inlined(struct out *o, const struct binary *b, const struct inl_list *l)
 {
 	out_key(o, "inlined", false);
 	out_char(o, '[');
@@ -284,9 +315,14 @@ static void json_inlined(struct out *o, const struct inl_list *l)
 		out_json_uint(o, "depth", c->depth);
 		json_ranges(o, c->ranges, c->nranges);
 		out_key(o, "timed", false);
-		out_str(o, "false");
-		out_key(o, "reason", false);
-		out_json_str(o, INLINED_NOT_TIMED);
+		out_str(o, copy_timed(c) ? "true" : "false");
+		if (copy_timed(c)) {
+			json_sites(o, b, "entries", c->sites->entries, c->sites->nentries);
+			json_sites(o, b, "exits", c->sites->exits, c->sites->nexits);
+		} else {
+			out_key(o, "reason", false);
+			out_json_str(o, c->sites ? c->sites->reason : "its sites were not read");
+		}
 		out_char(o, '}');
 	}
 	out_char(o, ']');
@@ -318,7 +354,7 @@ static void print_json(struct out *o, const struct binary *b, const struct binar
 		json_func(o, b, m->funcs[i]);
 	}
 	out_char(o, ']');
-	json_inlined(o, inl);
+	json_inlined(o, b, inl);
 	out_str(o, "}\n");
 }
 
@@ -405,7 +441,19 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 	}
 }
 
-static void print_copy(struct out *o, const struct inl_copy *c)
+static void print_sites(struct out *o, const struct binary *b, const char *what,
+			const uint64_t *addr, size_t n)
+{
+	out_str(o, what);
+	for (size_t i = 0; i < n; i++) {
+		print_num(o, " ", addr[i], 16);
+		out_str(o, " (");
+		out_str(o, probe_entry__str(site_kind(b, addr[i])));
+		out_char(o, ')');
+	}
+}
+
+static void print_copy(struct out *o, const struct binary *b, const struct inl_copy *c)
 {
 	out_char(o, '\n');
 	out_str(o, c->name);
@@ -424,21 +472,33 @@ static void print_copy(struct out *o, const struct inl_copy *c)
 		print_num(o, " ", c->ranges[i].lo, 16);
 		print_num(o, "-", c->ranges[i].hi, 16);
 	}
-	out_str(o, "\n    not timed   " INLINED_NOT_TIMED "\n");
+	if (copy_timed(c)) {
+		print_sites(o, b, "\n    entries    ", c->sites->entries, c->sites->nentries);
+		print_sites(o, b, "\n    exits      ", c->sites->exits, c->sites->nexits);
+	} else {
+		out_str(o, "\n    not timed   ");
+		out_str(o, c->sites ? c->sites->reason : "its sites were not read");
+	}
+	out_char(o, '\n');
 }
 
-static void print_inlined(struct out *o, const struct inl_list *l)
+static void print_inlined(struct out *o, const struct binary *b, const struct inl_list *l)
 {
+	size_t probed = 0;
+
 	if (!l || !l->nmatched)
 		return;
-	for (size_t i = 0; i < l->ncopies; i++)
-		print_copy(o, &l->copies[i]);
+	for (size_t i = 0; i < l->ncopies; i++) {
+		print_copy(o, b, &l->copies[i]);
+		probed += copy_timed(&l->copies[i]);
+	}
 	print_num(o, "\ninlined copies: ", l->nmatched, 10);
 	if (l->nmatched > l->ncopies)
 		print_num(o, " (the first ", l->ncopies, 10);
 	out_str(o, l->nmatched > l->ncopies ? " listed)" : "");
 	print_num(o, ", in ", inl_list__ncallers(l), 10);
-	out_str(o, " callers; " INLINED_NOT_TIMED "\n");
+	print_num(o, " callers; timed: ", probed, 10);
+	out_str(o, " (each entry and exit a uprobe; a stepped one costs a second trap)\n");
 }
 
 static void print_text(struct out *o, const struct binary *b, const struct binary_match *m,
@@ -471,7 +531,7 @@ static void print_text(struct out *o, const struct binary *b, const struct binar
 		print_num(o, " of ", m->nfuncs, 10);
 		out_str(o, " functions\n");
 	}
-	print_inlined(o, inl);
+	print_inlined(o, b, inl);
 }
 
 /* Whether one of l's copies is of a function pattern names. */
@@ -636,6 +696,10 @@ int cmd_inspect(int argc, char **argv)
 	    m.nunmatched)
 		fprintf(stderr, "retwatch: cannot list the inlined copies in %s: %s\n",
 			binary__path(b), err.msg);
+	if (binary__inlined_probe(b, inl)) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		goto cleanup;
+	}
 	nmissing = report_unmatched(b, &m, inl);
 	if ((m.nfuncs || (inl && inl->nmatched)) && write_results(b, &m, inl, json))
 		goto cleanup;

@@ -359,6 +359,15 @@ static void print_table(struct trace_run *r, bool final)
 			printf("\n%s: %" PRIu64 " of the calls ended at a RET of a function "
 			       "they tail-called\n",
 			       w->name, now[i].tail_closed);
+		if (w->inlined.copies)
+			printf("\n%s: %" PRIu64
+			       " of the calls ran in its inlined copies (%zu of %zu "
+			       "timed, %zu probes%s)%s%s\n",
+			       w->name, now[i].inlined, w->inlined.timed, w->inlined.copies,
+			       w->inlined.sites,
+			       w->inlined.only ? "; it has no code of its own" : "",
+			       w->inlined_reason ? "; not timed: " : "",
+			       w->inlined_reason ? w->inlined_reason : "");
 		if (now[i].tail_exits)
 			printf("\n%s: %" PRIu64 " calls left by a tail call that cannot be "
 			       "followed (an indirect jump, or past the analysis' bound): "
@@ -462,6 +471,15 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	cJSON_AddItemToObject(o, "orphans", json_u64(l->orphans));
 	cJSON_AddItemToObject(o, "tail_closed", json_u64(l->tail_closed));
 	cJSON_AddItemToObject(o, "tail_exits", json_u64(l->tail_exits));
+	/* its inlined copies: their calls are in calls too */
+	cJSON_AddItemToObject(o, "inlined_calls", json_u64(l->inlined));
+	cJSON_AddItemToObject(o, "inlined_copies", json_u64(w->inlined.copies));
+	cJSON_AddItemToObject(o, "inlined_timed", json_u64(w->inlined.timed));
+	cJSON_AddItemToObject(o, "inlined_sites", json_u64(w->inlined.sites));
+	cJSON_AddBoolToObject(o, "inlined_only", w->inlined.only);
+	cJSON_AddItemToObject(o, "inlined_reason",
+			      w->inlined_reason ? cJSON_CreateString(w->inlined_reason)
+						: cJSON_CreateNull());
 	cJSON_AddItemToObject(o, "lost", json_u64(l->lost));
 	cJSON_AddItemToObject(o, "slow_dropped", json_u64(l->slow_dropped));
 	cJSON_AddItemToObject(o, "returns", json_u64(w->nreturns));

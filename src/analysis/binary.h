@@ -251,6 +251,15 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 		    struct inl_list **ret_list, struct rw_error *err);
 /* Whether an inlined copy's name is one that pattern names (as binary__inlined matches). */
 bool binary__inlined_match(const char *pattern, const char *name);
+struct inl_copy;
+struct inl_sites;
+/*
+ * Where copy c (of binary__inlined's list) can be probed (inlsites.h), from
+ * the code of the function holding it. 0, or -ENOMEM.
+ */
+int binary__inlined_sites(struct binary *b, const struct inl_copy *c, struct inl_sites *ret);
+/* Fills the sites of every copy of l (inl_copy.sites). 0, or -ENOMEM. */
+int binary__inlined_probe(struct binary *b, struct inl_list *l);
 
 struct func_params;
 /*

@@ -15,6 +15,7 @@ void inl_list__free(struct inl_list *l)
 		free(l->copies[i].caller);
 		free(l->copies[i].outer);
 		free(l->copies[i].ranges);
+		free(l->copies[i].sites);
 	}
 	free(l->copies);
 	free(l);

@@ -29,6 +29,7 @@ struct inl_copy {
 	unsigned int depth;   /* 0: inlined into outer itself; 1: into a copy inlined there... */
 	struct addr_range *ranges; /* ascending, disjoint, inside outer; none: no code left */
 	size_t nranges;
+	struct inl_sites *sites; /* where it is probed (inlsites.h), once asked; else NULL */
 };
 
 struct inl_list {
@@ -40,6 +41,8 @@ struct inl_list {
 	size_t steps;	 /* work done, as the reader's budget counts it */
 	size_t nranges;	 /* of all the copies, INL_MAX_RANGES at most */
 };
+
+struct inl_sites;
 
 /* Which inlined functions to list, by name. */
 typedef bool (*inl_match_fn)(const char *name, void *arg);

@@ -29,6 +29,7 @@ void latency__merge(struct latency *dst, const struct latency *src)
 	dst->slow_dropped += src->slow_dropped;
 	dst->tail_closed += src->tail_closed;
 	dst->tail_exits += src->tail_exits;
+	dst->inlined += src->inlined;
 	dst->sum_ns += src->sum_ns;
 	/* min_ns 0 means "none yet", as in the kernel's per-CPU histograms */
 	if (src->min_ns && (!dst->min_ns || src->min_ns < dst->min_ns))
@@ -297,6 +298,7 @@ void latency__subtract(struct latency *l, const struct latency *base)
 								: l->slow_dropped;
 	l->tail_closed -= base->tail_closed < l->tail_closed ? base->tail_closed : l->tail_closed;
 	l->tail_exits -= base->tail_exits < l->tail_exits ? base->tail_exits : l->tail_exits;
+	l->inlined -= base->inlined < l->inlined ? base->inlined : l->inlined;
 	l->sum_ns -= base->sum_ns < l->sum_ns ? base->sum_ns : l->sum_ns;
 	for (size_t i = 0; i < RW_HIST_BUCKETS; i++)
 		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i]

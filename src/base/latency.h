@@ -34,6 +34,8 @@ struct latency {
 	/* calls left by a tail call that cannot be timed: no duration, neither
 	 * in calls nor in orphans (rw_hist.tail_exits) */
 	uint64_t tail_exits;
+	/* calls (in calls too) of the function's inlined copies (rw_hist.inlined) */
+	uint64_t inlined;
 	uint64_t buckets[RW_HIST_BUCKETS]; /* rw_hist_bucket() of each duration */
 };
 

@@ -103,6 +103,7 @@ void results__free(struct results *r)
 		free(r->rows[i].name);
 		free(r->rows[i].reason);
 		free(r->rows[i].args_error);
+		free(r->rows[i].inlined_reason);
 		slowest__free(r->rows[i].slowest);
 		recent__free(r->rows[i].recent);
 	}
@@ -170,6 +171,15 @@ void results__capture_args(struct results *r)
 		member__capture_args(r, m);
 }
 
+/* The row takes the last traced process's copies of the function. */
+static void row__inlined(struct results_row *row, const struct tracer_target *tt, size_t i)
+{
+	tracer_target__inlined(tt, i, &row->inlined);
+	free(row->inlined_reason);
+	row->inlined_reason = row->inlined.reason ? strdup(row->inlined.reason) : NULL;
+	row->inlined.reason = NULL; /* the target's: the row keeps its own copy */
+}
+
 int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		 const char *container)
 {
@@ -187,6 +197,7 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		m->rows[i] = results__describe(r, fi);
 		if (m->rows[i] == SIZE_MAX)
 			goto nomem;
+		row__inlined(&r->rows[m->rows[i]], tt, i);
 		/* where its entry probe sits: its cost inside a duration depends on it */
 		if (!binary__read(tracer_target__binary(tt),
 				  fi->address + (uint64_t)tracer__entry_site(tt, fi), code,

@@ -38,6 +38,10 @@ struct results_row {
 	struct recent *recent;	 /* its readings for results__recent */
 	bool seeded;		 /* done holds counts written before (results__seed) */
 	char *args_error;	 /* why its arguments are not captured (results__capture_args) */
+	/* its inlined copies traced with it (tracer_target__inlined), as the
+	 * last process traced has them */
+	struct tracer_inlined inlined;
+	char *inlined_reason; /* why a copy is not timed, or NULL */
 };
 
 /* Whose call a slow-call event is. */

@@ -20,6 +20,7 @@
 
 #include "analysis/disasm.h"
 #include "analysis/goinline.h"
+#include "analysis/inlsites.h"
 #include "base/clock.h"
 #include "trace/tracer_impl.h"
 #include "trace/uprobe.h"
@@ -414,13 +415,15 @@ static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
 }
 
 /*
- * "'P' in PATH exists only inlined, in N callers (A, B, ...)" for the first
- * unmatched pattern that names a function the compiler inlined everywhere
- * (Go's inline tree), into msg; which patterns are such is marked in
- * ret_inlined. The length written, 0 when none is.
+ * "'P' in PATH exists only inlined, in N callers (A, B, ...), and its
+ * copies cannot be probed: WHY" for the first unmatched pattern that names a
+ * function the compiler inlined everywhere and whose copies cannot be
+ * probed (inlsites.h), into msg; which patterns name such functions is
+ * marked in ret_inlined: 1, or 2 where a copy can be probed (traced then,
+ * tracer_inline.c). The length written, 0 when none is.
  */
 static size_t inlined_only(struct binary *b, const struct binary_match *m, const char *path,
-			   bool *ret_inlined, char *msg, size_t len)
+			   uint8_t *ret_inlined, char *msg, size_t len)
 {
 	struct inl_list *l = NULL;
 	const char **pats = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*pats));
@@ -431,17 +434,27 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 	for (size_t i = 0; i < m->nunmatched; i++)
 		pats[i] = m->unmatched[i].pattern;
 	/* an unreadable tree leaves the plain "no function matches" */
-	if (binary__inlined(b, pats, m->nunmatched, &l, NULL) || !l)
+	if (binary__inlined(b, pats, m->nunmatched, &l, NULL) || !l || binary__inlined_probe(b, l))
 		goto out;
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		size_t ncallers = 0, shown = 0;
+		const char *why = NULL;
 		int n;
 
-		for (size_t c = 0; c < l->ncopies; c++)
+		for (size_t c = 0; c < l->ncopies; c++) {
+			const struct inl_sites *st = l->copies[c].sites;
+
 			ncallers += new_caller(l, pats[i], c);
-		if (!ncallers)
+			if (!binary__inlined_match(pats[i], l->copies[c].name) || !st)
+				continue;
+			if (st->mode == INLSITES_TIMED)
+				ret_inlined[i] = 2;
+			else if (!why)
+				why = st->reason;
+		}
+		if (!ncallers || ret_inlined[i] == 2)
 			continue;
-		ret_inlined[i] = true;
+		ret_inlined[i] = 1;
 		if (out)
 			continue;
 		n = snprintf(msg, len, "'%.80s' in %s exists only inlined, in %zu caller%s (",
@@ -453,8 +466,8 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 		if (n >= 0 && (size_t)n < len)
 			n += snprintf(
 				msg + n, len - (size_t)n,
-				"%s), and is not timed yet: inlined copies are listed (retwatch inspect), not yet timed; trace its callers",
-				ncallers > shown ? ", ..." : "");
+				"%s), and its copies cannot be probed: %.160s; trace its callers",
+				ncallers > shown ? ", ..." : "", why ? why : "not read");
 		out = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 	}
 out:
@@ -467,15 +480,22 @@ static int unmatched_error(struct binary *b, const struct binary_match *m, const
 			   bool inlined_too, struct rw_error *err)
 {
 	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
-	size_t len = 0, shown = 0, missing = 0;
-	bool *inlined = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*inlined));
+	size_t len = 0, shown = 0, missing = 0, unprobed = 0;
+	uint8_t *inlined = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*inlined));
 
 	if (!inlined)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	if (inlined_too)
 		len = inlined_only(b, m, path, inlined, msg, sizeof(msg));
-	for (size_t i = 0; i < m->nunmatched; i++)
+	for (size_t i = 0; i < m->nunmatched; i++) {
 		missing += !inlined[i];
+		unprobed += inlined[i] == 1;
+	}
+	/* every one names a function whose inlined copies are traced */
+	if (!missing && !unprobed) {
+		free(inlined);
+		return 0;
+	}
 	if (len && !missing) {
 		free(inlined);
 		return rw_error_set(err, ENOENT, "%s", msg);
@@ -511,6 +531,29 @@ static int unmatched_error(struct binary *b, const struct binary_match *m, const
 	return rw_error_set(err, ENOENT, "%s", msg);
 }
 
+/*
+ * unmatched_error for the unmatched patterns of tt that name no function
+ * that exists only inlined with a copy probed; 0 when there are none.
+ */
+static int unmatched_rest(const struct tracer_target *tt, const char *path, bool inlined_too,
+			  struct rw_error *err)
+{
+	const struct binary_match *m = &tt->match;
+	struct binary_match rest = { 0 };
+	int e = 0;
+
+	rest.unmatched = calloc(m->nunmatched + 1, sizeof(*rest.unmatched));
+	if (!rest.unmatched)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->nunmatched; i++)
+		if (!inline__covers(tt->file, m, i))
+			rest.unmatched[rest.nunmatched++] = m->unmatched[i];
+	if (rest.nunmatched)
+		e = unmatched_error(tt->file->bin, &rest, path, inlined_too, err);
+	free(rest.unmatched); /* the entries are m's */
+	return e;
+}
+
 int tracer__check(struct tracer *t, const char *path, const char *const *patterns, size_t npatterns,
 		  struct rw_error *err)
 {
@@ -543,6 +586,51 @@ struct tracer_target *tracer__add(struct tracer *t, pid_t pid, const char *path,
 	return tracer__add_bounded(t, pid, path, patterns, npatterns, threshold_ns, SIZE_MAX, err);
 }
 
+/*
+ * The functions tt traces in its file: those the patterns match, and those
+ * that exist only inlined (tracer_inline.c); its arrays made for them.
+ */
+static int target__functions(struct tracer *t, struct tracer_target *tt, const char *path,
+			     const char *const *patterns, size_t npatterns, size_t max_funcs,
+			     struct rw_error *err)
+{
+	size_t nown;
+	int e;
+
+	e = binary__match(tt->file->bin, patterns, npatterns, BINARY_DEFAULT_LIMIT, &tt->match,
+			  err);
+	if (e)
+		return e;
+	/* inlined copies too (not in the agent's main loop: see unmatched_error) */
+	if (!t->partial && inline__collect(t, tt, patterns, npatterns))
+		return rw_error_set(err, ENOMEM, "out of memory");
+	nown = inline__own_for(tt->file, patterns, npatterns, NULL, 0);
+	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
+		e = unmatched_rest(tt, path, !t->partial, err);
+		if (e)
+			return e;
+	}
+	if (tt->match.nfuncs + nown > max_funcs)
+		return rw_error_set(err, EDQUOT,
+				    "the patterns match %zu functions in %s, more than %zu",
+				    tt->match.nfuncs + nown, path, max_funcs);
+	tt->nfuncs = tt->match.nfuncs + nown;
+	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
+	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
+	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
+	tt->swept_tail_exits = calloc(tt->nfuncs + 1, sizeof(*tt->swept_tail_exits));
+	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
+	tt->kept = calloc(tt->nfuncs + 1, sizeof(*tt->kept));
+	tt->keep = calloc(tt->nfuncs + 1, sizeof(*tt->keep));
+	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->swept_tail_exits || !tt->base ||
+	    !tt->kept || !tt->keep)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < tt->match.nfuncs; i++)
+		tt->funcs[i].info = tt->match.funcs[i];
+	inline__own_for(tt->file, patterns, npatterns, tt->funcs + tt->match.nfuncs, nown);
+	return 0;
+}
+
 struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const char *path,
 					  const char *const *patterns, size_t npatterns,
 					  uint64_t threshold_ns, size_t max_funcs,
@@ -569,35 +657,9 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 	if (e)
 		goto fail;
 	tt->file->users++;
-	e = binary__match(tt->file->bin, patterns, npatterns, BINARY_DEFAULT_LIMIT, &tt->match,
-			  err);
+	e = target__functions(t, tt, path, patterns, npatterns, max_funcs, err);
 	if (e)
 		goto fail;
-	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		e = unmatched_error(tt->file->bin, &tt->match, path, !t->partial, err);
-		goto fail;
-	}
-	if (tt->match.nfuncs > max_funcs) {
-		e = rw_error_set(err, EDQUOT,
-				 "the patterns match %zu functions in %s, more than %zu",
-				 tt->match.nfuncs, path, max_funcs);
-		goto fail;
-	}
-	tt->nfuncs = tt->match.nfuncs;
-	tt->funcs = calloc(tt->nfuncs + 1, sizeof(*tt->funcs));
-	tt->slots = calloc(tt->nfuncs + 1, sizeof(*tt->slots));
-	tt->swept_orphans = calloc(tt->nfuncs + 1, sizeof(*tt->swept_orphans));
-	tt->swept_tail_exits = calloc(tt->nfuncs + 1, sizeof(*tt->swept_tail_exits));
-	tt->base = calloc(tt->nfuncs + 1, sizeof(*tt->base));
-	tt->kept = calloc(tt->nfuncs + 1, sizeof(*tt->kept));
-	tt->keep = calloc(tt->nfuncs + 1, sizeof(*tt->keep));
-	if (!tt->funcs || !tt->slots || !tt->swept_orphans || !tt->swept_tail_exits || !tt->base ||
-	    !tt->kept || !tt->keep) {
-		e = rw_error_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	for (size_t i = 0; i < tt->nfuncs; i++)
-		tt->funcs[i].info = tt->match.funcs[i];
 	e = target__attach(t, tt, threshold_ns, err);
 	if (e)
 		goto fail;

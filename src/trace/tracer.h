@@ -229,6 +229,18 @@ pid_t tracer_target__pid(const struct tracer_target *target);
 struct binary *tracer_target__binary(const struct tracer_target *target);
 size_t tracer_target__nfuncs(const struct tracer_target *target);
 const struct tracer_func *tracer_target__func(const struct tracer_target *target, size_t i);
+
+/* A function's inlined copies, traced with it (analysis/inlsites.h). */
+struct tracer_inlined {
+	size_t copies;	    /* found */
+	size_t timed;	    /* of them, probed at their entries and exits */
+	size_t sites;	    /* their entries and exits: a uprobe each */
+	bool only;	    /* the function has no code of its own */
+	const char *reason; /* why a copy is not timed (the first); NULL: every one is */
+};
+/* Function i's inlined copies; all zero when it has none (or the agent, which does not read them). */
+void tracer_target__inlined(const struct tracer_target *target, size_t i,
+			    struct tracer_inlined *ret);
 /* Patterns left out under tracer_opts.partial, with suggestions. */
 size_t tracer_target__nunmatched(const struct tracer_target *target);
 const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *target,

@@ -30,6 +30,8 @@ _Static_assert(
 			offsetof(struct rw_hist, tail_closed) &&
 		HIST_COUNTS + offsetof(struct latency, tail_exits) ==
 			offsetof(struct rw_hist, tail_exits) &&
+		HIST_COUNTS + offsetof(struct latency, inlined) ==
+			offsetof(struct rw_hist, inlined) &&
 		HIST_COUNTS + offsetof(struct latency, buckets) ==
 			offsetof(struct rw_hist, buckets),
 	"struct latency must mirror struct rw_hist from its counts to its rate limiter's state");

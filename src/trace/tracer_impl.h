@@ -25,10 +25,28 @@
 #define SWEEP_EVERY_NS (5 * NS_PER_S)
 
 /* One function of one file, with a slot in the kernel's funcs map. */
+/*
+ * The inlined copies of one function in a file (tracer_inline.c), probed
+ * with its slot: the sites of every copy inlsites.h could decide, entries
+ * and exits apart. A function that exists only inlined has a func_info of
+ * its own here (own), which its slot takes.
+ */
+struct inl_probes {
+	char *name;
+	struct func_info own;
+	bool has_own;
+	uint64_t *entries, *exits;	    /* file offsets */
+	uint64_t *entry_addrs, *exit_addrs; /* the same sites' virtual addresses */
+	size_t nentries, nexits;
+	size_t ncopies, nprobed; /* copies found, and probed */
+	char reason[160];	 /* why a copy is not probed (the first one), or "" */
+};
+
 struct slot {
 	uint32_t fn_id;
 	uint64_t address;
-	const struct func_info *info; /* owned by the file's binary */
+	const struct func_info *info; /* owned by the file's binary, or by inl */
+	const struct inl_probes *inl; /* its inlined copies' probes, or NULL */
 	unsigned int users;
 	struct rw_func meta;
 	/*
@@ -103,6 +121,9 @@ struct attached_file {
 	struct batch *morestack; /* Go: the restart marker, a batch per traced process */
 	/* ... or one for every process, where every function's probes are shared */
 	struct batch *morestack_shared;
+	/* functions' inlined copies, by name, once a target's patterns asked */
+	struct inl_probes **inl;
+	size_t ninl;
 	unsigned int users;
 	struct attached_file *next;
 };
@@ -268,6 +289,23 @@ int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshol
 		   struct rw_error *err);
 int target__add_maps(struct tracer *t, struct tracer_target *tt, struct rw_error *err);
 int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw_error *err);
+
+/*
+ * tracer_inline.c: the inlined copies of the functions a target's patterns
+ * name, read once per file and name.
+ */
+int inline__collect(struct tracer *t, struct tracer_target *tt, const char *const *patterns,
+		    size_t npatterns);
+const struct inl_probes *inline__find(const struct attached_file *f, const char *name);
+void inline__free(struct attached_file *f);
+/*
+ * The functions of f that exist only inlined, with a copy probed, whose
+ * names a pattern names: up to max into ret's info; their count (all of them).
+ */
+size_t inline__own_for(const struct attached_file *f, const char *const *patterns, size_t npatterns,
+		       struct tracer_func *ret, size_t max);
+/* Whether unmatched pattern i of m names a function of f that exists only inlined, probed. */
+bool inline__covers(const struct attached_file *f, const struct binary_match *m, size_t i);
 
 /*
  * tracer_shared_probes.c: a function's probes shared by every process of its

@@ -61,6 +61,7 @@ void file__free(struct tracer *t, struct attached_file *f)
 		free(f->slots[i]);
 	}
 	free(f->slots);
+	inline__free(f);
 	binary__put(f->bin);
 	free(f->name);
 	if (f->fd >= 0)
@@ -287,13 +288,13 @@ void file__drop_morestack(struct tracer *t, struct attached_file *f, pid_t pid)
  * The x86 kernel refuses uprobes on instructions with a LOCK or an ES, CS,
  * SS or DS segment prefix: say which function and site, before attaching.
  */
-static int check_probe_site(const struct attached_file *f, const struct func_info *fi, int64_t off,
-			    struct rw_error *err)
+static int check_probe_addr(const struct attached_file *f, const char *name, uint64_t addr,
+			    int64_t off, struct rw_error *err)
 {
 	uint8_t insn[15];
 	size_t i;
 
-	if (binary__read(f->bin, fi->address + off, insn, sizeof(insn)))
+	if (binary__read(f->bin, addr, insn, sizeof(insn)))
 		return 0; /* near the end of the segment: attaching will say */
 	for (i = 0; i < sizeof(insn); i++) {
 		switch (insn[i]) {
@@ -306,7 +307,7 @@ static int check_probe_site(const struct attached_file *f, const struct func_inf
 					    "cannot trace %s: the kernel refuses uprobes on the "
 					    "instruction at %s+0x%llx (it has a LOCK or segment "
 					    "prefix); choose another function",
-					    fi->name, fi->name, (long long)off);
+					    name, name, (long long)off);
 		case 0x66:
 		case 0x67:
 		case 0xf2:
@@ -319,10 +320,49 @@ static int check_probe_site(const struct attached_file *f, const struct func_inf
 	return 0;
 }
 
+static int check_probe_site(const struct attached_file *f, const struct func_info *fi, int64_t off,
+			    struct rw_error *err)
+{
+	return check_probe_addr(f, fi->name, fi->address + (uint64_t)off, off, err);
+}
+
+/* The sites of s's inlined copies, checked as check_probe_site checks. */
+static int check_inline_sites(const struct attached_file *f, const struct slot *s,
+			      struct rw_error *err)
+{
+	const struct inl_probes *ip = s->inl;
+	int e = 0;
+
+	for (size_t k = 0; ip && !e && k < ip->nentries; k++)
+		e = check_probe_addr(f, ip->name, ip->entry_addrs[k], 0, err);
+	for (size_t k = 0; ip && !e && k < ip->nexits; k++)
+		e = check_probe_addr(f, ip->name, ip->exit_addrs[k], 0, err);
+	return e;
+}
+
 /* The tail-called functions' RETs a slot probes: none for an entry-only function. */
 static size_t slot__ntail_returns(const struct slot *s)
 {
 	return s->meta.flags & RW_FUNC_ENTRY_ONLY ? 0 : s->info->ntail_returns;
+}
+
+/* Every site of slot s, checked as check_probe_site checks. */
+static int slot__check_sites(struct tracer *t, const struct attached_file *f, const struct slot *s,
+			     struct rw_error *err)
+{
+	const struct func_info *fi = s->info;
+	int e = check_probe_site(f, fi, tracer__site(t, f->bin, fi), err);
+
+	for (size_t k = 0; !e && !(s->meta.flags & RW_FUNC_ENTRY_ONLY) && k < fi->nreturns; k++)
+		e = check_probe_site(f, fi, fi->returns[k], err);
+	for (size_t k = 0; !e && k < slot__ntail_returns(s); k++) {
+		uint64_t addr;
+
+		/* tail_returns are file offsets: the site's address may differ */
+		if (!binary__offset_to_addr(f->bin, fi->file_offset + fi->tail_returns[k], &addr))
+			e = check_probe_site(f, fi, (int64_t)(addr - fi->address), err);
+	}
+	return e ? e : check_inline_sites(f, s, err);
 }
 
 /*
@@ -336,13 +376,16 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 	uint64_t cookie = b->pid < 0 ? s->fn_id | RW_COOKIE_SHARED
 				     : cookie__make(s->fn_id, b->hist, b->pid, 0);
 	struct slot **slots = &s;
-	size_t ne = 0, nr = 0, nret = 0, n = 1;
+	size_t ne = 0, nr = 0, nret = 0, nent = 0, n = 1;
 	int e = -ENOMEM;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		nret += slots[i]->info->nreturns + slot__ntail_returns(slots[i]);
-	eoff = calloc(n, sizeof(*eoff));
-	ecookie = calloc(n, sizeof(*ecookie));
+		nent += 1 + (slots[i]->inl ? slots[i]->inl->nentries : 0);
+		nret += slots[i]->inl ? slots[i]->inl->nexits : 0;
+	}
+	eoff = calloc(nent, sizeof(*eoff));
+	ecookie = calloc(nent, sizeof(*ecookie));
 	roff = calloc(nret + 1, sizeof(*roff));
 	rcookie = calloc(nret + 1, sizeof(*rcookie));
 	if (!eoff || !ecookie || !roff || !rcookie) {
@@ -351,25 +394,26 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct func_info *fi = slots[i]->info;
+		const struct inl_probes *ip = slots[i]->inl;
 
-		e = check_probe_site(f, fi, tracer__site(t, f->bin, fi), err);
-		for (size_t k = 0;
-		     !e && !(slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY) && k < fi->nreturns; k++)
-			e = check_probe_site(f, fi, fi->returns[k], err);
-		for (size_t k = 0; !e && k < slot__ntail_returns(slots[i]); k++) {
-			uint64_t addr;
-
-			/* tail_returns are file offsets: the site's address may differ */
-			if (!binary__offset_to_addr(f->bin, fi->file_offset + fi->tail_returns[k],
-						    &addr))
-				e = check_probe_site(f, fi, (int64_t)(addr - fi->address), err);
-		}
+		e = slot__check_sites(t, f, slots[i], err);
 		if (e)
 			goto out;
-		eoff[ne] = fi->file_offset + (uint64_t)tracer__site(t, f->bin, fi);
-		ecookie[ne++] = cookie;
+		/* a function that exists only inlined has no entry or RET of its own */
+		if (!ip || !ip->has_own) {
+			eoff[ne] = fi->file_offset + (uint64_t)tracer__site(t, f->bin, fi);
+			ecookie[ne++] = cookie;
+		}
+		for (size_t k = 0; ip && k < ip->nentries && ne < nent; k++) {
+			eoff[ne] = ip->entries[k];
+			ecookie[ne++] = cookie | RW_COOKIE_INLINE;
+		}
 		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
 			continue;
+		for (size_t k = 0; ip && k < ip->nexits && nr < nret; k++) {
+			roff[nr] = ip->exits[k];
+			rcookie[nr++] = cookie | RW_COOKIE_INLINE;
+		}
 		for (size_t k = 0; k < fi->nreturns && nr < nret; k++) {
 			roff[nr] = fi->file_offset + fi->returns[k];
 			rcookie[nr++] = cookie;
@@ -421,6 +465,7 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 	}
 	s->address = fi->address;
 	s->info = fi;
+	s->inl = inline__find(f, fi->name);
 	s->made_ns = clock__mono_ns();
 	s->meta.size = fi->size;
 	s->meta.max_events = t->slow_calls_per_sec;

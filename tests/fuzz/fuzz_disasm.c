@@ -8,7 +8,10 @@
  * as Go code when the first byte is odd; runtime.morestack at the second
  * range) lies in the entry's first bytes, on an instruction of a kind the
  * kernel emulates, or at the entry; the instructions before it never write
- * RSP (entrysite__clobbers), and at the entry none is. Silent on every input.
+ * RSP (entrysite__clobbers), and at the entry none is. An inlined copy
+ * made up from the input's second and third bytes (inlsites.h): when timed,
+ * its entries lie in its ranges, its exits in the function and outside its
+ * ranges, and there are at most INLSITES_MAX of them. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 
 #include "analysis/disasm.h"
 #include "analysis/entrysite.h"
+#include "analysis/inlsites.h"
 
 /* disasm__quick's answer at data against Zydis's full decoder. */
 static void check_quick(const uint8_t *data, size_t size)
@@ -61,6 +65,40 @@ static int64_t offset_of(const struct code_range *r, size_t n, int64_t site, uin
 	return -1;
 }
 
+static bool in_range(const struct addr_range *r, size_t n, uint64_t a)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a >= r[i].lo && a < r[i].hi)
+			return true;
+	return false;
+}
+
+/* Two ranges of a copy inside r's bytes, from data[1] and data[2]. */
+static void check_inlined(const struct code_range *r, size_t n, const uint8_t *data, size_t size)
+{
+	struct addr_range cr[2];
+	struct inl_sites s;
+	uint64_t a, b;
+
+	if (size < 3)
+		return;
+	a = r[0].addr + (uint64_t)data[1] * r[0].len / 256;
+	b = a + 1 + data[2] % 16;
+	cr[0] = (struct addr_range){ a, b };
+	cr[1] = (struct addr_range){ b + 2, b + 2 + data[2] / 16 };
+	if (inlsites__find(r, n, r[0].addr, cr, 2, NULL, NULL, &s))
+		return;
+	if (s.nentries + s.nexits > INLSITES_MAX ||
+	    (s.mode != INLSITES_TIMED && (s.nentries || s.nexits || !s.reason[0])))
+		__builtin_trap();
+	for (size_t i = 0; i < s.nentries; i++)
+		if (!in_range(cr, 2, s.entries[i]) || (i && s.entries[i - 1] >= s.entries[i]))
+			__builtin_trap();
+	for (size_t i = 0; i < s.nexits; i++)
+		if (in_range(cr, 2, s.exits[i]) || offset_of(r, n, 0, s.exits[i]))
+			__builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct code_range r[2];
@@ -76,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	split = split > size ? size : split;
 	r[0] = (struct code_range){ 0x401000, data, split };
 	r[1] = (struct code_range){ 0x801000, data + split, size - split };
+	check_inlined(r, r[1].len ? 2 : 1, data, size);
 	if (disasm__scan(r, r[1].len ? 2 : 1, 0x401000, &res))
 		return 0;
 	if (res.nreturns > DISASM_MAX_RETURNS || (res.over_budget && res.nreturns) ||

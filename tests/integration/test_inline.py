@@ -2,13 +2,20 @@
 (twice into main.total, once into main.check, with main.clamp inlined into
 each copy). inspect finds it from Go's inline tree (stripped and PIE too) and
 lists each copy's caller and ranges, which must be exactly the instructions
-that `go tool objdump` attributes to validate's and clamp's source lines;
-trace says the function exists only inlined instead of "no function
-matches"."""
+that `go tool objdump` attributes to validate's and clamp's source lines,
+and where trace probes it: its entries (inside it) and exits (outside it).
+trace counts every call of every copy exactly, as the programs make them:
+100 x 1,001 + 1 of validate; 1,000 of risky, which panics on half of them
+and is recovered from; 20 of nap, whose median duration the program
+measures and prints; and C's static inline functions from DWARF
+(tests/fixtures/c/inlfix.c)."""
 
+import json
 import os
 import re
+import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -17,7 +24,6 @@ import harness
 
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "inline", "main.go")
 VARIANTS = ("default", "stripped", "pie", "pie-stripped")
-NOT_TIMED = "inlined copies are listed, not yet timed"
 
 
 def toolchains():
@@ -86,8 +92,11 @@ def test_copies_found_with_callers_and_ranges(ver, variant):
     assert sorted(c["caller"] for c in copies) == ["main.check", "main.total", "main.total"], copies
     for c in copies:
         assert c["name"] == "main.validate" and c["function"] == c["caller"] and c["depth"] == 0, c
-        assert c["timed"] is False and c["reason"] == NOT_TIMED, c
         assert c["ranges"] and all(r["size"] > 0 for r in c["ranges"]), c
+        # entered inside its code, left to code outside it
+        assert c["timed"] is True and c["entries"] and c["exits"], c
+        assert all(in_ranges(e["address"], c["ranges"]) for e in c["entries"]), c
+        assert not any(in_ranges(e["address"], c["ranges"]) for e in c["exits"]), c
     # the ranges are exactly the instructions of validate's and clamp's lines
     # in each caller (clamp is inlined into validate: its code is validate's)
     code = objdump_lines(twin_of(ver, variant), ["total", "check"])
@@ -131,13 +140,15 @@ def test_text_output_and_globs():
     assert run.returncode == 0 and not run.stderr, run.describe()
     assert run.stdout.count("main.validate (inlined)\n    caller      main.total\n") == 2, run.describe()
     assert run.stdout.count("main.validate (inlined)\n    caller      main.check\n") == 1, run.describe()
-    assert run.stdout.count(f"    not timed   {NOT_TIMED}\n") == 3, run.describe()
-    assert f"inlined copies: 3, in 2 callers; {NOT_TIMED}" in run.stdout, run.describe()
+    assert run.stdout.count("    entries     0x") == 3, run.describe()
+    assert run.stdout.count("    exits       0x") == 3, run.describe()
+    assert "inlined copies: 3, in 2 callers; timed: 3 " in run.stdout, run.describe()
     # a glob lists the copies with the functions that have bodies
     doc = harness.inspect_json(path, ["main.*"])
     names = {f["name"] for f in doc["functions"]}
     assert {"main.total", "main.check", "main.main"} <= names, names
-    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.pick[go.shape.int]", "main.validate"], \
+    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.nap", "main.pick[go.shape.int]",
+                                                          "main.risky", "main.validate"], \
         doc["inlined"]
     # a name nothing has is still refused
     harness.inspect(path, "main.nothere").assert_refused()
@@ -154,26 +165,63 @@ def test_go119_says_why_not():
     assert "no function matches 'main.validate'" in run.stderr, run.describe()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
-def test_trace_says_inlined_only():
-    path = path_of(os.readlink(harness.fixture("inline/native")), "pie-stripped")
-    proc = subprocess.Popen([path, "100", "30"], stdout=subprocess.DEVNULL)
+def traced(path, rounds, patterns):
+    """Runs path (ROUNDS, 2 s to stay, "wait") under retwatch trace --json,
+    attached before the program starts its work: the program's output line,
+    and {function: its JSON}."""
+    proc = subprocess.Popen([path, str(rounds), "2", "wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    err = tempfile.TemporaryFile(mode="w+")
+    rw = None
     try:
-        time.sleep(0.3)
-        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
-                              "main.validate"], capture_output=True, text=True, timeout=60)
-        assert run.returncode != 0, run.stderr
-        assert ("'main.validate' in /proc/%d/exe exists only inlined, in 2 callers "
-                "(main.total, main.check), and is not timed yet" % proc.pid) in run.stderr, run.stderr
-        assert "no function matches" not in run.stderr, run.stderr
-        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
-                              "main.validate", "main.nothere"], capture_output=True, text=True,
-                             timeout=60)
-        assert "exists only inlined" in run.stderr and "no function matches 'main.nothere'" in run.stderr, \
-            run.stderr
+        rw = subprocess.Popen([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--json",
+                               "--max-overhead", "0", *patterns], stdout=subprocess.PIPE,
+                              stderr=err, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and rw.poll() is None:
+            err.seek(0)
+            if "retwatch: tracing" in err.read():
+                break
+            time.sleep(0.1)
+        err.seek(0)
+        assert rw.poll() is None, err.read()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline().strip()
+        rw.send_signal(signal.SIGINT)
+        out, _ = rw.communicate(timeout=60)
+        err.seek(0)
+        assert rw.returncode == 0, err.read()
+        return line, {f["name"]: f for f in json.loads(out)["functions"]}
     finally:
-        proc.kill()
-        proc.wait()
+        for p in (rw, proc):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        err.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_trace_times_inlined_copies(ver, variant):
+    line, got = traced(path_of(ver, variant), 100, ["main.validate", "main.clamp", "main.pick",
+                                                    "main.risky", "main.nap"])
+    napped = int(line.split()[2])
+    for name, calls in (("main.validate", 100 * 1001 + 1), ("main.clamp", 100 * 1001 + 1),
+                        ("main.pick[go.shape.int]", 1), ("main.nap", 20)):
+        f = got[name]
+        assert f["calls"] == calls and f["inlined_calls"] == calls, f
+        assert f["orphans"] == 0 and f["lost"] == 0 and f["inlined_only"] is True, f
+        assert f["inlined_timed"] == f["inlined_copies"] and f["inlined_reason"] is None, f
+    assert got["main.validate"]["inlined_copies"] == 3, got["main.validate"]
+    # a panic leaves the copy: each call is counted once, a call or an orphan
+    risky = got["main.risky"]
+    assert risky["calls"] == 500 and risky["orphans"] == 500, risky
+    # at least the 2 ms each nap sleeps, at most 5% over the program's own
+    # median of them (which also holds the time a busy machine keeps the
+    # program from running after a probe, a trap's return being a
+    # preemption point)
+    assert 2_000_000 <= got["main.nap"]["p50_ns"] <= 1.05 * napped, (got["main.nap"], napped)
 
 
 # --------------------------------------------------------------------------
@@ -257,23 +305,21 @@ def test_c_copies_match_dwarf(variant):
     # fold sits in each copy of mix_step, one level down
     assert {(c[0], c[2]) for c in listed_copies(doc, "fold")} == {("mix_step", 1)}
     for c in doc["inlined"]:
-        assert c["timed"] is False and c["reason"] == NOT_TIMED, c
+        if c["name"] in ("mix_step", "fold"):
+            assert c["timed"] is True and c["entries"] and c["exits"], c
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
-def test_c_trace_says_inlined_only():
-    path = harness.fixture("c/inline/inlfix")
-    proc = subprocess.Popen([path, "10", "30"], stdout=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        run = subprocess.run([harness.RETWATCH, "trace", "--pid", str(proc.pid), "--duration", "1",
-                              "mix_step"], capture_output=True, text=True, timeout=60)
-        assert run.returncode != 0, run.stderr
-        assert re.search(r"'mix_step' in \S+ exists only inlined, in 2 callers \((sum_all, sum_one|"
-                         r"sum_one, sum_all)\), and is not timed yet", run.stderr), run.stderr
-    finally:
-        proc.kill()
-        proc.wait()
+def test_c_trace_times_inlined_copies():
+    """mix_step in sum_all's loop (64 or 63 a round) and in sum_one (one a
+    round), fold in each copy of mix_step, and spin, a 20 us body, 50 times."""
+    _, got = traced(harness.fixture("c/inline/inlfix"), 1000, ["mix_step", "fold", "spin"])
+    for name in ("mix_step", "fold"):
+        f = got[name]
+        assert f["calls"] == f["inlined_calls"] == 1000 * 64 - 500 + 1000, f
+        assert f["orphans"] == 0 and f["lost"] == 0, f
+    spin = got["spin"]
+    assert spin["calls"] == 50 and abs(spin["p50_ns"] - 20000) <= 2000, spin
 
 
 def test_c_ranges_outside_their_function_said():
