@@ -243,7 +243,7 @@ static cJSON *as_pairs(cJSON *o)
 }
 TEST(status_seed_round_trip)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 7 };
+	struct status_probe p = { "uid-1", "shop", "payments", 7, false };
 	struct traceset_env env = {};
 	struct errlist errs = {};
 	struct results *r = results__new(NULL), *again = results__new(NULL);
@@ -356,7 +356,7 @@ static bool add_report(struct summary *s, cJSON *report)
  * left out; entries of agents before reports merged for nodes without one. */
 TEST(status_summary_merges_reports)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_probe p = { "uid-1", "shop", "payments", 4, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *fast = latency_of(1000, 100, 10), *slow = latency_of(900000, 40, 1000);
 	struct latency *stale = latency_of(5, 1000, 1), merged = {}, got;
@@ -409,7 +409,7 @@ TEST(status_summary_merges_reports)
  * server refuses, so one odd report cannot stop every summary. */
 TEST(status_summary_without_return_sites)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_probe p = { "uid-1", "shop", "payments", 4, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(1000, 100, 10);
 	struct summary *s = summary__new(4);
@@ -437,7 +437,7 @@ TEST(status_summary_without_return_sites)
  * revision merged exactly over its pods on every node. */
 TEST(status_summary_slowest_pods_and_revisions)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l[5], old_rev = {}, new_rev = {}, got;
 	struct summary *s = summary__new(1);
@@ -510,7 +510,7 @@ TEST(status_summary_interval)
 /* Conditions say what is wrong and keep their transition time while they hold. */
 TEST(status_conditions)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 2 };
+	struct status_probe p = { "uid-1", "shop", "payments", 2, false };
 	struct status_state invalid = { .spec_err = "spec.functions: give 1 to 64 names" };
 	struct status_state expired = { .valid = true, .expired = true, .expires = 0 };
 	struct status_state active = { .valid = true, .expires = 2000000000 };
@@ -558,12 +558,13 @@ TEST(status_conditions)
 
 TEST(status_names_and_body)
 {
-	struct status_probe p = { "uid-9", "shop", "payments", 1 };
-	struct status_probe q = { "uid-9", "shop", "a-b", 1 }, q2 = { "uid-9", "shop", "a", 1 };
+	struct status_probe p = { "uid-9", "shop", "payments", 1, false };
+	struct status_probe q = { "uid-9", "shop", "a-b", 1, false },
+			    q2 = { "uid-9", "shop", "a", 1, false };
 	char key[STATUS_KEY_LEN], *path = status__path("shop", "payments");
 	char *manager = status__node_manager("node-a"), *body, *rpath = NULL;
 	char name[STATUS_NAME_LEN], other[STATUS_NAME_LEN], longname[300];
-	struct status_probe lp = { "uid-9", "shop", longname, 1 };
+	struct status_probe lp = { "uid-9", "shop", longname, 1, false };
 	cJSON *doc;
 	bool ok;
 
@@ -627,7 +628,7 @@ TEST(status_names_and_body)
 /* A function's own bias (its entry's kind's) wins over its node's, the smallest of its nodes'. */
 TEST(status_summary_bias_per_function)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(24000, 100, 0);
 	struct summary *s = summary__new(1);
@@ -660,7 +661,7 @@ TEST(status_summary_bias_per_function)
  * Attached condition names a function the overhead guard detached. */
 TEST(status_summary_bias_and_detached)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(24000, 100, 0);
 	struct summary *s = summary__new(1);
@@ -718,7 +719,7 @@ static void add_call(cJSON *entry, uint64_t ns, const char *pod)
  * checked field by field. */
 TEST(status_summary_slowest_calls)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000, .keep = 3 };
 	struct latency *l = latency_of(1000, 100, 10);
 	struct summary *s = summary__new(1);
