@@ -248,3 +248,68 @@ def test_malformed_namespace_selector_is_refused_with_a_clear_error(cluster, mak
         cluster.kubectl("delete", "clusterfunctionprobe", name, "--ignore-not-found")
         cluster.kubectl("apply", "-f", "-", input=json.dumps(cfp_crd()))
         cluster.kubectl("wait", "--for=condition=Established", CFP_CRD)
+
+
+def test_plugin_traces_every_namespace_with_a_cluster_probe(cluster, make_pod):
+    """kubectl retwatch trace -A -l SELECTOR: a ClusterFunctionProbe over
+    every namespace, made by a user bound to retwatch-cluster-investigator,
+    its table with a row per namespace, deleted at the end; a user with a
+    namespace's rights only is told which right is missing."""
+    from test_plugin import CHARGE, Plugin, kubeconfig_in, run, table_calls
+    app = f"charge{os.getpid()}"
+    nss = [cluster.namespace(), cluster.namespace()]
+    pids = [make_pod(ns, "pay-1", {"app": app}, "node-a",
+                     containers={"app": CHARGE + ["300"]}).containers["app"].pid for ns in nss]
+    cluster.kubectl("create", "serviceaccount", "platform", "-n", nss[0])
+    cluster.kubectl("create", "clusterrolebinding", f"platform-{nss[0]}", "--clusterrole",
+                    "retwatch-cluster-investigator", "--serviceaccount", f"{nss[0]}:platform")
+    cluster.kubectl("create", "serviceaccount", "tenant", "-n", nss[1])
+    cluster.kubectl("create", "rolebinding", "tenant", "-n", nss[1], "--clusterrole",
+                    "retwatch-investigator", "--serviceaccount", f"{nss[1]}:tenant")
+    users = {}
+    for ns, sa in ((nss[0], "platform"), (nss[1], "tenant")):
+        token = cluster.kubectl("create", "token", sa, "-n", ns).stdout.strip()
+        users[sa] = f"{sa}-{ns}"
+        cluster.cp.add_token_user(users[sa], token)
+    try:
+        rc, out, err = run(cluster, kubeconfig_in(cluster, nss[1], users["tenant"]),
+                           "trace", "-A", "-l", f"app={app}", "main.charge")
+        assert rc == 1, (rc, out, err)
+        assert "you may not create clusterfunctionprobes.retwatch.io cluster-wide: ask for " \
+               "the 'create' verb on clusterfunctionprobes.retwatch.io" in err, err
+        with cluster.agent("node-a") as agent:
+            p = Plugin(cluster, kubeconfig_in(cluster, nss[0], users["platform"]), "trace",
+                       "-A", "-l", f"app={app}", "main.charge", "--for", "20s")
+            try:
+                (cfp,) = wait_for("the plugin's cluster probe", lambda: [
+                    o for o in json.loads(cluster.kubectl("get", "cfprobe", "-o", "json")
+                                          .stdout)["items"]
+                    if o["spec"]["selector"] == {"matchLabels": {"app": app}}], timeout=10)
+                assert cfp["spec"]["namespaceSelector"] == {}, cfp["spec"]
+                for pid in pids:
+                    wait_for(f"the attach to {pid}",
+                             lambda: agent.find(msg_has=f"attached to process {pid}:"),
+                             timeout=15)
+                for pid in pids:
+                    os.kill(pid, signal.SIGHUP)
+                wait_for("a table of 600 calls",
+                         lambda: 600 in table_calls(p.out(), "main.charge"),
+                         timeout=20, interval=0.2)
+                rc = p.wait(timeout=30)
+            finally:
+                p.stop()
+            out, err = p.out(), p.err()
+            assert rc == 0, (rc, err)
+            name = cfp["metadata"]["name"]
+            assert f"created ClusterFunctionProbe {name} over every namespace" in err, err
+            assert f"deleted ClusterFunctionProbe {name}" in err, err
+            rows = [line.split() for line in out.splitlines()
+                    if line.split()[:1] and line.split()[0] in nss]
+            for ns in nss:
+                assert [ns, "1", "300"] in [r[:3] for r in rows], (ns, out)
+            assert cluster.kubectl("get", "cfprobe", name, check=False).returncode != 0
+            for ns in nss:
+                wait_for(f"the reports in {ns} to go", lambda: cluster.reports(ns) == [],
+                         timeout=8)
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", f"platform-{nss[0]}")
