@@ -19,8 +19,9 @@
 /* A selector's message from the parser of spec.selector, about namespaceSelector. */
 static void rename_field(const char *msg, char *buf, size_t len)
 {
-	static const char from[] = "spec.selector";
+	static const char from[] = "spec.selector", pods_hint[] = ": select the pods by";
 	const char *at = strstr(msg, from);
+	char *hint;
 
 	if (!at) {
 		snprintf(buf, len, "spec.namespaceSelector: %s", msg);
@@ -28,6 +29,11 @@ static void rename_field(const char *msg, char *buf, size_t len)
 	}
 	snprintf(buf, len, "%.*sspec." NS_SELECTOR "%s", (int)(at - msg), msg,
 		 at + sizeof(from) - 1);
+	/* the bound's hint is about pods' labels */
+	hint = strstr(buf, pods_hint);
+	if (hint)
+		snprintf(hint, len - (size_t)(hint - buf),
+			 ": select the namespaces by fewer labels, or give {} for every one");
 }
 
 /* A spec holding sel as its selector: the pods' selector parser reads it. */

@@ -221,18 +221,33 @@ static struct summary *gather(struct summarizer *s, const struct request *r, str
 	return sum;
 }
 
-/* A cluster probe's status: how many namespaces reported, a row for each. */
-static void add_rows(cJSON *doc, struct nsrows *rows)
+/* A cluster probe's status: how many namespaces reported, a row for each
+ * within half the status's budget (the summary keeps the other half; the
+ * rows past it are counted). */
+static void add_rows(cJSON *doc, struct nsrows *rows, size_t budget)
 {
 	cJSON *arr, *sum = cJSON_GetObjectItemCaseSensitive(doc, "summary");
+	size_t omitted = rows->omitted, bytes = 0;
 
 	if (sum)
 		cJSON_AddNumberToObject(sum, "namespaces", (double)(rows->n + rows->omitted));
 	arr = cJSON_AddArrayToObject(doc, "namespaces");
-	for (size_t i = 0; arr && i < rows->n; i++)
-		cJSON_AddItemToArray(arr, summary__row(rows->v[i].sum, rows->v[i].ns));
-	if (rows->omitted)
-		cJSON_AddNumberToObject(doc, "namespacesOmitted", (double)rows->omitted);
+	for (size_t i = 0; arr && i < rows->n; i++) {
+		cJSON *row = summary__row(rows->v[i].sum, rows->v[i].ns);
+		char *text = row ? cJSON_PrintUnformatted(row) : NULL;
+		size_t len = text ? strlen(text) + 1 : 0;
+
+		free(text);
+		if (!len || bytes + len > budget / 2) {
+			cJSON_Delete(row);
+			omitted++;
+			continue;
+		}
+		bytes += len;
+		cJSON_AddItemToArray(arr, row);
+	}
+	if (omitted)
+		cJSON_AddNumberToObject(doc, "namespacesOmitted", (double)omitted);
 }
 
 /*
@@ -258,7 +273,7 @@ static char *summarize(struct summarizer *s, const struct request *r, const char
 					     s->writes_per_s);
 	doc = summary__doc(&p, &r->st, kobj_get(r->old, "status"), sum, interval);
 	if (doc && r->cluster && sum)
-		add_rows(doc, &rows);
+		add_rows(doc, &rows, s->budget);
 	nsrows_clear(&rows);
 	summary__free(sum);
 	if (doc && !reportfit__summary(doc, s->budget))

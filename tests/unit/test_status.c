@@ -404,6 +404,68 @@ TEST(status_summary_merges_reports)
 	return ok;
 }
 
+/* A cluster probe's node writes a report per namespace: the whole merges
+ * each once per node and namespace, a namespace's row only its own, and the
+ * status and report bodies name the ClusterFunctionProbe. */
+TEST(status_summary_of_a_cluster_probe)
+{
+	struct status_probe p = { "uid-c", "", "every", 1, true };
+	struct status_probe in_ns = { "uid-c", "shop", "every", 1, true };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *a = latency_of(1000, 100, 10), *b = latency_of(5000, 40, 100);
+	struct summary *whole = summary__new(1), *row = summary__new(1);
+	cJSON *ra = report_json("n1", node_json("n1", 1, true, NULL, "main.f", a));
+	cJSON *rb = report_json("n1", node_json("n1", 1, true, NULL, "main.f", b));
+	cJSON *doc = NULL, *r = NULL, *body = NULL;
+	char *text = NULL;
+	bool ok;
+
+	ok = ASSERT_TRUE(whole && row) && ASSERT_OK(summary__add_report_as(whole, ra, "shop/n1")) &&
+	     ASSERT_OK(summary__add_report_as(whole, rb, "bank/n1")) &&
+	     ASSERT_OK(summary__add_report_as(whole, rb, "bank/n1")) &&
+	     ASSERT_OK(summary__add_report(row, rb)) && ASSERT_OK(summary__add_report(row, ra));
+	if (!ok)
+		goto out;
+	doc = summary__doc(&p, &st, NULL, whole, 2 * NS_PER_S);
+	r = summary__row(row, "bank");
+	ok = ASSERT_EQ(kobj_int(kobj_get(doc, "summary"), "calls", -1), 140) &&
+	     ASSERT_EQ(kobj_int(r, "calls", -1), 40) &&
+	     ASSERT_STREQ(kobj_str(r, "namespace"), "bank") &&
+	     ASSERT_TRUE(kobj_str(fn_named(kobj_get(r, "functions"), "main.f"), "p99")) &&
+	     ASSERT_FALSE(kobj_get(fn_named(kobj_get(r, "functions"), "main.f"), "slowestPods")) &&
+	     ASSERT_FALSE(kobj_get(fn_named(kobj_get(r, "functions"), "main.f"), "bucketCounts"));
+	text = status__apply_body(&p, cJSON_CreateObject());
+	body = cJSON_Parse(text);
+	ok = ok && ASSERT_STREQ(kobj_str(body, "kind"), "ClusterFunctionProbe") &&
+	     ASSERT_FALSE(kobj_namespace(body));
+	free(text);
+	cJSON_Delete(body);
+	text = status__report_body(&in_ns, "n1", cJSON_CreateObject(), 2 * NS_PER_S);
+	body = cJSON_Parse(text);
+	ok = ok && ASSERT_STREQ(kobj_namespace(body), "shop") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(body, "probe"), "kind"), "ClusterFunctionProbe") &&
+	     ASSERT_STREQ(
+		     kobj_str(cJSON_GetArrayItem(
+				      kobj_get(kobj_get(body, "metadata"), "ownerReferences"), 0),
+			      "kind"),
+		     "ClusterFunctionProbe") &&
+	     ASSERT_STREQ(
+		     kobj_str(kobj_get(kobj_get(body, "metadata"), "labels"), STATUS_LABEL_CLUSTER),
+		     "true");
+out:
+	free(text);
+	cJSON_Delete(body);
+	cJSON_Delete(r);
+	cJSON_Delete(doc);
+	cJSON_Delete(ra);
+	cJSON_Delete(rb);
+	summary__free(whole);
+	summary__free(row);
+	free(a);
+	free(b);
+	return ok;
+}
+
 /* A report without returnSites (valid for the schema, which does not
  * require it) leaves it out of the summary: never null, which the API
  * server refuses, so one odd report cannot stop every summary. */
