@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scale_writer: %s\n", err.msg);
 		return 1;
 	}
-	struct status_probe p = { argv[5], argv[3], argv[4], 1 };
+	struct status_probe p = { argv[5], argv[3], argv[4], 1, false };
 	for (int n = first; n < first + count; n++) {
 		char node[32], *body, *path, *manager, *url = NULL, *resp = NULL;
 		cJSON *entry;
@@ -90,7 +90,8 @@ int main(int argc, char **argv)
 		t0 = clock__mono_ns();
 		status = kube__request(k, "PATCH", url, "application/apply-patch+yaml", body, 60000,
 				       &resp, &err);
-		printf("%d %.3f %zu\n", status, (double)(clock__mono_ns() - t0) / 1e6, strlen(body));
+		printf("%d %.3f %zu\n", status, (double)(clock__mono_ns() - t0) / 1e6,
+		       strlen(body));
 		if (status / 100 != 2) {
 			char why[300];
 

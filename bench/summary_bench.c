@@ -21,7 +21,7 @@ int main(int argc, char **argv)
 {
 	int nodes = argc > 1 ? atoi(argv[1]) : 1000;
 	struct summary *s = summary__new(1);
-	struct status_probe p = { "uid", "ns", "probe", 1 };
+	struct status_probe p = { "uid", "ns", "probe", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	size_t report_len = 0;
 	struct timespec a, b;

@@ -41,12 +41,17 @@ static int read_probes(struct kctl *c, const struct plugin_cli *cli, struct rw_e
 	cJSON *obj = NULL;
 	int st;
 
-	snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes%s%s", c->ns,
-		 cli->name ? "/" : "", cli->name ? cli->name : "");
+	/* -A: the ClusterFunctionProbes */
+	if (c->all_ns)
+		snprintf(path, sizeof(path), FPROBE_API "/clusterfunctionprobes%s%s",
+			 cli->name ? "/" : "", cli->name ? cli->name : "");
+	else
+		snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes%s%s", c->ns,
+			 cli->name ? "/" : "", cli->name ? cli->name : "");
 	if (cli->name && strpbrk(cli->name, "/?#%"))
-		return rw_error_set(err, EINVAL, "%s: not a FunctionProbe name", cli->name);
-	st = kctl__call(c, "GET", path, NULL, cli->name ? "get" : "list", FPROBE_RESOURCE,
-			cli->name, &obj, err);
+		return rw_error_set(err, EINVAL, "%s: not a probe's name", cli->name);
+	st = kctl__call(c, "GET", path, NULL, cli->name ? "get" : "list",
+			c->all_ns ? CFPROBE_RESOURCE : FPROBE_RESOURCE, cli->name, &obj, err);
 	if (st < 200 || st > 299 || !obj) {
 		cJSON_Delete(obj);
 		if (st < 0)

@@ -83,29 +83,35 @@ static struct fprobe *probe_find(struct agent *a, const char *uid)
 	return NULL;
 }
 
-/* The probes as the server has them: new ones tracked, deleted ones dropped. */
+/* The probe of obj (cluster_uid: of that ClusterFunctionProbe), tracked from now on. */
+static void sync_one(struct agent *a, const cJSON *obj, const char *cluster_uid)
+{
+	struct fprobe *p = probe_find(a, kobj_uid(obj));
+	bool fresh = false;
+
+	if (!p && (p = fprobe__new(obj, &a->env, a->o.node, cluster_uid))) {
+		p->budget = a->o.report_budget;
+		p->next = a->probes;
+		a->probes = p;
+		fresh = true;
+	}
+	if (p)
+		fprobe__sync(p, obj, a->o.node, fresh ? agent_seeds__for(a, p) : NULL, fresh);
+}
+
+/* The probes as the server has them: new ones tracked, deleted ones dropped;
+ * a ClusterFunctionProbe's, one per namespace it selects, beside them. */
 static void sync_probes(struct agent *a)
 {
+	cJSON *cluster = agent_cluster__probes(a);
 	struct fprobe **pp, *p;
 	const cJSON *obj;
 
 	for (p = a->probes; p; p = p->next)
-		p->seen = false;
-	cJSON_ArrayForEach(obj, a->probes_snap.objs)
-	{
-		bool fresh = false;
-
-		p = probe_find(a, kobj_uid(obj));
-		if (!p && (p = fprobe__new(obj, &a->env, a->o.node))) {
-			p->budget = a->o.report_budget;
-			p->next = a->probes;
-			a->probes = p;
-			fresh = true;
-		}
-		if (p)
-			fprobe__sync(p, obj, a->o.node, fresh ? agent_seeds__for(a, p) : NULL,
-				     fresh);
-	}
+		p->seen = p->cluster_uid && !cluster; /* kept while their lists are not in */
+	cJSON_ArrayForEach(obj, a->probes_snap.objs) sync_one(a, obj, NULL);
+	cJSON_ArrayForEach(obj, cluster) sync_one(a, obj, kobj_str(obj, CFPROBE_UID_FIELD));
+	cJSON_Delete(cluster);
 	for (pp = &a->probes; *pp;) {
 		p = *pp;
 		if (p->seen) {
@@ -207,6 +213,7 @@ static void write_statuses(struct agent *a)
 		if (p)
 			fprobe__request_summary(p, a->sum, obj, now);
 	}
+	agent_cluster__summaries(a, now);
 }
 
 /* The merged summary, the largest part of a probe's status, is written by
@@ -240,7 +247,9 @@ static int start_watching(struct agent *a)
 					a->notify_fd, a->o.list_page, probe_strip, probe_trim);
 	a->pods_inf = informer__start(a->k, "pods", "/api/v1/pods", query, false, a->notify_fd,
 				      a->o.list_page, pod_strip, NULL);
-	return a->pub && a->sum && a->probes_inf && a->pods_inf ? 0 : -ENOMEM;
+	return a->pub && a->sum && a->probes_inf && a->pods_inf && !agent_cluster__start(a)
+		       ? 0
+		       : -ENOMEM;
 }
 
 /*
@@ -319,7 +328,7 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
-		 "(attach mode %s)",
+		 "(and ClusterFunctionProbes; attach mode %s)",
 		 o->node, kube__server(k), tracer__attach_mode(a->tracer));
 	return a;
 nomem:
@@ -390,6 +399,7 @@ void agent__free(struct agent *a)
 		return;
 	informer__stop(a->probes_inf);
 	informer__stop(a->pods_inf);
+	agent_cluster__stop(a);
 	summarizer__stop(a->sum);
 	for (struct fprobe *p = a->probes; p && a->pub; p = p->next)
 		fprobe__final_report(p, a->pub, a->o.node, a->manager);

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "agent/agent.h"
+#include "agent/cfprobe.h"
 #include "agent/fprobe.h"
 #include "agent/metricspage.h"
 #include "agent/traceset.h"
@@ -24,6 +25,10 @@ struct agent {
 	struct binary_cache *cache;
 	struct traceset_env env;
 	struct informer *probes_inf, *pods_inf;
+	/* ClusterFunctionProbes and the namespaces their selectors select by (agent_cluster.c) */
+	struct informer *cprobes_inf, *ns_inf;
+	struct informer_view cprobes_snap, ns_snap;
+	struct cfprobe *cprobes;
 	struct publisher *pub;
 	struct summarizer *sum;
 	struct metrics_page page;
@@ -48,6 +53,15 @@ struct agent {
 	struct calibrator *calibrator;
 	uint64_t next_calibration;
 };
+
+/* agent_cluster.c: ClusterFunctionProbes, each a probe per namespace it selects */
+int agent_cluster__start(struct agent *a);
+/* The FunctionProbe-shaped objects of the ClusterFunctionProbes (cfprobe.h), or
+ * NULL while their lists are not in (the probes made of them stay as they are). */
+cJSON *agent_cluster__probes(struct agent *a);
+/* The summary writer's requests for their statuses. */
+void agent_cluster__summaries(struct agent *a, uint64_t now);
+void agent_cluster__stop(struct agent *a);
 
 /* agent_seeds.c */
 void agent_seeds__load(struct agent *a);

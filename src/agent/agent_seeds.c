@@ -26,8 +26,8 @@ const cJSON *agent_seeds__for(struct agent *a, const struct fprobe *p)
 		const char *uid = kobj_str(kobj_get(r, "probe"), "uid");
 		const char *ns = kobj_namespace(r), *node = kobj_str(r, "node");
 
-		if (uid && !strcmp(uid, p->uid) && ns && !strcmp(ns, p->ns) && node &&
-		    !strcmp(node, a->o.node))
+		if (uid && !strcmp(uid, p->cluster_uid ? p->cluster_uid : p->uid) && ns &&
+		    !strcmp(ns, p->ns) && node && !strcmp(node, a->o.node))
 			return r;
 	}
 	return NULL;

@@ -38,7 +38,8 @@ static int renew(struct fprobe *p, const char *why)
 	return p->traces ? 0 : -1;
 }
 
-struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node)
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node,
+			   const char *cluster_uid)
 {
 	char report[STATUS_NAME_LEN];
 	const char *uid = kobj_uid(obj), *ns = kobj_namespace(obj), *name = kobj_name(obj);
@@ -53,17 +54,20 @@ struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const cha
 	p->uid = strdup(uid);
 	p->ns = strdup(ns ? ns : "");
 	p->name = strdup(name ? name : "");
+	p->cluster_uid = cluster_uid ? strdup(cluster_uid) : NULL;
 	p->env = env;
 	p->generation = -1;
 	p->created = clock__parse_rfc3339(kobj_str(kobj_get(obj, "metadata"), "creationTimestamp"));
 	if (p->uid && p->ns && p->name) {
-		struct status_probe sp = { p->uid, p->ns, p->name, 0 };
+		/* named as status__report_body names it: by the uid its reports carry */
+		struct status_probe sp = { cluster_uid ? cluster_uid : p->uid, p->ns, p->name, 0,
+					   false };
 
 		status__report_name(&sp, node, report, sizeof(report));
 		p->report_path = status__report_path(p->ns, report);
 	}
-	if (!p->uid || !p->ns || !p->name || !(p->status_path = status__path(p->ns, p->name)) ||
-	    !p->report_path || renew(p, NULL)) {
+	if (!p->uid || !p->ns || !p->name || (cluster_uid && !p->cluster_uid) ||
+	    !(p->status_path = status__path(p->ns, p->name)) || !p->report_path || renew(p, NULL)) {
 		fprobe__free(p, NULL);
 		return NULL;
 	}
@@ -79,6 +83,7 @@ void fprobe__free(struct fprobe *p, const char *why)
 	errlist__clear(&p->errors);
 	probe_spec__free(&p->spec);
 	free(p->uid);
+	free(p->cluster_uid);
 	free(p->ns);
 	free(p->name);
 	free(p->status_path);
@@ -301,7 +306,10 @@ static uint64_t jittered(uint64_t interval)
 
 static struct status_probe about(const struct fprobe *p)
 {
-	return (struct status_probe){ p->uid, p->ns, p->name, p->generation };
+	/* a cluster probe's reports name it, each in the namespace it covers */
+	if (p->cluster_uid)
+		return (struct status_probe){ p->cluster_uid, p->ns, p->name, p->generation, true };
+	return (struct status_probe){ p->uid, p->ns, p->name, p->generation, false };
 }
 
 /* Takes this node's entry out of the probe's status, where agents before

@@ -25,6 +25,9 @@
 
 struct fprobe {
 	char *uid, *ns, *name;
+	/* a ClusterFunctionProbe's in namespace ns (cfprobe.h): its uid, which its
+	 * reports name; NULL for a FunctionProbe */
+	char *cluster_uid;
 	int64_t generation; /* of the spec below */
 	time_t created;
 	struct probe_spec spec;
@@ -56,8 +59,10 @@ struct fprobe {
 	struct fprobe *next;
 };
 
-/* A probe first seen in obj (a FunctionProbe) by node's agent. NULL on ENOMEM or without uid. */
-struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node);
+/* A probe first seen in obj (a FunctionProbe, or of the ClusterFunctionProbe
+ * cluster_uid in obj's namespace) by node's agent. NULL on ENOMEM or without uid. */
+struct fprobe *fprobe__new(const cJSON *obj, struct traceset_env *env, const char *node,
+			   const char *cluster_uid);
 /* Frees p; its processes are detached over the next turns (traceset__leave: why goes to the
  * log). NULL is fine. */
 void fprobe__free(struct fprobe *p, const char *why);

@@ -12,6 +12,7 @@
 #include "agent/statuswire.h"
 
 #define PROBE_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobes/%s/status"
+#define CLUSTER_PROBE_PATH "/apis/retwatch.io/v1alpha1/clusterfunctionprobes/%s/status"
 #define REPORTS_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobereports"
 /* Of a report's name: at most this much of the probe's name and of the node's. */
 #define STATUS_NAME_PART 110
@@ -36,6 +37,13 @@ char *status__path(const char *ns, const char *name)
 	char *path;
 
 	return asprintf(&path, PROBE_PATH, ns, name) < 0 ? NULL : path;
+}
+
+char *status__cluster_path(const char *name)
+{
+	char *path;
+
+	return asprintf(&path, CLUSTER_PROBE_PATH, name) < 0 ? NULL : path;
 }
 
 char *status__node_manager(const char *node)
@@ -265,19 +273,25 @@ char *status__report_body(const struct status_probe *p, const char *node, cJSON 
 	cJSON_AddStringToObject(md, "namespace", p->ns);
 	labels = cJSON_AddObjectToObject(md, "labels");
 	cJSON_AddStringToObject(labels, STATUS_LABEL_PROBE_UID, p->uid);
+	if (p->cluster)
+		cJSON_AddStringToObject(labels, STATUS_LABEL_CLUSTER, "true");
 	/* a node's name is a label value when short enough (a restarted agent lists by it) */
 	if (strlen(node) <= STATUS_LABEL_VALUE_MAX)
 		cJSON_AddStringToObject(labels, STATUS_LABEL_NODE, node);
-	/* deleting the probe deletes its reports (the garbage collector) */
+	/* deleting the probe deletes its reports (the garbage collector); a
+	 * namespaced report may have a cluster-scoped owner */
 	owner = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(md, "ownerReferences"), owner);
 	cJSON_AddStringToObject(owner, "apiVersion", "retwatch.io/v1alpha1");
-	cJSON_AddStringToObject(owner, "kind", "FunctionProbe");
+	cJSON_AddStringToObject(owner, "kind",
+				p->cluster ? "ClusterFunctionProbe" : "FunctionProbe");
 	cJSON_AddStringToObject(owner, "name", p->name);
 	cJSON_AddStringToObject(owner, "uid", p->uid);
 	probe = cJSON_AddObjectToObject(doc, "probe");
 	cJSON_AddStringToObject(probe, "name", p->name);
 	cJSON_AddStringToObject(probe, "uid", p->uid);
+	if (p->cluster)
+		cJSON_AddStringToObject(probe, "kind", "ClusterFunctionProbe");
 	cJSON_AddStringToObject(doc, "node", node);
 	cJSON_AddItemToObject(doc, "status", entry);
 	out = cJSON_PrintUnformatted(doc);
@@ -303,10 +317,11 @@ char *status__apply_body(const struct status_probe *p, cJSON *status)
 	char *out;
 
 	cJSON_AddStringToObject(doc, "apiVersion", "retwatch.io/v1alpha1");
-	cJSON_AddStringToObject(doc, "kind", "FunctionProbe");
+	cJSON_AddStringToObject(doc, "kind", p->cluster ? "ClusterFunctionProbe" : "FunctionProbe");
 	md = cJSON_AddObjectToObject(doc, "metadata");
 	cJSON_AddStringToObject(md, "name", p->name);
-	cJSON_AddStringToObject(md, "namespace", p->ns);
+	if (!p->cluster)
+		cJSON_AddStringToObject(md, "namespace", p->ns);
 	/* a probe deleted and made again under the same name is another probe */
 	cJSON_AddStringToObject(md, "uid", p->uid);
 	cJSON_AddItemToObject(doc, "status", status);

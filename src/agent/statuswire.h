@@ -11,6 +11,7 @@
 #ifndef RETWATCH_STATUSWIRE_H
 #define RETWATCH_STATUSWIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,11 +31,15 @@
 #define STATUS_LABEL_NODE "retwatch.io/node"
 #define STATUS_LABEL_VALUE_MAX 63
 #define STATUS_REPORTS_ALL "/apis/retwatch.io/v1alpha1/functionprobereports"
+/* A ClusterFunctionProbe's reports carry this label too (value "true"). */
+#define STATUS_LABEL_CLUSTER "retwatch.io/cluster-probe"
 
-/* The probe a document is about. */
+/* The probe a document is about. A ClusterFunctionProbe's reports are in
+ * each namespace it covers (ns); its own status has no namespace. */
 struct status_probe {
 	const char *uid, *ns, *name;
 	int64_t generation;
+	bool cluster; /* a ClusterFunctionProbe */
 };
 
 /* Publisher keys of this node's report, of this node's entry in a probe's
@@ -44,6 +49,8 @@ void status__legacy_key(const char *uid, char *buf, size_t len);
 void status__summary_key(const char *uid, char *buf, size_t len);
 /* The probe's status subresource; malloc'd. */
 char *status__path(const char *ns, const char *name);
+/* A ClusterFunctionProbe's status subresource; malloc'd. */
+char *status__cluster_path(const char *name);
 /* This node's field manager ("retwatch-agent-<node>"); malloc'd. */
 char *status__node_manager(const char *node);
 

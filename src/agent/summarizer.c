@@ -18,6 +18,11 @@
 #define LIST_TIMEOUT_MS 15000
 /* A Retry-After is honoured up to this long. */
 #define RETRY_AFTER_MAX_S 60
+/* A ClusterFunctionProbe's status lists at most this many namespaces' rows
+ * (the first by name; the rest are counted, and in the summary all the same). */
+#define CLUSTER_MAX_ROWS 256
+/* A namespace's name, with its NUL (Kubernetes': at most 63). */
+#define NS_NAME_LEN 64
 
 struct request {
 	char *uid, *ns, *name, *spec_err, *status_path;
@@ -27,6 +32,7 @@ struct request {
 	uint64_t interval_ns;
 	uint64_t seq;
 	bool queued;
+	bool cluster; /* a ClusterFunctionProbe: its reports in every namespace */
 	bool counted; /* the last summary made showed calls */
 	char *last;   /* the summary last handed to the publisher, before stamping */
 	struct request *next;
@@ -46,6 +52,72 @@ struct summarizer {
 	long wait_s; /* the thread's own: a Retry-After to honour before the next list */
 	struct summarizer_counters c;
 };
+
+/* A ClusterFunctionProbe's reports merged per namespace, beside the whole. */
+struct nsrow {
+	char ns[NS_NAME_LEN];
+	struct summary *sum;
+};
+
+struct nsrows {
+	struct nsrow *v;
+	size_t n, omitted;
+	char last_omitted[NS_NAME_LEN];
+	int64_t generation;
+};
+
+static void nsrows_clear(struct nsrows *rows)
+{
+	for (size_t i = 0; i < rows->n; i++)
+		summary__free(rows->v[i].sum);
+	free(rows->v);
+	memset(rows, 0, sizeof(*rows));
+}
+
+/* The row of namespace ns, made when there is room; NULL past the rows' bound
+ * (counted) or on ENOMEM (*e). Reports come sorted by namespace. */
+static struct summary *nsrow_of(struct nsrows *rows, const char *ns, int *e)
+{
+	struct nsrow *more;
+
+	for (size_t i = rows->n; i > 0; i--)
+		if (!strcmp(rows->v[i - 1].ns, ns))
+			return rows->v[i - 1].sum;
+	if (rows->n >= CLUSTER_MAX_ROWS) {
+		if (strcmp(rows->last_omitted, ns)) {
+			rows->omitted++;
+			snprintf(rows->last_omitted, sizeof(rows->last_omitted), "%s", ns);
+		}
+		return NULL;
+	}
+	more = realloc(rows->v, (rows->n + 1) * sizeof(*more));
+	if (!more || !(more[rows->n].sum = summary__new(rows->generation))) {
+		if (more)
+			rows->v = more;
+		*e = -ENOMEM;
+		return NULL;
+	}
+	rows->v = more;
+	snprintf(more[rows->n].ns, sizeof(more[rows->n].ns), "%s", ns);
+	return more[rows->n++].sum;
+}
+
+/* A cluster probe's report into the whole (once per node and namespace) and
+ * its namespace's row. One with no namespace name of Kubernetes' is left out. */
+static int add_cluster_report(struct summary *sum, struct nsrows *rows, const cJSON *report)
+{
+	const char *ns = kobj_namespace(report), *node = kobj_str(report, "node");
+	char key[NS_NAME_LEN + 256];
+	struct summary *row;
+	int e = 0;
+
+	if (!ns || !*ns || strlen(ns) >= NS_NAME_LEN || !node || strlen(node) > 253)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", ns, node);
+	e = summary__add_report_as(sum, report, key);
+	row = e ? NULL : nsrow_of(rows, ns, &e);
+	return row ? summary__add_report(row, report) : e;
+}
 
 static void request_free(struct request *r)
 {
@@ -68,11 +140,12 @@ static struct request *find(struct summarizer *s, const char *uid)
 }
 
 /* One page of reports into sum; *cont gets the next page's token ("" at the end). */
-static int list_page(struct summarizer *s, const struct request *r, struct summary *sum, char *cont,
-		     size_t cont_len, uint64_t *nreports)
+static int list_page(struct summarizer *s, const struct request *r, struct summary *sum,
+		     struct nsrows *rows, char *cont, size_t cont_len, uint64_t *nreports)
 {
 	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024], why[512];
-	char *path = status__report_path(r->ns, NULL), *url = NULL, *body = NULL;
+	char *path = r->cluster ? strdup(STATUS_REPORTS_ALL) : status__report_path(r->ns, NULL);
+	char *url = NULL, *body = NULL;
 	struct rw_error err = { "" };
 	const cJSON *item;
 	cJSON *doc = NULL;
@@ -92,7 +165,8 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 		cJSON_ArrayForEach(item, kobj_get(doc, "items"))
 		{
 			if (!e)
-				e = summary__add_report(sum, item);
+				e = r->cluster ? add_cluster_report(sum, rows, item)
+					       : summary__add_report(sum, item);
 			++*nreports;
 		}
 		snprintf(cont, cont_len, "%s",
@@ -117,17 +191,19 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 	return e;
 }
 
-/* The probe's summary from every report of it, or NULL when a list failed. */
-static struct summary *gather(struct summarizer *s, const struct request *r)
+/* The probe's summary from every report of it (and of a cluster probe, each
+ * namespace's in rows), or NULL when a list failed. */
+static struct summary *gather(struct summarizer *s, const struct request *r, struct nsrows *rows)
 {
 	struct summary *sum = summary__new(r->generation);
 	char cont[1024] = "";
 	uint64_t pages = 0, reports = 0;
 	int e = sum ? 0 : -ENOMEM;
 
+	rows->generation = r->generation;
 	do {
 		if (!e)
-			e = list_page(s, r, sum, cont, sizeof(cont), &reports);
+			e = list_page(s, r, sum, rows, cont, sizeof(cont), &reports);
 		pages++;
 	} while (!e && *cont);
 	if (!e)
@@ -139,9 +215,39 @@ static struct summary *gather(struct summarizer *s, const struct request *r)
 	pthread_mutex_unlock(&s->lock);
 	if (e) {
 		summary__free(sum);
+		nsrows_clear(rows);
 		return NULL;
 	}
 	return sum;
+}
+
+/* A cluster probe's status: how many namespaces reported, a row for each
+ * within half the status's budget (the summary keeps the other half; the
+ * rows past it are counted). */
+static void add_rows(cJSON *doc, struct nsrows *rows, size_t budget)
+{
+	cJSON *arr, *sum = cJSON_GetObjectItemCaseSensitive(doc, "summary");
+	size_t omitted = rows->omitted, bytes = 0;
+
+	if (sum)
+		cJSON_AddNumberToObject(sum, "namespaces", (double)(rows->n + rows->omitted));
+	arr = cJSON_AddArrayToObject(doc, "namespaces");
+	for (size_t i = 0; arr && i < rows->n; i++) {
+		cJSON *row = summary__row(rows->v[i].sum, rows->v[i].ns);
+		char *text = row ? cJSON_PrintUnformatted(row) : NULL;
+		size_t len = text ? strlen(text) + 1 : 0;
+
+		free(text);
+		if (!len || bytes + len > budget / 2) {
+			cJSON_Delete(row);
+			omitted++;
+			continue;
+		}
+		bytes += len;
+		cJSON_AddItemToArray(arr, row);
+	}
+	if (omitted)
+		cJSON_AddNumberToObject(doc, "namespacesOmitted", (double)omitted);
 }
 
 /*
@@ -153,8 +259,9 @@ static char *summarize(struct summarizer *s, const struct request *r, const char
 		       bool *counted)
 {
 	const cJSON *calls;
-	struct status_probe p = { r->uid, r->ns, r->name, r->generation };
-	struct summary *sum = r->st.valid ? gather(s, r) : NULL;
+	struct status_probe p = { r->uid, r->ns, r->name, r->generation, r->cluster };
+	struct nsrows rows = { 0 };
+	struct summary *sum = r->st.valid ? gather(s, r, &rows) : NULL;
 	uint64_t interval = r->interval_ns;
 	char key[STATUS_KEY_LEN], *text, *body;
 	cJSON *doc;
@@ -165,6 +272,9 @@ static char *summarize(struct summarizer *s, const struct request *r, const char
 		interval = summary__interval(summary__writers(sum), r->interval_ns,
 					     s->writes_per_s);
 	doc = summary__doc(&p, &r->st, kobj_get(r->old, "status"), sum, interval);
+	if (doc && r->cluster && sum)
+		add_rows(doc, &rows, s->budget);
+	nsrows_clear(&rows);
 	summary__free(sum);
 	if (doc && !reportfit__summary(doc, s->budget))
 		log_warn("the status of probe %s/%s is over its byte budget (%zu bytes) with its "
@@ -317,7 +427,7 @@ static int fill(struct request *r, const struct status_probe *p, const struct st
 {
 	char *ns = strdup(p->ns), *name = strdup(p->name);
 	char *err = st->spec_err ? strdup(st->spec_err) : NULL;
-	char *path = status__path(p->ns, p->name);
+	char *path = p->cluster ? status__cluster_path(p->name) : status__path(p->ns, p->name);
 	cJSON *o = cJSON_CreateObject();
 
 	if (!ns || !name || (st->spec_err && !err) || !path || !o ||
@@ -340,6 +450,7 @@ static int fill(struct request *r, const struct status_probe *p, const struct st
 	r->status_path = path;
 	r->old = o;
 	r->generation = p->generation;
+	r->cluster = p->cluster;
 	r->st = *st;
 	r->st.spec_err = err;
 	r->interval_ns = interval_ns;

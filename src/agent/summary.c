@@ -362,20 +362,21 @@ static bool seen(const struct summary *s, const char *node)
 	return false;
 }
 
-/* One node's results (a report's status, or a legacy status.nodes[] entry). */
-static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
+/* One node's results (a report's status, or a legacy status.nodes[] entry),
+ * merged once per key (the node's name, or more where a node writes several). */
+static int merge_entry(struct summary *s, const cJSON *entry, const char *node, const char *key)
 {
 	int64_t procs = kobj_int(entry, "processes", 0), bias, omitted;
 	const cJSON *fn, *err;
 	char **more;
 
-	if (!node || seen(s, node))
+	if (!node || !key || seen(s, key))
 		return 0;
 	more = realloc(s->seen, (s->nseen + 1) * sizeof(*more));
 	if (!more)
 		return -ENOMEM;
 	s->seen = more;
-	if (!(s->seen[s->nseen] = strdup(node)))
+	if (!(s->seen[s->nseen] = strdup(key)))
 		return -ENOMEM;
 	s->nseen++;
 	s->writers++;
@@ -413,7 +414,14 @@ static int merge_entry(struct summary *s, const cJSON *entry, const char *node)
 
 int summary__add_report(struct summary *s, const cJSON *report)
 {
-	return merge_entry(s, kobj_get(report, "status"), kobj_str(report, "node"));
+	const char *node = kobj_str(report, "node");
+
+	return merge_entry(s, kobj_get(report, "status"), node, node);
+}
+
+int summary__add_report_as(struct summary *s, const cJSON *report, const char *key)
+{
+	return merge_entry(s, kobj_get(report, "status"), kobj_str(report, "node"), key);
 }
 
 int summary__add_legacy(struct summary *s, const cJSON *status)
@@ -424,7 +432,7 @@ int summary__add_legacy(struct summary *s, const cJSON *status)
 	cJSON_ArrayForEach(entry, kobj_get(status, "nodes"))
 	{
 		if (!e)
-			e = merge_entry(s, entry, kobj_str(entry, "node"));
+			e = merge_entry(s, entry, kobj_str(entry, "node"), kobj_str(entry, "node"));
 	}
 	return e;
 }
@@ -580,6 +588,42 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 	return sum;
 }
 
+/* Of a function in a row: what a table shows. */
+static void keep_row_fields(cJSON *f)
+{
+	static const char *const keep[] = { "name", "mode", "calls", "lost", "p50",
+					    "p95",  "p99",  "max",   NULL };
+	cJSON *v = f->child, *next;
+
+	for (; v; v = next) {
+		const char *const *k = keep;
+
+		next = v->next;
+		while (*k && (!v->string || strcmp(*k, v->string)))
+			k++;
+		if (!*k)
+			cJSON_Delete(cJSON_DetachItemViaPointer(f, v));
+	}
+}
+
+cJSON *summary__row(struct summary *s, const char *ns)
+{
+	cJSON *row = summary_json(s, 0), *f, *errs;
+
+	if (!row)
+		return NULL;
+	cJSON_DeleteItemFromObjectCaseSensitive(row, "recentSlowest");
+	cJSON_DeleteItemFromObjectCaseSensitive(row, "recentP99");
+	cJSON_DeleteItemFromObjectCaseSensitive(row, "probeBias");
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(row, "functions"))
+		keep_row_fields(f);
+	errs = cJSON_AddArrayToObject(row, "errors");
+	for (size_t i = 0; errs && i < s->nerrors && i < 3; i++)
+		cJSON_AddItemToArray(errs, cJSON_CreateString(s->errors[i]));
+	cJSON_AddStringToObject(row, "namespace", ns);
+	return row;
+}
+
 struct conds {
 	cJSON *arr;
 	const cJSON *old;
@@ -621,14 +665,19 @@ static void add_condition(struct conds *c, const char *type, bool ok, const char
 
 static void attached_condition(struct conds *c, const char *ns, const struct summary *s)
 {
+	char where[96];
+
+	/* a cluster probe's reports are in each namespace it covers */
+	snprintf(where, sizeof(where), "%s%.63s", *ns ? "-n " : "-A -l " STATUS_LABEL_CLUSTER,
+		 *ns ? ns : "");
 	if (s->attached && s->detached)
 		add_condition(
 			c, "Attached", true, "OverheadLimited",
 			"probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
 			" nodes; %.400s%s (%zu detached in all: kubectl get functionprobereports "
-			"-n %s -o yaml)",
+			"%s -o yaml)",
 			s->processes, s->pods, s->nodes, s->detached,
-			strlen(s->detached) > 400 ? "..." : "", s->ndetached, ns);
+			strlen(s->detached) > 400 ? "..." : "", s->ndetached, where);
 	else if (s->attached)
 		add_condition(c, "Attached", true, "Attached",
 			      "probes live on %" PRId64 " processes in %" PRId64 " pods on %" PRId64
@@ -637,10 +686,14 @@ static void attached_condition(struct conds *c, const char *ns, const struct sum
 	else if (s->nerrors)
 		add_condition(
 			c, "Attached", false, "AttachFailed",
-			"%s%s%s%s%s (all errors: kubectl get functionprobereports -n %s -o yaml)",
+			"%s%s%s%s%s (all errors: kubectl get functionprobereports %s -o yaml)",
 			s->errors[0], s->nerrors > 1 ? "; " : "",
 			s->nerrors > 1 ? s->errors[1] : "", s->nerrors > 2 ? "; " : "",
-			s->nerrors > 2 ? s->errors[2] : "", ns);
+			s->nerrors > 2 ? s->errors[2] : "", where);
+	else if (!*ns)
+		add_condition(c, "Attached", false, "NoMatchingPods",
+			      "no running pod matches spec.selector in the namespaces "
+			      "spec.namespaceSelector selects");
 	else
 		add_condition(c, "Attached", false, "NoMatchingPods",
 			      "no running pod in namespace %s matches spec.selector", ns);

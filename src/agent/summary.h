@@ -46,6 +46,12 @@ void summary__free(struct summary *s);
 /* Merges a FunctionProbeReport (another agent wrote it: what is out of range
  * is left out). A node merged before is not merged again. -ENOMEM. */
 int summary__add_report(struct summary *s, const cJSON *report);
+/* The same, merged once per key rather than per node: a ClusterFunctionProbe's
+ * node writes one report per namespace. -ENOMEM. */
+int summary__add_report_as(struct summary *s, const cJSON *report, const char *key);
+/* Namespace ns's row of a ClusterFunctionProbe's status, of s: its counts
+ * and per function the latency a table shows (no pods, revisions or calls). */
+cJSON *summary__row(struct summary *s, const char *ns);
 /* Merges the entries of a probe's status.nodes[] (agents before reports) of
  * nodes no report came from. -ENOMEM. */
 int summary__add_legacy(struct summary *s, const cJSON *status);

@@ -11,13 +11,14 @@ const char plugin_cli__usage[] =
 	"Usage:\n"
 	"  kubectl retwatch trace (deploy/NAME | sts/NAME | ds/NAME | pod/NAME | -l SELECTOR)\n"
 	"      PATTERN... [--for 2m] [--threshold 50ms] [--interval 2s] [--args] [--keep]\n"
-	"      [-n NS]\n"
+	"      [-n NS | -A]\n"
 	"    Times every call of the functions PATTERN names (Go names such as main.handle,\n"
 	"    C symbols, globs, LIB:NAME) in the pods, with a FunctionProbe made for it;\n"
 	"    shows the results live and deletes the probe when --for ends or on Ctrl-C\n"
 	"    (unless --keep). --threshold: calls at least this slow are logged with their\n"
 	"    stack by the agents. --interval: how often nodes report (at least 2s).\n"
 	"    --args: the slowest calls show their arguments (spec.captureArguments).\n"
+	"    -A (with -l): the pods of every namespace, with a ClusterFunctionProbe.\n"
 	"  kubectl retwatch functions (deploy/NAME | sts/NAME | ds/NAME | pod/NAME |\n"
 	"      -l SELECTOR) [PATTERN...] [--timeout 30s] [-o json] [-n NS]\n"
 	"    Lists the functions the pods' executables offer (and their shared libraries'\n"
@@ -25,9 +26,10 @@ const char plugin_cli__usage[] =
 	"    most 1000 per executable: the names to trace. The agents read the files; no\n"
 	"    probe is attached, and the FunctionProbe asking them is deleted at the end.\n"
 	"    --timeout: how long the agents on the pods' nodes have to answer.\n"
-	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS]\n"
-	"    The FunctionProbes of the namespace, or one with its functions.\n"
-	"  kubectl retwatch top [-n NS]\n"
+	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS | -A]\n"
+	"    The FunctionProbes of the namespace, or one with its functions; with -A,\n"
+	"    the ClusterFunctionProbes, with a row per namespace.\n"
+	"  kubectl retwatch top [-n NS | -A]\n"
 	"    Every function of every probe of the namespace, the slowest (p99) first.\n"
 	"Options of every command: --kubeconfig FILE, --context NAME, -n/--namespace NS\n"
 	"(defaults: $KUBECONFIG or ~/.kube/config, its current context and namespace).\n";
@@ -114,6 +116,7 @@ enum {
 static const struct option long_opts[] = {
 	{ "namespace", required_argument, NULL, 'n' },
 	{ "selector", required_argument, NULL, 'l' },
+	{ "all-namespaces", no_argument, NULL, 'A' },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
@@ -132,6 +135,7 @@ static int one_opt(int o, const char *arg, struct plugin_cli *c, struct rw_error
 	switch (o) {
 	case 'n': c->ns = arg; return 0;
 	case 'l': c->selector = arg; return 0;
+	case 'A': c->all_ns = true; return 0;
 	case 'o': return set_output(arg, c, err);
 	case 'h': c->cmd = PLUGIN_HELP; return 0;
 	case OPT_KUBECONFIG: c->kubeconfig = arg; return 0;
@@ -163,7 +167,7 @@ static int parse_opts(int argc, char **argv, struct plugin_cli *c, struct rw_err
 
 	optind = 0; /* GNU: start afresh (permuting, so options may follow arguments) */
 	opterr = 0;
-	while ((o = getopt_long(argc, argv, "n:l:o:h", long_opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "n:l:o:hA", long_opts, NULL)) != -1) {
 		if (o == '?' || o == ':') {
 			const char *bad = argv[optind - 1];
 
@@ -204,6 +208,13 @@ static int trace_args(int n, char **args, struct plugin_cli *c, struct rw_error 
 	const char *cmd = c->cmd == PLUGIN_FUNCTIONS ? "functions" : "trace";
 	int i = 0;
 
+	if (c->all_ns && (c->cmd == PLUGIN_FUNCTIONS || !c->selector))
+		return rw_error_set(
+			err, EINVAL, "%s -A: %s", cmd,
+			c->cmd == PLUGIN_FUNCTIONS
+				? "functions reads one namespace's pods: give -n NS"
+				: "a workload is one namespace's; select the pods of every "
+				  "namespace with -l SELECTOR");
 	if (!c->selector) {
 		if (!n)
 			return rw_error_set(err, EINVAL,
@@ -305,6 +316,9 @@ int plugin_cli__parse(int argc, char **argv, struct plugin_cli *c, struct rw_err
 		return 0;
 	n = argc - 1 - optind;
 	argv += 1 + optind;
+	if (c->all_ns && c->ns)
+		return rw_error_set(err, EINVAL,
+				    "-A and -n: give one (-A: every namespace, -n: one)");
 	if (c->cmd == PLUGIN_TRACE || c->cmd == PLUGIN_FUNCTIONS)
 		return trace_args(n, argv, c, err);
 	if (c->selector)

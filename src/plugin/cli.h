@@ -32,6 +32,8 @@ struct plugin_cli {
 	const char *kubeconfig; /* --kubeconfig, else NULL: $KUBECONFIG, ~/.kube/config */
 	const char *context;	/* --context, else NULL: the current context */
 	const char *ns;		/* -n, else NULL: the context's namespace, else default */
+	/* -A/--all-namespaces: trace, get and top with ClusterFunctionProbes */
+	bool all_ns;
 	/* trace */
 	enum plugin_kind kind;
 	const char *name;     /* of the workload; get: of the probe (or NULL) */

@@ -67,6 +67,7 @@ int kctl__open(const struct plugin_cli *cli, struct kctl *c, struct rw_error *er
 		goto out;
 	}
 	snprintf(c->ns, sizeof(c->ns), "%s", ns);
+	c->all_ns = cli->all_ns;
 	if (!(c->k = kube__new(&creds, err)))
 		e = -errno;
 out:
@@ -90,22 +91,29 @@ void kctl__explain(int status, const char *body, const char *verb, const char *r
 		rw_error_set(err, EACCES,
 			     "the API server did not accept your kubeconfig's credentials (HTTP "
 			     "401): log in again, or check the user of the current context");
+	else if (status == 403 && !*ns)
+		rw_error_set(err, EACCES,
+			     "you may not %s %s cluster-wide: ask for the '%s' verb on %s (a "
+			     "ClusterRole bound to you with a ClusterRoleBinding, such as the "
+			     "chart's retwatch-cluster-investigator) (the server said: %s)",
+			     verb, resource, verb, resource, said);
 	else if (status == 403)
 		rw_error_set(err, EACCES,
 			     "you may not %s %s in namespace %s: ask for the '%s' verb on %s in "
 			     "namespace %s (a Role bound to you) (the server said: %s)",
 			     verb, resource, ns, verb, resource, ns, said);
 	else if (status == 404 && name)
-		rw_error_set(err, ENOENT, "%s \"%s\" not found in namespace %s", resource, name,
-			     ns);
+		rw_error_set(err, ENOENT, "%s \"%s\" not found%s%s", resource, name,
+			     *ns ? " in namespace " : "", ns);
 	else if (status == 404)
 		rw_error_set(err, ENOENT,
 			     "the API server does not serve %s: is retwatch installed (its CRDs, "
 			     "docs/agent.md)?",
 			     resource);
 	else
-		rw_error_set(err, EIO, "failed to %s %s%s%s in namespace %s: HTTP %d: %s", verb,
-			     resource, name ? " " : "", name ? name : "", ns, status, said);
+		rw_error_set(err, EIO, "failed to %s %s%s%s%s%s: HTTP %d: %s", verb, resource,
+			     name ? " " : "", name ? name : "", *ns ? " in namespace " : "", ns,
+			     status, said);
 }
 
 int kctl__call(struct kctl *c, const char *method, const char *path, const cJSON *body,
@@ -128,7 +136,7 @@ int kctl__call(struct kctl *c, const char *method, const char *path, const cJSON
 		rw_error_set(err, -status, "failed to reach the API server %s: %s",
 			     kube__server(c->k), msg);
 	} else if (status < 200 || status > 299) {
-		kctl__explain(status, resp, verb, resource, c->ns, name, err);
+		kctl__explain(status, resp, verb, resource, c->all_ns ? "" : c->ns, name, err);
 	} else if (resp) {
 		*ret = cJSON_Parse(resp);
 	}

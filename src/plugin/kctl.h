@@ -15,11 +15,13 @@
 
 #define FPROBE_API "/apis/retwatch.io/v1alpha1"
 #define FPROBE_RESOURCE "functionprobes.retwatch.io"
+#define CFPROBE_RESOURCE "clusterfunctionprobes.retwatch.io"
 #define PLUGIN_MANAGED_BY "kubectl-retwatch"
 
 struct kctl {
 	struct kube *k;
 	char ns[64];
+	bool all_ns;	       /* -A: cluster-wide requests, ClusterFunctionProbes */
 	char kubeconfig[4096]; /* the file read, for messages */
 };
 
@@ -41,7 +43,8 @@ int kctl__call(struct kctl *c, const char *method, const char *path, const cJSON
 	       const char *verb, const char *resource, const char *name, cJSON **ret,
 	       struct rw_error *err);
 
-/* What an HTTP status of an API request means to the user, into err. */
+/* What an HTTP status of an API request means to the user, into err (ns
+ * "": a cluster-wide request). */
 void kctl__explain(int status, const char *body, const char *verb, const char *resource,
 		   const char *ns, const char *name, struct rw_error *err);
 

@@ -15,6 +15,9 @@
 #include "plugin/view.h"
 
 #define POLL_MS 500
+/* What -A makes: a ClusterFunctionProbe over every namespace. */
+#define KIND(c) ((c)->all_ns ? "ClusterFunctionProbe" : "FunctionProbe")
+#define RESOURCE(c) ((c)->all_ns ? CFPROBE_RESOURCE : FPROBE_RESOURCE)
 /* Without a word from any agent this long, say where to look. */
 #define NO_AGENT_HINT_NS (10ull * 1000000000ull)
 
@@ -80,13 +83,16 @@ cJSON *trace__probe_doc(const struct plugin_cli *cli, cJSON *selector)
 	}
 	generate_name(cli, gen, sizeof(gen));
 	cJSON_AddStringToObject(doc, "apiVersion", "retwatch.io/v1alpha1");
-	cJSON_AddStringToObject(doc, "kind", "FunctionProbe");
+	cJSON_AddStringToObject(doc, "kind", KIND(cli));
 	meta = cJSON_AddObjectToObject(doc, "metadata");
 	cJSON_AddStringToObject(meta, "generateName", gen);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "labels"),
 				"app.kubernetes.io/managed-by", PLUGIN_MANAGED_BY);
 	spec = cJSON_AddObjectToObject(doc, "spec");
 	cJSON_AddItemToObject(spec, "selector", selector);
+	/* -A: every namespace ({} selects them all) */
+	if (cli->all_ns)
+		cJSON_AddObjectToObject(spec, "namespaceSelector");
 	fns = cJSON_AddArrayToObject(spec, "functions");
 	for (size_t i = 0; i < cli->npatterns; i++)
 		cJSON_AddItemToArray(fns, cJSON_CreateString(cli->patterns[i]));
@@ -153,15 +159,22 @@ static void show_pods(struct trace *t, const cJSON *sel)
 
 	if (selector__format(sel, text, sizeof(text)))
 		return;
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods?limit=500&labelSelector=%s",
-		 t->c->ns, kube__escape(text, q, sizeof(q)));
+	if (t->c->all_ns)
+		snprintf(path, sizeof(path), "/api/v1/pods?limit=500&labelSelector=%s",
+			 kube__escape(text, q, sizeof(q)));
+	else
+		snprintf(path, sizeof(path),
+			 "/api/v1/namespaces/%s/pods?limit=500&labelSelector=%s", t->c->ns,
+			 kube__escape(text, q, sizeof(q)));
 	if (kctl__call(t->c, "GET", path, NULL, "list", "pods", NULL, &list, &err) != 200) {
 		fprintf(stderr, "note: cannot list the pods of %s (%s)\n", text, err.msg);
 		return;
 	}
 	cJSON_ArrayForEach(p, kobj_get(list, "items")) n++;
 	if (!n)
-		fprintf(stderr, "note: no pod of namespace %s matches %s yet\n", t->c->ns, text);
+		fprintf(stderr, "note: no pod of %s%s matches %s yet\n",
+			t->c->all_ns ? "any namespace" : "namespace ", t->c->all_ns ? "" : t->c->ns,
+			text);
 	else
 		fprintf(stderr, "tracing %d pod%s matching %s%s:", n, n == 1 ? "" : "s", text,
 			kobj_get(kobj_get(list, "metadata"), "continue") ? " (and more)" : "");
@@ -191,8 +204,11 @@ int trace__create(struct kctl *c, const struct plugin_cli *cli, cJSON *sel, stru
 
 	if (!doc)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes", c->ns);
-	st = kctl__call(c, "POST", path, doc, "create", FPROBE_RESOURCE, NULL, &made, err);
+	if (c->all_ns)
+		snprintf(path, sizeof(path), FPROBE_API "/clusterfunctionprobes");
+	else
+		snprintf(path, sizeof(path), FPROBE_API "/namespaces/%s/functionprobes", c->ns);
+	st = kctl__call(c, "POST", path, doc, "create", RESOURCE(c), NULL, &made, err);
 	cJSON_Delete(doc);
 	uid = kobj_uid(made);
 	if (st >= 200 && st <= 299 && (!kobj_name(made) || !uid))
@@ -201,8 +217,9 @@ int trace__create(struct kctl *c, const struct plugin_cli *cli, cJSON *sel, stru
 		snprintf(ret->name, sizeof(ret->name), "%s", kobj_name(made));
 		snprintf(ret->uid, sizeof(ret->uid), "%s", uid);
 		snprintf(ret->path, sizeof(ret->path), "%s/%s", path, ret->name);
-		fprintf(stderr, "created FunctionProbe %s in namespace %s (lifetime %s)\n",
-			ret->name, c->ns, cli->lifetime);
+		fprintf(stderr, "created %s %s %s%s (lifetime %s)\n", KIND(c), ret->name,
+			c->all_ns ? "over every namespace" : "in namespace ",
+			c->all_ns ? "" : c->ns, cli->lifetime);
 	}
 	cJSON_Delete(made);
 	return st < 0 ? st : st > 299 ? -EIO : 0;
@@ -210,11 +227,11 @@ int trace__create(struct kctl *c, const struct plugin_cli *cli, cJSON *sel, stru
 
 static int get_probe(struct trace *t, cJSON **ret, struct rw_error *err)
 {
-	int st = kctl__call(t->c, "GET", t->ref.path, NULL, "get", FPROBE_RESOURCE, t->ref.name,
-			    ret, err);
+	int st = kctl__call(t->c, "GET", t->ref.path, NULL, "get", RESOURCE(t->c), t->ref.name, ret,
+			    err);
 
 	if (st == 404)
-		return rw_error_set(err, ENOENT, "FunctionProbe %s was deleted while it ran",
+		return rw_error_set(err, ENOENT, "%s %s was deleted while it ran", KIND(t->c),
 				    t->ref.name);
 	return st >= 200 && st <= 299 && *ret ? 0 : st < 0 ? st : -EIO;
 }
@@ -225,21 +242,23 @@ void trace__delete(struct kctl *c, const struct plugin_cli *cli, const struct tr
 	cJSON *gone = NULL;
 	int st;
 
+	char where[80];
+
+	snprintf(where, sizeof(where), "%s%s", c->all_ns ? "-A" : "-n ", c->all_ns ? "" : c->ns);
 	if (cli->keep) {
 		fprintf(stderr,
-			"kept FunctionProbe %s: kubectl retwatch get %s -n %s; kubectl delete "
-			"functionprobe %s -n %s\n",
-			p->name, p->name, c->ns, p->name, c->ns);
+			"kept %s %s: kubectl retwatch get %s %s; kubectl delete %s %s%s%s\n",
+			KIND(c), p->name, p->name, where, RESOURCE(c), p->name,
+			c->all_ns ? "" : " -n ", c->all_ns ? "" : c->ns);
 		return;
 	}
-	st = kctl__call(c, "DELETE", p->path, NULL, "delete", FPROBE_RESOURCE, p->name, &gone,
-			&err);
+	st = kctl__call(c, "DELETE", p->path, NULL, "delete", RESOURCE(c), p->name, &gone, &err);
 	cJSON_Delete(gone);
 	if ((st >= 200 && st <= 299) || st == 404)
-		fprintf(stderr, "deleted FunctionProbe %s\n", p->name);
+		fprintf(stderr, "deleted %s %s\n", KIND(c), p->name);
 	else
-		fprintf(stderr, "error: %s; delete it: kubectl delete functionprobe %s -n %s\n",
-			err.msg, p->name, c->ns);
+		fprintf(stderr, "error: %s; delete it: kubectl delete %s %s%s%s\n", err.msg,
+			RESOURCE(c), p->name, c->all_ns ? "" : " -n ", c->all_ns ? "" : c->ns);
 }
 
 /* Not attached yet is said once it lasts this long: the first summary may
@@ -390,15 +409,17 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 		uint64_t left = (t->end - now_ns()) / UINT64_C(1000000000) + 1;
 
 		snprintf(path, sizeof(path),
-			 FPROBE_API "/namespaces/%s/functionprobes?watch=1&fieldSelector=%s"
+			 FPROBE_API "%s%s%s%s?watch=1&fieldSelector=%s"
 				    "&timeoutSeconds=%" PRIu64 "%s%s",
-			 t->c->ns, qsel, left, t->rv[0] ? "&resourceVersion=" : "",
+			 t->c->all_ns ? "" : "/namespaces/", t->c->all_ns ? "" : t->c->ns,
+			 t->c->all_ns ? "" : "/functionprobes",
+			 t->c->all_ns ? "/clusterfunctionprobes" : "", qsel, left,
+			 t->rv[0] ? "&resourceVersion=" : "",
 			 kube__escape(t->rv, qrv, sizeof(qrv)));
 		st = kube__stream(t->c->k, path, on_event, t, t->stop, -1, (int)left + 30, err);
 		if (t->deleted)
-			return rw_error_set(err, ENOENT,
-					    "FunctionProbe %s was deleted while it ran",
-					    t->ref.name);
+			return rw_error_set(err, ENOENT, "%s %s was deleted while it ran",
+					    KIND(t->c), t->ref.name);
 		if (st == 403)
 			return -EACCES;
 		if (st == 200 || st == -ECANCELED) {
@@ -408,7 +429,7 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 		if (st == 410)
 			t->rv[0] = '\0';
 		if (++fails == 10)
-			return rw_error_set(err, EIO, "failed to watch FunctionProbe %s: %s",
+			return rw_error_set(err, EIO, "failed to watch %s %s: %s", KIND(t->c),
 					    t->ref.name, err->msg);
 		nap(t->stop, 1000);
 	}
@@ -424,9 +445,8 @@ static int follow(struct trace *t, struct rw_error *err)
 	e = poll_probe(t, true, err);
 	if (!e && t->attached && (e = watch_probe(t, err)) == -EACCES) {
 		fprintf(stderr,
-			"note: you may not watch functionprobes.retwatch.io: reading "
-			"the probe every %d ms instead\n",
-			POLL_MS);
+			"note: you may not watch %s: reading the probe every %d ms instead\n",
+			RESOURCE(t->c), POLL_MS);
 		e = poll_probe(t, false, err);
 	}
 	free(t->seen);

@@ -112,6 +112,28 @@ static void function_row(FILE *f, const cJSON *fn, int w)
 	revisions(f, fn, w);
 }
 
+/* A ClusterFunctionProbe's row per namespace. */
+static void namespace_rows(FILE *f, const cJSON *probe)
+{
+	const cJSON *status = kobj_get(probe, "status"), *rows = array_of(status, "namespaces");
+	const cJSON *row;
+
+	if (!cJSON_GetArraySize(rows))
+		return;
+	fprintf(f, "%-32s %6s %10s %9s %9s  %s\n", "NAMESPACE", "PODS", "CALLS", "P50", "P99",
+		"SLOWEST");
+	cJSON_ArrayForEach(row, rows)
+	{
+		fprintf(f, "%-32.63s %6" PRId64 " %10" PRId64 " %9.20s %9.20s  %.200s\n",
+			str_or(row, "namespace"), kobj_int(row, "pods", 0),
+			kobj_int(row, "calls", 0), str_or(row, "p50"), str_or(row, "p99"),
+			str_or(row, "slowest"));
+	}
+	if (kobj_int(status, "namespacesOmitted", 0) > 0)
+		fprintf(f, "(%" PRId64 " more namespaces, in the summary above)\n",
+			kobj_int(status, "namespacesOmitted", 0));
+}
+
 void view__table(FILE *f, const cJSON *probe)
 {
 	const cJSON *sum = kobj_get(kobj_get(probe, "status"), "summary");
@@ -139,6 +161,7 @@ void view__table(FILE *f, const cJSON *probe)
 			"(%" PRId64 " more functions left out of the status to keep it within "
 			"its size)\n",
 			kobj_int(sum, "functionsOmitted", 0));
+	namespace_rows(f, probe);
 	fflush(f);
 }
 

@@ -132,8 +132,7 @@ class Agent:
         try:
             if wait_listed:
                 wait_for(f"agent {self.node} to list pods and probes",
-                         lambda: self.proc.poll() is not None
-                         or self.find(msg_has="listed", count=2), timeout=20)
+                         lambda: self.proc.poll() is not None or self.listed(), timeout=20)
             else:
                 wait_for(f"agent {self.node} to start", lambda: self.proc.poll() is not None
                          or self.find(msg_has="serving /metrics")
@@ -164,6 +163,13 @@ class Agent:
                 except json.JSONDecodeError:
                     out.append({"msg": raw, "level": "raw"})
         return out
+
+    def listed(self):
+        """Whether the agent has listed the FunctionProbes and its node's pods
+        (the informers of ClusterFunctionProbes and namespaces list beside them)."""
+        msgs = [e.get("msg", "") for e in self.find(msg_has=": listed ", count=0)]
+        return (any(m.startswith("functionprobes: listed ") for m in msgs)
+                and any(m.startswith("pods: listed ") for m in msgs))
 
     def find(self, msg_has=None, count=1, **fields):
         """Log events whose msg contains msg_has and whose fields equal fields;

@@ -180,7 +180,8 @@ def cluster(workdir):
     try:
         cp.kubectl("apply", "-f", INSTALL_YAML)
         cp.kubectl("wait", "--for=condition=Established", "crd/functionprobes.retwatch.io",
-                   "crd/functionprobereports.retwatch.io")
+                   "crd/functionprobereports.retwatch.io",
+                   "crd/clusterfunctionprobes.retwatch.io")
         yield Cluster(cp, workdir)
     finally:
         cp.stop()

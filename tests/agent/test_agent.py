@@ -890,7 +890,9 @@ def test_lists_come_in_pages_and_a_change_copies_one_probe(cluster):
                                                           "items": items}))
     every = len(cluster.kubectl("get", "fprobe", "-A", "-o", "name").stdout.split())
     with cluster.agent("node-pages", extra=("--list-page-size", "5")) as agent:
-        listed = agent.find(msg_has="functionprobes: listed")[0]["msg"]
+        # the FunctionProbes' informer's line, not the ClusterFunctionProbes'
+        (listed,) = [e["msg"] for e in agent.find(msg_has="functionprobes: listed")
+                     if e["msg"].startswith("functionprobes: ")]
         assert f"listed {every} objects" in listed and \
             listed.endswith(f"in {(every + 4) // 5} pages"), listed
         # the summary writer's first status write to each probe is done

@@ -59,7 +59,7 @@ def test_lint_strict(helm):
          "--set", "serviceAccount.create=false,serviceAccount.name=default,rbac.create=false")
 
 
-CRD_FILES = ["functionprobe.yaml", "functionprobereport.yaml"]
+CRD_FILES = ["clusterfunctionprobe.yaml", "functionprobe.yaml", "functionprobereport.yaml"]
 
 
 def test_package_holds_the_crds(helm, tmp_path):
@@ -79,6 +79,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     objects = render(helm)
     assert sorted(objects) == [
         ("ClusterRole", "retwatch-agent"), ("ClusterRole", "retwatch-agent-metrics-reader"),
+        ("ClusterRole", "retwatch-cluster-investigator"),
         ("ClusterRole", "retwatch-investigator"),
         ("ClusterRoleBinding", "retwatch-agent"),
         ("DaemonSet", "retwatch-agent"), ("NetworkPolicy", "retwatch-agent"),
@@ -232,15 +233,15 @@ def test_install_yaml_is_the_chart_with_its_namespace_and_crd(helm):
     with open(INSTALL_YAML) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     kinds = [d["kind"] for d in docs]
-    assert kinds[:3] == ["CustomResourceDefinition"] * 2 + ["Namespace"], \
+    assert kinds[:4] == ["CustomResourceDefinition"] * 3 + ["Namespace"], \
         "CRDs and Namespace first"
     for doc, name in zip(docs, CRD_FILES):
         with open(os.path.join(REPO, "crds", name)) as f:
             assert doc == yaml.safe_load(f)
-    ns = docs[2]
+    ns = docs[3]
     assert ns["metadata"]["name"] == "retwatch"
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert {(d["kind"], d["metadata"]["name"]) for d in docs[3:]} == set(render(helm))
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs[4:]} == set(render(helm))
 
 
 def install_yaml_count():
@@ -263,6 +264,11 @@ NEEDED = [
     ("list", "functionprobes.retwatch.io", None),
     ("watch", "functionprobes.retwatch.io", None),
     ("patch", "functionprobes.retwatch.io/status", "shop"),
+    ("list", "clusterfunctionprobes.retwatch.io", None),
+    ("watch", "clusterfunctionprobes.retwatch.io", None),
+    ("patch", "clusterfunctionprobes.retwatch.io/status", None),
+    ("list", "namespaces", None),
+    ("watch", "namespaces", None),
     ("create", "functionprobereports.retwatch.io", "shop"),
     ("patch", "functionprobereports.retwatch.io", "shop"),
     ("get", "functionprobereports.retwatch.io", "shop"),
@@ -284,6 +290,10 @@ REFUSED = [
     ("delete", "functionprobes.retwatch.io", "shop"),
     ("deletecollection", "functionprobes.retwatch.io", "shop"),
     ("update", "functionprobes.retwatch.io/status", "shop"),
+    ("create", "clusterfunctionprobes.retwatch.io", None),
+    ("delete", "clusterfunctionprobes.retwatch.io", None),
+    ("update", "clusterfunctionprobes.retwatch.io/status", None),
+    ("update", "namespaces", None),
     ("deletecollection", "functionprobereports.retwatch.io", "shop"),
     ("watch", "functionprobereports.retwatch.io", None),
     ("get", "pods", "shop"),
@@ -362,7 +372,8 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     assert "kubectl get fprobe" in res.stdout  # the NOTES
     objects = objects_of(helm, "second", ns, kubeconfig)
     assert sorted(kind for kind, _, _ in objects) == [
-        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+        "DaemonSet",
         "NetworkPolicy", "Role",
         "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
@@ -401,7 +412,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 13
+        assert len(objects) == 14
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* kubectl-retwatch's pure parts: its command line, label selectors both
  * ways, the FunctionProbe it creates, and its YAML. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,38 @@ TEST(plugin_probe_doc)
 			  "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"db\"}},"
 			  "\"functions\":[\"main.charge\"],\"lifetime\":\"45s\","
 			  "\"reportInterval\":\"2s\",\"slowThreshold\":\"5ms\"}}");
+	free(json);
+	cJSON_Delete(doc);
+	return ok;
+}
+
+TEST(plugin_cli_all_namespaces)
+{
+	struct plugin_cli c;
+	struct rw_error err = { { 0 } };
+	cJSON *sel = NULL, *doc;
+	char *json;
+	bool ok;
+
+	if (!ASSERT_OK(parse("trace -A -l app=web main.charge", &c, &err)) ||
+	    !ASSERT_TRUE(c.all_ns) || !ASSERT_OK(parse("get --all-namespaces", &c, &err)) ||
+	    !ASSERT_TRUE(c.all_ns) || !ASSERT_OK(parse("top -A", &c, &err)) ||
+	    !ASSERT_TRUE(c.all_ns))
+		return false;
+	/* a workload is one namespace's; -n and -A contradict */
+	if (!ASSERT_EQ(parse("trace -A deploy/web main.charge", &c, &err), -EINVAL) ||
+	    !ASSERT_STRCONTAINS(err.msg, "select the pods of every namespace with -l") ||
+	    !ASSERT_EQ(parse("get -A -n shop", &c, &err), -EINVAL) ||
+	    !ASSERT_STRCONTAINS(err.msg, "-A and -n: give one") ||
+	    !ASSERT_EQ(parse("functions -A -l app=web", &c, &err), -EINVAL))
+		return false;
+	if (!ASSERT_OK(parse("trace -A -l app=web main.charge", &c, &err)) ||
+	    !ASSERT_OK(selector__parse("app=web", &sel, &err)))
+		return false;
+	doc = trace__probe_doc(&c, sel);
+	json = cJSON_PrintUnformatted(doc);
+	ok = ASSERT_TRUE(json && strstr(json, "\"kind\":\"ClusterFunctionProbe\"")) &&
+	     ASSERT_TRUE(strstr(json, "\"namespaceSelector\":{}"));
 	free(json);
 	cJSON_Delete(doc);
 	return ok;

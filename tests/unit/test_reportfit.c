@@ -102,7 +102,7 @@ static size_t size_of(const cJSON *o)
 /* The summary's status of one node's entry (taken). */
 static cJSON *summary_of(cJSON *entry)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct summary *s = summary__new(1);
 	cJSON *report = cJSON_CreateObject(), *doc;

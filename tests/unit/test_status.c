@@ -243,7 +243,7 @@ static cJSON *as_pairs(cJSON *o)
 }
 TEST(status_seed_round_trip)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 7 };
+	struct status_probe p = { "uid-1", "shop", "payments", 7, false };
 	struct traceset_env env = {};
 	struct errlist errs = {};
 	struct results *r = results__new(NULL), *again = results__new(NULL);
@@ -356,7 +356,7 @@ static bool add_report(struct summary *s, cJSON *report)
  * left out; entries of agents before reports merged for nodes without one. */
 TEST(status_summary_merges_reports)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_probe p = { "uid-1", "shop", "payments", 4, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *fast = latency_of(1000, 100, 10), *slow = latency_of(900000, 40, 1000);
 	struct latency *stale = latency_of(5, 1000, 1), merged = {}, got;
@@ -404,12 +404,74 @@ TEST(status_summary_merges_reports)
 	return ok;
 }
 
+/* A cluster probe's node writes a report per namespace: the whole merges
+ * each once per node and namespace, a namespace's row only its own, and the
+ * status and report bodies name the ClusterFunctionProbe. */
+TEST(status_summary_of_a_cluster_probe)
+{
+	struct status_probe p = { "uid-c", "", "every", 1, true };
+	struct status_probe in_ns = { "uid-c", "shop", "every", 1, true };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *a = latency_of(1000, 100, 10), *b = latency_of(5000, 40, 100);
+	struct summary *whole = summary__new(1), *row = summary__new(1);
+	cJSON *ra = report_json("n1", node_json("n1", 1, true, NULL, "main.f", a));
+	cJSON *rb = report_json("n1", node_json("n1", 1, true, NULL, "main.f", b));
+	cJSON *doc = NULL, *r = NULL, *body = NULL;
+	char *text = NULL;
+	bool ok;
+
+	ok = ASSERT_TRUE(whole && row) && ASSERT_OK(summary__add_report_as(whole, ra, "shop/n1")) &&
+	     ASSERT_OK(summary__add_report_as(whole, rb, "bank/n1")) &&
+	     ASSERT_OK(summary__add_report_as(whole, rb, "bank/n1")) &&
+	     ASSERT_OK(summary__add_report(row, rb)) && ASSERT_OK(summary__add_report(row, ra));
+	if (!ok)
+		goto out;
+	doc = summary__doc(&p, &st, NULL, whole, 2 * NS_PER_S);
+	r = summary__row(row, "bank");
+	ok = ASSERT_EQ(kobj_int(kobj_get(doc, "summary"), "calls", -1), 140) &&
+	     ASSERT_EQ(kobj_int(r, "calls", -1), 40) &&
+	     ASSERT_STREQ(kobj_str(r, "namespace"), "bank") &&
+	     ASSERT_TRUE(kobj_str(fn_named(kobj_get(r, "functions"), "main.f"), "p99")) &&
+	     ASSERT_FALSE(kobj_get(fn_named(kobj_get(r, "functions"), "main.f"), "slowestPods")) &&
+	     ASSERT_FALSE(kobj_get(fn_named(kobj_get(r, "functions"), "main.f"), "bucketCounts"));
+	text = status__apply_body(&p, cJSON_CreateObject());
+	body = cJSON_Parse(text);
+	ok = ok && ASSERT_STREQ(kobj_str(body, "kind"), "ClusterFunctionProbe") &&
+	     ASSERT_FALSE(kobj_namespace(body));
+	free(text);
+	cJSON_Delete(body);
+	text = status__report_body(&in_ns, "n1", cJSON_CreateObject(), 2 * NS_PER_S);
+	body = cJSON_Parse(text);
+	ok = ok && ASSERT_STREQ(kobj_namespace(body), "shop") &&
+	     ASSERT_STREQ(kobj_str(kobj_get(body, "probe"), "kind"), "ClusterFunctionProbe") &&
+	     ASSERT_STREQ(
+		     kobj_str(cJSON_GetArrayItem(
+				      kobj_get(kobj_get(body, "metadata"), "ownerReferences"), 0),
+			      "kind"),
+		     "ClusterFunctionProbe") &&
+	     ASSERT_STREQ(
+		     kobj_str(kobj_get(kobj_get(body, "metadata"), "labels"), STATUS_LABEL_CLUSTER),
+		     "true");
+out:
+	free(text);
+	cJSON_Delete(body);
+	cJSON_Delete(r);
+	cJSON_Delete(doc);
+	cJSON_Delete(ra);
+	cJSON_Delete(rb);
+	summary__free(whole);
+	summary__free(row);
+	free(a);
+	free(b);
+	return ok;
+}
+
 /* A report without returnSites (valid for the schema, which does not
  * require it) leaves it out of the summary: never null, which the API
  * server refuses, so one odd report cannot stop every summary. */
 TEST(status_summary_without_return_sites)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 4 };
+	struct status_probe p = { "uid-1", "shop", "payments", 4, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(1000, 100, 10);
 	struct summary *s = summary__new(4);
@@ -437,7 +499,7 @@ TEST(status_summary_without_return_sites)
  * revision merged exactly over its pods on every node. */
 TEST(status_summary_slowest_pods_and_revisions)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l[5], old_rev = {}, new_rev = {}, got;
 	struct summary *s = summary__new(1);
@@ -510,7 +572,7 @@ TEST(status_summary_interval)
 /* Conditions say what is wrong and keep their transition time while they hold. */
 TEST(status_conditions)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 2 };
+	struct status_probe p = { "uid-1", "shop", "payments", 2, false };
 	struct status_state invalid = { .spec_err = "spec.functions: give 1 to 64 names" };
 	struct status_state expired = { .valid = true, .expired = true, .expires = 0 };
 	struct status_state active = { .valid = true, .expires = 2000000000 };
@@ -558,12 +620,13 @@ TEST(status_conditions)
 
 TEST(status_names_and_body)
 {
-	struct status_probe p = { "uid-9", "shop", "payments", 1 };
-	struct status_probe q = { "uid-9", "shop", "a-b", 1 }, q2 = { "uid-9", "shop", "a", 1 };
+	struct status_probe p = { "uid-9", "shop", "payments", 1, false };
+	struct status_probe q = { "uid-9", "shop", "a-b", 1, false },
+			    q2 = { "uid-9", "shop", "a", 1, false };
 	char key[STATUS_KEY_LEN], *path = status__path("shop", "payments");
 	char *manager = status__node_manager("node-a"), *body, *rpath = NULL;
 	char name[STATUS_NAME_LEN], other[STATUS_NAME_LEN], longname[300];
-	struct status_probe lp = { "uid-9", "shop", longname, 1 };
+	struct status_probe lp = { "uid-9", "shop", longname, 1, false };
 	cJSON *doc;
 	bool ok;
 
@@ -627,7 +690,7 @@ TEST(status_names_and_body)
 /* A function's own bias (its entry's kind's) wins over its node's, the smallest of its nodes'. */
 TEST(status_summary_bias_per_function)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(24000, 100, 0);
 	struct summary *s = summary__new(1);
@@ -660,7 +723,7 @@ TEST(status_summary_bias_per_function)
  * Attached condition names a function the overhead guard detached. */
 TEST(status_summary_bias_and_detached)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000 };
 	struct latency *l = latency_of(24000, 100, 0);
 	struct summary *s = summary__new(1);
@@ -718,7 +781,7 @@ static void add_call(cJSON *entry, uint64_t ns, const char *pod)
  * checked field by field. */
 TEST(status_summary_slowest_calls)
 {
-	struct status_probe p = { "uid-1", "shop", "payments", 1 };
+	struct status_probe p = { "uid-1", "shop", "payments", 1, false };
 	struct status_state st = { .valid = true, .expires = 2000000000, .keep = 3 };
 	struct latency *l = latency_of(1000, 100, 10);
 	struct summary *s = summary__new(1);
