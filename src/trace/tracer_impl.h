@@ -124,6 +124,10 @@ struct attached_file {
 	/* functions' inlined copies, by name, once a target's patterns asked */
 	struct inl_probes **inl;
 	size_t ninl;
+	/* the patterns whose copies were read: a process forked from a traced
+	 * one asks again, and the tree is not read twice */
+	char **inl_read;
+	size_t ninl_read;
 	unsigned int users;
 	struct attached_file *next;
 };

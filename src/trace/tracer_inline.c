@@ -46,6 +46,44 @@ void inline__free(struct attached_file *f)
 	free(f->inl);
 	f->inl = NULL;
 	f->ninl = 0;
+	for (size_t i = 0; i < f->ninl_read; i++)
+		free(f->inl_read[i]);
+	free(f->inl_read);
+	f->inl_read = NULL;
+	f->ninl_read = 0;
+}
+
+/* The patterns not read for f yet, into unread (npatterns of room); how many. */
+static size_t patterns__unread(const struct attached_file *f, const char *const *patterns,
+			       size_t npatterns, const char **unread)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < npatterns; i++) {
+		bool seen = false;
+
+		for (size_t k = 0; !seen && k < f->ninl_read; k++)
+			seen = !strcmp(f->inl_read[k], patterns[i]);
+		if (!seen)
+			unread[n++] = patterns[i];
+	}
+	return n;
+}
+
+static int patterns__remember(struct attached_file *f, const char *const *patterns, size_t n)
+{
+	char **p = realloc(f->inl_read, (f->ninl_read + n) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	f->inl_read = p;
+	for (size_t i = 0; i < n; i++) {
+		p[f->ninl_read] = strdup(patterns[i]);
+		if (!p[f->ninl_read])
+			return -ENOMEM;
+		f->ninl_read++;
+	}
+	return 0;
 }
 
 static struct inl_probes *probes__new(struct attached_file *f, const char *name)
@@ -150,14 +188,22 @@ int inline__collect(struct tracer *t, struct tracer_target *tt, const char *cons
 		    size_t npatterns)
 {
 	struct attached_file *f = tt->file;
+	const char **unread = calloc(npatterns + 1, sizeof(*unread));
 	struct inl_list *l = NULL;
-	size_t first = f->ninl;
+	size_t first = f->ninl, nunread;
 	int e;
 
 	(void)t;
+	if (!unread)
+		return -ENOMEM;
+	nunread = patterns__unread(f, patterns, npatterns, unread);
+	e = nunread ? patterns__remember(f, unread, nunread) : 0;
 	/* an unreadable tree (a Go table before 1.20, bad DWARF): the functions as matched */
-	if (binary__inlined(f->bin, patterns, npatterns, &l, NULL) || !l)
-		return 0;
+	if (e || !nunread || binary__inlined(f->bin, unread, nunread, &l, NULL) || !l) {
+		free(unread);
+		return e;
+	}
+	free(unread);
 	e = binary__inlined_probe(f->bin, l);
 	for (size_t i = 0; !e && i < l->ncopies; i++) {
 		const struct inl_copy *c = &l->copies[i];
