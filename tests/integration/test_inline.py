@@ -318,8 +318,11 @@ def test_c_trace_times_inlined_copies():
         f = got[name]
         assert f["calls"] == f["inlined_calls"] == 1000 * 64 - 500 + 1000, f
         assert f["orphans"] == 0 and f["lost"] == 0, f
+    # the 20 us body, less the probes' bias: quiet, 20.4-21.9 us here; the
+    # bias moves with the machine's load by a microsecond or two (22.1 us
+    # once beside the whole suite), so the bounds are 10% under, 15% over
     spin = got["spin"]
-    assert spin["calls"] == 50 and abs(spin["p50_ns"] - 20000) <= 2000, spin
+    assert spin["calls"] == 50 and 18000 <= spin["p50_ns"] <= 23000, spin
 
 
 def test_c_ranges_outside_their_function_said():
