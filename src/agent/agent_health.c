@@ -49,6 +49,7 @@ void agent_health__counters(struct agent *a, struct agent_counters *ret)
  */
 static bool ready(const struct agent *a, char *why_not, size_t len)
 {
+	why_not[0] = '\0'; /* ready: no reason (the caller prints it either way) */
 	if (!informer__synced(a->probes_inf) || !informer__synced(a->pods_inf)) {
 		snprintf(
 			why_not, len,
