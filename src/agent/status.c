@@ -152,6 +152,15 @@ static void add_recent(cJSON *f, struct results *r, size_t k, uint64_t window_ns
 	free(l);
 }
 
+/* Its inlined copies probed with it: their sites, and why a copy is not timed. */
+static void add_inlined(cJSON *f, const struct results_row *row)
+{
+	if (row->inlined.sites)
+		cJSON_AddNumberToObject(f, "inlinedSites", (double)row->inlined.sites);
+	if (row->inlined.copies > row->inlined.timed && row->inlined_reason)
+		cJSON_AddStringToObject(f, "inlinedNotTimed", row->inlined_reason);
+}
+
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
 			  size_t npods, bool wrote, uint64_t window_ns)
@@ -186,6 +195,7 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		cJSON_AddItemToArray(fns, f);
 		/* what part of the probes' cost its durations hold depends on it */
 		cJSON_AddStringToObject(f, "probeEntry", probe_entry__str(row->entry));
+		add_inlined(f, row);
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
 		results__release(r);

@@ -72,6 +72,8 @@ void status__reports_selector(const char *uid, char *buf, size_t len);
  * order ("96:5 97:12 113:1").
  */
 int status_latency__to_json(const struct latency *l, cJSON *obj);
+/* The most sites a function's inlined copies are probed at (tracer_inline.c's cap). */
+#define STATUS_MAX_INLINED_SITES 1024
 /* The longest bucketCounts, with its NUL: each bucket's "index:count " at most. */
 #define STATUS_BUCKETS_TEXT_LEN (RW_HIST_BUCKETS * (3 + 1 + 20 + 1) + 1)
 /*

@@ -41,6 +41,8 @@ struct rev_row {
 struct merged {
 	char *name, *mode, *reason;
 	double returns;
+	/* its inlined copies' probe sites: the most a node probed */
+	int64_t inlined_sites;
 	/* the smallest bias the nodes took out of its durations (0: none):
 	 * each node's for its entry's kind (probeBiasNs), else the node's */
 	uint64_t bias_ns;
@@ -324,6 +326,10 @@ static void merge_fn(struct summary *s, const cJSON *fn, const char *node, uint6
 	if (bias > 0 && bias < (int64_t)NS_PER_S && (!m->bias_ns || (uint64_t)bias < m->bias_ns))
 		m->bias_ns = (uint64_t)bias;
 	latency__merge(&m->l, &l);
+	/* written by agents: at most what one function's copies are probed at */
+	if (kobj_int(fn, "inlinedSites", 0) > m->inlined_sites &&
+	    kobj_int(fn, "inlinedSites", 0) <= STATUS_MAX_INLINED_SITES)
+		m->inlined_sites = kobj_int(fn, "inlinedSites", 0);
 	if (kobj_get(fn, "recent") && !status_latency__from_json(kobj_get(fn, "recent"), &l)) {
 		uint64_t span = 0;
 
@@ -541,6 +547,8 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 		cJSON *f = status__function(m->name, m->mode, m->reason, m->returns, &m->l);
 
 		cJSON_AddItemToArray(fns, f);
+		if (m->inlined_sites)
+			cJSON_AddNumberToObject(f, "inlinedSites", (double)m->inlined_sites);
 		if (m->bias_ns)
 			status__take_bias(f, m->bias_ns);
 		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, m->bias_ns));

@@ -110,8 +110,8 @@ static void notify(struct analyzer *a)
 
 /*
  * Reads the file and matches the patterns, which analyses every function
- * they match (its return sites): what the attach on the main loop would
- * otherwise do. The match's answer (too many functions, names that match
+ * they match (its return sites), and reads their inlined copies: what the
+ * attach on the main loop would otherwise do (the copies it does not read). The match's answer (too many functions, names that match
  * nothing) is the tracer's to give; the binary keeps the work.
  */
 static struct binary *analyse(int fd, const char *name, char **patterns, size_t npatterns,
@@ -125,8 +125,11 @@ static struct binary *analyse(int fd, const char *name, char **patterns, size_t 
 	/* name (/proc/PID/exe): where the file's debug file is looked for */
 	b = binary__open_as(NULL, path, name, err);
 	if (b && !binary__match(b, (const char *const *)patterns, npatterns, BINARY_DEFAULT_LIMIT,
-				&m, NULL))
+				&m, NULL)) {
 		binary_match__clear(&m);
+		/* their inlined copies too: an unreadable tree leaves the functions as matched */
+		(void)binary__inlined_keep(b, (const char *const *)patterns, npatterns);
+	}
 	return b;
 }
 

@@ -260,6 +260,18 @@ struct inl_sites;
 int binary__inlined_sites(struct binary *b, const struct inl_copy *c, struct inl_sites *ret);
 /* Fills the sites of every copy of l (inl_copy.sites). 0, or -ENOMEM. */
 int binary__inlined_probe(struct binary *b, struct inl_list *l);
+/*
+ * binary__inlined for patterns, with every copy's sites, kept with the
+ * answer binary__match remembers for the same patterns: the agent's analyzer
+ * reads a big Go binary's tree (73 ms for kube-apiserver) on its thread, and
+ * the attach on the main loop finds it (binary__inlined_kept). It goes with
+ * that answer to another reading of the same file (binary_cache__adopt).
+ * 0; -ENOENT when no match of these patterns is remembered; a reading's error.
+ */
+int binary__inlined_keep(struct binary *b, const char *const *patterns, size_t npatterns);
+/* The copies binary__inlined_keep kept for patterns, owned by b; NULL: not kept, or none. */
+struct inl_list *binary__inlined_kept(const struct binary *b, const char *const *patterns,
+				      size_t npatterns);
 
 struct func_params;
 /*

@@ -109,6 +109,9 @@ struct match_memo {
 	size_t key_len, limit, npatterns;
 	struct binary_match m; /* unmatched[k].pattern: NULL, see at */
 	size_t *at;	       /* unmatched[k] is patterns[at[k]] */
+	/* the patterns' inlined copies with their sites (binary__inlined_keep),
+	 * read off the main loop as the match was; NULL: not read, or none */
+	struct inl_list *inl;
 	struct match_memo *next;
 };
 
@@ -177,6 +180,6 @@ void bin_memo__put(struct binary *b, const char *const *patterns, size_t npatter
 void bin_memo__free(struct match_memo *mm);
 const struct match_memo *bin_memo__find(const struct binary *b, const char *const *patterns,
 					size_t npatterns, size_t limit);
-void bin_memo__import(struct binary *b, const struct binary *from);
+void bin_memo__import(struct binary *b, struct binary *from);
 
 #endif

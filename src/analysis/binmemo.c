@@ -22,6 +22,7 @@
 #include "analysis/disasm.h"
 #include "analysis/elfbin.h"
 #include "analysis/gopclntab.h"
+#include "analysis/inlined.h"
 
 void bin_memo__free(struct match_memo *mm)
 {
@@ -30,6 +31,7 @@ void bin_memo__free(struct match_memo *mm)
 	free(mm->key);
 	binary_match__clear(&mm->m);
 	free(mm->at);
+	inl_list__free(mm->inl);
 	free(mm);
 }
 
@@ -55,10 +57,10 @@ static char *memo_key(const char *const *patterns, size_t npatterns, size_t *ret
 }
 
 /* The remembered answer for a key (memo_key), or NULL. */
-static const struct match_memo *memo_find_key(const struct binary *b, const char *key, size_t len,
-					      size_t npatterns, size_t limit)
+static struct match_memo *memo_find_key(const struct binary *b, const char *key, size_t len,
+					size_t npatterns, size_t limit)
 {
-	const struct match_memo *mm;
+	struct match_memo *mm;
 
 	for (mm = b->memo; mm; mm = mm->next)
 		if (mm->limit == limit && mm->npatterns == npatterns && mm->key_len == len &&
@@ -67,11 +69,11 @@ static const struct match_memo *memo_find_key(const struct binary *b, const char
 	return mm;
 }
 
-/* The remembered answer for patterns and limit, or NULL. */
-const struct match_memo *bin_memo__find(const struct binary *b, const char *const *patterns,
-					size_t npatterns, size_t limit)
+/* The remembered answer for patterns and limit, to add to; NULL when none. */
+static struct match_memo *memo_find(const struct binary *b, const char *const *patterns,
+				    size_t npatterns, size_t limit)
 {
-	const struct match_memo *mm = NULL;
+	struct match_memo *mm = NULL;
 	size_t len;
 	char *key = memo_key(patterns, npatterns, &len);
 
@@ -79,6 +81,42 @@ const struct match_memo *bin_memo__find(const struct binary *b, const char *cons
 		mm = memo_find_key(b, key, len, npatterns, limit);
 	free(key);
 	return mm;
+}
+
+/* The remembered answer for patterns and limit, or NULL. */
+const struct match_memo *bin_memo__find(const struct binary *b, const char *const *patterns,
+					size_t npatterns, size_t limit)
+{
+	return memo_find(b, patterns, npatterns, limit);
+}
+
+int binary__inlined_keep(struct binary *b, const char *const *patterns, size_t npatterns)
+{
+	struct match_memo *mm = memo_find(b, patterns, npatterns, BINARY_DEFAULT_LIMIT);
+	struct inl_list *l = NULL;
+	int e;
+
+	if (!mm)
+		return -ENOENT;
+	if (mm->inl)
+		return 0;
+	e = binary__inlined(b, patterns, npatterns, &l, NULL);
+	if (!e)
+		e = binary__inlined_probe(b, l);
+	if (e || (l && !l->ncopies)) {
+		inl_list__free(l);
+		return e;
+	}
+	mm->inl = l;
+	return 0;
+}
+
+struct inl_list *binary__inlined_kept(const struct binary *b, const char *const *patterns,
+				      size_t npatterns)
+{
+	struct match_memo *mm = memo_find(b, patterns, npatterns, BINARY_DEFAULT_LIMIT);
+
+	return mm ? mm->inl : NULL;
 }
 
 /* Keeps mm, latest first, and forgets the oldest past MEMO_MAX. */
@@ -189,8 +227,12 @@ static const char *suggestion_of(const struct binary *b, const char *name)
 	return NULL;
 }
 
-/* mm, an answer of another reading of the same file, as b's own; NULL when it cannot be. */
-static struct match_memo *memo_translate(struct binary *b, const struct match_memo *from)
+/*
+ * from, an answer of another reading of the same file, as b's own (its
+ * inlined copies taken: addresses and names, the same in both); NULL when it
+ * cannot be.
+ */
+static struct match_memo *memo_translate(struct binary *b, struct match_memo *from)
 {
 	struct match_memo *mm = calloc(1, sizeof(*mm));
 	size_t cap = 0;
@@ -226,6 +268,8 @@ static struct match_memo *memo_translate(struct binary *b, const struct match_me
 		mm->at[k] = from->at[k];
 	}
 	mm->m.nunmatched = from->m.nunmatched;
+	mm->inl = from->inl;
+	from->inl = NULL;
 	return mm;
 fail:
 	bin_memo__free(mm);
@@ -238,20 +282,26 @@ fail:
  * matched functions are analysed here, the globs and suggestions are not
  * computed again. An answer b cannot take is left out: b matches it itself.
  */
-void bin_memo__import(struct binary *b, const struct binary *from)
+void bin_memo__import(struct binary *b, struct binary *from)
 {
-	const struct match_memo *list[MEMO_MAX];
+	struct match_memo *list[MEMO_MAX];
 	size_t n = 0;
 
-	for (const struct match_memo *mm = from->memo; mm && n < MEMO_MAX; mm = mm->next)
+	for (struct match_memo *mm = from->memo; mm && n < MEMO_MAX; mm = mm->next)
 		list[n++] = mm;
 	/* oldest first, so that b's order is from's */
 	while (n--) {
-		struct match_memo *mm;
+		struct match_memo *mm = memo_find_key(b, list[n]->key, list[n]->key_len,
+						      list[n]->npatterns, list[n]->limit);
 
-		if (memo_find_key(b, list[n]->key, list[n]->key_len, list[n]->npatterns,
-				  list[n]->limit))
+		if (mm) {
+			/* matched here before, its copies read there */
+			if (!mm->inl) {
+				mm->inl = list[n]->inl;
+				list[n]->inl = NULL;
+			}
 			continue;
+		}
 		mm = memo_translate(b, list[n]);
 		if (mm)
 			memo_push(b, mm);

@@ -393,15 +393,6 @@ static size_t unmatched_one(const struct binary_unmatched *u, const char *path, 
 	return n < 0 ? 0 : (size_t)n;
 }
 
-/*
- * -ENOENT naming the patterns that match nothing in path: a function that
- * exists only inlined first (said so, not "no function matches"; with
- * inlined_too only: the agent (partial) runs this on its main loop, where
- * reading a big Go binary's inline tree, 73 ms for kube-apiserver, does not
- * belong), then those
- * with suggestions (likely typos), as many as the message holds, and how
- * many more. A probe of 64 patterns named only its first before.
- */
 /* Whether copy c of l is one of pat's, the first of its caller among them. */
 static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
 {
@@ -418,14 +409,14 @@ static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
  * "'P' in PATH exists only inlined, in N callers (A, B, ...), and its
  * copies cannot be probed: WHY" for the first unmatched pattern that names a
  * function the compiler inlined everywhere and whose copies cannot be
- * probed (inlsites.h), into msg; which patterns name such functions is
+ * probed (inlsites.h), into msg, from the copies kept (NULL: read here); which patterns name such functions is
  * marked in ret_inlined: 1, or 2 where a copy can be probed (traced then,
  * tracer_inline.c). The length written, 0 when none is.
  */
 static size_t inlined_only(struct binary *b, const struct binary_match *m, const char *path,
-			   uint8_t *ret_inlined, char *msg, size_t len)
+			   struct inl_list *kept, uint8_t *ret_inlined, char *msg, size_t len)
 {
-	struct inl_list *l = NULL;
+	struct inl_list *l = kept;
 	const char **pats = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*pats));
 	size_t out = 0;
 
@@ -434,7 +425,8 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 	for (size_t i = 0; i < m->nunmatched; i++)
 		pats[i] = m->unmatched[i].pattern;
 	/* an unreadable tree leaves the plain "no function matches" */
-	if (binary__inlined(b, pats, m->nunmatched, &l, NULL) || !l || binary__inlined_probe(b, l))
+	if ((!kept && binary__inlined(b, pats, m->nunmatched, &l, NULL)) || !l ||
+	    binary__inlined_probe(b, l))
 		goto out;
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		size_t ncallers = 0, shown = 0;
@@ -471,13 +463,23 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 		out = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 	}
 out:
-	inl_list__free(l);
+	if (l != kept)
+		inl_list__free(l);
 	free(pats);
 	return out;
 }
 
+/*
+ * -ENOENT naming the patterns that match nothing in path: a function that
+ * exists only inlined first (said so, not "no function matches"; from the
+ * copies kept, or read with inlined_too only: the agent (partial) runs this
+ * on its main loop, where reading a big Go binary's inline tree, 73 ms for
+ * kube-apiserver, does not belong: its analyzer keeps them), then those
+ * with suggestions (likely typos), as many as the message holds, and how
+ * many more. A probe of 64 patterns named only its first before.
+ */
 static int unmatched_error(struct binary *b, const struct binary_match *m, const char *path,
-			   bool inlined_too, struct rw_error *err)
+			   struct inl_list *kept, bool inlined_too, struct rw_error *err)
 {
 	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
 	size_t len = 0, shown = 0, missing = 0, unprobed = 0;
@@ -485,8 +487,8 @@ static int unmatched_error(struct binary *b, const struct binary_match *m, const
 
 	if (!inlined)
 		return rw_error_set(err, ENOMEM, "out of memory");
-	if (inlined_too)
-		len = inlined_only(b, m, path, inlined, msg, sizeof(msg));
+	if (inlined_too || kept)
+		len = inlined_only(b, m, path, kept, inlined, msg, sizeof(msg));
 	for (size_t i = 0; i < m->nunmatched; i++) {
 		missing += !inlined[i];
 		unprobed += inlined[i] == 1;
@@ -532,26 +534,18 @@ static int unmatched_error(struct binary *b, const struct binary_match *m, const
 }
 
 /*
- * unmatched_error for the unmatched patterns of tt that name no function
- * that exists only inlined with a copy probed; 0 when there are none.
+ * Drops from tt's unmatched patterns those that name a function that exists
+ * only inlined, traced through its copies: matched, as far as a user is told.
  */
-static int unmatched_rest(const struct tracer_target *tt, const char *path, bool inlined_too,
-			  struct rw_error *err)
+static void unmatched__drop_inlined(struct tracer_target *tt)
 {
-	const struct binary_match *m = &tt->match;
-	struct binary_match rest = { 0 };
-	int e = 0;
+	struct binary_match *m = &tt->match;
+	size_t n = 0;
 
-	rest.unmatched = calloc(m->nunmatched + 1, sizeof(*rest.unmatched));
-	if (!rest.unmatched)
-		return rw_error_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < m->nunmatched; i++)
 		if (!inline__covers(tt->file, m, i))
-			rest.unmatched[rest.nunmatched++] = m->unmatched[i];
-	if (rest.nunmatched)
-		e = unmatched_error(tt->file->bin, &rest, path, inlined_too, err);
-	free(rest.unmatched); /* the entries are m's */
-	return e;
+			m->unmatched[n++] = m->unmatched[i];
+	m->nunmatched = n;
 }
 
 int tracer__check(struct tracer *t, const char *path, const char *const *patterns, size_t npatterns,
@@ -565,7 +559,7 @@ int tracer__check(struct tracer *t, const char *path, const char *const *pattern
 		return -(errno ? errno : EINVAL);
 	e = binary__match(b, patterns, npatterns, BINARY_DEFAULT_LIMIT, &m, err);
 	if (!e && m.nunmatched && !(t->partial && m.nfuncs))
-		e = unmatched_error(b, &m, path, !t->partial, err);
+		e = unmatched_error(b, &m, path, NULL, !t->partial, err);
 	binary_match__clear(&m);
 	binary__put(b);
 	return e;
@@ -601,12 +595,17 @@ static int target__functions(struct tracer *t, struct tracer_target *tt, const c
 			  err);
 	if (e)
 		return e;
-	/* inlined copies too (not in the agent's main loop: see unmatched_error) */
-	if (!t->partial && inline__collect(t, tt, patterns, npatterns))
+	/* inlined copies too (in the agent, as its analyzer read them: see unmatched_error) */
+	if (inline__collect(t, tt, patterns, npatterns))
 		return rw_error_set(err, ENOMEM, "out of memory");
 	nown = inline__own_for(tt->file, patterns, npatterns, NULL, 0);
-	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs)) {
-		e = unmatched_rest(tt, path, !t->partial, err);
+	unmatched__drop_inlined(tt);
+	if (tt->match.nunmatched && !(t->partial && tt->match.nfuncs + nown)) {
+		e = unmatched_error(
+			tt->file->bin, &tt->match, path,
+			t->partial ? binary__inlined_kept(tt->file->bin, patterns, npatterns)
+				   : NULL,
+			!t->partial, err);
 		if (e)
 			return e;
 	}

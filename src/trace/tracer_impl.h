@@ -296,7 +296,8 @@ int hist__create(struct tracer *t, struct tracer_target *tt, size_t i, struct rw
 
 /*
  * tracer_inline.c: the inlined copies of the functions a target's patterns
- * name, read once per file and name.
+ * name, read once per file and name; in the agent (partial), only those its
+ * analyzer read off the main loop (binary__inlined_kept).
  */
 int inline__collect(struct tracer *t, struct tracer_target *tt, const char *const *patterns,
 		    size_t npatterns);

@@ -188,22 +188,29 @@ int inline__collect(struct tracer *t, struct tracer_target *tt, const char *cons
 		    size_t npatterns)
 {
 	struct attached_file *f = tt->file;
-	const char **unread = calloc(npatterns + 1, sizeof(*unread));
+	/* the agent's analyzer read them off its main loop, or nobody did */
+	struct inl_list *kept = t->partial ? binary__inlined_kept(f->bin, patterns, npatterns)
+					   : NULL;
+	const char **unread;
 	struct inl_list *l = NULL;
 	size_t first = f->ninl, nunread;
 	int e;
 
-	(void)t;
+	if (t->partial && !kept)
+		return 0;
+	unread = calloc(npatterns + 1, sizeof(*unread));
 	if (!unread)
 		return -ENOMEM;
 	nunread = patterns__unread(f, patterns, npatterns, unread);
 	e = nunread ? patterns__remember(f, unread, nunread) : 0;
+	if (!e && nunread && kept)
+		l = kept; /* all the patterns' copies: those read for a target before are skipped */
 	/* an unreadable tree (a Go table before 1.20, bad DWARF): the functions as matched */
-	if (e || !nunread || binary__inlined(f->bin, unread, nunread, &l, NULL) || !l) {
-		free(unread);
-		return e;
-	}
+	else if (e || !nunread || binary__inlined(f->bin, unread, nunread, &l, NULL))
+		l = NULL;
 	free(unread);
+	if (!l)
+		return e;
 	e = binary__inlined_probe(f->bin, l);
 	for (size_t i = 0; !e && i < l->ncopies; i++) {
 		const struct inl_copy *c = &l->copies[i];
@@ -222,7 +229,8 @@ int inline__collect(struct tracer *t, struct tracer_target *tt, const char *cons
 	for (size_t i = first; !e && i < f->ninl; i++)
 		if (!matched_by_name(&tt->match, f->inl[i]->name))
 			probes__own(f->inl[i], f->bin);
-	inl_list__free(l);
+	if (l != kept)
+		inl_list__free(l);
 	return e;
 }
 

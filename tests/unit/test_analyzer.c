@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/analyzer.h"
 #include "analysis/binary.h"
+#include "analysis/inlined.h"
+#include "analysis/inlsites.h"
 #include "test.h"
 
 /* Asks until the answer is not PENDING, waiting on the notification between. */
@@ -135,6 +139,67 @@ cleanup:
 	binary__put(alone);
 	if (fd >= 0)
 		close(fd);
+	analyzer__free(a);
+	binary_cache__free(c);
+	if (efd >= 0)
+		close(efd);
+	return ok;
+}
+
+/* Copies of name in l, and how many of them are timed. */
+static size_t copies_of(const struct inl_list *l, const char *name, size_t *ret_timed)
+{
+	size_t n = 0;
+
+	*ret_timed = 0;
+	for (size_t i = 0; l && i < l->ncopies; i++) {
+		if (strcmp(l->copies[i].name, name))
+			continue;
+		n++;
+		*ret_timed += l->copies[i].sites && l->copies[i].sites->mode == INLSITES_TIMED;
+	}
+	return n;
+}
+
+/*
+ * The inlined copies of the patterns' functions are read on the worker too,
+ * with their sites, and kept with the match: for the file's first reading
+ * and for new patterns of a file the cache holds (taken into it), where the
+ * attach on the main loop finds them without reading the tree.
+ */
+TEST(analyzer_keeps_the_inlined_copies_it_read)
+{
+	const char *path = test__fixture("inline/native/default/inlinefix");
+	const char *first[] = { "main.main" }, *pats[] = { "main.validate", "main.total" };
+	struct binary_cache *c = binary_cache__new(4);
+	struct binary *cached = NULL;
+	struct rw_error err = { "" };
+	struct analyzer *a = NULL;
+	size_t timed = 0;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = false;
+
+	if (!path)
+		return true;
+	a = analyzer__new(efd, 0);
+	if (!ASSERT_TRUE(a && c && efd >= 0) ||
+	    !ASSERT_EQ(settle(a, c, efd, path, first, 1, &err), ANALYSIS_READY))
+		goto cleanup;
+	cached = binary__open(c, path, &err);
+	/* main.main is inlined nowhere: read, none kept */
+	if (!ASSERT_TRUE(cached) || !ASSERT_TRUE(!binary__inlined_kept(cached, first, 1)) ||
+	    !ASSERT_TRUE(!binary__inlined_kept(cached, pats, 2)) ||
+	    !ASSERT_EQ(settle(a, c, efd, path, pats, 2, &err), ANALYSIS_READY))
+		goto cleanup;
+	/* validate, inlined into total (twice) and check: every copy, timed */
+	ok = ASSERT_EQ(copies_of(binary__inlined_kept(cached, pats, 2), "main.validate", &timed),
+		       3) &&
+	     ASSERT_EQ(timed, 3) && ASSERT_TRUE(!binary__inlined_kept(cached, pats, 1)) &&
+	     /* kept once: asked again, nothing is read */
+	     ASSERT_OK(binary__inlined_keep(cached, pats, 2)) &&
+	     ASSERT_EQ(binary__inlined_keep(cached, (const char *[]){ "main.nope" }, 1), -ENOENT);
+cleanup:
+	binary__put(cached);
 	analyzer__free(a);
 	binary_cache__free(c);
 	if (efd >= 0)

@@ -25,6 +25,8 @@ TEST(status_latency_round_trip)
 	l->orphans = 3;
 	l->lost = 2;
 	l->slow_dropped = 5;
+	l->tail_exits = 4;
+	l->inlined = 11;
 	if (!ASSERT_OK(status_latency__to_json(l, obj)) ||
 	    !ASSERT_OK(status_latency__from_json(obj, back)))
 		goto out;
@@ -401,6 +403,50 @@ TEST(status_summary_merges_reports)
 	free(fast);
 	free(slow);
 	free(stale);
+	return ok;
+}
+
+/*
+ * A function's inlined copies: inlinedCalls adds up over the nodes, as
+ * calls do; inlinedSites is the most one node probed (each probes the same
+ * file's copies), and a value no agent writes is left out.
+ */
+TEST(status_summary_inlined_copies)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 4, false };
+	struct status_state st = { .valid = true, .expires = 2000000000 };
+	struct latency *a = latency_of(1000, 100, 10), *b = latency_of(2000, 50, 10);
+	struct summary *s = summary__new(4);
+	cJSON *ea, *eb, *ec, *doc = NULL;
+	const cJSON *f;
+	bool ok = false;
+
+	if (!ASSERT_TRUE(a && b && s))
+		goto out;
+	a->inlined = 100;
+	b->inlined = 20;
+	ea = node_json("n1", 4, true, NULL, "main.validate", a);
+	eb = node_json("n2", 4, true, NULL, "main.validate", b);
+	ec = node_json("n3", 4, true, NULL, "main.validate", b);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(kobj_get(ea, "functions"), 0), "inlinedSites",
+				6);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(kobj_get(eb, "functions"), 0), "inlinedSites",
+				4);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(kobj_get(ec, "functions"), 0), "inlinedSites",
+				1e9);
+	if (!add_report(s, report_json("n1", ea)) || !add_report(s, report_json("n2", eb)) ||
+	    !add_report(s, report_json("n3", ec)))
+		goto out;
+	doc = summary__doc(&p, &st, NULL, s, 3 * NS_PER_S);
+	f = fn_named(kobj_get(kobj_get(doc, "summary"), "functions"), "main.validate");
+	ok = ASSERT_EQ(kobj_int(f, "calls", -1), 200) &&
+	     ASSERT_EQ(kobj_int(f, "inlinedCalls", -1), 140) &&
+	     ASSERT_EQ(kobj_int(f, "inlinedSites", -1), 6);
+out:
+	cJSON_Delete(doc);
+	summary__free(s);
+	free(a);
+	free(b);
 	return ok;
 }
 
