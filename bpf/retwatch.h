@@ -133,6 +133,11 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * take a frame of another function at its depth for dead: copies nest.
  */
 #define RW_COOKIE_INLINE (1ULL << 35)
+/*
+ * With RW_COOKIE_INLINE: an entry of a copy whose exits are not known (a
+ * jump through a register inside it): its calls are counted, not timed.
+ */
+#define RW_COOKIE_INLINE_COUNT (1ULL << 36)
 
 /* struct rw_func.flags */
 #define RW_FUNC_ACTIVE (1U << 0)
@@ -381,6 +386,8 @@ struct rw_hist {
 	__u64 tail_exits;
 	/* calls (in calls too) of inlined copies (RW_COOKIE_INLINE) */
 	__u64 inlined;
+	/* of them, counted at a copy's entry, not timed (RW_COOKIE_INLINE_COUNT) */
+	__u64 inlined_untimed;
 	__u64 buckets[RW_HIST_BUCKETS];
 	/* not counts: the slow-call rate limiter's state (struct latency stops above) */
 	struct rw_rate {
@@ -401,7 +408,7 @@ struct rw_hist {
 		__u64 ns[RW_MAX_KEEP]; /* durations; 0: a free place */
 	} keep;
 };
-_Static_assert(sizeof(struct rw_hist) == 8 + 80 + 8 * RW_HIST_BUCKETS + 24 + 8 + 8 * RW_MAX_KEEP,
+_Static_assert(sizeof(struct rw_hist) == 8 + 88 + 8 * RW_HIST_BUCKETS + 24 + 8 + 8 * RW_MAX_KEEP,
 	       "rw_hist layout");
 
 /*

@@ -172,12 +172,18 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 cookie)
 }
 
 /* Entry-only functions: a call counts at its entry, with no duration. */
-static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgid)
+/* A call counted at its entry: an entry-only function's, or an inlined copy's (inl). */
+static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgid, bool inl)
 {
 	struct rw_hist *h = hist__get(hist, fn_id, tgid);
 
-	if (h)
-		h->calls++;
+	if (!h)
+		return;
+	h->calls++;
+	if (inl) {
+		h->inlined++;
+		h->inlined_untimed++;
+	}
 }
 
 /*
@@ -232,8 +238,8 @@ int rw_entry(struct pt_regs *regs)
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	if (!hit__hist(cookie, fn_id, pid_tgid >> 32, &hist))
 		return 0;
-	if (fn->flags & RW_FUNC_ENTRY_ONLY) {
-		hist__count_entry(hist, fn_id, pid_tgid >> 32);
+	if ((fn->flags & RW_FUNC_ENTRY_ONLY) || (cookie & RW_COOKIE_INLINE_COUNT)) {
+		hist__count_entry(hist, fn_id, pid_tgid >> 32, cookie & RW_COOKIE_INLINE_COUNT);
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);

@@ -266,6 +266,12 @@ static bool copy_timed(const struct inl_copy *c)
 	return c->sites && c->sites->mode == INLSITES_TIMED;
 }
 
+/* Whether trace counts copy c at its entries only: its exits are not known. */
+static bool copy_counted(const struct inl_copy *c)
+{
+	return c->sites && c->sites->mode == INLSITES_ENTRY_ONLY;
+}
+
 static void json_sites(struct out *o, const struct binary *b, const char *key, const uint64_t *addr,
 		       size_t n)
 {
@@ -316,10 +322,15 @@ static void json_inlined(struct out *o, const struct binary *b, const struct inl
 		json_ranges(o, c->ranges, c->nranges);
 		out_key(o, "timed", false);
 		out_str(o, copy_timed(c) ? "true" : "false");
-		if (copy_timed(c)) {
+		if (copy_timed(c) || copy_counted(c)) {
 			json_sites(o, b, "entries", c->sites->entries, c->sites->nentries);
 			json_sites(o, b, "exits", c->sites->exits, c->sites->nexits);
-		} else {
+		}
+		if (copy_counted(c)) {
+			out_key(o, "counted", false);
+			out_str(o, "true");
+		}
+		if (!copy_timed(c)) {
 			out_key(o, "reason", false);
 			out_json_str(o, c->sites ? c->sites->reason : "its sites were not read");
 		}
@@ -472,11 +483,12 @@ static void print_copy(struct out *o, const struct binary *b, const struct inl_c
 		print_num(o, " ", c->ranges[i].lo, 16);
 		print_num(o, "-", c->ranges[i].hi, 16);
 	}
-	if (copy_timed(c)) {
+	if (copy_timed(c) || copy_counted(c))
 		print_sites(o, b, "\n    entries    ", c->sites->entries, c->sites->nentries);
+	if (copy_timed(c))
 		print_sites(o, b, "\n    exits      ", c->sites->exits, c->sites->nexits);
-	} else {
-		out_str(o, "\n    not timed   ");
+	else {
+		out_str(o, copy_counted(c) ? "\n    counted     " : "\n    not timed   ");
 		out_str(o, c->sites ? c->sites->reason : "its sites were not read");
 	}
 	out_char(o, '\n');
@@ -484,13 +496,14 @@ static void print_copy(struct out *o, const struct binary *b, const struct inl_c
 
 static void print_inlined(struct out *o, const struct binary *b, const struct inl_list *l)
 {
-	size_t probed = 0;
+	size_t probed = 0, counted = 0;
 
 	if (!l || !l->nmatched)
 		return;
 	for (size_t i = 0; i < l->ncopies; i++) {
 		print_copy(o, b, &l->copies[i]);
 		probed += copy_timed(&l->copies[i]);
+		counted += copy_counted(&l->copies[i]);
 	}
 	print_num(o, "\ninlined copies: ", l->nmatched, 10);
 	if (l->nmatched > l->ncopies)
@@ -498,6 +511,8 @@ static void print_inlined(struct out *o, const struct binary *b, const struct in
 	out_str(o, l->nmatched > l->ncopies ? " listed)" : "");
 	print_num(o, ", in ", inl_list__ncallers(l), 10);
 	print_num(o, " callers; timed: ", probed, 10);
+	if (counted)
+		print_num(o, ", counted at their entries: ", counted, 10);
 	out_str(o, " (each entry and exit a uprobe; a stepped one costs a second trap)\n");
 }
 

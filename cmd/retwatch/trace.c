@@ -362,9 +362,10 @@ static void print_table(struct trace_run *r, bool final)
 		if (w->inlined.copies)
 			printf("\n%s: %" PRIu64
 			       " of the calls ran in its inlined copies (%zu of %zu "
-			       "timed, %zu probes%s)%s%s\n",
+			       "timed, %zu counted at their entries: %" PRIu64
+			       " calls without a duration; %zu probes%s)%s%s\n",
 			       w->name, now[i].inlined, w->inlined.timed, w->inlined.copies,
-			       w->inlined.sites,
+			       w->inlined.counted, now[i].inlined_untimed, w->inlined.sites,
 			       w->inlined.only ? "; it has no code of its own" : "",
 			       w->inlined_reason ? "; not timed: " : "",
 			       w->inlined_reason ? w->inlined_reason : "");
@@ -475,6 +476,9 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	cJSON_AddItemToObject(o, "inlined_calls", json_u64(l->inlined));
 	cJSON_AddItemToObject(o, "inlined_copies", json_u64(w->inlined.copies));
 	cJSON_AddItemToObject(o, "inlined_timed", json_u64(w->inlined.timed));
+	/* copies whose exits are not known: counted at their entries, not timed */
+	cJSON_AddItemToObject(o, "inlined_counted", json_u64(w->inlined.counted));
+	cJSON_AddItemToObject(o, "inlined_untimed_calls", json_u64(l->inlined_untimed));
 	cJSON_AddItemToObject(o, "inlined_sites", json_u64(w->inlined.sites));
 	cJSON_AddBoolToObject(o, "inlined_only", w->inlined.only);
 	cJSON_AddItemToObject(o, "inlined_reason",

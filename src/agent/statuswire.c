@@ -138,6 +138,8 @@ int status_latency__to_json(const struct latency *l, cJSON *obj)
 	     !cJSON_AddNumberToObject(obj, "tailClosed", (double)l->tail_closed)) ||
 	    (l->tail_exits && !cJSON_AddNumberToObject(obj, "tailExits", (double)l->tail_exits)) ||
 	    (l->inlined && !cJSON_AddNumberToObject(obj, "inlinedCalls", (double)l->inlined)) ||
+	    (l->inlined_untimed &&
+	     !cJSON_AddNumberToObject(obj, "inlinedUntimedCalls", (double)l->inlined_untimed)) ||
 	    (l->slow_dropped &&
 	     !cJSON_AddNumberToObject(obj, "slowDropped", (double)l->slow_dropped)) ||
 	    status__add_duration(obj, "p50", latency__percentile(l, 0.50)) ||
@@ -215,6 +217,7 @@ int status_latency__from_json(const cJSON *obj, struct latency *ret)
 	    count(kobj_get(obj, "tailClosed"), &ret->tail_closed) ||
 	    count(kobj_get(obj, "tailExits"), &ret->tail_exits) ||
 	    count(kobj_get(obj, "inlinedCalls"), &ret->inlined) ||
+	    count(kobj_get(obj, "inlinedUntimedCalls"), &ret->inlined_untimed) ||
 	    count(kobj_get(obj, "slowDropped"), &ret->slow_dropped) ||
 	    count(kobj_get(obj, "minNs"), &ret->min_ns) ||
 	    count(kobj_get(obj, "maxNs"), &ret->max_ns) ||

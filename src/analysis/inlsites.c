@@ -363,8 +363,15 @@ static int edge(const struct sweep *s, uint64_t from, uint64_t to, struct inl_si
 	return 0;
 }
 
+/*
+ * The edges into and out of the copy. A jump through a register inside it
+ * leaves its exits unknown, not its entries (every edge from outside is
+ * still seen): INLSITES_ENTRY_ONLY, once the rest is checked.
+ */
 static int find_edges(const struct sweep *s, uint64_t entry, struct inl_sites *ret)
 {
+	uint64_t jump_inside = 0;
+
 	if (in_span(s, entry)) {
 		if (!in_copy(s, entry))
 			return refuse(ret, "the caller's code at its entry lies inside its span");
@@ -380,12 +387,14 @@ static int find_edges(const struct sweep *s, uint64_t entry, struct inl_sites *r
 		 * not return, a block only the runtime enters (after a recover) */
 		if (x->sp == SP_UNSET && x->flow != FLOW_JMP_REG)
 			continue;
+		if (x->flow == FLOW_JMP_REG && in_span(s, x->addr)) {
+			jump_inside = jump_inside ? jump_inside : x->addr;
+			continue;
+		}
 		if (x->flow == FLOW_JMP_REG)
 			return refuse(
 				ret,
-				in_span(s, x->addr)
-					? "it jumps through a register at 0x%llx"
-					: "the function holding it jumps through a register at 0x%llx (a switch table): a jump could enter it anywhere",
+				"the function holding it jumps through a register at 0x%llx (a switch table): a jump could enter it anywhere",
 				(unsigned long long)x->addr);
 		if (x->flow == FLOW_RET && in_span(s, x->addr))
 			return refuse(ret, "it returns from the function holding it at 0x%llx",
@@ -393,6 +402,13 @@ static int find_edges(const struct sweep *s, uint64_t entry, struct inl_sites *r
 		for (size_t j = 0; j < nn; j++)
 			if (edge(s, x->addr, next[j], ret))
 				return 1;
+	}
+	if (jump_inside) {
+		ret->mode = INLSITES_ENTRY_ONLY;
+		snprintf(ret->reason, sizeof(ret->reason),
+			 "it jumps through a register at 0x%llx: counted at its entries (its exits "
+			 "are not known)",
+			 (unsigned long long)jump_inside);
 	}
 	return 0;
 }
@@ -428,15 +444,18 @@ static int check_sites(const struct sweep *s, struct inl_sites *ret)
 	size_t ns[2] = { ret->nentries, ret->nexits };
 	bool first = true;
 
-	if (!ret->nentries || !ret->nexits)
+	if (!ret->nentries || (!ret->nexits && ret->mode == INLSITES_TIMED))
 		return refuse(ret, ret->nentries ? "no edge leaves it" : "no edge enters it");
-	for (int k = 0; k < 2; k++) {
+	/* counted at its entries only: no call is keyed, no stack pointer needed */
+	for (int k = 0; k < (ret->mode == INLSITES_TIMED ? 2 : 1); k++) {
 		for (size_t j = 0; j < ns[k]; j++) {
 			const struct insn *x = insn_at(s, sets[k][j]);
 
 			if (!x)
 				return refuse(ret, "a jump lands inside an instruction at 0x%llx",
 					      (unsigned long long)sets[k][j]);
+			if (ret->mode != INLSITES_TIMED)
+				continue;
 			if (x->sp == SP_UNSET || x->sp == SP_UNKNOWN)
 				return refuse(ret, "the stack pointer at 0x%llx is not known",
 					      (unsigned long long)x->addr);
@@ -483,7 +502,9 @@ int inlsites__find(const struct code_range *outer, size_t nouter, uint64_t entry
 			check_sites(&s, ret);
 	}
 	if (ret->mode != INLSITES_TIMED)
-		ret->nentries = ret->nexits = 0;
+		ret->nexits = 0;
+	if (ret->mode == INLSITES_NOT_PROBED)
+		ret->nentries = 0;
 	free(s.insns);
 	return e;
 }

@@ -20,11 +20,10 @@
  * the stack pointer's offset (pushes, pops, immediate adds and subtracts).
  *
  * What cannot be decided is said (reason): a jump through a register inside
- * the copy or out of the function (its exits are not known: the copy is
- * counted at its entries only), a jump through a register elsewhere in the
- * function or into the caller's code inside the span (its entries are not
- * known: not probed), a RET inside the span, sites with different stack
- * pointers, undecodable bytes.
+ * the copy (its exits are not known: the copy is counted at its entries
+ * only), a jump through a register elsewhere in the function, a jump out of
+ * the function or into the caller's code inside the span (not probed), a RET
+ * inside the span, sites with different stack pointers, undecodable bytes.
  */
 #ifndef RETWATCH_INLSITES_H
 #define RETWATCH_INLSITES_H

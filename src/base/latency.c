@@ -30,6 +30,7 @@ void latency__merge(struct latency *dst, const struct latency *src)
 	dst->tail_closed += src->tail_closed;
 	dst->tail_exits += src->tail_exits;
 	dst->inlined += src->inlined;
+	dst->inlined_untimed += src->inlined_untimed;
 	dst->sum_ns += src->sum_ns;
 	/* min_ns 0 means "none yet", as in the kernel's per-CPU histograms */
 	if (src->min_ns && (!dst->min_ns || src->min_ns < dst->min_ns))
@@ -299,6 +300,8 @@ void latency__subtract(struct latency *l, const struct latency *base)
 	l->tail_closed -= base->tail_closed < l->tail_closed ? base->tail_closed : l->tail_closed;
 	l->tail_exits -= base->tail_exits < l->tail_exits ? base->tail_exits : l->tail_exits;
 	l->inlined -= base->inlined < l->inlined ? base->inlined : l->inlined;
+	l->inlined_untimed -= base->inlined_untimed < l->inlined_untimed ? base->inlined_untimed
+									 : l->inlined_untimed;
 	l->sum_ns -= base->sum_ns < l->sum_ns ? base->sum_ns : l->sum_ns;
 	for (size_t i = 0; i < RW_HIST_BUCKETS; i++)
 		l->buckets[i] -= base->buckets[i] < l->buckets[i] ? base->buckets[i]

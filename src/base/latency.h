@@ -36,6 +36,9 @@ struct latency {
 	uint64_t tail_exits;
 	/* calls (in calls too) of the function's inlined copies (rw_hist.inlined) */
 	uint64_t inlined;
+	/* of them, counted at a copy's entry, without a duration: its exits are
+	 * not known (rw_hist.inlined_untimed) */
+	uint64_t inlined_untimed;
 	uint64_t buckets[RW_HIST_BUCKETS]; /* rw_hist_bucket() of each duration */
 };
 

@@ -409,8 +409,9 @@ static bool new_caller(const struct inl_list *l, const char *pat, size_t c)
  * "'P' in PATH exists only inlined, in N callers (A, B, ...), and its
  * copies cannot be probed: WHY" for the first unmatched pattern that names a
  * function the compiler inlined everywhere and whose copies cannot be
- * probed (inlsites.h), into msg, from the copies kept (NULL: read here); which patterns name such functions is
- * marked in ret_inlined: 1, or 2 where a copy can be probed (traced then,
+ * probed (inlsites.h), into msg, from the copies kept (NULL: read here);
+ * which patterns name such functions is marked in ret_inlined: 1, or 2
+ * where a copy can be probed, timed or counted (traced then,
  * tracer_inline.c). The length written, 0 when none is.
  */
 static size_t inlined_only(struct binary *b, const struct binary_match *m, const char *path,
@@ -439,7 +440,8 @@ static size_t inlined_only(struct binary *b, const struct binary_match *m, const
 			ncallers += new_caller(l, pats[i], c);
 			if (!binary__inlined_match(pats[i], l->copies[c].name) || !st)
 				continue;
-			if (st->mode == INLSITES_TIMED)
+			/* timed, or counted at its entries */
+			if (st->mode != INLSITES_NOT_PROBED)
 				ret_inlined[i] = 2;
 			else if (!why)
 				why = st->reason;

@@ -234,6 +234,7 @@ const struct tracer_func *tracer_target__func(const struct tracer_target *target
 struct tracer_inlined {
 	size_t copies;	    /* found */
 	size_t timed;	    /* of them, probed at their entries and exits */
+	size_t counted;	    /* of them, counted at their entries only (exits not known) */
 	size_t sites;	    /* their entries and exits: a uprobe each */
 	bool only;	    /* the function has no code of its own */
 	const char *reason; /* why a copy is not timed (the first); NULL: every one is */

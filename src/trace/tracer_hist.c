@@ -32,6 +32,8 @@ _Static_assert(
 			offsetof(struct rw_hist, tail_exits) &&
 		HIST_COUNTS + offsetof(struct latency, inlined) ==
 			offsetof(struct rw_hist, inlined) &&
+		HIST_COUNTS + offsetof(struct latency, inlined_untimed) ==
+			offsetof(struct rw_hist, inlined_untimed) &&
 		HIST_COUNTS + offsetof(struct latency, buckets) ==
 			offsetof(struct rw_hist, buckets),
 	"struct latency must mirror struct rw_hist from its counts to its rate limiter's state");

@@ -37,9 +37,12 @@ struct inl_probes {
 	bool has_own;
 	uint64_t *entries, *exits;	    /* file offsets */
 	uint64_t *entry_addrs, *exit_addrs; /* the same sites' virtual addresses */
+	/* per entry: of a copy counted at its entries only (RW_COOKIE_INLINE_COUNT) */
+	bool *entry_counts;
 	size_t nentries, nexits;
-	size_t ncopies, nprobed; /* copies found, and probed */
-	char reason[160];	 /* why a copy is not probed (the first one), or "" */
+	/* copies found, timed, and counted at their entries only */
+	size_t ncopies, nprobed, ncounted;
+	char reason[160]; /* why a copy is not probed (the first one), or "" */
 };
 
 struct slot {

@@ -36,6 +36,7 @@ static void probes__free(struct inl_probes *ip)
 	free(ip->exits);
 	free(ip->entry_addrs);
 	free(ip->exit_addrs);
+	free(ip->entry_counts);
 	free(ip);
 }
 
@@ -125,14 +126,32 @@ static int sites__add(uint64_t **offs, uint64_t **addrs, size_t *len, const uint
 	return 0;
 }
 
+/* Marks the last n entries as those of a copy counted (or timed). */
+static int entries__mark(struct inl_probes *ip, size_t n, bool counts)
+{
+	bool *m = realloc(ip->entry_counts, (ip->nentries ? ip->nentries : 1) * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	ip->entry_counts = m;
+	for (size_t i = ip->nentries - n; i < ip->nentries; i++)
+		m[i] = counts;
+	return 0;
+}
+
 static int probes__add_copy(struct binary *b, struct inl_probes *ip, const struct inl_copy *c)
 {
 	const struct inl_sites *s = c->sites;
 	const struct func_info *outer;
+	bool counts = s && s->mode == INLSITES_ENTRY_ONLY;
 	int e;
 
 	ip->ncopies++;
-	if (!s || s->mode != INLSITES_TIMED) {
+	/* counted at its entries only: said as a copy not timed is */
+	if (counts && !ip->reason[0])
+		snprintf(ip->reason, sizeof(ip->reason), "its copy in %.50s: %.90s", c->outer,
+			 s->reason);
+	if (!s || (s->mode != INLSITES_TIMED && !counts)) {
 		if (!ip->reason[0])
 			snprintf(ip->reason, sizeof(ip->reason), "its copy in %.50s: %.90s",
 				 c->outer, s ? s->reason : "not read");
@@ -151,9 +170,13 @@ static int probes__add_copy(struct binary *b, struct inl_probes *ip, const struc
 	e = sites__add(&ip->entries, &ip->entry_addrs, &ip->nentries, s->entries, s->nentries,
 		       outer->file_offset - outer->address);
 	if (!e)
+		e = entries__mark(ip, s->nentries, counts);
+	if (!e)
 		e = sites__add(&ip->exits, &ip->exit_addrs, &ip->nexits, s->exits, s->nexits,
 			       outer->file_offset - outer->address);
-	if (!e)
+	if (!e && counts)
+		ip->ncounted++;
+	else if (!e)
 		ip->nprobed++;
 	return e;
 }
@@ -169,7 +192,7 @@ static bool matched_by_name(const struct binary_match *m, const char *name)
 /* A function that exists only inlined: traced through a func_info of its own. */
 static void probes__own(struct inl_probes *ip, const struct binary *b)
 {
-	if (!ip->nprobed)
+	if (!ip->nprobed && !ip->ncounted)
 		return;
 	ip->has_own = true;
 	ip->own = (struct func_info){
@@ -179,8 +202,10 @@ static void probes__own(struct inl_probes *ip, const struct binary *b)
 		.file_offset = ip->entries[0],
 		.source = binary__is_go(b) ? FUNC_SOURCE_PCLNTAB : FUNC_SOURCE_DWARF,
 		.go = binary__is_go(b),
-		.mode = FUNC_MODE_ENTRY_RET,
-		.exits_known = true,
+		/* every copy counted at its entries only: no duration */
+		.mode = ip->nprobed ? FUNC_MODE_ENTRY_RET : FUNC_MODE_ENTRY_ONLY,
+		.reason = ip->nprobed ? NULL : ip->reason,
+		.exits_known = ip->nprobed > 0,
 	};
 }
 
@@ -271,6 +296,7 @@ void tracer_target__inlined(const struct tracer_target *tt, size_t i, struct tra
 		return;
 	ret->copies = ip->ncopies;
 	ret->timed = ip->nprobed;
+	ret->counted = ip->ncounted;
 	ret->sites = ip->nentries + ip->nexits;
 	ret->only = ip->has_own;
 	ret->reason = ip->reason[0] ? ip->reason : NULL;

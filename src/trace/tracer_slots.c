@@ -406,7 +406,8 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 		}
 		for (size_t k = 0; ip && k < ip->nentries && ne < nent; k++) {
 			eoff[ne] = ip->entries[k];
-			ecookie[ne++] = cookie | RW_COOKIE_INLINE;
+			ecookie[ne++] = cookie | RW_COOKIE_INLINE |
+					(ip->entry_counts[k] ? RW_COOKIE_INLINE_COUNT : 0);
 		}
 		if (slots[i]->meta.flags & RW_FUNC_ENTRY_ONLY)
 			continue;

@@ -295,6 +295,23 @@ def test_plugin_traces_every_namespace_with_a_cluster_probe(cluster, make_pod):
                 wait_for("a table of 600 calls",
                          lambda: 600 in table_calls(p.out(), "main.charge"),
                          timeout=20, interval=0.2)
+                # get and top read the cluster probes with -A, as the platform user
+                name, cfg = cfp["metadata"]["name"], kubeconfig_in(cluster, nss[0],
+                                                                   users["platform"])
+                rc, out, err = run(cluster, cfg, "get", "-A", "-o", "json")
+                assert rc == 0 and name in [i["metadata"]["name"]
+                                            for i in json.loads(out)["items"]], (out, err)
+                rc, out, err = run(cluster, cfg, "get", "-A")
+                assert rc == 0 and name in [r.split()[0] for r in out.splitlines()[1:]
+                                            if r.split()], (out, err)
+                rc, out, err = run(cluster, cfg, "get", name, "-A")
+                assert rc == 0, (out, err)
+                for ns in nss:
+                    assert ns in out, (ns, out)
+                rc, out, err = run(cluster, cfg, "top", "-A")
+                assert rc == 0 and [name, "main.charge"] in [r.split()[:2]
+                                                             for r in out.splitlines()[1:]], \
+                    (out, err)
                 rc = p.wait(timeout=30)
             finally:
                 p.stop()

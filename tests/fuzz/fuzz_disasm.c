@@ -9,9 +9,10 @@
  * range) lies in the entry's first bytes, on an instruction of a kind the
  * kernel emulates, or at the entry; the instructions before it never write
  * RSP (entrysite__clobbers), and at the entry none is. An inlined copy
- * made up from the input's second and third bytes (inlsites.h): when timed,
- * its entries lie in its ranges, its exits in the function and outside its
- * ranges, and there are at most INLSITES_MAX of them. Silent on every input.
+ * made up from the input's second and third bytes (inlsites.h): when timed
+ * or counted, its entries lie in its ranges, its exits in the function and
+ * outside its ranges (counted: none), and there are at most INLSITES_MAX of
+ * them; not probed, none. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
@@ -101,7 +102,8 @@ static void check_inlined(const struct code_range *whole, size_t n, const uint8_
 	if (inlsites__find(r, n, r[0].addr, cr, 2, NULL, NULL, &s))
 		return;
 	if (s.nentries + s.nexits > INLSITES_MAX ||
-	    (s.mode != INLSITES_TIMED && (s.nentries || s.nexits || !s.reason[0])))
+	    (s.mode == INLSITES_NOT_PROBED && (s.nentries || s.nexits || !s.reason[0])) ||
+	    (s.mode == INLSITES_ENTRY_ONLY && (!s.nentries || s.nexits || !s.reason[0])))
 		__builtin_trap();
 	for (size_t i = 0; i < s.nentries; i++)
 		if (!in_range(cr, 2, s.entries[i]) || (i && s.entries[i - 1] >= s.entries[i]))

@@ -147,7 +147,8 @@ def test_text_output_and_globs():
     doc = harness.inspect_json(path, ["main.*"])
     names = {f["name"] for f in doc["functions"]}
     assert {"main.total", "main.check", "main.main"} <= names, names
-    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.nap", "main.pick[go.shape.int]",
+    assert sorted({c["name"] for c in doc["inlined"]}) == ["main.clamp", "main.grade", "main.nap",
+                                                          "main.pick[go.shape.int]",
                                                           "main.risky", "main.validate"], \
         doc["inlined"]
     # a name nothing has is still refused
@@ -222,6 +223,30 @@ def test_trace_times_inlined_copies(ver, variant):
     # program from running after a probe, a trap's return being a
     # preemption point)
     assert 2_000_000 <= got["main.nap"]["p50_ns"] <= 1.05 * napped, (got["main.nap"], napped)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root")
+@pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
+def test_a_copy_that_leaves_through_a_jump_table_is_counted_at_its_entry(ver, variant):
+    """main.grade's copy jumps through a table (a switch): its exits are not
+    known, so its 300 calls are counted at its entry, without durations, and
+    inspect says so."""
+    path = path_of(ver, variant)
+    run = harness.inspect(path, "main.grade")
+    assert run.returncode == 0, run.describe()
+    assert "    counted     it jumps through a register at 0x" in run.stdout, run.describe()
+    assert "timed: 0, counted at their entries: 1 " in run.stdout, run.describe()
+    (copy,) = harness.inspect_json(path, ["main.grade"])["inlined"]
+    assert copy["timed"] is False and copy["counted"] is True and len(copy["entries"]) == 1, copy
+    _, got = traced(path, 1, ["main.grade", "main.validate"])
+    f = got["main.grade"]
+    assert f["calls"] == 300 and f["inlined_calls"] == 300, f
+    assert f["inlined_untimed_calls"] == 300 and f["inlined_counted"] == 1, f
+    assert f["mode"] == "entry-only" and f["inlined_timed"] == 0, f
+    assert "counted at its entries" in f["inlined_reason"], f
+    # the timed copies beside it are unchanged
+    assert got["main.validate"]["calls"] == 1001 + 1, got["main.validate"]
+    assert got["main.validate"]["inlined_untimed_calls"] == 0, got["main.validate"]
 
 
 # --------------------------------------------------------------------------
@@ -318,11 +343,12 @@ def test_c_trace_times_inlined_copies():
         f = got[name]
         assert f["calls"] == f["inlined_calls"] == 1000 * 64 - 500 + 1000, f
         assert f["orphans"] == 0 and f["lost"] == 0, f
-    # the 20 us body, less the probes' bias: quiet, 20.4-21.9 us here; the
-    # bias moves with the machine's load by a microsecond or two (22.1 us
-    # once beside the whole suite), so the bounds are 10% under, 15% over
+    # the 20 us body, less the probes' bias: quiet, 20.4-21.9 us here (the
+    # issue's 10%); the bias, calibrated at the start, moves with the
+    # machine's load (22.1 and 23.1 us beside the whole suite), so 10% under
+    # and 20% over: a call paired with the wrong exit would be 40 us or more
     spin = got["spin"]
-    assert spin["calls"] == 50 and 18000 <= spin["p50_ns"] <= 23000, spin
+    assert spin["calls"] == 50 and 18000 <= spin["p50_ns"] <= 24000, spin
 
 
 def test_c_ranges_outside_their_function_said():

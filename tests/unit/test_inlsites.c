@@ -97,6 +97,20 @@ TEST(inlsites_a_jump_through_a_register_is_said)
 	       ASSERT_TRUE(strstr(s.reason, "jumps through a register") != NULL);
 }
 
+TEST(inlsites_a_jump_through_a_register_inside_it_counts_its_entries)
+{
+	/* mov eax, 1; jmp rax (a switch inside the copy); add eax, 2 */
+	static const uint8_t body[] = { 0xb8, 0x01, 0x00, 0x00, 0x00, 0xff, 0xe0, 0x83, 0xc0, 0x02 };
+	struct addr_range r = { 0x1005, 0x100f };
+	uint8_t code[64];
+	struct inl_sites s;
+
+	return ASSERT_EQ(sites_of(code, build(code, body, sizeof(body)), &r, 1, &s), 0) &&
+	       ASSERT_EQ(s.mode, INLSITES_ENTRY_ONLY) && ASSERT_EQ(s.nentries, 1) &&
+	       ASSERT_EQ(s.entries[0], 0x1005) && ASSERT_EQ(s.nexits, 0) &&
+	       ASSERT_TRUE(strstr(s.reason, "counted at its entries") != NULL);
+}
+
 TEST(inlsites_hostile_ranges_are_bounded)
 {
 	/* ranges past the code, and undecodable bytes: said, never read past */

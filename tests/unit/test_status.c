@@ -27,6 +27,7 @@ TEST(status_latency_round_trip)
 	l->slow_dropped = 5;
 	l->tail_exits = 4;
 	l->inlined = 11;
+	l->inlined_untimed = 5;
 	if (!ASSERT_OK(status_latency__to_json(l, obj)) ||
 	    !ASSERT_OK(status_latency__from_json(obj, back)))
 		goto out;
