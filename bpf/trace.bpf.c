@@ -171,8 +171,11 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 cookie)
 	top->flags |= RW_FRAME_RESTARTING;
 }
 
-/* Entry-only functions: a call counts at its entry, with no duration. */
-/* A call counted at its entry: an entry-only function's, or an inlined copy's (inl). */
+/*
+ * A call counted at its entry, with no duration: an entry-only function's,
+ * or an inlined copy's (inl) whose exits are not known or whose function is
+ * entry-only.
+ */
 static __always_inline void hist__count_entry(__u32 hist, __u32 fn_id, __u32 tgid, bool inl)
 {
 	struct rw_hist *h = hist__get(hist, fn_id, tgid);
@@ -239,7 +242,7 @@ int rw_entry(struct pt_regs *regs)
 	if (!hit__hist(cookie, fn_id, pid_tgid >> 32, &hist))
 		return 0;
 	if ((fn->flags & RW_FUNC_ENTRY_ONLY) || (cookie & RW_COOKIE_INLINE_COUNT)) {
-		hist__count_entry(hist, fn_id, pid_tgid >> 32, cookie & RW_COOKIE_INLINE_COUNT);
+		hist__count_entry(hist, fn_id, pid_tgid >> 32, cookie & RW_COOKIE_INLINE);
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);

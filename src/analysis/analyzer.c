@@ -111,8 +111,9 @@ static void notify(struct analyzer *a)
 /*
  * Reads the file and matches the patterns, which analyses every function
  * they match (its return sites), and reads their inlined copies: what the
- * attach on the main loop would otherwise do (the copies it does not read). The match's answer (too many functions, names that match
- * nothing) is the tracer's to give; the binary keeps the work.
+ * attach on the main loop would otherwise do (the copies it does not read).
+ * The match's answer (too many functions, names that match nothing) is the
+ * tracer's to give; the binary keeps the work.
  */
 static struct binary *analyse(int fd, const char *name, char **patterns, size_t npatterns,
 			      struct rw_error *err)

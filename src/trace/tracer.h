@@ -239,7 +239,10 @@ struct tracer_inlined {
 	bool only;	    /* the function has no code of its own */
 	const char *reason; /* why a copy is not timed (the first); NULL: every one is */
 };
-/* Function i's inlined copies; all zero when it has none (the agent: or its analyzer did not read them). */
+/*
+ * Function i's inlined copies; all zero when it has none (in the agent, also
+ * when its analyzer did not read them).
+ */
 void tracer_target__inlined(const struct tracer_target *target, size_t i,
 			    struct tracer_inlined *ret);
 /* Patterns left out under tracer_opts.partial, with suggestions. */
