@@ -135,7 +135,8 @@ static void trace_usage(FILE *f)
 		"                        New processes are attached within a second; with\n"
 		"                        --comm or --cgroup, tracing goes on until the\n"
 		"                        duration ends or a signal, even with none running\n"
-		"  --duration SECONDS    stop after this long (default: until interrupted)\n"
+		"  --duration SECONDS    stop after this long, in seconds or with a unit (30s, 2m;\n"
+		"                        default: until interrupted)\n"
 		"  --threshold DURATION  print each call at least this slow, with its stack\n"
 		"                        (e.g. 10ms, 250us)\n"
 		"  --slow-calls-per-second N\n"
@@ -624,14 +625,22 @@ static void check_exits(struct trace_run *r)
 	}
 }
 
+/* Seconds, as a number ("5", "0.5") or a duration with its unit ("5s", "2m", "1m30s"). */
 static int parse_seconds(const char *opt, const char *s, double *ret)
 {
+	uint64_t ns;
 	char *end;
 
 	errno = 0;
 	*ret = strtod(s, &end);
-	if (errno || end == s || *end || !(*ret > 0) || *ret > 1e9) {
-		fprintf(stderr, "retwatch: invalid %s '%s': give a positive number of seconds\n",
+	if (!errno && end != s && *end && !latency__parse_duration(s, &ns))
+		*ret = (double)ns / 1e9;
+	else if (errno || end == s || *end)
+		*ret = 0;
+	if (!(*ret > 0) || *ret > 1e9) {
+		fprintf(stderr,
+			"retwatch: invalid %s '%s': give a positive number of seconds, or a "
+			"duration such as 30s or 2m\n",
 			opt, s);
 		return -EINVAL;
 	}

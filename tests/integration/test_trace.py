@@ -658,9 +658,10 @@ def check_stopped_early(r, checked):
 
 
 def test_duration_stops_tracing():
-    r, checked = tracing.once("duration", lambda: stop_early(options=("--duration", "1")))
+    # a duration with its unit, as --threshold takes it (a number of seconds: below)
+    r, checked = tracing.once("duration", lambda: stop_early(options=("--duration", "1s")))
     elapsed = checked["stopped_at"] - r.attached_at
-    assert 0.8 < elapsed < 5, f"--duration 1 stopped after {elapsed:.1f} s\n{r.describe()}"
+    assert 0.8 < elapsed < 5, f"--duration 1s stopped after {elapsed:.1f} s\n{r.describe()}"
     check_stopped_early(r, checked)
 
 
@@ -826,6 +827,8 @@ USAGE_ERRORS = {
     "pid-not-a-number": ["--pid", "abc", "main.sleepFor"],
     "bad-threshold": ["--pid", "{pid}", "--threshold", "fast", "main.sleepFor"],
     "negative-duration": ["--pid", "{pid}", "--duration", "-1", "main.sleepFor"],
+    "zero-duration": ["--pid", "{pid}", "--duration", "0s", "main.sleepFor"],
+    "duration-unit-unknown": ["--pid", "{pid}", "--duration", "5x", "main.sleepFor"],
     "zero-interval": ["--pid", "{pid}", "--interval", "0", "main.sleepFor"],
     "unknown-option": ["--pid", "{pid}", "--frobnicate", "main.sleepFor"],
 }
