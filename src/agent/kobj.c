@@ -46,6 +46,21 @@ int64_t kobj_generation(const cJSON *obj)
 	return kobj_int(kobj_get(obj, "metadata"), "generation", -1);
 }
 
+void kobj_keep_only(cJSON *obj, const char *const *keep)
+{
+	cJSON *v = cJSON_IsObject(obj) ? obj->child : NULL, *next;
+
+	for (; v; v = next) {
+		const char *const *k = keep;
+
+		next = v->next;
+		while (*k && (!v->string || strcmp(*k, v->string)))
+			k++;
+		if (!*k)
+			cJSON_Delete(cJSON_DetachItemViaPointer(obj, v));
+	}
+}
+
 static const char *why_not_running(const cJSON *state)
 {
 	const char *r = kobj_str(kobj_get(state, "waiting"), "reason");

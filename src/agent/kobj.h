@@ -26,6 +26,8 @@ const char *kobj_uid(const cJSON *obj);
 const char *kobj_namespace(const cJSON *obj);
 const char *kobj_name(const cJSON *obj);
 int64_t kobj_generation(const cJSON *obj);
+/* Deletes the members of obj not named in keep (NULL-terminated); obj may be no object. */
+void kobj_keep_only(cJSON *obj, const char *const *keep);
 
 struct pod_container {
 	const char *name;

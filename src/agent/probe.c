@@ -8,6 +8,7 @@
 #include "analysis/binary.h"
 #include "trace/calibrate.h"
 #include "base/latency.h"
+#include "agent/kobj.h"
 #include "agent/probe.h"
 #include "trace/shlib.h"
 
@@ -195,22 +196,6 @@ int probe_spec__check_bounds(const cJSON *spec, struct rw_error *err)
 	return e;
 }
 
-/* Deletes the members of obj not named in keep (NULL-terminated). */
-static void keep_only(cJSON *obj, const char *const *keep)
-{
-	cJSON *v = cJSON_IsObject(obj) ? obj->child : NULL, *next;
-
-	for (; v; v = next) {
-		const char *const *k = keep;
-
-		next = v->next;
-		while (*k && (!v->string || strcmp(*k, v->string)))
-			k++;
-		if (!*k)
-			cJSON_Delete(cJSON_DetachItemViaPointer(obj, v));
-	}
-}
-
 void probe_spec__trim(cJSON *spec)
 {
 	static const char *const fields[] = {
@@ -225,9 +210,9 @@ void probe_spec__trim(cJSON *spec)
 
 	if (!cJSON_IsObject(spec) || cJSON_IsString(field(spec, PROBE_REFUSED)))
 		return;
-	keep_only(spec, fields);
-	keep_only(cJSON_GetObjectItemCaseSensitive(spec, "selector"), selector);
-	keep_only(cJSON_GetObjectItemCaseSensitive(spec, "slowCalls"), slow_calls);
+	kobj_keep_only(spec, fields);
+	kobj_keep_only(cJSON_GetObjectItemCaseSensitive(spec, "selector"), selector);
+	kobj_keep_only(cJSON_GetObjectItemCaseSensitive(spec, "slowCalls"), slow_calls);
 	if (!probe_spec__check_bounds(spec, &err))
 		return;
 	/* what is over the bounds is not kept: only why */

@@ -596,26 +596,11 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 	return sum;
 }
 
-/* Of a function in a row: what a table shows. */
-static void keep_row_fields(cJSON *f)
-{
-	static const char *const keep[] = { "name", "mode", "calls", "lost", "p50",
-					    "p95",  "p99",  "max",   NULL };
-	cJSON *v = f->child, *next;
-
-	for (; v; v = next) {
-		const char *const *k = keep;
-
-		next = v->next;
-		while (*k && (!v->string || strcmp(*k, v->string)))
-			k++;
-		if (!*k)
-			cJSON_Delete(cJSON_DetachItemViaPointer(f, v));
-	}
-}
-
 cJSON *summary__row(struct summary *s, const char *ns)
 {
+	/* of a function in a row: what a table shows */
+	static const char *const keep[] = { "name", "mode", "calls", "lost", "p50",
+					    "p95",  "p99",  "max",   NULL };
 	cJSON *row = summary_json(s, 0), *f, *errs;
 
 	if (!row)
@@ -624,7 +609,7 @@ cJSON *summary__row(struct summary *s, const char *ns)
 	cJSON_DeleteItemFromObjectCaseSensitive(row, "recentP99");
 	cJSON_DeleteItemFromObjectCaseSensitive(row, "probeBias");
 	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(row, "functions"))
-		keep_row_fields(f);
+		kobj_keep_only(f, keep);
 	errs = cJSON_AddArrayToObject(row, "errors");
 	for (size_t i = 0; errs && i < s->nerrors && i < 3; i++)
 		cJSON_AddItemToArray(errs, cJSON_CreateString(s->errors[i]));

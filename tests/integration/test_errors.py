@@ -153,19 +153,17 @@ def test_every_unmatched_pattern_is_named_typos_first():
 
 def test_a_pattern_that_matches_nothing_is_said_before_the_calibration():
     """The patterns are checked in the process's executable first: a typo is
-    refused at once, without the half second the calibration takes (no
-    "probe bias" line)."""
+    refused before the calibration runs (no "probe bias" line). Behaviour,
+    not time: under the suite's load the BPF load before the check alone
+    took over the 1.5 s this test once allowed."""
     import tracing
 
     tracee = tracing.TraceeProcess(tracing.go_tracee("native", "default"), "sleep")
     try:
         argv = [harness.RETWATCH, "trace", "--pid", str(tracee.pid), "main.sleepFr"]
-        start = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        took = time.monotonic() - start
     finally:
         tracee.kill()
     run = harness.Run(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
     run.assert_refused()
     assert "did you mean" in run.stderr and "probe bias" not in run.stderr, run.describe()
-    assert took < 1.5, f"refused after {took:.2f} s\n{run.describe()}"
