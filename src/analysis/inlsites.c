@@ -414,6 +414,36 @@ static int find_edges(const struct sweep *s, uint64_t entry, struct inl_sites *r
 }
 
 /*
+ * A call the compiler placed between two of the copy's ranges (the
+ * caller's, scheduled there) leaves the copy and falls through into it
+ * again: every call would be counted twice, once per part. Such a copy is
+ * not probed. Only the straight line from an exit inside the copy's first
+ * and last addresses is followed: a loop around the copy, which enters it
+ * again for a new call, goes back by a jump.
+ */
+static int check_reentry(const struct sweep *s, struct inl_sites *ret)
+{
+	uint64_t lo = s->ranges[0].lo, hi = s->ranges[s->nranges - 1].hi;
+
+	for (size_t k = 0; k < ret->nexits; k++) {
+		uint64_t a = ret->exits[k];
+		const struct insn *x;
+
+		while (a >= lo && a < hi && !in_copy(s, a) && (x = insn_at(s, a)) &&
+		       x->flow == FLOW_NEXT)
+			a = x->addr + x->len;
+		for (size_t e = 0; a != ret->exits[k] && e < ret->nentries; e++)
+			if (a == ret->entries[e])
+				return refuse(
+					ret,
+					"the caller's code at 0x%llx splits it: it is left there "
+					"and entered again at 0x%llx, each call twice",
+					(unsigned long long)ret->exits[k], (unsigned long long)a);
+	}
+	return 0;
+}
+
+/*
  * An entry reached from inside the span too (a loop in the copy back to its
  * first instruction) would look like a new call: such a copy is not probed.
  */
@@ -498,7 +528,8 @@ int inlsites__find(const struct code_range *outer, size_t nouter, uint64_t entry
 	} else if (!e) {
 		mark_inside(&s);
 		e = track_sp(&s, entry);
-		if (!e && !find_edges(&s, entry, ret) && !check_loops(&s, ret))
+		if (!e && !find_edges(&s, entry, ret) && !check_reentry(&s, ret) &&
+		    !check_loops(&s, ret))
 			check_sites(&s, ret);
 	}
 	if (ret->mode != INLSITES_TIMED)

@@ -55,6 +55,21 @@ TEST(inlsites_a_caller_move_between_its_ranges_runs_inside_it)
 	       ASSERT_EQ(s.exits[0], 0x100f);
 }
 
+TEST(inlsites_a_callers_call_between_its_ranges_is_not_probed)
+{
+	/* mov eax, 1 | call 0x1000 (the caller's, scheduled there) | add eax, 2:
+	 * left at the call and entered again after it, each call would count twice */
+	static const uint8_t body[] = { 0xb8, 0x01, 0x00, 0x00, 0x00, 0xe8, 0xf1,
+					0xff, 0xff, 0xff, 0x83, 0xc0, 0x02 };
+	struct addr_range r[2] = { { 0x1005, 0x100a }, { 0x100f, 0x1012 } };
+	uint8_t code[64];
+	struct inl_sites s;
+
+	return ASSERT_EQ(sites_of(code, build(code, body, sizeof(body)), r, 2, &s), 0) &&
+	       ASSERT_EQ(s.mode, INLSITES_NOT_PROBED) && ASSERT_EQ(s.nentries, 0) &&
+	       ASSERT_TRUE(strstr(s.reason, "splits it") != NULL);
+}
+
 TEST(inlsites_a_loop_back_to_its_entry_is_not_probed)
 {
 	/* mov eax, 1; dec ecx; jnz 0x1005 */
