@@ -147,16 +147,12 @@ static int probes__add_copy(struct binary *b, struct inl_probes *ip, const struc
 	int e;
 
 	ip->ncopies++;
-	/* counted at its entries only: said as a copy not timed is */
-	if (counts && !ip->reason[0])
+	/* not timed, or counted at its entries only: said alike */
+	if ((!s || s->mode != INLSITES_TIMED) && !ip->reason[0])
 		snprintf(ip->reason, sizeof(ip->reason), "its copy in %.50s: %.90s", c->outer,
-			 s->reason);
-	if (!s || (s->mode != INLSITES_TIMED && !counts)) {
-		if (!ip->reason[0])
-			snprintf(ip->reason, sizeof(ip->reason), "its copy in %.50s: %.90s",
-				 c->outer, s ? s->reason : "not read");
+			 s ? s->reason : "not read");
+	if (!s || (s->mode != INLSITES_TIMED && !counts))
 		return 0;
-	}
 	if (ip->nentries + ip->nexits + s->nentries + s->nexits > INL_MAX_FUNC_SITES) {
 		if (!ip->reason[0])
 			snprintf(ip->reason, sizeof(ip->reason),
