@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,7 +80,9 @@ struct trace_run {
 	uint64_t threshold_ns; /* --threshold: events this slow are slow calls */
 	uint64_t slow_calls;
 	struct calibration cal;
+	bool calibrated;
 	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
+	char kernel[sizeof(((struct utsname *)0)->release)]; /* uname -r */
 	/* each row's counts when the last interval's table was printed, and when */
 	struct latency *last;
 	size_t nlast;
@@ -559,6 +562,33 @@ static void print_slowest(const struct trace_run *r)
 	}
 }
 
+/*
+ * What of the kernel the run used: its release, the attach mode and whether
+ * the kernel has uprobe_multi links (null: not probed, perf_event was
+ * asked), and the entry kinds it was measured to emulate (null: not
+ * calibrated).
+ */
+static cJSON *json_kernel(const struct trace_run *r)
+{
+	cJSON *o = cJSON_CreateObject(), *kinds = cJSON_CreateArray();
+	int multi = tracer__has_uprobe_multi(r->t);
+	uint32_t emulated = calibrate__emulated(&r->cal);
+
+	cJSON_AddStringToObject(o, "release", r->kernel);
+	cJSON_AddStringToObject(o, "attach", tracer__attach_mode(r->t));
+	cJSON_AddItemToObject(o, "uprobe_multi",
+			      multi < 0 ? cJSON_CreateNull() : cJSON_CreateBool(multi));
+	for (int k = PROBE_ENTRY_STEPPED + 1; k < PROBE_ENTRY__N; k++)
+		if (emulated & (1U << k))
+			cJSON_AddItemToArray(kinds, cJSON_CreateString(probe_entry__str(k)));
+	if (!r->calibrated) {
+		cJSON_Delete(kinds);
+		kinds = cJSON_CreateNull();
+	}
+	cJSON_AddItemToObject(o, "emulated_entries", kinds);
+	return o;
+}
+
 static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
@@ -591,6 +621,7 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	json_by_entry(root, "probe_bias_by_entry", r->cal.entry_bias_ns);
 	json_by_entry(root, "call_cost_by_entry", r->cal.entry_cost_ns);
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
+	cJSON_AddItemToObject(root, "kernel", json_kernel(r));
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
 	if (text)
@@ -1117,7 +1148,15 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	return 0;
 }
 
-/* How much of a measured duration is the probes' own: taken out unless --raw. */
+/* The kernel, and how the probes attach to it (its fallback where it lacks uprobe_multi). */
+static void say_kernel(struct trace_run *r)
+{
+	struct utsname u;
+
+	snprintf(r->kernel, sizeof(r->kernel), "%s", uname(&u) ? "unknown" : u.release);
+	fprintf(stderr, "retwatch: kernel %s: %s\n", r->kernel, tracer__attach_why(r->t));
+}
+
 /* Entry probes only on the kinds of instruction this kernel emulates (as measured). */
 static void say_site_kinds(struct trace_run *r)
 {
@@ -1133,6 +1172,7 @@ static void say_site_kinds(struct trace_run *r)
 				probe_entry__str(k));
 }
 
+/* How much of a measured duration is the probes' own: taken out unless --raw. */
 static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 {
 	char bias[LATENCY_FMT_LEN], lo[LATENCY_FMT_LEN], hi[LATENCY_FMT_LEN], cost[LATENCY_FMT_LEN];
@@ -1149,6 +1189,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 		tracer__set_site_kinds(r->t, 0);
 		return;
 	}
+	r->calibrated = true;
 	say_site_kinds(r);
 	r->bias_ns = args->raw ? 0 : r->cal.bias_ns;
 	fprintf(stderr,
@@ -1208,6 +1249,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 		fprintf(stderr, "retwatch: %s\n", err.msg);
 		return -1;
 	}
+	say_kernel(r);
 	if (preflight(r, args))
 		return -1;
 	calibrate_probes(r, args);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -295,6 +296,7 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 				     .tenant_of = tenant_of,
 				     .capture_args = !o->deny_args };
 	struct agent *a = calloc(1, sizeof(*a));
+	struct utsname u;
 
 	if (!a)
 		goto nomem;
@@ -328,8 +330,9 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
-		 "(and ClusterFunctionProbes; attach mode %s)",
-		 o->node, kube__server(k), tracer__attach_mode(a->tracer));
+		 "(and ClusterFunctionProbes); kernel %s: %s",
+		 o->node, kube__server(k), uname(&u) ? "unknown" : u.release,
+		 tracer__attach_why(a->tracer));
 	return a;
 nomem:
 	rw_error_set(err, ENOMEM, "out of memory");

@@ -80,6 +80,22 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
+#define WHY_MULTI "uprobe_multi links: one per file and program"
+#define WHY_NO_MULTI                                                                          \
+	"no uprobe_multi links in this kernel (Linux 6.6 or later has them): one perf_event " \
+	"uprobe per offset"
+#define WHY_ASKED "perf_event uprobes, one per offset, as asked"
+
+const char *tracer__attach_why(const struct tracer *t)
+{
+	return t->attach_why;
+}
+
+int tracer__has_uprobe_multi(const struct tracer *t)
+{
+	return t->has_multi;
+}
+
 int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func_info *fi)
 {
 	uint8_t code[8];
@@ -222,8 +238,12 @@ static int load_programs(struct tracer *t, enum tracer_attach_mode mode, struct 
 		if (!e && !uprobe_multi_supported(bpf_program__fd(t->skel->progs.rw_entry))) {
 			trace__destroy(t->skel);
 			e = load_skel(t, false, err);
+			t->attach_why = WHY_NO_MULTI;
+			t->has_multi = 0;
 		} else if (!e) {
 			t->multi = true;
+			t->attach_why = WHY_MULTI;
+			t->has_multi = 1;
 		}
 		break;
 	case TRACER_ATTACH_MULTI:
@@ -233,8 +253,14 @@ static int load_programs(struct tracer *t, enum tracer_attach_mode mode, struct 
 				err, EOPNOTSUPP,
 				"this kernel has no uprobe_multi links (Linux 6.6 or later)");
 		t->multi = true;
+		t->attach_why = WHY_MULTI;
+		t->has_multi = 1;
 		break;
-	default: e = load_skel(t, false, err); break;
+	default:
+		e = load_skel(t, false, err);
+		t->attach_why = WHY_ASKED;
+		t->has_multi = -1;
+		break;
 	}
 	return e;
 }

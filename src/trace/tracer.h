@@ -151,6 +151,14 @@ int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret);
 /* "uprobe_multi" or "perf_event". */
 const char *tracer__attach_mode(const struct tracer *t);
 /*
+ * Why that mode, for a user reading the log on a node whose kernel is not
+ * the one they expect: "as asked", that the kernel has uprobe_multi links,
+ * or that it has none (the fallback).
+ */
+const char *tracer__attach_why(const struct tracer *t);
+/* Whether the kernel has uprobe_multi links: 1, 0, or -1 when not probed (perf_event asked). */
+int tracer__has_uprobe_multi(const struct tracer *t);
+/*
  * Where tt's entry probe of fi sits, as an offset from its entry: the
  * analysis' entry site (func_info.entry_site) when its instruction is of a
  * kind tracer__set_site_kinds allows, else 0 (the first byte).

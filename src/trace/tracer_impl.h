@@ -170,6 +170,8 @@ struct share {
 struct tracer {
 	struct trace *skel;
 	bool multi;
+	const char *attach_why; /* why this attach mode: tracer__attach_why */
+	int has_multi;		/* tracer__has_uprobe_multi */
 	struct binary_cache *cache;
 	bool own_cache;
 	struct attached_file *files;

@@ -393,6 +393,11 @@ def test_perf_event_attach(t, name, roles, slept):
     line = next(line for line in r.retwatch.stderr.splitlines() if line.startswith(tracing.TRACING_LINE))
     assert "perf_event" in line, r.describe()
     tracing.assert_document(r)
+    # the kernel's uprobe_multi was not probed: perf_event was asked for
+    kernel = r.doc["kernel"]
+    assert (kernel["attach"], kernel["uprobe_multi"]) == ("perf_event", None), kernel
+    assert f"retwatch: kernel {os.uname().release}: perf_event uprobes, one per offset, as asked" \
+        in r.retwatch.stderr, r.describe()
     for role in roles:
         fn = t.fn(role)
         f = assert_calls(r, role, t, r.report["calls"][fn], r.report["orphans"].get(fn, 0))

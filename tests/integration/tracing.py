@@ -517,6 +517,14 @@ def check_schema(doc):
                     ("lost_events", is_int), ("slow_limited", is_int)):
         if key not in doc or not ok(doc[key]):
             errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
+    kernel = doc.get("kernel")
+    kinds = ("push", "nop", "nop5", "jump", "call")
+    if not (isinstance(kernel, dict) and kernel.get("release") == os.uname().release
+            and kernel.get("attach") in ("uprobe_multi", "perf_event")
+            and kernel.get("uprobe_multi") in (True, False, None)
+            and (kernel.get("emulated_entries") is None
+                 or set(kernel["emulated_entries"]) <= set(kinds))):
+        errors.append(f"document: bad kernel: {kernel!r}")
     for f in doc.get("functions", []):
         checks = {
             "name": lambda x: isinstance(x, str) and x,
