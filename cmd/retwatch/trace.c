@@ -76,6 +76,7 @@ struct trace_run {
 	char *refused_exes[MAX_REFUSED_EXES];
 	size_t nrefused_exes;
 	bool json;
+	bool stacks;	       /* slow calls are shown with their stacks */
 	bool args;	       /* --args */
 	uint64_t threshold_ns; /* --threshold: events this slow are slow calls */
 	uint64_t slow_calls;
@@ -646,13 +647,28 @@ static void proc_exited(struct trace_run *r, struct proc *pr)
 	fprintf(stderr, "retwatch: process %d exited; %zu still traced\n", pr->pid, r->nlive);
 }
 
+/* Reads the slow calls waiting in the ring buffer (a bounded number of rounds). */
+static void drain_events(struct trace_run *r)
+{
+	for (int round = 0; round < 16 && tracer__poll(r->t, 0) >= TRACER_POLL_MAX_EVENTS; round++)
+		;
+}
+
 static void check_exits(struct trace_run *r)
 {
+	bool drained = false;
+
 	for (size_t p = 0; p < r->nprocs; p++) {
 		struct pollfd pfd = { .fd = r->procs[p].pidfd, .events = POLLIN };
 
-		if (r->procs[p].target && poll(&pfd, 1, 0) > 0)
-			proc_exited(r, &r->procs[p]);
+		if (!r->procs[p].target || poll(&pfd, 1, 0) <= 0)
+			continue;
+		/* its last slow calls are in the ring buffer: read them while the
+		 * symbolizer still holds its files */
+		if (!drained)
+			drain_events(r);
+		drained = true;
+		proc_exited(r, &r->procs[p]);
 	}
 }
 
@@ -840,6 +856,9 @@ static int add_proc(struct trace_run *r, pid_t pid, const struct trace_args *arg
 		return -1;
 	}
 	r->nlive++;
+	/* its files opened now: a slow call read after it exited is still named */
+	if (r->stacks)
+		symbolizer__watch(r->sym, pid);
 	if (selected)
 		fprintf(stderr, "retwatch: process %d traced too\n", pid);
 	/* at the start, every pattern of a process --pid names must match */
@@ -1243,6 +1262,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	r->json = args->json;
 	r->args = args->args;
 	r->threshold_ns = args->threshold_ns;
+	r->stacks = args->threshold_ns || args->slowest > 0 || (args->json && args->slowest < 0);
 	r->cache = topts.cache = binary_cache__new(16);
 	r->t = tracer__new(&topts, &err);
 	if (!r->t) {
@@ -1363,10 +1383,9 @@ static void trace_report(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_counters c;
 
-	/* slow calls still in the ring buffer (a bounded number of rounds: the
-	 * tracees still run), then the processes that just exited */
-	for (int round = 0; round < 16 && tracer__poll(r->t, 0) >= TRACER_POLL_MAX_EVENTS; round++)
-		;
+	/* slow calls still in the ring buffer (the tracees still run), then
+	 * the processes that just exited */
+	drain_events(r);
 	check_exits(r);
 	tracer__counters(r->t, &c);
 	if (r->json) {

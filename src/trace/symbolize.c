@@ -588,6 +588,26 @@ static void proc_free(struct sym_proc *p)
 	free(p);
 }
 
+void symbolizer__watch(struct symbolizer *s, pid_t pid)
+{
+	const struct procmap *maps;
+	struct sym_proc *p;
+	bool loaded;
+	size_t n;
+	int err;
+
+	p = proc_get(s, pid, &loaded);
+	if (!p || !p->maps)
+		return;
+	maps = procmaps__maps(p->maps, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (!maps[i].inode)
+			continue;
+		(void)proc_binary(s, p, i, &maps[i], &err);
+		(void)proc_file(p, i, &maps[i]);
+	}
+}
+
 void symbolizer__forget(struct symbolizer *s, pid_t pid)
 {
 	struct sym_proc **pp = &s->procs[(unsigned int)pid % PROC_BUCKETS];

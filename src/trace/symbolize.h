@@ -91,6 +91,13 @@ size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_r
 size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *ev,
 			       uint64_t *ret_pcs, size_t max);
 
+/*
+ * Reads pid's mappings and opens their files now, while it runs: its slow
+ * calls read after it exited (from the ring buffer, on a loaded machine)
+ * are still named. Without it, a process is read at its first slow call.
+ */
+void symbolizer__watch(struct symbolizer *s, pid_t pid);
+
 /* Drops what is kept for pid (call it when the process exits: pids are reused). */
 void symbolizer__forget(struct symbolizer *s, pid_t pid);
 

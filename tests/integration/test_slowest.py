@@ -7,6 +7,7 @@ far apart: on two busy cores a 200 us sleep has taken over 10 ms): the
 slowest calls kept are exactly those 10."""
 
 import re
+import signal
 import subprocess
 
 import pytest
@@ -87,3 +88,29 @@ def test_bad_slowest_is_refused():
         run.assert_refused()
         assert "invalid --slowest" in proc.stderr and "from 0 to 20" in proc.stderr, \
             run.describe()
+
+
+@pytest.mark.parametrize("t,scenario,fn,caller", [(GO[1], "charge", "main.charge", "main.scenarioCharge"),
+                                                   (C, "lookup", "lookup", "scenario_lookup")],
+                         ids=lambda v: getattr(v, "id", None))
+def test_slow_calls_read_after_the_process_exited_are_named(t, scenario, fn, caller):
+    """retwatch is stopped (SIGSTOP) while the tracee runs its calls and
+    exits, then continued: the slow calls wait in the ring buffer until the
+    process is gone, as on a loaded node, and are still named (its files
+    were opened when it was attached), not left as addresses."""
+    def release(result, started):
+        result.proc.send_signal(signal.SIGSTOP)
+        try:
+            for tracee in started:
+                tracee.release()
+            for tracee in started:
+                tracee.finish()
+        finally:
+            result.proc.send_signal(signal.SIGCONT)
+
+    r = tracing.run_ok([(t, scenario)], [fn], options=("--threshold", "50ms"), release=release)
+    f = r.function(fn)
+    assert f["calls"] == 400 and r.doc["slow_calls"] == 10, r.describe()
+    for c in f["slowest_calls"]:
+        assert c["stack"][0].startswith(fn + "+"), c["stack"]
+        assert any(s.startswith(caller + "+") for s in c["stack"][1:3]), c["stack"]
