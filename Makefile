@@ -58,7 +58,7 @@ FUZZ_SECONDS ?= 12
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: install plugin-archive link-flags all clean test unit asan fixtures itest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+.PHONY: install plugin-archive link-flags all clean test unit asan fixtures itest kerneltest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch
 
@@ -227,7 +227,14 @@ cluster-bench:
 fuzz: fuzz-build fixtures
 	$(Q)bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-test: deps lint all unit itest agenttest imagetest clustertest fuzz
+# The engine on the kernels users' nodes run: Debian's 6.1 (bookworm) and
+# 6.12 (bookworm-backports), each booted under QEMU (TCG) on this machine's
+# root, read-only, running tests/kernels/guest with build/retwatch; the two
+# side by side, each ending with its own `N passed, N failed` line.
+kerneltest: all fixtures
+	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12
+
+test: deps lint all unit itest kerneltest agenttest imagetest clustertest fuzz
 
 FORMATTED := $(wildcard src/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:

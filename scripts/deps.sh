@@ -26,6 +26,7 @@ pkgs=(
 	# service is installed or started
 	libicu72 libxml2 libldap-2.5-0 libsasl2-2 libgssapi-krb5-2 libsystemd0
 	libzstd1 liblz4-1 libpq5
+	qemu-system-x86 # the kernel matrix (tests/kernels): Debian's kernels under TCG
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
@@ -111,3 +112,8 @@ fetch_deb redis redis-tools libjemalloc2 liblzf1
 # PostgreSQL 15's server, initdb and pgbench, run from the cache as a
 # pre-fork server under the tests' own user and socket directory
 fetch_deb postgresql postgresql-15
+
+# The kernel matrix's kernels (tests/kernels/vm.py): Debian's 6.1 and 6.12
+# images, through apt with the script's own lists, kept in the cache. A
+# failed download fails here: `make test` runs them.
+python3 tests/kernels/vm.py fetch 6.1 6.12

@@ -1,0 +1,183 @@
+"""What must hold on every kernel users run retwatch on: the programs load
+and attach (uprobe_multi links where the kernel has them, per-offset
+perf_event uprobes where not), every call of Go (stripped PIE, cgo) and C
+tracees is counted, across stack growth's restarts and recursion, slow calls
+come with their stacks, and the calibration finds which entry instructions
+this kernel emulates.
+
+Counts, not timings: under QEMU's TCG a trap costs tens of microseconds, so
+durations are only checked to be ordered and at least what was slept.
+[REF] every expected count is the tracee's own (tests/fixtures/tracee).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import harness
+import tracing
+from tracing import c_tracee, go_tracee
+
+MS = 1_000_000
+GO = go_tracee("native", "pie-stripped")
+C = c_tracee()
+
+
+def kernel_version():
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return int(m.group(1)), int(m.group(2))
+
+
+KERNEL = kernel_version()
+HAS_MULTI = KERNEL >= (6, 6)  # uprobe_multi links came in Linux 6.6
+EMULATES_NOP5 = KERNEL >= (6, 16)  # x86 uprobes emulate the 5-byte NOP from 6.16
+
+
+def traced(t, scenario, roles, options=()):
+    return tracing.scenario(t, scenario, roles, options=("--threshold", "20ms", *options))
+
+
+def assert_exact(r, t, role):
+    name = t.fn(role)
+    f = r.function(name)
+    want = r.report["calls"][name]
+    assert want > 0, r.describe()
+    assert (f["calls"], f["orphans"], f["lost"]) == (want, r.report["orphans"].get(name, 0), 0), \
+        f"{t.id} {name}: calls {f['calls']}, orphans {f['orphans']}, lost {f['lost']}; " \
+        f"the tracee made {want}\n{r.describe()}"
+    assert f["mode"] == "entry+ret", f
+    return f
+
+
+def go_recursive():
+    """The Go stripped PIE tracee's recursion: 5 fresh goroutines 40 levels
+    deep, 4 KiB frames and 1 ms sleeps (their stacks grow, and the calls
+    that grew them restart at their entries)."""
+    return traced(GO, "recursive", ["deep"])
+
+
+# --------------------------------------------------------------------------
+# the kernel's features, as retwatch names them
+
+
+def test_the_attach_mode_is_what_this_kernel_has():
+    r = go_recursive()
+    tracing.assert_document(r)
+    kernel = r.doc["kernel"]
+    assert kernel["release"] == os.uname().release, kernel
+    assert (kernel["attach"], kernel["uprobe_multi"]) == \
+        (("uprobe_multi", True) if HAS_MULTI else ("perf_event", False)), kernel
+    said = f"retwatch: kernel {os.uname().release}: " + (
+        "uprobe_multi links" if HAS_MULTI else "no uprobe_multi links in this kernel")
+    assert said in r.retwatch.stderr, r.describe()
+
+
+def test_uprobe_multi_asked_where_the_kernel_has_none_is_refused():
+    if HAS_MULTI:
+        pytest.skip(f"Linux {KERNEL[0]}.{KERNEL[1]} has uprobe_multi links")
+    t = tracing.TraceeProcess(GO, "sleep")
+    try:
+        argv = (harness.RETWATCH, "trace", "--attach", "uprobe_multi", "--pid", str(t.pid), GO.fn("sleep_for"))
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        t.kill()
+    run = harness.Run(argv, p.returncode, p.stdout, p.stderr)
+    run.assert_refused()
+    assert "this kernel has no uprobe_multi links (Linux 6.6 or later)" in run.stderr, run.describe()
+
+
+def test_the_calibration_finds_what_this_kernel_emulates():
+    """Branches, PUSH and the short NOPs are emulated on every kernel here
+    (one trap), the 5-byte NOP only from 6.16 (two traps, like a stepped
+    instruction); an entry probe sits only on an emulated kind."""
+    doc = go_recursive().doc
+    emulated = set(doc["kernel"]["emulated_entries"])
+    want = {"push", "nop", "jump", "call"} | ({"nop5"} if EMULATES_NOP5 else set())
+    bias = doc["probe_bias_by_entry"]
+    assert emulated == want, f"emulated {sorted(emulated)}, expected {sorted(want)}; bias by entry {bias}"
+    for kind in emulated:
+        assert 0 < bias[kind] < bias["stepped"] / 2, bias
+    for f in doc["functions"]:
+        assert f["entry"] in emulated | {"stepped"}, f
+
+
+# --------------------------------------------------------------------------
+# every call counted
+
+
+def test_go_recursion_and_stack_growth_counted_exactly():
+    r = go_recursive()
+    f = assert_exact(r, GO, "deep")
+    assert f["max_ns"] >= r.report["depth"] * MS, f
+
+
+def test_go_slow_calls_come_with_their_stacks():
+    """The outer levels last over the 20 ms threshold; each slow call's
+    stack is symbolized from the stripped binary's pclntab: the function
+    itself, the levels of deep above it, then the scenario's goroutine."""
+    r = go_recursive()
+    name = GO.fn("deep")
+    assert r.doc["slow_calls"] > 0, r.describe()
+    slowest = r.function(name)["slowest_calls"]
+    assert slowest, r.describe()
+    for call in slowest:
+        stack = call["stack"]
+        assert call["duration_ns"] >= 20 * MS, call
+        callers = [s for s in stack[1:] if not s.startswith(name + "+")]
+        assert stack[0].startswith(name + "+"), stack
+        assert callers and callers[0].startswith("main.scenarioRecursive.func"), stack
+
+
+def test_c_two_return_paths_counted_exactly():
+    r = traced(C, "paths", ["validate"])
+    f = assert_exact(r, C, "validate")
+    assert f["returns"] >= 2, f
+    assert f["max_ns"] >= 2 * MS, f
+
+
+def test_c_recursion_in_threads_counted_exactly():
+    r = traced(C, "recursive", ["deep"])
+    assert_exact(r, C, "deep")
+    slowest = r.function(C.fn("deep"))["slowest_calls"]
+    assert slowest and all(c["stack"][0].startswith(C.fn("deep")) for c in slowest), r.describe()
+
+
+def test_perf_event_uprobes_count_exactly():
+    """The per-offset path, which a kernel before 6.6 takes on its own (the
+    runs above): asked for here where the kernel has uprobe_multi."""
+    if not HAS_MULTI:
+        pytest.skip("the runs above used perf_event uprobes: this kernel has no uprobe_multi")
+    r = traced(GO, "paths", ["validate"], options=("--attach", "perf_event"))
+    assert r.doc["kernel"]["attach"] == "perf_event", r.doc["kernel"]
+    assert_exact(r, GO, "validate")
+
+
+def test_cgo_go_and_c_calls_counted_alike():
+    """cgodemo (linked externally) calls checkout -> Fee -> fee_cents (C,
+    through cgo) every 100 ms: the three counts are equal, with no orphans,
+    whichever stack each runs on. It is stopped until every probe is
+    attached, and again before the run ends, so that each call it made
+    while traced is whole (a call takes microseconds of the 100 ms)."""
+    path = harness.fixture(f"go/{tracing.native_go_version()}/cgo/cgodemo")
+    proc = subprocess.Popen([path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc.send_signal(signal.SIGSTOP)
+
+    def workload():
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(3)
+        proc.send_signal(signal.SIGSTOP)
+
+    try:
+        run, funcs = tracing.trace_during([proc.pid], ["main.checkout", "main.Fee", "fee_cents"], workload)
+    finally:
+        proc.kill()
+        proc.wait()
+    calls = {n: (funcs[n]["calls"], funcs[n]["orphans"], funcs[n]["mode"]) for n in funcs}
+    n = funcs["main.checkout"]["calls"]
+    assert n >= 5, f"{calls}\n{run.describe()}"
+    assert calls == {name: (n, 0, "entry+ret") for name in ("main.checkout", "main.Fee", "fee_cents")}, \
+        f"{calls}\n{run.describe()}"

@@ -1,0 +1,48 @@
+#!/bin/busybox sh
+# /init of the kernel matrix's initramfs (tests/kernels/vm.py): loads the
+# 9p modules, mounts this machine's root read-only from the host with a
+# writable tmpfs /tmp and the run's own writable share on /tmp/retwatch-vm,
+# and runs the share's cmd.sh chrooted there. Its exit status goes to the
+# share's `rc`; the VM then powers off.
+B=/bin/busybox
+$B mkdir -p /proc /sys /dev /root
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+
+die() {
+	echo "retwatch-vm: $*"
+	$B poweroff -f
+}
+
+for m in $($B cat /modules.order); do
+	$B insmod "/lib/modules/$m.ko" || die "insmod $m failed"
+done
+
+R=/root
+$B mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 hostroot $R ||
+	die "cannot mount the host's root"
+$B mount -t proc proc $R/proc
+$B mount -t sysfs sys $R/sys
+$B mount -t devtmpfs dev $R/dev
+$B mount -t devpts devpts $R/dev/pts 2>/dev/null
+$B mkdir -p $R/dev/shm
+$B mount -t tmpfs shm $R/dev/shm
+$B mount -t tmpfs tmp $R/tmp
+# The run's share: cmd.sh to run, rc for its exit status.
+OUT=/tmp/retwatch-vm
+$B mkdir -p $R$OUT
+$B mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 out $R$OUT ||
+	die "cannot mount the run's share"
+$B mount -t tmpfs run $R/run
+$B mount -t tmpfs vartmp $R/var/tmp
+$B mount -t bpf bpf $R/sys/fs/bpf
+$B mount -t cgroup2 cgroup2 $R/sys/fs/cgroup
+$B mount -t tracefs tracefs $R/sys/kernel/tracing 2>/dev/null
+$B mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
+$B ip link set lo up
+
+$B chroot $R /bin/sh "$OUT/cmd.sh" </dev/null
+echo $? >"$R$OUT/rc"
+$B sync
+$B poweroff -f
