@@ -28,12 +28,22 @@ $B mount -t devtmpfs dev $R/dev
 $B mount -t devpts devpts $R/dev/pts 2>/dev/null
 $B mkdir -p $R/dev/shm
 $B mount -t tmpfs shm $R/dev/shm
+# the host's /tmp, kept reachable under the tmpfs for a run started there
+$B mkdir -p /hosttmp
+$B mount --bind $R/tmp /hosttmp
 $B mount -t tmpfs tmp $R/tmp
-# The run's share: cmd.sh to run, rc for its exit status.
+# The run's share: cmd.sh to run, cwd (where it runs), rc for its exit status.
 OUT=/tmp/retwatch-vm
 $B mkdir -p $R$OUT
 $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 out $R$OUT ||
 	die "cannot mount the run's share"
+CWD=$($B cat $R$OUT/cwd)
+case $CWD in
+/tmp/*)
+	$B mkdir -p "$R$CWD"
+	$B mount --bind "/hosttmp${CWD#/tmp}" "$R$CWD" || die "cannot reach $CWD"
+	;;
+esac
 $B mount -t tmpfs run $R/run
 $B mount -t tmpfs vartmp $R/var/tmp
 $B mount -t bpf bpf $R/sys/fs/bpf

@@ -12,7 +12,8 @@ $RETWATCH_CACHE/kernels (~/.cache/retwatch/kernels).
 
 `run` boots that kernel under qemu-system-x86_64 (TCG: KVM is not used) with
 an initramfs of busybox and the 9p modules. The VM mounts this machine's
-root read-only over 9p, a tmpfs on /tmp, and a writable share of its own
+root read-only over 9p, a tmpfs on /tmp (a directory of the host's /tmp the
+run starts in stays reachable), and a writable share of its own
 (a fresh directory under /tmp), and runs CMD there in the current
 directory; CMD's output is the VM's console. The exit status is CMD's, or
 125 when the VM did not run it to the end (boot failure, panic, timeout).
@@ -207,6 +208,8 @@ def run(release, cmd, cwd=None, cpus=2, memory="2G", timeout=600, env=None, pref
     out = tempfile.mkdtemp(prefix=f"retwatch-vm-{release}-")
     try:
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+        with open(os.path.join(out, "cwd"), "w") as f:
+            f.write(cwd)
         with open(os.path.join(out, "cmd.sh"), "w") as f:
             f.write(f"export HOME=/tmp PATH={shlex.quote(os.environ.get('PATH', '/usr/bin:/bin'))}\n"
                     f"{exports}cd {shlex.quote(cwd)} || exit 126\nexec {shlex.join(cmd)}\n")
