@@ -248,7 +248,8 @@ def run(release, cmd, cwd=None, cpus=2, memory="2G", timeout=600, env=None, pref
         shutil.rmtree(out, ignore_errors=True)
 
 
-GUEST_TESTS = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "tests/kernels/guest"]
+GUEST_TESTS = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "--durations=5",
+               "tests/kernels/guest"]
 GUEST_ENV = {"RETWATCH": "build/retwatch", "RETWATCH_FIXTURES": "build/fixtures",
              "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "120"}
 
