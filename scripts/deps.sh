@@ -27,6 +27,7 @@ pkgs=(
 	libicu72 libxml2 libldap-2.5-0 libsasl2-2 libgssapi-krb5-2 libsystemd0
 	libzstd1 liblz4-1 libpq5
 	qemu-system-x86 # the kernel matrix (tests/kernels): Debian's kernels under TCG
+	binutils-aarch64-linux-gnu # objdump of AArch64 code: the arm64 analysis' reference
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
@@ -117,3 +118,6 @@ fetch_deb postgresql postgresql-15
 # images, through apt with the script's own lists, kept in the cache. A
 # failed download fails here: `make test` runs them.
 python3 tests/kernels/vm.py fetch 6.1 6.12
+# Debian's arm64 libc, read by the AArch64 analysis' tests (not installed:
+# dpkg gets no second architecture)
+python3 tests/kernels/vm.py debs arm64 libc libc6 >/dev/null

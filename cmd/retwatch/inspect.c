@@ -155,14 +155,21 @@ static void out_json_uint(struct out *o, const char *key, uint64_t v)
 	out_int(o, (int64_t)v);
 }
 
-/* The kind of instruction f's entry probe sits on (calibrate.h). */
-static enum probe_entry entry_kind(const struct binary *b, const struct func_info *f)
+/* The kind of instruction at addr (calibrate.h): x86-64's kinds; an
+ * AArch64 instruction is taken as stepped until its kinds are calibrated. */
+static enum probe_entry site_kind(const struct binary *b, uint64_t addr)
 {
 	uint8_t code[8];
 
-	if (binary__read(b, f->address + (uint64_t)f->entry_site, code, sizeof(code)))
+	if (strcmp(binary__machine(b), "x86-64") || binary__read(b, addr, code, sizeof(code)))
 		return PROBE_ENTRY_STEPPED;
 	return calibrate__entry_kind(code, sizeof(code));
+}
+
+/* The kind of instruction f's entry probe sits on. */
+static enum probe_entry entry_kind(const struct binary *b, const struct func_info *f)
+{
+	return site_kind(b, f->address + (uint64_t)f->entry_site);
 }
 
 /* How many of m's functions have their entry probe on an instruction the kernel emulates. */
@@ -248,16 +255,6 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 		out_char(o, '}');
 	}
 	out_str(o, "]}");
-}
-
-/* The kind of instruction at addr (calibrate.h). */
-static enum probe_entry site_kind(const struct binary *b, uint64_t addr)
-{
-	uint8_t code[8];
-
-	if (binary__read(b, addr, code, sizeof(code)))
-		return PROBE_ENTRY_STEPPED;
-	return calibrate__entry_kind(code, sizeof(code));
 }
 
 /* Whether trace times copy c: its entries and exits are known (inlsites.h). */
@@ -346,6 +343,8 @@ static void print_json(struct out *o, const struct binary *b, const struct binar
 	out_char(o, '{');
 	out_key(o, "binary", true);
 	out_json_str(o, binary__path(b));
+	out_key(o, "machine", false);
+	out_json_str(o, binary__machine(b));
 	out_key(o, "go_version", false);
 	out_json_str_or_null(o, binary__go_version(b));
 	out_key(o, "build_id", false);

@@ -52,6 +52,7 @@ static bool is_morestack(void *ctx, uint64_t addr)
 static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 {
 	struct code_range cr[DWARF_MAX_RANGES] = { 0 };
+	bool a64 = elfbin__machine(b->eb) == EM_AARCH64;
 	uint64_t total = 0;
 	size_t n = 0;
 	int ret = 0;
@@ -86,8 +87,10 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 			goto out;
 		}
 	}
-	ret = disasm__scan(cr, n, f->addr, f->dis);
-	if (!ret && n) {
+	ret = disasm__scan(a64 ? DISASM_AARCH64 : DISASM_X86_64, cr, n, f->addr, f->dis);
+	/* AArch64: the entry probe stays at the first byte (which of its
+	 * instructions that kernel simulates is not measured yet) */
+	if (!ret && n && !a64) {
 		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b);
 		fi->entry_clobbers = entrysite__clobbers(&cr[0], fi->entry_site);
 		fi->entry_past_check = fi->go && entrysite__past_check(&cr[0], fi->entry_site,
@@ -124,6 +127,9 @@ static size_t add_cold_parts(struct binary *b, struct fn_entry *f, struct func_i
 {
 	size_t added = 0;
 
+	/* the entry state checked is x86-64's */
+	if (elfbin__machine(b->eb) != EM_X86_64)
+		return 0;
 	for (size_t k = 0; k < f->dis->ntail_calls && fi->nranges < DWARF_MAX_RANGES; k++) {
 		uint64_t t = f->dis->tail_targets[k], lo, hi;
 

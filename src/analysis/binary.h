@@ -177,6 +177,16 @@ void binary__put(struct binary *b);
 const char *binary__path(const struct binary *b);
 const char *binary__go_version(const struct binary *b); /* NULL if not Go */
 const char *binary__build_id(const struct binary *b);	/* NULL if none */
+/* "x86-64" or "aarch64": the instruction set its code is read as. */
+const char *binary__machine(const struct binary *b);
+/* Whether its code runs on the machine retwatch was built for (traceable here). */
+bool binary__native(const struct binary *b);
+/* The machine retwatch was built for, as binary__machine names it. */
+#if defined(__aarch64__)
+#define RW_MACHINE "aarch64"
+#else
+#define RW_MACHINE "x86-64"
+#endif
 bool binary__stripped(const struct binary *b);
 bool binary__is_go(const struct binary *b);
 size_t binary__nfuncs(const struct binary *b);

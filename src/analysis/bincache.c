@@ -417,6 +417,22 @@ const char *binary__go_version(const struct binary *b)
 	return b->go_version;
 }
 
+const char *binary__machine(const struct binary *b)
+{
+	return elfbin__machine(b->eb) == EM_AARCH64 ? "aarch64" : "x86-64";
+}
+
+bool binary__native(const struct binary *b)
+{
+#if defined(__x86_64__)
+	return elfbin__machine(b->eb) == EM_X86_64;
+#elif defined(__aarch64__)
+	return elfbin__machine(b->eb) == EM_AARCH64;
+#else
+	return false;
+#endif
+}
+
 const char *binary__build_id(const struct binary *b)
 {
 	return elfbin__build_id(b->eb);

@@ -5,6 +5,7 @@
  * (dwarfinfo.h), read on demand and not kept with the cached binary (most
  * patterns name functions that have bodies of their own).
  */
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "analysis/binary.h"
 #include "analysis/binary_impl.h"
+#include "analysis/elfbin.h"
 #include "analysis/goinline.h"
 #include "analysis/inlsites.h"
 
@@ -57,7 +59,8 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 	int ret;
 
 	*ret_list = NULL;
-	if ((!b->pcln && !b->dwarf) || !npatterns)
+	/* the sites of a copy are found in x86-64 code only (binary__inlined_sites) */
+	if ((!b->pcln && !b->dwarf) || !npatterns || elfbin__machine(b->eb) != EM_X86_64)
 		return 0;
 	for (size_t i = 0; i < npatterns; i++) {
 		if (!glob_has_wildcards(patterns[i]))
@@ -108,6 +111,11 @@ int binary__inlined_sites(struct binary *b, const struct inl_copy *c, struct inl
 
 	memset(ret, 0, sizeof(*ret));
 	ret->mode = INLSITES_NOT_PROBED;
+	if (elfbin__machine(b->eb) != EM_X86_64) {
+		snprintf(ret->reason, sizeof(ret->reason),
+			 "inlined copies are found in x86-64 code only");
+		return 0;
+	}
 	if (!fi || fi->address != c->outer_entry) {
 		snprintf(ret->reason, sizeof(ret->reason), "the function holding it is not known");
 		return 0;

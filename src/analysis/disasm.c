@@ -10,9 +10,9 @@
 #include <Zydis/Zydis.h>
 
 #include "base/cancel.h"
-#include "analysis/disasm.h"
+#include "analysis/disasm_impl.h"
 
-static int push(int64_t **arr, size_t *n, int64_t v)
+int disasm__push(int64_t **arr, size_t *n, int64_t v)
 {
 	/* capacity doubles from 4 whenever n reaches a power of two */
 	if (*n == 0 || (*n >= 4 && !(*n & (*n - 1)))) {
@@ -27,7 +27,7 @@ static int push(int64_t **arr, size_t *n, int64_t v)
 	return 0;
 }
 
-static bool in_ranges(const struct code_range *ranges, size_t n, uint64_t addr)
+bool disasm__in_ranges(const struct code_range *ranges, size_t n, uint64_t addr)
 {
 	for (size_t i = 0; i < n; i++)
 		if (addr >= ranges[i].addr && addr - ranges[i].addr < ranges[i].len)
@@ -288,7 +288,7 @@ static enum jump_kind jump_kind(const ZydisDecodedInstruction *insn, const Zydis
 		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], addr, &target)))
 			return JUMP_NONE;
 		*ret_target = target;
-		return in_ranges(ranges, nranges, target) ? JUMP_INSIDE : JUMP_LEAVES;
+		return disasm__in_ranges(ranges, nranges, target) ? JUMP_INSIDE : JUMP_LEAVES;
 	}
 	if (uncond && ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 	    ops[0].mem.base == ZYDIS_REGISTER_RIP)
@@ -324,8 +324,7 @@ enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
 	return DISASM_PROBE_STEPPED;
 }
 
-/* Notes a direct jump inside the function when it lands near the entry. */
-static int note_entry_jump(struct disasm_result *res, uint64_t entry, uint64_t from, uint64_t to)
+int disasm__note_entry_jump(struct disasm_result *res, uint64_t entry, uint64_t from, uint64_t to)
 {
 	struct disasm_jump *p;
 
@@ -339,7 +338,7 @@ static int note_entry_jump(struct disasm_result *res, uint64_t entry, uint64_t f
 	return 0;
 }
 
-static int push_u64(uint64_t **arr, size_t n, uint64_t v)
+int disasm__push_u64(uint64_t **arr, size_t n, uint64_t v)
 {
 	/* grows as push() does, one step ahead of it: n is the count before */
 	if (n == 0 || (n >= 4 && !(n & (n - 1)))) {
@@ -392,11 +391,7 @@ static int describe_bad(struct disasm_result *res, const struct code_range *r, s
 			  bytes);
 }
 
-static int over_budget(struct disasm_result *res, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/* A budget ran out: no site of the function is trusted to be complete. 0 or -ENOMEM. */
-static int over_budget(struct disasm_result *res, const char *fmt, ...)
+int disasm__over_budget(struct disasm_result *res, const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
@@ -411,6 +406,14 @@ static int over_budget(struct disasm_result *res, const char *fmt, ...)
 	n = set_reason(res, "%s; calls are counted, not timed", s);
 	free(s);
 	return n;
+}
+
+int disasm__set_bad(struct disasm_result *res, uint64_t addr, uint64_t entry, const char *what)
+{
+	res->undecodable = true;
+	res->bad_addr = addr;
+	return set_reason(res, "%s at %s0x%" PRIx64 "; return sites cannot be located safely", what,
+			  addr >= entry ? "+" : "-", addr >= entry ? addr - entry : entry - addr);
 }
 
 static int scan_range(const struct decoders *dec, const struct code_range *ranges, size_t nranges,
@@ -433,7 +436,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 			/* as Zydis computes it: 64-bit arithmetic, wrapping */
 			target = addr + insn.length + (uint64_t)insn.rel;
 			if (insn.kind == DISASM_JUMP_REL)
-				jk = in_ranges(ranges, nranges, target) ? JUMP_INSIDE : JUMP_LEAVES;
+				jk = disasm__in_ranges(ranges, nranges, target) ? JUMP_INSIDE
+										: JUMP_LEAVES;
 		} else if (zydis_read(dec, r->bytes + off, r->len - off, &insn, &full, ops,
 				      &jump)) {
 			if (jump)
@@ -443,19 +447,20 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 		}
 		res->ninsns++;
 		if (insn.kind == DISASM_RET && res->nreturns == DISASM_MAX_RETURNS)
-			return over_budget(res,
-					   "more than %d return sites (the limit per function)",
-					   DISASM_MAX_RETURNS);
+			return disasm__over_budget(
+				res, "more than %d return sites (the limit per function)",
+				DISASM_MAX_RETURNS);
 		if (insn.kind == DISASM_RET) {
-			if (push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
+			if (disasm__push(&res->returns, &res->nreturns, (int64_t)(addr - entry)))
 				return -ENOMEM;
 		} else if (jk == JUMP_LEAVES) {
-			if (push_u64(&res->tail_targets, res->ntail_calls, target) ||
-			    push(&res->tail_calls, &res->ntail_calls, (int64_t)(addr - entry)))
+			if (disasm__push_u64(&res->tail_targets, res->ntail_calls, target) ||
+			    disasm__push(&res->tail_calls, &res->ntail_calls,
+					 (int64_t)(addr - entry)))
 				return -ENOMEM;
 		} else if (jk == JUMP_INDIRECT) {
 			res->nindirect_jumps++;
-		} else if (jk == JUMP_INSIDE && note_entry_jump(res, entry, addr, target)) {
+		} else if (jk == JUMP_INSIDE && disasm__note_entry_jump(res, entry, addr, target)) {
 			return -ENOMEM;
 		}
 		off += insn.length;
@@ -500,8 +505,8 @@ static int sort_tail_calls(struct disasm_result *res)
 	return 0;
 }
 
-int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry,
-		 struct disasm_result *res)
+int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t nranges,
+		 uint64_t entry, struct disasm_result *res)
 {
 	struct decoders dec;
 	size_t total = 0;
@@ -523,11 +528,13 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 			total = SIZE_MAX;
 	/* decoding costs time in proportion to the bytes: refused before any */
 	if (total > DISASM_MAX_BYTES)
-		err = over_budget(res,
-				  "%zu bytes of code, more than %u MiB (the limit per function)",
-				  total, DISASM_MAX_BYTES >> 20);
+		err = disasm__over_budget(
+			res, "%zu bytes of code, more than %u MiB (the limit per function)", total,
+			DISASM_MAX_BYTES >> 20);
 	for (size_t i = 0; i < nranges && !res->undecodable && !res->over_budget && !err; i++)
-		err = scan_range(&dec, ranges, nranges, i, entry, res);
+		err = arch == DISASM_AARCH64
+			      ? disasm_a64__scan_range(ranges, nranges, i, entry, res)
+			      : scan_range(&dec, ranges, nranges, i, entry, res);
 	if (err) {
 		disasm_result__clear(res);
 		return err;
@@ -560,6 +567,11 @@ int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry
 			res,
 			"no return instruction: the function leaves only through %zu tail call%s",
 			res->ntail_calls, res->ntail_calls == 1 ? "" : "s");
+	else if (!res->nreturns && res->nindirect_jumps)
+		err = set_reason(res,
+				 "no return instruction: the function leaves through %zu jump%s "
+				 "through a register (a tail call to a function pointer)",
+				 res->nindirect_jumps, res->nindirect_jumps == 1 ? "" : "s");
 	else if (!res->nreturns)
 		err = set_reason(
 			res,

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Finds a function's exits by disassembling every byte of its ranges in one
- * linear sweep per range: the common instruction forms from a table of their
- * encodings (checked against Zydis), everything else with Zydis. A byte
- * sequence that does not decode stops the sweep: resyncing by skipping bytes
- * could place a probe inside an instruction, which corrupts the traced
- * process.
+ * linear sweep per range. x86-64: the common instruction forms from a table
+ * of their encodings (checked against Zydis), everything else with Zydis. A
+ * byte sequence that does not decode stops the sweep: resyncing by skipping
+ * bytes could place a probe inside an instruction, which corrupts the
+ * traced process. AArch64 (disasm_a64.c): one aligned word per instruction,
+ * the literal pools' words skipped.
  */
 #ifndef RETWATCH_DISASM_H
 #define RETWATCH_DISASM_H
@@ -115,13 +116,19 @@ enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len);
  */
 bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret_insn);
 
+/* The instruction sets the sweep reads (the ELF file's machine). */
+enum disasm_arch {
+	DISASM_X86_64,
+	DISASM_AARCH64,
+};
+
 /*
- * Scans ranges (ranges[0] holds the entry). 0, or -ENOMEM. A function over a
- * budget is not an error: it comes back with no sites, over_budget set and
- * the limit in reason.
+ * Scans ranges (ranges[0] holds the entry) of arch's code. 0, or -ENOMEM. A
+ * function over a budget is not an error: it comes back with no sites,
+ * over_budget set and the limit in reason.
  */
-int disasm__scan(const struct code_range *ranges, size_t nranges, uint64_t entry,
-		 struct disasm_result *ret_res);
+int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t nranges,
+		 uint64_t entry, struct disasm_result *ret_res);
 void disasm_result__clear(struct disasm_result *res);
 
 #endif

@@ -27,6 +27,7 @@ struct elfbin {
 	struct elfbin_sym *syms;
 	size_t nsyms;
 	bool has_symtab;
+	unsigned int machine;
 	char *build_id;
 	char *debuglink; /* .gnu_debuglink's file name, or NULL */
 	uint32_t debuglink_crc;
@@ -82,11 +83,12 @@ static int check_header(struct elfbin *eb, const char *path, struct rw_error *er
 	if (buf[EI_CLASS] != ELFCLASS64 || buf[EI_DATA] != ELFDATA2LSB)
 		return rw_error_set(err, ENOEXEC, "%s has an unsupported ELF class or byte order",
 				    path);
-	if (eh->e_machine != EM_X86_64)
-		return rw_error_set(
-			err, ENOEXEC,
-			"%s is built for %s (ELF machine %u), not x86-64; wrong architecture", path,
-			machine_name(eh->e_machine), eh->e_machine);
+	if (eh->e_machine != EM_X86_64 && eh->e_machine != EM_AARCH64)
+		return rw_error_set(err, ENOEXEC,
+				    "%s is built for %s (ELF machine %u), not x86-64 or aarch64; "
+				    "wrong architecture",
+				    path, machine_name(eh->e_machine), eh->e_machine);
+	eb->machine = eh->e_machine;
 	if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
 		return rw_error_set(err, ENOEXEC,
 				    "%s is an ELF %s, not an executable or shared library", path,
@@ -404,6 +406,11 @@ void elfbin__free(struct elfbin *eb)
 Elf *elfbin__elf(const struct elfbin *eb)
 {
 	return eb->elf;
+}
+
+unsigned int elfbin__machine(const struct elfbin *eb)
+{
+	return eb->machine;
 }
 
 bool elfbin__has_symtab(const struct elfbin *eb)

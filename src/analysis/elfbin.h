@@ -44,6 +44,8 @@ void elfbin__free(struct elfbin *eb);
 
 Elf *elfbin__elf(const struct elfbin *eb);
 bool elfbin__has_symtab(const struct elfbin *eb);
+/* The ELF machine: EM_X86_64 or EM_AARCH64 (elfbin__open refuses the others). */
+unsigned int elfbin__machine(const struct elfbin *eb);
 /* GNU build id as hex, else Go's build id string, else NULL. */
 const char *elfbin__build_id(const struct elfbin *eb);
 

@@ -249,19 +249,23 @@ static int cmp_relative(const void *a, const void *b)
  * In a PIE the pointers in moduledata and .go.buildinfo are dynamic
  * relocations. The Go linker and GNU ld also store the link-time value in
  * the file, but a linker may leave zeros there (lld without
- * --apply-dynamic-relocs): the R_X86_64_RELATIVE addends are authoritative.
+ * --apply-dynamic-relocs): the R_X86_64_RELATIVE (R_AARCH64_RELATIVE)
+ * addends are authoritative.
  */
 int elfimg__load_relatives(struct elfimg *img, struct rw_error *err)
 {
 	Elf_Scn *scn = NULL;
 	size_t cap = 0, relsz;
+	unsigned int relative;
+	GElf_Ehdr eh;
 
 	if (img->rel_loaded)
 		return 0;
 	img->rel_loaded = true;
 	relsz = gelf_fsize(img->elf, ELF_T_RELA, 1, EV_CURRENT);
-	if (!relsz)
+	if (!relsz || !gelf_getehdr(img->elf, &eh))
 		return 0;
+	relative = eh.e_machine == EM_AARCH64 ? R_AARCH64_RELATIVE : R_X86_64_RELATIVE;
 	while ((scn = elf_nextscn(img->elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *d;
@@ -278,8 +282,7 @@ int elfimg__load_relatives(struct elfimg *img, struct rw_error *err)
 		for (size_t i = 0; i < n; i++) {
 			GElf_Rela r;
 
-			if (!gelf_getrela(d, (int)i, &r) ||
-			    GELF_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
+			if (!gelf_getrela(d, (int)i, &r) || GELF_R_TYPE(r.r_info) != relative)
 				continue;
 			if (img->nrel == cap) {
 				size_t ncap = cap ? 2 * cap : 1024;

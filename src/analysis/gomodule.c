@@ -67,7 +67,7 @@ static bool pchdr_read(const uint8_t *p, size_t avail, struct pchdr_info *h)
 	if (avail < PCHDR_PREFIX)
 		return false;
 	l = pcln_layout_of(rd32(p));
-	if (!l || p[4] || p[5] || p[6] != 1 || p[7] != 8 ||
+	if (!l || p[4] || p[5] || (p[6] != 1 && p[6] != 4) || p[7] != 8 ||
 	    avail < PCHDR_PREFIX + 8 * (size_t)l->hdr_words)
 		return false;
 	h->name_off = rd64(p + PCHDR_PREFIX + 8 * l->name_word);
@@ -145,8 +145,10 @@ static bool md_find(const struct elfimg *img, const struct pchdr_info *h, uint64
 	return false;
 }
 
-/* The pcHeader bytes at every supported magic: magic[1..3], pads, minLC, ptrSize. */
-static const uint8_t pchdr_tail[7] = { 0xff, 0xff, 0xff, 0, 0, 1, 8 };
+/* The pcHeader bytes at every supported magic: magic[1..3], pads, minLC
+ * (amd64's 1, arm64's 4), ptrSize. */
+static const uint8_t pchdr_tails[2][7] = { { 0xff, 0xff, 0xff, 0, 0, 1, 8 },
+					   { 0xff, 0xff, 0xff, 0, 0, 4, 8 } };
 
 /* How many pcHeader look-alikes a stripped-binary scan checks at most: each
  * costs a pass over the data sections, and a hostile file can hold many. */
@@ -166,24 +168,26 @@ static bool pchdr_scan(const struct elfimg *img, const struct elfimg_region **re
 
 	for (size_t i = 0; i < img->nreg; i++) {
 		const struct elfimg_region *r = &img->reg[i];
-		const uint8_t *p, *end;
 
 		if (!reg_scannable(r) || !elfimg_region__load(r))
 			continue;
-		p = r->data;
-		end = r->data + r->size;
-		while (p + 1 < end && tries < MAX_PCHDR_CANDIDATES &&
-		       (p = memmem(p + 1, (size_t)(end - p - 1), pchdr_tail, sizeof(pchdr_tail)))) {
-			const uint8_t *hp = p - 1;
-			uint64_t a = r->addr + (uint64_t)(hp - r->data);
+		for (size_t t = 0; t < sizeof(pchdr_tails) / sizeof(pchdr_tails[0]); t++) {
+			const uint8_t *p = r->data, *end = r->data + r->size;
 
-			if ((a & 7) || !pchdr_read(hp, (size_t)(end - hp), h))
-				continue;
-			tries++;
-			h->addr = a;
-			if (md_find(img, h, md)) {
-				*ret_r = r;
-				return true;
+			while (p + 1 < end && tries < MAX_PCHDR_CANDIDATES &&
+			       (p = memmem(p + 1, (size_t)(end - p - 1), pchdr_tails[t],
+					   sizeof(pchdr_tails[t])))) {
+				const uint8_t *hp = p - 1;
+				uint64_t a = r->addr + (uint64_t)(hp - r->data);
+
+				if ((a & 7) || !pchdr_read(hp, (size_t)(end - hp), h))
+					continue;
+				tries++;
+				h->addr = a;
+				if (md_find(img, h, md)) {
+					*ret_r = r;
+					return true;
+				}
 			}
 		}
 	}

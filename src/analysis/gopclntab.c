@@ -258,7 +258,9 @@ static int pcln_find_layout(uint32_t magic, const struct pcln_layout **ret_l, st
 	return rw_error_set(err, EINVAL, "not a .gopclntab: bad magic 0x%08x", magic);
 }
 
-/* pad1, pad2, minLC and ptrSize: the values of amd64, the only target. */
+/* pad1, pad2, minLC and ptrSize: amd64's (1, 8) or arm64's (4, 8). The
+ * pc-value tables' deltas are in minLC units; of them, only the inline
+ * tree's is read, and for amd64 only (bininline.c). */
 static int pcln_check_prefix(const uint8_t *data, struct rw_error *err)
 {
 	if (data[4] || data[5])
@@ -266,15 +268,15 @@ static int pcln_check_prefix(const uint8_t *data, struct rw_error *err)
 			err, EINVAL,
 			"corrupted .gopclntab: header padding is 0x%02x 0x%02x instead of zero",
 			data[4], data[5]);
-	if (data[6] != 1)
+	if (data[6] != 1 && data[6] != 4)
 		return rw_error_set(
 			err, EINVAL,
-			"unsupported .gopclntab: instruction size quantum %u is not amd64's 1, and amd64 is the only architecture supported",
+			"unsupported .gopclntab: instruction size quantum %u is neither amd64's 1 nor arm64's 4",
 			data[6]);
 	if (data[7] != 8)
 		return rw_error_set(
 			err, EINVAL,
-			"unsupported .gopclntab: pointer size %u is not amd64's 8, and amd64 is the only architecture supported",
+			"unsupported .gopclntab: pointer size %u is not 8 (amd64 and arm64 are supported)",
 			data[7]);
 	return 0;
 }

@@ -619,6 +619,10 @@ static int target__functions(struct tracer *t, struct tracer_target *tt, const c
 	size_t nown;
 	int e;
 
+	/* an analysis can read other machines' code (inspect); a probe cannot run it */
+	if (!binary__native(tt->file->bin))
+		return rw_error_set(err, ENOEXEC, "%s is %s code: this retwatch traces %s", path,
+				    binary__machine(tt->file->bin), RW_MACHINE);
 	e = binary__match(tt->file->bin, patterns, npatterns, BINARY_DEFAULT_LIMIT, &tt->match,
 			  err);
 	if (e)

@@ -12,14 +12,15 @@
  * made up from the input's second and third bytes (inlsites.h): when timed
  * or counted, its entries lie in its ranges, its exits in the function and
  * outside its ranges (counted: none), and there are at most INLSITES_MAX of
- * them; not probed, none. Silent on every input.
+ * them; not probed, none. The same bytes read as AArch64: its sites lie
+ * inside a range, sorted, each return a RET word. Silent on every input.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include <Zydis/Zydis.h>
 
-#include "analysis/disasm.h"
+#include "analysis/disasm_impl.h"
 #include "analysis/entrysite.h"
 #include "analysis/inlsites.h"
 
@@ -113,6 +114,34 @@ static void check_inlined(const struct code_range *whole, size_t n, const uint8_
 			__builtin_trap();
 }
 
+/* The same ranges swept as AArch64 code. */
+static void check_a64(const struct code_range *r, size_t n)
+{
+	struct disasm_result res;
+	int64_t rel;
+
+	if (disasm__scan(DISASM_AARCH64, r, n, 0x401000, &res))
+		return;
+	if (res.undecodable && res.nreturns)
+		__builtin_trap();
+	for (size_t i = 0; i < res.nreturns; i++) {
+		uint64_t addr = 0x401000 + (uint64_t)res.returns[i];
+		const struct code_range *in = NULL;
+
+		for (size_t k = 0; k < n; k++)
+			if (addr >= r[k].addr && addr - r[k].addr + 4 <= r[k].len)
+				in = &r[k];
+		if (!in || (i && res.returns[i - 1] >= res.returns[i]))
+			__builtin_trap();
+		const uint8_t *p = in->bytes + (addr - in->addr);
+		uint32_t w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			     (uint32_t)p[3] << 24;
+		if (disasm_a64__classify(w, &rel) != A64_RET)
+			__builtin_trap();
+	}
+	disasm_result__clear(&res);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct code_range r[2];
@@ -129,7 +158,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r[0] = (struct code_range){ 0x401000, data, split };
 	r[1] = (struct code_range){ 0x801000, data + split, size - split };
 	check_inlined(r, r[1].len ? 2 : 1, data, size);
-	if (disasm__scan(r, r[1].len ? 2 : 1, 0x401000, &res))
+	check_a64(r, r[1].len ? 2 : 1);
+	if (disasm__scan(DISASM_X86_64, r, r[1].len ? 2 : 1, 0x401000, &res))
 		return 0;
 	if (res.nreturns > DISASM_MAX_RETURNS || (res.over_budget && res.nreturns) ||
 	    (res.over_budget && !strstr(res.reason, "limit")))

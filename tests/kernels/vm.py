@@ -3,6 +3,7 @@
     python3 tests/kernels/vm.py fetch 6.1 6.12
     python3 tests/kernels/vm.py run 6.1 -- CMD [ARG...]
     python3 tests/kernels/vm.py matrix 6.1 6.12
+    python3 tests/kernels/vm.py debs arm64 NAME PACKAGE...
 
 `fetch` downloads Debian's `linux-image-amd64` of a release (6.1 is
 bookworm's, 6.12 bookworm-backports') through apt with a private list and
@@ -17,6 +18,10 @@ run starts in stays reachable), and a writable share of its own
 (a fresh directory under /tmp), and runs CMD there in the current
 directory; CMD's output is the VM's console. The exit status is CMD's, or
 125 when the VM did not run it to the end (boot failure, panic, timeout).
+
+`debs` unpacks Debian packages of another architecture (arm64) into
+$RETWATCH_CACHE/debs-ARCH/NAME, through apt with lists of that
+architecture alone: dpkg is not given a foreign architecture.
 
 `matrix` runs the kernel tests (tests/kernels/guest, with build/retwatch and
 build/fixtures) on each kernel, the kernels side by side, each line of a
@@ -56,10 +61,15 @@ def log(msg):
     print(f"kernels: {msg}", file=sys.stderr, flush=True)
 
 
-def apt(*args, cwd=None):
-    """apt-get with its own sources, lists and cache under CACHE/apt."""
-    root = os.path.join(CACHE, "apt")
-    opts = []
+def apt_root(arch):
+    return os.path.join(CACHE, "apt" if arch == "amd64" else f"apt-{arch}")
+
+
+def apt(*args, cwd=None, arch="amd64"):
+    """apt-get with its own sources, lists and cache under CACHE/apt (or
+    apt-ARCH: another architecture's packages, without adding it to dpkg)."""
+    root = apt_root(arch)
+    opts = ["-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures={arch}"]
     for k, v in (("Dir::Etc::SourceList", os.path.join(root, "sources.list")),
                  ("Dir::Etc::SourceParts", os.path.join(root, "sources.list.d")),
                  ("Dir::Etc::Preferences", os.path.join(root, "preferences")),
@@ -72,14 +82,35 @@ def apt(*args, cwd=None):
                           check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
 
 
-def apt_update():
-    root = os.path.join(CACHE, "apt")
+def apt_update(arch="amd64"):
+    root = apt_root(arch)
     for d in ("lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     with open(os.path.join(root, "sources.list"), "w") as f:
         for suite in sorted(set(SUITES.values())):
             f.write(f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n")
-    apt("update", "-qq")
+    apt("update", "-qq", arch=arch)
+
+
+def fetch_debs(arch, name, packages):
+    """Debian's packages of arch unpacked (not installed) into
+    $RETWATCH_CACHE/debs-ARCH/NAME, once; the directory."""
+    dest = os.path.join(os.path.dirname(CACHE), f"debs-{arch}", name)
+    if os.path.exists(os.path.join(dest, ".done")):
+        return dest
+    os.makedirs(CACHE, exist_ok=True)
+    apt_update(arch)
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        os.chmod(tmp, 0o755)
+        apt("download", "-qq", *packages, cwd=tmp, arch=arch)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.makedirs(dest)
+        for f in sorted(os.listdir(tmp)):
+            if f.endswith(".deb"):
+                subprocess.run(["dpkg-deb", "-x", os.path.join(tmp, f), dest], check=True)
+    open(os.path.join(dest, ".done"), "w").close()
+    log(f"{arch}: {' '.join(packages)} in {dest}")
+    return dest
 
 
 def image_package(release):
@@ -294,6 +325,10 @@ def main():
     sub = ap.add_subparsers(dest="verb", required=True)
     f = sub.add_parser("fetch")
     f.add_argument("release", nargs="+")
+    d = sub.add_parser("debs", help="unpack another architecture's packages into the cache")
+    d.add_argument("arch")
+    d.add_argument("name")
+    d.add_argument("package", nargs="+")
     m = sub.add_parser("matrix")
     m.add_argument("release", nargs="+")
     m.add_argument("--timeout", type=int, default=420)
@@ -307,6 +342,9 @@ def main():
     if a.verb == "fetch":
         for rel in a.release:
             fetch(rel)
+        return 0
+    if a.verb == "debs":
+        print(fetch_debs(a.arch, a.name, a.package))
         return 0
     if a.verb == "matrix":
         return matrix(a.release, a.timeout)

@@ -363,7 +363,7 @@ TEST(binary_bad_files)
 	const char *path = build_c("plain", NULL);
 	const char *dir = "/tmp/retwatch-unit-bad";
 	static const char garbage[] = "this is not a program, only some text\n";
-	uint16_t aarch64 = 183;
+	uint16_t riscv = 243;
 	uint8_t class32 = 1;
 	bool ok;
 
@@ -375,14 +375,14 @@ TEST(binary_bad_files)
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc40", 40, 0, "", 0)) &&
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/trunc4k", 4096, 0, "", 0)) &&
 	     ASSERT_TRUE(
-		     corrupt_copy(path, "/tmp/retwatch-unit-bad/arm", 16384, 18, &aarch64, 2)) &&
+		     corrupt_copy(path, "/tmp/retwatch-unit-bad/riscv", 16384, 18, &riscv, 2)) &&
 	     ASSERT_TRUE(corrupt_copy(path, "/tmp/retwatch-unit-bad/elf32", 16384, 4, &class32, 1));
 	ok = ok && open_fails("/tmp/retwatch-unit-bad/garbage", "is not an ELF file") &&
 	     open_fails("/tmp/retwatch-unit-bad/empty", "is not an ELF file") &&
 	     open_fails("/tmp/retwatch-unit-bad/trunc40", "truncated") &&
 	     open_fails("/tmp/retwatch-unit-bad/trunc4k", "truncated") &&
-	     open_fails("/tmp/retwatch-unit-bad/arm", "aarch64") &&
-	     open_fails("/tmp/retwatch-unit-bad/arm", "wrong architecture") &&
+	     open_fails("/tmp/retwatch-unit-bad/riscv", "riscv") &&
+	     open_fails("/tmp/retwatch-unit-bad/riscv", "wrong architecture") &&
 	     open_fails("/tmp/retwatch-unit-bad/elf32", "32-bit") &&
 	     open_fails("/tmp/retwatch-unit-bad/missing", "No such file") &&
 	     open_fails("/tmp", "not a regular file");

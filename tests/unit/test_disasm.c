@@ -10,7 +10,7 @@ static bool scan(const uint8_t *code, size_t len, struct disasm_result *res)
 {
 	struct code_range r = { 0x1000, code, len };
 
-	return ASSERT_OK(disasm__scan(&r, 1, 0x1000, res));
+	return ASSERT_OK(disasm__scan(DISASM_X86_64, &r, 1, 0x1000, res));
 }
 
 TEST(disasm_every_return_form)
@@ -105,10 +105,10 @@ TEST(disasm_tail_targets_sorted)
 	};
 	struct code_range r[] = { { 0x1000, hot, sizeof(hot) }, { 0x800, cold, sizeof(cold) } };
 	struct disasm_result res;
-	bool ok = ASSERT_OK(disasm__scan(r, 2, 0x1000, &res)) && ASSERT_EQ(res.ntail_calls, 2) &&
-		  ASSERT_EQ(res.tail_calls[0], -0x800) && ASSERT_EQ(res.tail_targets[0], 0x2800) &&
-		  ASSERT_EQ(res.tail_calls[1], 0) && ASSERT_EQ(res.tail_targets[1], 0x2000) &&
-		  ASSERT_EQ(res.nindirect_jumps, 1);
+	bool ok = ASSERT_OK(disasm__scan(DISASM_X86_64, r, 2, 0x1000, &res)) &&
+		  ASSERT_EQ(res.ntail_calls, 2) && ASSERT_EQ(res.tail_calls[0], -0x800) &&
+		  ASSERT_EQ(res.tail_targets[0], 0x2800) && ASSERT_EQ(res.tail_calls[1], 0) &&
+		  ASSERT_EQ(res.tail_targets[1], 0x2000) && ASSERT_EQ(res.nindirect_jumps, 1);
 
 	disasm_result__clear(&res);
 	return ok;
@@ -125,9 +125,10 @@ TEST(disasm_cold_range_and_padding)
 	bool ok;
 
 	/* jne 0x1000+8-8 = 0x1000: inside; a jne into the cold part is not a tail call */
-	ok = ASSERT_OK(disasm__scan(r, 2, 0x1000, &res)) && ASSERT_EQ(res.nreturns, 2) &&
-	     ASSERT_EQ(res.returns[0], -0x100 + 2) && ASSERT_EQ(res.returns[1], 8) &&
-	     ASSERT_EQ(res.ntail_calls, 0) && ASSERT_EQ(res.code_end, 0x1009);
+	ok = ASSERT_OK(disasm__scan(DISASM_X86_64, r, 2, 0x1000, &res)) &&
+	     ASSERT_EQ(res.nreturns, 2) && ASSERT_EQ(res.returns[0], -0x100 + 2) &&
+	     ASSERT_EQ(res.returns[1], 8) && ASSERT_EQ(res.ntail_calls, 0) &&
+	     ASSERT_EQ(res.code_end, 0x1009);
 	disasm_result__clear(&res);
 	return ok;
 }
@@ -181,13 +182,14 @@ TEST(disasm_return_site_budget)
 				"more than 16384 return sites (the limit per function)");
 	disasm_result__clear(&res);
 	/* the bytes of all ranges count, and nothing is decoded past the limit */
-	ok = ok && ASSERT_OK(disasm__scan(two, 2, 0x1000, &res)) && ASSERT_TRUE(res.over_budget) &&
-	     ASSERT_EQ(res.ninsns, 0) && ASSERT_EQ(res.nreturns, 0) &&
+	ok = ok && ASSERT_OK(disasm__scan(DISASM_X86_64, two, 2, 0x1000, &res)) &&
+	     ASSERT_TRUE(res.over_budget) && ASSERT_EQ(res.ninsns, 0) &&
+	     ASSERT_EQ(res.nreturns, 0) &&
 	     ASSERT_STRCONTAINS(res.reason, "more than 4 MiB (the limit per function)");
 	disasm_result__clear(&res);
 	two[1].len = DISASM_MAX_BYTES / 2 - 1;
-	ok = ok && ASSERT_OK(disasm__scan(two, 2, 0x1000, &res)) && ASSERT_FALSE(res.over_budget) &&
-	     ASSERT_EQ(res.nreturns, 5);
+	ok = ok && ASSERT_OK(disasm__scan(DISASM_X86_64, two, 2, 0x1000, &res)) &&
+	     ASSERT_FALSE(res.over_budget) && ASSERT_EQ(res.nreturns, 5);
 	disasm_result__clear(&res);
 	free(at);
 	free(over);

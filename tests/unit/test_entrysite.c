@@ -20,7 +20,7 @@ static int64_t site_of(const uint8_t *code, size_t len, bool go)
 	struct disasm_result dis;
 	int64_t site;
 
-	if (disasm__scan(&r, 1, ENTRY, &dis))
+	if (disasm__scan(DISASM_X86_64, &r, 1, ENTRY, &dis))
 		return -1;
 	site = entrysite__choose(&r, &dis, go, morestack_at, NULL);
 	disasm_result__clear(&dis);

@@ -265,8 +265,8 @@ TEST(gopclntab_malformed)
 	MUTATE(put32(b, 0xfffffffb), 0, "go1.2-1.15");
 	MUTATE(put32(b, 0xf1ffffff), 0, "big-endian");
 	MUTATE(b[4] = 1, 0, "padding");
-	MUTATE(b[6] = 4, 0, "quantum 4 is not amd64's");
-	MUTATE(b[7] = 4, 0, "pointer size 4 is not amd64's");
+	MUTATE(b[6] = 2, 0, "quantum 2 is neither amd64's 1 nor arm64's 4");
+	MUTATE(b[7] = 4, 0, "pointer size 4 is not 8");
 	MUTATE(put64(b + 8, 0), 0, "no functions");
 	/* a huge count must not be multiplied or allocated */
 	MUTATE(put64(b + 8, 0x2000000000000001ULL), 0, "cannot fit");
