@@ -14,7 +14,8 @@
 
 #define MOUNTINFO_MAX (4 << 20)
 
-/* Copies [s, s + n) into a new string, turning the kernel's \ooo escapes back. */
+/* Copies [s, s + n) into a new string, turning the kernel's \ooo escapes back
+ * (not \000: no path holds a NUL, and it would cut the string short). */
 static char *unescape(const char *s, size_t n)
 {
 	char *out = malloc(n + 1), *o = out;
@@ -23,7 +24,8 @@ static char *unescape(const char *s, size_t n)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-		    s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+		    s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7' &&
+		    (s[i + 1] != '0' || s[i + 2] != '0' || s[i + 3] != '0')) {
 			*o++ = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
 				      (s[i + 3] - '0'));
 			i += 3;

@@ -41,6 +41,22 @@ TEST(overlay_root_mount)
 	return ok;
 }
 
+/* A NUL has no escape in a path: \000 stays as written, never an empty layer. */
+TEST(overlay_nul_escape_stays_literal)
+{
+	static const char text[] =
+		"1 0 0:39 / / rw - overlay overlay rw,lowerdir=\\000:/l/a\\000b\n";
+	struct overlay_file of;
+	bool ok;
+
+	if (!ASSERT_OK(overlay__parse(text, sizeof(text) - 1, "/x", &of)))
+		return false;
+	ok = ASSERT_EQ(of.nlowers, 2) && ASSERT_STREQ(of.lowers[0], "\\000") &&
+	     ASSERT_STREQ(of.lowers[1], "/l/a\\000b");
+	overlay_file__free(&of);
+	return ok;
+}
+
 TEST(overlay_other_mounts)
 {
 	struct overlay_file of;

@@ -41,12 +41,15 @@ def traced(t, scenario, roles, options=()):
     return tracing.scenario(t, scenario, roles, options=("--threshold", "20ms", *options))
 
 
-def assert_exact(r, t, role):
+def assert_exact(r, t, role, report=None):
+    """Every call of role's function counted, as the tracee (report, else
+    the run's first) counted them."""
+    report = report or r.report
     name = t.fn(role)
     f = r.function(name)
-    want = r.report["calls"][name]
+    want = report["calls"][name]
     assert want > 0, r.describe()
-    assert (f["calls"], f["orphans"], f["lost"]) == (want, r.report["orphans"].get(name, 0), 0), \
+    assert (f["calls"], f["orphans"], f["lost"]) == (want, report["orphans"].get(name, 0), 0), \
         f"{t.id} {name}: calls {f['calls']}, orphans {f['orphans']}, lost {f['lost']}; " \
         f"the tracee made {want}\n{r.describe()}"
     assert f["mode"] == "entry+ret", f
@@ -132,16 +135,27 @@ def test_go_slow_calls_come_with_their_stacks():
         assert callers and callers[0].startswith("main.scenarioRecursive.func"), stack
 
 
+def c_run():
+    """Two C tracees in one run: validate's two return paths, and deep's
+    recursion in three threads."""
+    def make():
+        r = tracing.run_ok([(C, "paths"), (C, "recursive")], [C.fn("validate"), C.fn("deep")],
+                           options=("--threshold", "20ms"))
+        tracing.assert_document(r)
+        return r
+    return tracing.once(("kernels", "c"), make)
+
+
 def test_c_two_return_paths_counted_exactly():
-    r = traced(C, "paths", ["validate"])
-    f = assert_exact(r, C, "validate")
+    r = c_run()
+    f = assert_exact(r, C, "validate", r.reports[0])
     assert f["returns"] >= 2, f
     assert f["max_ns"] >= 2 * MS, f
 
 
 def test_c_recursion_in_threads_counted_exactly():
-    r = traced(C, "recursive", ["deep"])
-    assert_exact(r, C, "deep")
+    r = c_run()
+    assert_exact(r, C, "deep", r.reports[1])
     slowest = r.function(C.fn("deep"))["slowest_calls"]
     assert slowest, r.describe()
     for call in slowest:
