@@ -22,7 +22,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/cancel.h"
 #include "analysis/disasm_impl.h"

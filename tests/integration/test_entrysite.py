@@ -14,7 +14,8 @@ import pytest
 
 import harness
 import tracing
-from test_trace import MS, assert_bounded, assert_calls, assert_p50
+from test_trace import MS, assert_bounded, assert_p50
+from tracing import assert_calls
 
 CET = tracing.c_tracee("cet")
 NATIVE = tracing.go_tracee("native", "default")

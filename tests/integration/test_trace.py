@@ -25,7 +25,7 @@ import pytest
 
 import harness
 import tracing
-from tracing import c_tracee, go_tracee, scenario
+from tracing import assert_calls, c_tracee, go_tracee, scenario
 
 MS = 1_000_000
 SLACK_NS = 20_000  # clock reads and rounding, when comparing with the tracee's numbers
@@ -54,16 +54,6 @@ def can_trace():
         problems.append("bpftool is not on PATH (scripts/deps.sh installs it)")
     if problems:
         pytest.fail("tracing tests cannot run: " + "; ".join(problems), pytrace=False)
-
-
-def assert_calls(result, role, tracee, want_calls, want_orphans=0):
-    name = tracee.fn(role)
-    f = result.function(name)
-    assert f["calls"] == want_calls, \
-        f"{tracee.id} {name}: calls {f['calls']} != {want_calls} (the tracee's)\n{result.describe()}"
-    assert f["orphans"] == want_orphans, \
-        f"{tracee.id} {name}: orphans {f['orphans']} != {want_orphans}\n{result.describe()}"
-    return f
 
 
 def assert_bounded(result, f, slept_ns):

@@ -558,6 +558,17 @@ def check_schema(doc):
     return errors
 
 
+def assert_calls(result, role, tracee, want_calls, want_orphans=0):
+    """role's function of tracee counted want_calls calls and want_orphans orphans."""
+    name = tracee.fn(role)
+    f = result.function(name)
+    assert f["calls"] == want_calls, \
+        f"{tracee.id} {name}: calls {f['calls']} != {want_calls} (the tracee's)\n{result.describe()}"
+    assert f["orphans"] == want_orphans, \
+        f"{tracee.id} {name}: orphans {f['orphans']} != {want_orphans}\n{result.describe()}"
+    return f
+
+
 def assert_document(result):
     errors = check_schema(result.doc)
     assert not errors, "\n".join(errors) + "\n" + result.describe()

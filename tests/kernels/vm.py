@@ -65,9 +65,10 @@ def apt_root(arch):
     return os.path.join(CACHE, "apt" if arch == "amd64" else f"apt-{arch}")
 
 
-def apt(*args, cwd=None, arch="amd64"):
-    """apt-get with its own sources, lists and cache under CACHE/apt (or
-    apt-ARCH: another architecture's packages, without adding it to dpkg)."""
+def apt(*args, cwd=None, arch="amd64", tool="apt-get"):
+    """apt-get (or apt-cache) with its own sources, lists and cache under
+    CACHE/apt (or apt-ARCH: another architecture's packages, without adding
+    it to dpkg)."""
     root = apt_root(arch)
     opts = ["-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures={arch}"]
     for k, v in (("Dir::Etc::SourceList", os.path.join(root, "sources.list")),
@@ -78,7 +79,7 @@ def apt(*args, cwd=None, arch="amd64"):
                  ("Dir::Cache", os.path.join(root, "cache")),
                  ("APT::Sandbox::User", "root")):
         opts += ["-o", f"{k}={v}"]
-    return subprocess.run(["apt-get" if args[0] != "show" else "apt-cache", *opts, *args], cwd=cwd,
+    return subprocess.run([tool, *opts, *args], cwd=cwd,
                           check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
 
 
@@ -116,7 +117,7 @@ def fetch_debs(arch, name, packages):
 def image_package(release):
     """linux-image-X-amd64 that the release's suite's linux-image-amd64 names."""
     suite = SUITES[release]
-    out = apt("show", f"linux-image-amd64/{suite}")
+    out = apt("show", f"linux-image-amd64/{suite}", tool="apt-cache")
     m = re.search(r"^Depends: (linux-image-[^ ,]+-amd64) \(= ([^)]+)\)", out, re.M)
     if not m:
         raise SystemExit(f"kernels: linux-image-amd64 in {suite} names no kernel:\n{out}")
