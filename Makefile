@@ -5,8 +5,24 @@ CLANG ?= clang
 CLANG_FORMAT ?= clang-format-14
 
 BPFTOOL ?= bpftool
-# Generated BPF files (vmlinux.h, *.bpf.o, *.skel.h), shared by every OUTPUT.
+# Generated BPF files (vmlinux.h, *.bpf.o, *.skel.h), shared by every OUTPUT
+# of an architecture.
 BPF_OUT := build/bpf
+BPF_ARCH := x86
+AR := ar
+RETWATCH_CACHE ?= $(HOME)/.cache/retwatch
+
+# make ARCH=arm64 (what `make arm64` runs): cross-built with Debian's cross
+# compiler against Debian's arm64 packages unpacked into a sysroot (not
+# installed: tests/kernels/vm.py sysroot arm64), the BPF programs against
+# the BTF of Debian's arm64 kernel.
+ifeq ($(ARCH),arm64)
+SYSROOT := $(RETWATCH_CACHE)/debs-arm64/sysroot
+CC := aarch64-linux-gnu-gcc --sysroot=$(SYSROOT)
+AR := aarch64-linux-gnu-ar
+BPF_OUT := build/bpf-arm64
+BPF_ARCH := arm64
+endif
 
 CFLAGS_BASE := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I$(BPF_OUT)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -17,7 +33,7 @@ LIBS_ANALYSIS := -lelf -ldw -lZydis -lZycore -lz $(LIBS_BASE)
 LIBS_TRACE := $(LIBS_ANALYSIS)
 LIBS := -lcurl -lyaml -lmicrohttpd $(LIBS_TRACE)
 LIBS_PLUGIN := -lcurl -lyaml -lcjson
-BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I$(BPF_OUT) -Ibpf -mcpu=v3
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror -I$(BPF_OUT) -Ibpf -mcpu=v3
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BPF_OUT)/%.skel.h,$(BPF_SRCS))
 
@@ -58,14 +74,22 @@ FUZZ_SECONDS ?= 12
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: install plugin-archive link-flags all clean test unit asan fixtures itest kerneltest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
+.PHONY: arm64 arm64test install plugin-archive link-flags all clean test unit asan fixtures itest kerneltest agenttest fuzz fuzz-build deps lint demo demo-down demo-cli manifests helm charttest imagetest clustertest cluster-bench
 
 all: $(OUTPUT)/retwatch $(OUTPUT)/retwatch-agent $(OUTPUT)/kubectl-retwatch
 
+ifeq ($(ARCH),arm64)
+$(BPF_OUT)/vmlinux.h:
+	$(Q)mkdir -p $(BPF_OUT)
+	$(call msg,GEN,$@)
+	$(Q)python3 tests/kernels/vm.py btf arm64-6.1 $(BPF_OUT)/vmlinux.btf
+	$(Q)$(BPFTOOL) btf dump file $(BPF_OUT)/vmlinux.btf format c > $@
+else
 $(BPF_OUT)/vmlinux.h:
 	$(Q)mkdir -p $(BPF_OUT)
 	$(call msg,GEN,$@)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+endif
 
 $(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BPF_OUT)/vmlinux.h
 	$(call msg,BPF,$@)
@@ -86,7 +110,7 @@ CFLAGS_tests := -Itests/unit
 define layer_archive
 $(OUTPUT)/libretwatch-$(1).a: $(patsubst %.c,$(OUTPUT)/obj/%.o,$(wildcard src/$(1)/*.c))
 	$$(call msg,AR,$$@)
-	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+	$$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
@@ -115,6 +139,12 @@ $(OUTPUT)/kubectl-retwatch: $(PLUGIN_OBJS) $(ALL_ARS)
 $(OUTPUT)/unit_tests: $(UNIT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
+
+# The CLI and the agent for arm64, in build-arm64.
+arm64:
+	$(Q)python3 tests/kernels/vm.py sysroot arm64 >/dev/null
+	$(Q)$(MAKE) --no-print-directory ARCH=arm64 OUTPUT=build-arm64 \
+		build-arm64/retwatch build-arm64/retwatch-agent
 
 # The three programs into $(DESTDIR)$(BINDIR): kubectl finds kubectl-retwatch
 # on PATH as `kubectl retwatch`.
@@ -234,7 +264,26 @@ fuzz: fuzz-build fixtures
 kerneltest: all fixtures
 	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12
 
-test: deps lint all unit itest kerneltest agenttest imagetest clustertest fuzz
+# arm64's tracees: tests/fixtures/tracee (a stripped PIE) and c/tracee.c with
+# frame pointers (slow calls' stacks are walked through the frame records).
+ARM64_TRACEES := build-arm64/tracees/go-tracee build-arm64/tracees/c-tracee
+build-arm64/tracees/go-tracee: $(wildcard tests/fixtures/tracee/*)
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)cd tests/fixtures/tracee && GOARCH=arm64 CGO_ENABLED=0 GOTOOLCHAIN=local \
+		go build -trimpath -buildmode=pie -ldflags='-s -w' -o $(CURDIR)/$@ .
+build-arm64/tracees/c-tracee: tests/fixtures/c/tracee.c | arm64
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)aarch64-linux-gnu-gcc --sysroot=$(RETWATCH_CACHE)/debs-arm64/sysroot \
+		-O2 -g -pthread -fno-omit-frame-pointer -o $@ $<
+
+# build-arm64/retwatch in Debian's arm64 kernel under qemu-system-aarch64.
+arm64test: arm64 $(ARM64_TRACEES)
+	$(Q)python3 tests/kernels/vm.py fetch arm64-6.1
+	$(Q)python3 -m pytest -q -p no:cacheprovider --color=no -s tests/kernels/test_arm64.py
+
+test: deps lint all unit itest kerneltest arm64test agenttest imagetest clustertest fuzz
 
 FORMATTED := $(wildcard src/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:

@@ -15,6 +15,7 @@
 #define RETWATCH_FRAMES_BPF_H
 
 #include "retwatch.h"
+#include "arch.bpf.h"
 #include "maps.bpf.h"
 
 struct call_ctx {
@@ -24,17 +25,23 @@ struct call_ctx {
 	__u32 hist; /* the entry's histogram slot (its cookie's), for a new frame */
 	__u32 slot; /* of the context index holding its frames; RW_IDX_SLOTS: none */
 	bool go;
+#ifdef REG_LR
+	__u64 lr; /* the return address at an entry */
+#endif
 };
 
-/* Keys the current hit: by goroutine (R14, not yet proven to be g) or by thread. */
+/* Keys the current hit: by goroutine (R14 or X28, not yet proven to be g) or by thread. */
 static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *regs,
 					   const struct rw_func *fn, __u64 pid_tgid)
 {
 	c->key.tgid = pid_tgid >> 32;
 	c->key.pad = 0;
-	c->sp = regs->sp;
+	c->sp = REG_SP(regs);
+#ifdef REG_LR
+	c->lr = REG_LR(regs);
+#endif
 	c->go = fn->flags & RW_FUNC_GO;
-	c->key.id = c->go ? regs->r14 : (__u32)pid_tgid;
+	c->key.id = c->go ? REG_GO_G(regs) : (__u32)pid_tgid;
 	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
 	c->hist = 0;
 	c->slot = RW_IDX_SLOTS;
@@ -439,11 +446,15 @@ static __always_inline void frames__purge_deeper(struct rw_frames *fr, const str
  */
 static __always_inline __u64 call__ret_addr(const struct call_ctx *c)
 {
+#ifdef REG_LR
+	return c->lr;
+#else
 	__u64 ret_addr;
 
 	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)c->sp))
 		return 0;
 	return ret_addr;
+#endif
 }
 
 /*

@@ -157,10 +157,11 @@ static __always_inline void on_morestack(struct pt_regs *regs, __u64 cookie)
 	top = frames__top(fr, &c.key);
 	if (!top)
 		return;
-	/* The CALL pushed a return address: the caller's entry SP is 8 higher. */
-	if (top->depth + 8 != c.depth)
+	/* An x86 CALL pushed a return address: the caller's entry SP is 8 higher. */
+	if (top->depth + CALL_PUSHES != c.depth)
 		return;
-	if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)regs->sp)) {
+	ret_addr = regs__ret_addr(regs);
+	if (!ret_addr) {
 		stat_inc(RW_STAT_MORESTACK_READ_FAILED);
 		return;
 	}
@@ -207,16 +208,7 @@ static __always_inline bool args__keep(struct pt_regs *regs, const struct call_c
 		return false;
 	asm volatile("" : "+r"(n));
 	f = &a->f[n & (RW_ARGS_FRAMES - 1)];
-	f->r[0] = regs->ax;
-	f->r[1] = regs->bx;
-	f->r[2] = regs->cx;
-	f->r[3] = regs->dx;
-	f->r[4] = regs->si;
-	f->r[5] = regs->di;
-	f->r[6] = regs->r8;
-	f->r[7] = regs->r9;
-	f->r[8] = regs->r10;
-	f->r[9] = regs->r11;
+	regs__args(regs, f->r);
 	return true;
 }
 
@@ -254,12 +246,12 @@ int rw_entry(struct pt_regs *regs)
 	if (cookie & RW_COOKIE_INLINE) {
 		frames__inline_entry(fr, &c, fn_id);
 		flags = 0;
-	} else if (frames__restarted(fr, &c, fn_id, regs->ip, &flags)) {
+	} else if (frames__restarted(fr, &c, fn_id, REG_IP(regs), &flags)) {
 		return 0;
 	}
 	if ((fn->flags & RW_FUNC_ARGS) && args__keep(regs, &c, fr->n))
 		flags |= RW_FRAME_ARGS;
-	frames__push(fr, &c, fn, fn_id, regs->ip, flags);
+	frames__push(fr, &c, fn, fn_id, REG_IP(regs), flags);
 	return 0;
 }
 
@@ -403,18 +395,22 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 	e->tid = (__u32)pid_tgid;
 	e->fn_id = fn_id;
 	/* at a RET, BP already holds the caller's frame: the walk starts one up */
-	if (bpf_probe_read_user(&e->ret_addr, sizeof(e->ret_addr), (void *)regs->sp))
-		e->ret_addr = 0;
+	e->ret_addr = regs__ret_addr(regs);
 	e->stack_bytes = bpf_get_stack(regs, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
-	e->regs.ip = regs->ip;
-	e->regs.sp = regs->sp;
-	e->regs.bp = regs->bp;
+	e->regs.ip = REG_IP(regs);
+	e->regs.sp = REG_SP(regs);
+	e->regs.bp = REG_FP(regs);
+#if defined(__TARGET_ARCH_x86)
 	e->regs.bx = regs->bx;
 	e->regs.r12 = regs->r12;
 	e->regs.r13 = regs->r13;
 	e->regs.r14 = regs->r14;
 	e->regs.r15 = regs->r15;
-	e->copy_addr = regs->sp & ~(__u64)(RW_PAGE_SIZE - 1);
+#else
+	e->regs.bx = e->regs.r12 = e->regs.r13 = e->regs.r15 = 0;
+	e->regs.r14 = REG_GO_G(regs);
+#endif
+	e->copy_addr = REG_SP(regs) & ~(__u64)(RW_PAGE_SIZE - 1);
 	e->copy_bytes = 0;
 	e->args_kept = 0;
 }
@@ -467,7 +463,8 @@ static __always_inline void slow_call__args(struct rw_event *e, const struct cal
 		e->str_len[i] = arg_string__read(e, fn, i);
 }
 
-/* Go's frame-pointer walk (stack[]) is its stack; native code sends its stack's top too. */
+/* Go's frame-pointer walk (stack[]) is its stack; native code sends its
+ * stack's top too, where userspace unwinds it (STACK_COPY). */
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u32 fn_id, __u64 start,
 					    __u64 dur, struct rw_hist *h, bool slow, __u32 idx,
@@ -476,7 +473,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	struct rw_event_copy *ec;
 	struct rw_event *e;
 
-	if (c->go) {
+	if (c->go || !STACK_COPY) {
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e)
 			goto full;

@@ -155,15 +155,14 @@ static void out_json_uint(struct out *o, const char *key, uint64_t v)
 	out_int(o, (int64_t)v);
 }
 
-/* The kind of instruction at addr (calibrate.h): x86-64's kinds; an
- * AArch64 instruction is taken as stepped until its kinds are calibrated. */
+/* The kind of instruction at addr (calibrate.h). */
 static enum probe_entry site_kind(const struct binary *b, uint64_t addr)
 {
 	uint8_t code[8];
 
-	if (strcmp(binary__machine(b), "x86-64") || binary__read(b, addr, code, sizeof(code)))
+	if (binary__read(b, addr, code, sizeof(code)))
 		return PROBE_ENTRY_STEPPED;
-	return calibrate__entry_kind(code, sizeof(code));
+	return calibrate__entry_kind(binary__arch(b), code, sizeof(code));
 }
 
 /* The kind of instruction f's entry probe sits on. */

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis/disasm.h"
 #include "analysis/dwarfinfo.h"
 #include "base/rwerr.h"
 
@@ -179,6 +180,7 @@ const char *binary__go_version(const struct binary *b); /* NULL if not Go */
 const char *binary__build_id(const struct binary *b);	/* NULL if none */
 /* "x86-64" or "aarch64": the instruction set its code is read as. */
 const char *binary__machine(const struct binary *b);
+enum disasm_arch binary__arch(const struct binary *b);
 /* Whether its code runs on the machine retwatch was built for (traceable here). */
 bool binary__native(const struct binary *b);
 /* The machine retwatch was built for, as binary__machine names it. */

@@ -422,6 +422,11 @@ const char *binary__machine(const struct binary *b)
 	return elfbin__machine(b->eb) == EM_AARCH64 ? "aarch64" : "x86-64";
 }
 
+enum disasm_arch binary__arch(const struct binary *b)
+{
+	return elfbin__machine(b->eb) == EM_AARCH64 ? DISASM_AARCH64 : DISASM_X86_64;
+}
+
 bool binary__native(const struct binary *b)
 {
 #if defined(__x86_64__)

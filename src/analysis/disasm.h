@@ -105,6 +105,12 @@ enum disasm_probe_kind {
 
 /* The kind of the instruction at code (len bytes). */
 enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len);
+/*
+ * The same for AArch64, whose kinds the calibration measures as x86's
+ * namesakes: the frame's STP X29, X30, [SP, #-n]! (push), NOP (nop), the
+ * other hints: BTI, PACIASP (nop5), B, B.cond, CBZ, TBZ (jump), BL (call).
+ */
+enum disasm_probe_kind disasm__probe_kind_a64(const uint8_t *code, size_t len);
 
 /*
  * Reads the instruction at p (n bytes there) when it has one of the common

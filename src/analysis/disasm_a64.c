@@ -67,6 +67,29 @@ enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel)
 	return A64_OTHER;
 }
 
+enum disasm_probe_kind disasm__probe_kind_a64(const uint8_t *code, size_t len)
+{
+	int64_t rel;
+	uint32_t w;
+
+	if (len < A64_INSN)
+		return DISASM_PROBE_STEPPED;
+	w = word_at(code);
+	if ((w & 0xffc07fff) == 0xa9807bfd) /* STP X29, X30, [SP, #-n]! */
+		return DISASM_PROBE_PUSH;
+	if (w == 0xd503201f)
+		return DISASM_PROBE_NOP;
+	if ((w & 0xfffff01f) == 0xd503201f) /* HINT #n */
+		return DISASM_PROBE_NOP5;
+	if ((w & 0xfc000000) == 0x94000000) /* BL */
+		return DISASM_PROBE_CALL;
+	switch (disasm_a64__classify(w, &rel)) {
+	case A64_B:
+	case A64_BCOND: return DISASM_PROBE_JUMP;
+	default: return DISASM_PROBE_STEPPED;
+	}
+}
+
 /* Bytes an LDR (literal) reads: 4 (W, S, LDRSW), 8 (X, D) or 16 (Q). */
 static unsigned int literal_size(uint32_t w)
 {

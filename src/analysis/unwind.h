@@ -76,10 +76,15 @@ bool unwind__table_ok(Elf *elf, Elf_Data *data, bool eh_frame);
  */
 bool unwind__section_ok(Elf *elf, const char *name, bool eh_frame);
 
-/* Whether addr can be a user address on x86-64 (below 2^47, not 0). */
+/* Whether addr can be a user address: not 0, below 2^47 on x86-64 (four-
+ * level paging), below 2^52 on AArch64 (48-bit and 52-bit address spaces). */
 static inline int unwind__canonical(uint64_t addr)
 {
+#if defined(__aarch64__)
+	return addr && addr < (1ULL << 52);
+#else
 	return addr && addr < (1ULL << 47);
+#endif
 }
 
 #endif

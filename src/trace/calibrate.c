@@ -28,11 +28,11 @@
 #define ROUND_GAP_NS (20 * 1000 * 1000)
 
 /*
- * What is probed: one function entered at a LEA (stepped), and the same
- * entered at a PUSH, at a NOP, at a five-byte NOP, at a Jcc and at a CALL
- * (of a function that only returns, not probed). Written in
- * assembly: compiled, a sanitizer's overflow check would give the first a
- * Jcc its entry probe would move to (entrysite.h).
+ * What is probed: one function entered at an instruction every kernel steps
+ * out of line, and the same entered at each kind an entry probe may sit on,
+ * then one probed at its entry only. Written in assembly: compiled, a
+ * sanitizer's overflow check would give the first a branch its entry probe
+ * would move to (entrysite.h).
  */
 int retwatch_calibrate_target(int x);
 int retwatch_calibrate_push(int x);
@@ -41,6 +41,10 @@ int retwatch_calibrate_nop5(int x);
 int retwatch_calibrate_jump(int x);
 int retwatch_calibrate_call(int x);
 int retwatch_calibrate_entry_only(int x);
+#if defined(__x86_64__)
+/* Entered at a LEA (stepped), a PUSH, a NOP, a five-byte NOP, a Jcc and a
+ * CALL (of a function that only returns, not probed). */
+#define CALL_TARGET(fn, x) (fn)(x)
 __asm__(".text\n"
 	".globl retwatch_calibrate_target\n"
 	".type retwatch_calibrate_target, @function\n"
@@ -102,6 +106,88 @@ __asm__(".text\n"
 	"	jmp *%rcx\n"
 	".size retwatch_calibrate_entry_only, . - retwatch_calibrate_entry_only\n");
 
+#elif defined(__aarch64__)
+/*
+ * Entered at an ADD (stepped), the frame's STP (the kind named push), a NOP,
+ * a BTI landing pad (the kind named nop5: a hint, as x86's long NOPs are),
+ * a B.cond and a BL. A BL as the first instruction overwrites the return
+ * address in X30, so every target is called through
+ * retwatch_calibrate_invoke, which hands it its return address in X9.
+ */
+int retwatch_calibrate_invoke(int (*fn)(int), int x);
+#define CALL_TARGET(fn, x) retwatch_calibrate_invoke((fn), (x))
+__asm__(".text\n"
+	".globl retwatch_calibrate_invoke\n"
+	".type retwatch_calibrate_invoke, %function\n"
+	"retwatch_calibrate_invoke:\n"
+	"	stp x29, x30, [sp, #-16]!\n"
+	"	mov x29, sp\n"
+	"	mov x16, x0\n"
+	"	mov w0, w1\n"
+	"	adr x9, 1f\n"
+	"	br x16\n"
+	"1:	ldp x29, x30, [sp], #16\n"
+	"	ret\n"
+	".size retwatch_calibrate_invoke, . - retwatch_calibrate_invoke\n"
+	".globl retwatch_calibrate_target\n"
+	".type retwatch_calibrate_target, %function\n"
+	"retwatch_calibrate_target:\n"
+	"	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_target, . - retwatch_calibrate_target\n"
+	".globl retwatch_calibrate_push\n"
+	".type retwatch_calibrate_push, %function\n"
+	"retwatch_calibrate_push:\n"
+	"	stp x29, x30, [sp, #-16]!\n"
+	"	mov x29, sp\n"
+	"	add w0, w0, #1\n"
+	"	ldp x29, x30, [sp], #16\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_push, . - retwatch_calibrate_push\n"
+	".globl retwatch_calibrate_nop\n"
+	".type retwatch_calibrate_nop, %function\n"
+	"retwatch_calibrate_nop:\n"
+	"	nop\n"
+	"	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_nop, . - retwatch_calibrate_nop\n"
+	".globl retwatch_calibrate_nop5\n"
+	".type retwatch_calibrate_nop5, %function\n"
+	"retwatch_calibrate_nop5:\n"
+	"	hint #34\n" /* bti c */
+	"	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n"
+	/* either way to the next instruction, whatever the flags */
+	".globl retwatch_calibrate_jump\n"
+	".type retwatch_calibrate_jump, %function\n"
+	"retwatch_calibrate_jump:\n"
+	"	b.mi 1f\n"
+	"1:	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_jump, . - retwatch_calibrate_jump\n"
+	".globl retwatch_calibrate_call\n"
+	".type retwatch_calibrate_call, %function\n"
+	"retwatch_calibrate_call:\n"
+	"	bl retwatch_calibrate_callee\n"
+	"	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_call, . - retwatch_calibrate_call\n"
+	".type retwatch_calibrate_callee, %function\n"
+	"retwatch_calibrate_callee:\n"
+	"	ret\n"
+	".size retwatch_calibrate_callee, . - retwatch_calibrate_callee\n"
+	/* no RET: it leaves by a jump through a register to its return address */
+	".globl retwatch_calibrate_entry_only\n"
+	".type retwatch_calibrate_entry_only, %function\n"
+	"retwatch_calibrate_entry_only:\n"
+	"	add w0, w0, #1\n"
+	"	br x9\n"
+	".size retwatch_calibrate_entry_only, . - retwatch_calibrate_entry_only\n");
+#else
+#error "calibrate.c has its targets for x86-64 and AArch64"
+#endif
+
 /* The targets: one per kind of entry, then one probed at its entry only. */
 #define CAL_ENTRY_ONLY PROBE_ENTRY__N
 #define CAL_TARGETS (PROBE_ENTRY__N + 1)
@@ -125,9 +211,10 @@ static const char *const target_names[CAL_TARGETS] = {
 	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
 };
 
-enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len)
+enum probe_entry calibrate__entry_kind(enum disasm_arch arch, const uint8_t *code, size_t len)
 {
-	return (enum probe_entry)disasm__probe_kind(code, len);
+	return (enum probe_entry)(arch == DISASM_AARCH64 ? disasm__probe_kind_a64(code, len)
+							 : disasm__probe_kind(code, len));
 }
 
 enum probe_entry probe_entry__parse(const char *s)
@@ -190,7 +277,7 @@ static uint64_t time_round(int k, int *sum)
 	uint64_t t0 = clock__mono_ns();
 
 	for (int i = 0; i < ROUND_CALLS; i++)
-		*sum += targets[k](i);
+		*sum += CALL_TARGET(targets[k], i);
 	return (clock__mono_ns() - t0) / ROUND_CALLS;
 }
 

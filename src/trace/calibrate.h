@@ -50,8 +50,9 @@ _Static_assert(PROBE_ENTRY_STEPPED == (int)DISASM_PROBE_STEPPED &&
 		       PROBE_ENTRY__N == (int)DISASM_PROBE__N,
 	       "the kinds are the disassembler's");
 
-/* The kind of the instruction at code (len bytes of a function's entry site). */
-enum probe_entry calibrate__entry_kind(const uint8_t *code, size_t len);
+/* The kind of the instruction at code (len bytes of a function's entry site,
+ * of arch's code). */
+enum probe_entry calibrate__entry_kind(enum disasm_arch arch, const uint8_t *code, size_t len);
 const char *probe_entry__str(enum probe_entry e);
 /* The kind probe_entry__str names; PROBE_ENTRY_STEPPED for NULL or any other text. */
 enum probe_entry probe_entry__parse(const char *s);

@@ -202,7 +202,8 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		if (!binary__read(tracer_target__binary(tt),
 				  fi->address + (uint64_t)tracer__entry_site(tt, fi), code,
 				  sizeof(code)))
-			r->rows[m->rows[i]].entry = calibrate__entry_kind(code, sizeof(code));
+			r->rows[m->rows[i]].entry = calibrate__entry_kind(
+				binary__arch(tracer_target__binary(tt)), code, sizeof(code));
 	}
 	/* the guard's first interval starts now */
 	for (size_t i = 0; i < n; i++)

@@ -3,7 +3,9 @@
 # 9p modules, mounts this machine's root read-only from the host with a
 # writable tmpfs /tmp and the run's own writable share on /tmp/retwatch-vm,
 # and runs the share's cmd.sh chrooted there. Its exit status goes to the
-# share's `rc`; the VM then powers off.
+# share's `rc`; the VM then powers off. Another architecture's VM mounts
+# that architecture's sysroot as its root, with busybox's commands in
+# /tmp/.bin, and this machine's root at /host for the run's directory.
 B=/bin/busybox
 $B mkdir -p /proc /sys /dev /root
 $B mount -t proc proc /proc
@@ -28,9 +30,14 @@ $B mount -t devtmpfs dev $R/dev
 $B mount -t devpts devpts $R/dev/pts 2>/dev/null
 $B mkdir -p $R/dev/shm
 $B mount -t tmpfs shm $R/dev/shm
+HOST=$R
+$B mkdir -p /host
+if $B mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 host /host 2>/dev/null; then
+	HOST=/host
+fi
 # the host's /tmp, kept reachable under the tmpfs for a run started there
 $B mkdir -p /hosttmp
-$B mount --bind $R/tmp /hosttmp
+$B mount --bind $HOST/tmp /hosttmp
 $B mount -t tmpfs tmp $R/tmp
 # The run's share: cmd.sh to run, cwd (where it runs), rc for its exit status.
 OUT=/tmp/retwatch-vm
@@ -39,11 +46,21 @@ $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 out $R$OUT ||
 	die "cannot mount the run's share"
 CWD=$($B cat $R$OUT/cwd)
 case $CWD in
+/tmp) ;;
 /tmp/*)
 	$B mkdir -p "$R$CWD"
 	$B mount --bind "/hosttmp${CWD#/tmp}" "$R$CWD" || die "cannot reach $CWD"
 	;;
+*)
+	if [ $HOST = /host ]; then
+		$B mount --bind "/host$CWD" "$R$CWD" || die "cannot reach $CWD"
+	fi
+	;;
 esac
+if [ $HOST = /host ]; then
+	$B mkdir -p $R/tmp/.bin
+	$B chroot $R /bin/busybox --install -s /tmp/.bin
+fi
 $B mount -t tmpfs run $R/run
 $B mount -t tmpfs vartmp $R/var/tmp
 $B mount -t bpf bpf $R/sys/fs/bpf
@@ -52,7 +69,7 @@ $B mount -t tracefs tracefs $R/sys/kernel/tracing 2>/dev/null
 $B mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 $B ip link set lo up
 
-$B chroot $R /bin/sh "$OUT/cmd.sh" </dev/null
+$B chroot $R /bin/busybox sh "$OUT/cmd.sh" </dev/null
 echo $? >"$R$OUT/rc"
 $B sync
 $B poweroff -f

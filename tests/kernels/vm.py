@@ -37,6 +37,7 @@ import re
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,11 @@ CACHE = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cac
 
 # Release -> the apt suite whose linux-image-amd64 is that kernel.
 SUITES = {"6.1": "bookworm", "6.12": "bookworm-backports"}
+# Each architecture's QEMU (its machine and CPU) and console. A release
+# named arm64-6.1 is arm64's 6.1 kernel, run on the arm64 sysroot (below)
+# with this machine's root at /host.
+QEMU = {"amd64": (["qemu-system-x86_64", "-cpu", "max"], "ttyS0"),
+        "arm64": (["qemu-system-aarch64", "-M", "virt", "-cpu", "max"], "ttyAMA0")}
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
@@ -114,13 +120,51 @@ def fetch_debs(arch, name, packages):
     return dest
 
 
+# What the arm64 build links against (scripts/deps.sh's build packages) and
+# what its VM runs (busybox): unpacked with their dependencies into
+# debs-arm64/sysroot, the cross compiler's --sysroot and the VM's root.
+SYSROOT_PACKAGES = ("libc6-dev", "libbpf-dev", "libelf-dev", "libdw-dev", "libzydis-dev", "zlib1g-dev",
+                    "libcurl4-openssl-dev", "libcjson-dev", "libyaml-dev", "libmicrohttpd-dev",
+                    "libiberty-dev", "busybox-static")
+
+
+def sysroot(arch):
+    """SYSROOT_PACKAGES of arch and everything they depend on, unpacked into
+    debs-ARCH/sysroot once, with absolute symbolic links made relative (so
+    that they stay inside it); the directory."""
+    dest = os.path.join(os.path.dirname(CACHE), f"debs-{arch}", "sysroot")
+    if os.path.exists(os.path.join(dest, ".sysroot")):
+        return dest
+    apt_update(arch)
+    out = apt("depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks",
+              "--no-replaces", "--no-enhances", *SYSROOT_PACKAGES, arch=arch, tool="apt-cache")
+    names = sorted({l.strip() for l in out.splitlines() if l and l[0] not in " <"})
+    dest = fetch_debs(arch, "sysroot", names)
+    for dirpath, dirs, files in os.walk(dest):
+        for f in dirs + files:
+            p = os.path.join(dirpath, f)
+            if os.path.islink(p) and os.readlink(p).startswith("/"):
+                target = dest + os.readlink(p)
+                os.remove(p)
+                os.symlink(os.path.relpath(target, dirpath), p)
+    open(os.path.join(dest, ".sysroot"), "w").close()
+    return dest
+
+
+def arch_of(release):
+    """("arm64", "6.1") for arm64-6.1; ("amd64", "6.1") for 6.1."""
+    arch, _, rel = release.rpartition("-")
+    return arch or "amd64", rel
+
+
 def image_package(release):
-    """linux-image-X-amd64 that the release's suite's linux-image-amd64 names."""
-    suite = SUITES[release]
-    out = apt("show", f"linux-image-amd64/{suite}", tool="apt-cache")
-    m = re.search(r"^Depends: (linux-image-[^ ,]+-amd64) \(= ([^)]+)\)", out, re.M)
+    """linux-image-X-ARCH that the release's suite's linux-image-ARCH names."""
+    arch, rel = arch_of(release)
+    suite = SUITES[rel]
+    out = apt("show", f"linux-image-{arch}/{suite}", tool="apt-cache", arch=arch)
+    m = re.search(rf"^Depends: (linux-image-[^ ,]+-{arch}) \(= ([^)]+)\)", out, re.M)
     if not m:
-        raise SystemExit(f"kernels: linux-image-amd64 in {suite} names no kernel:\n{out}")
+        raise SystemExit(f"kernels: linux-image-{arch} in {suite} names no kernel:\n{out}")
     return m.group(1), m.group(2)
 
 
@@ -139,14 +183,16 @@ def module_deps(path):
 def fetch(release):
     if kernel_dir(release):
         return kernel_dir(release)
-    if release not in SUITES:
-        raise SystemExit(f"kernels: no kernel {release!r} (known: {', '.join(SUITES)})")
-    apt_update()
+    arch, rel = arch_of(release)
+    if rel not in SUITES or arch not in QEMU:
+        raise SystemExit(f"kernels: no kernel {release!r} (known: {', '.join(SUITES)}, "
+                         f"and arm64-{', arm64-'.join(SUITES)})")
+    apt_update(arch)
     pkg, ver = image_package(release)
     log(f"{release}: downloading {pkg} {ver}")
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         os.chmod(tmp, 0o755)
-        apt("download", "-qq", f"{pkg}={ver}", cwd=tmp)
+        apt("download", "-qq", f"{pkg}={ver}", cwd=tmp, arch=arch)
         deb = next(os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".deb"))
         x = os.path.join(tmp, "x")
         subprocess.run(["dpkg-deb", "-x", deb, x], check=True)
@@ -191,6 +237,30 @@ def fetch(release):
     return dest
 
 
+def btf(release, dest):
+    """The kernel's own BTF (what it shows as /sys/kernel/btf/vmlinux),
+    taken from its image into dest: the types the BPF programs of another
+    architecture are compiled against."""
+    kdir = fetch(release)
+    with open(os.path.join(kdir, "vmlinuz"), "rb") as f:
+        image = f.read()
+    if image[:2] == b"\x1f\x8b":
+        image = gzip.decompress(image)
+    # struct btf_header: magic 0xeb9f, version 1, flags 0, hdr_len 24, then
+    # the type and string sections' offsets and lengths after the header
+    blobs = []
+    at = image.find(b"\x9f\xeb\x01\x00\x18\x00\x00\x00")
+    while at >= 0:
+        hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<5I", image, at + 4)
+        blobs.append(image[at:at + hdr_len + max(type_off + type_len, str_off + str_len)])
+        at = image.find(b"\x9f\xeb\x01\x00\x18\x00\x00\x00", at + 1)
+    if len(blobs) != 1:
+        raise SystemExit(f"kernels: {release}: {len(blobs)} BTF headers in its image, not one")
+    with open(dest + ".tmp", "wb") as f:
+        f.write(blobs[0])
+    os.replace(dest + ".tmp", dest)
+
+
 def cpio_newc(entries):
     """A newc archive of (name, mode, data) entries."""
     out = bytearray()
@@ -204,12 +274,12 @@ def cpio_newc(entries):
     return bytes(out)
 
 
-def initramfs(kdir):
+def initramfs(kdir, arch):
     path = os.path.join(kdir, "initrd.gz")
     init = os.path.join(HERE, "init.sh")
     if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(init):
         return path
-    busybox = shutil.which("busybox")
+    busybox = shutil.which("busybox") if arch == "amd64" else os.path.join(sysroot(arch), "bin/busybox")
     if not busybox:
         raise SystemExit("kernels: busybox is not installed (busybox-static; run `make deps`)")
     with open(os.path.join(kdir, "modules.order")) as f:
@@ -229,28 +299,38 @@ def initramfs(kdir):
     return path
 
 
-def run(release, cmd, cwd=None, cpus=2, memory="2G", timeout=600, env=None, prefix=""):
+def run(release, cmd, cwd=None, cpus=2, memory="2G", timeout=600, env=None, prefix="", share=None):
     """Boots the release's kernel and runs cmd (a list) in cwd; returns
-    (exit status, console output)."""
+    (exit status, console output). share: a directory of the host the VM
+    writes at /tmp/retwatch-vm (kept; else a fresh one, removed)."""
     kdir = kernel_dir(release)
     if not kdir:
         raise SystemExit(f"kernels: no kernel {release} in {CACHE} (python3 tests/kernels/vm.py fetch {release})")
-    initrd = initramfs(kdir)
+    arch, _ = arch_of(release)
+    initrd = initramfs(kdir, arch)
     cwd = os.path.abspath(cwd or os.getcwd())
-    out = tempfile.mkdtemp(prefix=f"retwatch-vm-{release}-")
+    root = "/" if arch == "amd64" else sysroot(arch)
+    if root != "/":  # the mount points init.sh uses, and where it binds /host's cwd
+        for d in ("proc", "sys", "dev", "tmp", "run", "var/tmp", cwd[1:]):
+            os.makedirs(os.path.join(root, d), exist_ok=True)
+    out = share or tempfile.mkdtemp(prefix=f"retwatch-vm-{release}-")
     try:
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
         with open(os.path.join(out, "cwd"), "w") as f:
             f.write(cwd)
         with open(os.path.join(out, "cmd.sh"), "w") as f:
-            f.write(f"export HOME=/tmp PATH={shlex.quote(os.environ.get('PATH', '/usr/bin:/bin'))}\n"
+            path = os.environ.get("PATH", "/usr/bin:/bin") if root == "/" else "/tmp/.bin:/usr/bin:/bin"
+            f.write(f"export HOME=/tmp PATH={shlex.quote(path)}\n"
                     f"{exports}cd {shlex.quote(cwd)} || exit 126\nexec {shlex.join(cmd)}\n")
-        qemu = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", str(cpus), "-m", memory,
+        machine, console = QEMU[arch]
+        qemu = [*machine, "-accel", "tcg", "-smp", str(cpus), "-m", memory,
                 "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",
                 "-kernel", os.path.join(kdir, "vmlinuz"), "-initrd", initrd,
-                "-append", f"console=ttyS0 quiet loglevel=3 panic=-1",
-                "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+                "-append", f"console={console} quiet loglevel=3 panic=-1",
+                "-virtfs", f"local,path={root},mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
                 "-virtfs", f"local,path={out},mount_tag=out,security_model=none"]
+        if root != "/":
+            qemu += ["-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap"]
         p = subprocess.Popen(qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
         lines = []
@@ -277,7 +357,8 @@ def run(release, cmd, cwd=None, cpus=2, memory="2G", timeout=600, env=None, pref
             rc = 125
         return rc, lines
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if not share:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 GUEST_TESTS = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "--durations=5",
@@ -330,6 +411,11 @@ def main():
     d.add_argument("arch")
     d.add_argument("name")
     d.add_argument("package", nargs="+")
+    s = sub.add_parser("sysroot", help="another architecture's build packages and busybox, unpacked")
+    s.add_argument("arch")
+    b = sub.add_parser("btf", help="a kernel's BTF, from its image")
+    b.add_argument("release")
+    b.add_argument("dest")
     m = sub.add_parser("matrix")
     m.add_argument("release", nargs="+")
     m.add_argument("--timeout", type=int, default=420)
@@ -346,6 +432,12 @@ def main():
         return 0
     if a.verb == "debs":
         print(fetch_debs(a.arch, a.name, a.package))
+        return 0
+    if a.verb == "btf":
+        btf(a.release, a.dest)
+        return 0
+    if a.verb == "sysroot":
+        print(sysroot(a.arch))
         return 0
     if a.verb == "matrix":
         return matrix(a.release, a.timeout)

@@ -73,6 +73,42 @@ TEST(probe_spec_max_overhead)
 	       ASSERT_EQ(parse_spec(",\"maxOverhead\":true", &s, &err), -EINVAL);
 }
 
+/* AArch64's kinds (little-endian words). */
+TEST(calibrate_entry_kind_a64)
+{
+	static const struct {
+		uint32_t w;
+		enum probe_entry want;
+	} cases[] = {
+		{ 0xa9bf7bfd, PROBE_ENTRY_PUSH },    /* stp x29, x30, [sp, #-16]! */
+		{ 0xa9b67bfd, PROBE_ENTRY_PUSH },    /* stp x29, x30, [sp, #-160]! */
+		{ 0xa9017bfd, PROBE_ENTRY_STEPPED }, /* stp x29, x30, [sp, #16]: no writeback */
+		{ 0xd503201f, PROBE_ENTRY_NOP },     /* nop */
+		{ 0xd503245f, PROBE_ENTRY_NOP5 },    /* bti c */
+		{ 0xd503233f, PROBE_ENTRY_NOP5 },    /* paciasp */
+		{ 0x14000002, PROBE_ENTRY_JUMP },    /* b .+8 */
+		{ 0x54000044, PROBE_ENTRY_JUMP },    /* b.mi .+8 */
+		{ 0xb4000040, PROBE_ENTRY_JUMP },    /* cbz x0, .+8 */
+		{ 0x94000010, PROBE_ENTRY_CALL },    /* bl .+64 */
+		{ 0xf9400b90, PROBE_ENTRY_STEPPED }, /* ldr x16, [x28, #16]: Go's stack check */
+		{ 0xd65f03c0, PROBE_ENTRY_STEPPED }, /* ret */
+		{ 0x11000400, PROBE_ENTRY_STEPPED }, /* add w0, w0, #1 */
+	};
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t code[4] = { cases[i].w, cases[i].w >> 8, cases[i].w >> 16,
+				    cases[i].w >> 24 };
+		enum probe_entry got = calibrate__entry_kind(DISASM_AARCH64, code, sizeof(code));
+
+		ok &= CHECK(got == cases[i].want, "case %zu (%08x): %s, want %s", i, cases[i].w,
+			    probe_entry__str(got), probe_entry__str(cases[i].want));
+	}
+	ok &= ASSERT_EQ(calibrate__entry_kind(DISASM_AARCH64, (const uint8_t *)"\x1f\x20\x03", 3),
+			PROBE_ENTRY_STEPPED); /* cut short */
+	return ok;
+}
+
 /* The kind of a function's first instruction, as the kernel's entry probe sees it. */
 TEST(calibrate_entry_kind)
 {
@@ -104,9 +140,11 @@ TEST(calibrate_entry_kind)
 	bool ok = true;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		ok &= CHECK(calibrate__entry_kind(cases[i].code, cases[i].len) == cases[i].want,
+		ok &= CHECK(calibrate__entry_kind(DISASM_X86_64, cases[i].code, cases[i].len) ==
+				    cases[i].want,
 			    "case %zu: %s, want %s", i,
-			    probe_entry__str(calibrate__entry_kind(cases[i].code, cases[i].len)),
+			    probe_entry__str(calibrate__entry_kind(DISASM_X86_64, cases[i].code,
+								   cases[i].len)),
 			    probe_entry__str(cases[i].want));
 	for (int k = 0; k < PROBE_ENTRY__N; k++)
 		ok &= ASSERT_EQ(probe_entry__parse(probe_entry__str(k)), k);

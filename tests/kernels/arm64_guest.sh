@@ -1,0 +1,78 @@
+#!/bin/sh
+# Runs inside the arm64 VM (tests/kernels/test_arm64.py boots it), with
+# busybox alone: no Python there. Each run starts tracees (tests/fixtures/
+# tracee and c/tracee.c, built for arm64) held at their "ready" line, traces
+# them with `retwatch trace --json` until they exit, and leaves everything
+# in OUT/NAME for the host to check:
+#   tracee-N.out/.err   each tracee's output (its last line: its counts)
+#   retwatch.json/.err  retwatch's document and log
+#   rc                  retwatch's exit status, or "attach-timeout"
+#
+#   arm64_guest.sh RETWATCH TRACEES OUT
+set -u
+RW=$1 T=$2 OUT=$3
+
+wait_for() { # FILE PATTERN SECONDS: whether a line of FILE matched in time
+	i=0
+	while [ $i -lt $(($3 * 5)) ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.2
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# trace NAME "RETWATCH OPTIONS" "FUNCTIONS" TRACEE:SCENARIO...
+trace() {
+	d=$OUT/$1 opts=$2 funcs=$3
+	shift 3
+	fifos=/tmp/fifos/$1 # not on the share: 9p has no FIFOs
+	mkdir -p "$d" "$fifos"
+	n=0 pids="" pidargs=""
+	for ts in "$@"; do
+		n=$((n + 1))
+		mkfifo "$fifos/$n"
+		"$T/${ts%%:*}" "${ts#*:}" <"$fifos/$n" >"$d/tracee-$n.out" 2>"$d/tracee-$n.err" &
+		pids="$pids $!"
+		eval "exec $((n + 2))>$fifos/$n" # fds 3, 4...: the tracees' "go"
+		if ! wait_for "$d/tracee-$n.out" '^ready ' 60; then
+			echo "tracee $n of $1 never ready" >"$d/rc"
+			kill $pids 2>/dev/null
+			return
+		fi
+		pidargs="$pidargs --pid $(sed -n 's/^ready //p' "$d/tracee-$n.out")"
+	done
+	# shellcheck disable=SC2086 # word splitting wanted
+	"$RW" trace --json $opts $pidargs $funcs >"$d/retwatch.json" 2>"$d/retwatch.err" &
+	rw=$!
+	if ! wait_for "$d/retwatch.err" '^retwatch: tracing ' 300; then
+		kill $pids $rw 2>/dev/null
+		wait
+		echo attach-timeout >"$d/rc"
+		return
+	fi
+	i=0
+	while [ $i -lt $n ]; do
+		i=$((i + 1))
+		eval "echo go >&$((i + 2))"
+	done
+	for p in $pids; do
+		wait "$p"
+	done
+	i=0
+	while [ $i -lt $n ]; do
+		i=$((i + 1))
+		eval "exec $((i + 2))>&-"
+	done
+	wait $rw
+	echo $? >"$d/rc"
+}
+
+uname -r >"$OUT/kernel"
+"$RW-agent" --version >"$OUT/agent-version" 2>&1
+"$RW-agent" --help >"$OUT/agent-help" 2>&1
+# the calibration, once: the other runs take durations as measured (--raw)
+trace go-recursive "--threshold 20ms" main.deep go-tracee:recursive
+trace go-paths "--raw" main.validate go-tracee:paths
+trace c "--raw --threshold 20ms" "validate deep" c-tracee:paths c-tracee:recursive
+echo done >"$OUT/done"
