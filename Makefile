@@ -140,11 +140,11 @@ $(OUTPUT)/unit_tests: $(UNIT_OBJS) $(ALL_ARS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LIBS) -o $@
 
-# The CLI and the agent for arm64, in build-arm64.
+# The three programs for arm64, in build-arm64.
 arm64:
 	$(Q)python3 tests/kernels/vm.py sysroot arm64 >/dev/null
 	$(Q)$(MAKE) --no-print-directory ARCH=arm64 OUTPUT=build-arm64 \
-		build-arm64/retwatch build-arm64/retwatch-agent
+		build-arm64/retwatch build-arm64/retwatch-agent build-arm64/kubectl-retwatch
 
 # The three programs into $(DESTDIR)$(BINDIR): kubectl finds kubectl-retwatch
 # on PATH as `kubectl retwatch`.
@@ -227,7 +227,7 @@ charttest: asan
 
 # The node agent's image (Dockerfile), built with buildah on a Debian base
 # made with debootstrap (cached), run with runc; needs root.
-imagetest:
+imagetest: arm64
 	$(Q)python3 -m pytest -q -p no:cacheprovider tests/image
 
 # The agent as the DaemonSet pod `helm install` makes, under a kubelet: a

@@ -28,6 +28,8 @@ pkgs=(
 	libzstd1 liblz4-1 libpq5
 	qemu-system-x86 # the kernel matrix (tests/kernels): Debian's kernels under TCG
 	binutils-aarch64-linux-gnu # objdump of AArch64 code: the arm64 analysis' reference
+	gcc-aarch64-linux-gnu # make arm64: the cross compiler
+	qemu-system-arm # make arm64test: Debian's arm64 kernel under TCG
 )
 
 # The Rust test fixture needs a rustc: Debian's, unless one is on PATH
@@ -117,7 +119,10 @@ fetch_deb postgresql postgresql-15
 # The kernel matrix's kernels (tests/kernels/vm.py): Debian's 6.1 and 6.12
 # images, through apt with the script's own lists, kept in the cache. A
 # failed download fails here: `make test` runs them.
-python3 tests/kernels/vm.py fetch 6.1 6.12
+python3 tests/kernels/vm.py fetch 6.1 6.12 arm64-6.1
 # Debian's arm64 libc, read by the AArch64 analysis' tests (not installed:
 # dpkg gets no second architecture)
 python3 tests/kernels/vm.py debs arm64 libc libc6 >/dev/null
+# make arm64's sysroot and the arm64 VM's root: Debian's arm64 build
+# packages and busybox with their dependencies, unpacked (not installed)
+python3 tests/kernels/vm.py sysroot arm64 >/dev/null

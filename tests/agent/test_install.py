@@ -133,6 +133,15 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert annotations["prometheus.io/port"] == "9431"
 
 
+def test_the_daemonset_schedules_on_amd64_and_arm64_linux_nodes(helm):
+    pod, _ = agent_container(render(helm))
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}, pod["nodeSelector"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In",
+                                          "values": ["amd64", "arm64"]}]}, term
+
+
 def test_values_change_the_daemonset(helm):
     objects = render(helm, "--set", "metrics.enabled=false,logLevel=debug,maxProbesPerNode=0",
                      "--set", "reportWritesPerSecond=0,reportBudget=512Ki",

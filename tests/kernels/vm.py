@@ -128,18 +128,23 @@ SYSROOT_PACKAGES = ("libc6-dev", "libbpf-dev", "libelf-dev", "libdw-dev", "libzy
                     "libiberty-dev", "busybox-static")
 
 
-def sysroot(arch):
-    """SYSROOT_PACKAGES of arch and everything they depend on, unpacked into
-    debs-ARCH/sysroot once, with absolute symbolic links made relative (so
+# What the agent's image holds for arm64: the Dockerfile's runtime packages.
+RUNTIME_PACKAGES = ("libbpf1", "libelf1", "libdw1", "libzydis4.0", "libzycore1.4", "libcjson1",
+                    "libyaml-0-2", "libcurl4", "zlib1g", "libmicrohttpd12")
+
+
+def sysroot(arch, name="sysroot", packages=SYSROOT_PACKAGES):
+    """packages of arch and everything they depend on, unpacked into
+    debs-ARCH/NAME once, with absolute symbolic links made relative (so
     that they stay inside it); the directory."""
-    dest = os.path.join(os.path.dirname(CACHE), f"debs-{arch}", "sysroot")
+    dest = os.path.join(os.path.dirname(CACHE), f"debs-{arch}", name)
     if os.path.exists(os.path.join(dest, ".sysroot")):
         return dest
     apt_update(arch)
     out = apt("depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks",
-              "--no-replaces", "--no-enhances", *SYSROOT_PACKAGES, arch=arch, tool="apt-cache")
+              "--no-replaces", "--no-enhances", *packages, arch=arch, tool="apt-cache")
     names = sorted({l.strip() for l in out.splitlines() if l and l[0] not in " <"})
-    dest = fetch_debs(arch, "sysroot", names)
+    dest = fetch_debs(arch, name, names)
     for dirpath, dirs, files in os.walk(dest):
         for f in dirs + files:
             p = os.path.join(dirpath, f)
@@ -413,6 +418,7 @@ def main():
     d.add_argument("package", nargs="+")
     s = sub.add_parser("sysroot", help="another architecture's build packages and busybox, unpacked")
     s.add_argument("arch")
+    s.add_argument("--runtime", action="store_true", help="the agent image's runtime packages instead")
     b = sub.add_parser("btf", help="a kernel's BTF, from its image")
     b.add_argument("release")
     b.add_argument("dest")
@@ -437,7 +443,7 @@ def main():
         btf(a.release, a.dest)
         return 0
     if a.verb == "sysroot":
-        print(sysroot(a.arch))
+        print(sysroot(a.arch, "runtime", RUNTIME_PACKAGES) if a.runtime else sysroot(a.arch))
         return 0
     if a.verb == "matrix":
         return matrix(a.release, a.timeout)
