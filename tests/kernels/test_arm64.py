@@ -39,6 +39,9 @@ def runs():
         console = "\n".join(lines[-40:])
         assert rc == 0 and os.path.exists(os.path.join(share, "done")), \
             f"the arm64 VM did not finish its runs (exit {rc})\n{console}"
+        for name in ("go", "c"):
+            with open(os.path.join(share, name, "seconds")) as f:
+                print(f"arm64 run {name}: {f.read().strip()} s")
         yield Runs(share)
     finally:
         shutil.rmtree(share, ignore_errors=True)
@@ -92,7 +95,7 @@ def test_the_agent_starts(runs):
 
 def test_the_vm_runs_the_arm64_kernel(runs):
     assert runs.read("kernel").strip().endswith("-arm64")
-    doc, _, err = runs.get("go-recursive")
+    doc, _, err = runs.get("go")
     kernel = doc["kernel"]
     # Debian's 6.1 has no uprobe_multi links: the per-offset path, said at start
     assert (kernel["release"], kernel["attach"]) == (runs.read("kernel").strip(), "perf_event"), kernel
@@ -102,7 +105,7 @@ def test_the_vm_runs_the_arm64_kernel(runs):
 def test_go_recursion_and_stack_growth_counted_exactly(runs):
     """5 fresh goroutines 40 levels deep with 4 KiB frames: their stacks
     grow (morestack through X28's g), and the calls restart at their entries."""
-    doc, (report,), _ = runs.get("go-recursive")
+    doc, (report, _), _ = runs.get("go")
     f = assert_exact(doc, report, "main.deep")
     assert f["max_ns"] >= report["depth"] * MS, f
 
@@ -110,7 +113,7 @@ def test_go_recursion_and_stack_growth_counted_exactly(runs):
 def test_go_slow_calls_come_with_their_stacks(runs):
     """Named from the stripped PIE's pclntab: the function, the levels of
     deep above it (the frame-record walk), then the goroutine's function."""
-    doc, _, _ = runs.get("go-recursive")
+    doc, _, _ = runs.get("go")
     slowest = function(doc, "main.deep")["slowest_calls"]
     assert doc["slow_calls"] > 0 and slowest, doc
     for call in slowest:
@@ -122,7 +125,7 @@ def test_go_slow_calls_come_with_their_stacks(runs):
 
 
 def test_go_two_return_paths_counted_exactly(runs):
-    doc, (report,), _ = runs.get("go-paths")
+    doc, (_, report), _ = runs.get("go")
     f = assert_exact(doc, report, "main.validate")
     assert f["returns"] >= 2, f
 
@@ -144,7 +147,7 @@ def test_c_two_paths_and_recursion_in_threads_counted_exactly(runs):
 def test_the_calibration_measures_arm64s_entry_kinds(runs):
     """Every kind measured; the kinds the arm64 kernel simulates rather
     than steps (its branches: B.cond, BL) cost less than a stepped entry."""
-    doc, _, err = runs.get("go-recursive")
+    doc, _, err = runs.get("go")
     bias = doc["probe_bias_by_entry"]
     print(f"arm64 calibration (probe bias by entry kind, ns): {bias}")
     assert set(bias) >= {"stepped", "push", "nop", "nop5", "jump", "call"}, bias
