@@ -36,6 +36,20 @@ def daemonset_capabilities(path=INSTALL_YAML):
     raise AssertionError(f"{path}: no DaemonSet")
 
 
+def kernel_has_uprobe_multi():
+    """Whether this kernel has uprobe_multi links (Linux 6.6 or later)."""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return (int(m.group(1)), int(m.group(2))) >= (6, 6)
+
+
+def agent_capabilities():
+    """The DaemonSet's capabilities for this kernel: before 6.6, those of the
+    chart's perfEventUprobes: true, which adds SYS_ADMIN (perf_event_open's
+    uprobes need it; tests/kernels runs the agent on Debian's 6.1)."""
+    caps = daemonset_capabilities()
+    return caps if kernel_has_uprobe_multi() else sorted(set(caps) | {"cap_sys_admin"})
+
+
 def capsh_argv(caps, argv):
     """argv run as root with only caps: capsh drops every other capability
     from the bounding set, so root's exec gets just these (as a container
@@ -113,7 +127,7 @@ class Agent:
         # /metrics is read without a token unless a test asks for the review
         metrics += [] if "--metrics-auth" in extra else ["--metrics-auth", "none"]
         self.binary = binary
-        self.caps = sorted(daemonset_capabilities() if caps is None else caps)
+        self.caps = sorted(agent_capabilities() if caps is None else caps)
         self.argv = [binary, "--kubeconfig", kubeconfig, "--node-name", node,
                      "--lease-namespace", "retwatch", *metrics, *extra]
         self.node = node

@@ -64,7 +64,16 @@ fi
 $B mount -t tmpfs run $R/run
 $B mount -t tmpfs vartmp $R/var/tmp
 $B mount -t bpf bpf $R/sys/fs/bpf
-$B mount -t cgroup2 cgroup2 $R/sys/fs/cgroup
+# cgroups laid out as on the machines the tests run on: v1 controllers and
+# the unified hierarchy beside them (the agent's tests make pods there)
+$B mount -t tmpfs cgroup $R/sys/fs/cgroup
+for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
+	$B mkdir $R/sys/fs/cgroup/$c
+	$B mount -t cgroup -o $c cgroup $R/sys/fs/cgroup/$c
+done
+$B mkdir $R/sys/fs/cgroup/systemd $R/sys/fs/cgroup/unified
+$B mount -t cgroup -o none,name=systemd cgroup $R/sys/fs/cgroup/systemd
+$B mount -t cgroup2 cgroup2 $R/sys/fs/cgroup/unified
 $B mount -t tracefs tracefs $R/sys/kernel/tracing 2>/dev/null
 $B mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 $B ip link set lo up

@@ -57,10 +57,12 @@ MIRROR = "http://deb.debian.org/debian"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 # What the initramfs loads, in this order (dependencies first): virtio's
-# PCI transport and 9p over it. A module a kernel has built in, or lacks
-# (fscache went into netfs in 6.12), is left out.
+# PCI transport and 9p over it, and overlayfs for containers' root
+# filesystems. A module a kernel has built in, or lacks (fscache went into
+# netfs in 6.12), is left out. A kernel fetched with another list is
+# fetched again.
 MODULES = ("virtio", "virtio_ring", "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_pci",
-           "netfs", "fscache", "9pnet", "9pnet_virtio", "9p")
+           "netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "overlay")
 
 
 def log(msg):
@@ -186,8 +188,11 @@ def module_deps(path):
 
 
 def fetch(release):
-    if kernel_dir(release):
-        return kernel_dir(release)
+    kdir = kernel_dir(release)
+    if kdir and os.path.exists(os.path.join(kdir, "modules.wanted")):
+        with open(os.path.join(kdir, "modules.wanted")) as f:
+            if f.read().split() == list(MODULES):
+                return kdir
     arch, rel = arch_of(release)
     if rel not in SUITES or arch not in QEMU:
         raise SystemExit(f"kernels: no kernel {release!r} (known: {', '.join(SUITES)}, "
@@ -234,6 +239,8 @@ def fetch(release):
             f.write("\n".join(order) + "\n")
         with open(os.path.join(dest, "version"), "w") as f:
             f.write(f"{pkg} {ver}\n")
+        with open(os.path.join(dest, "modules.wanted"), "w") as f:
+            f.write("\n".join(MODULES) + "\n")
     link = os.path.join(CACHE, release)
     if os.path.lexists(link):
         os.remove(link)
