@@ -65,11 +65,13 @@ $B mount -t tmpfs run $R/run
 $B mount -t tmpfs vartmp $R/var/tmp
 $B mount -t bpf bpf $R/sys/fs/bpf
 # cgroups laid out as on the machines the tests run on: v1 controllers and
-# the unified hierarchy beside them (the agent's tests make pods there)
+# the unified hierarchy beside them (the agent's tests make pods there). A
+# kernel without a v1 controller (Debian's 6.12 has no v1 memory) goes
+# without its directory.
 $B mount -t tmpfs cgroup $R/sys/fs/cgroup
 for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
 	$B mkdir $R/sys/fs/cgroup/$c
-	$B mount -t cgroup -o $c cgroup $R/sys/fs/cgroup/$c
+	$B mount -t cgroup -o $c cgroup $R/sys/fs/cgroup/$c 2>/dev/null || $B rmdir $R/sys/fs/cgroup/$c
 done
 $B mkdir $R/sys/fs/cgroup/systemd $R/sys/fs/cgroup/unified
 $B mount -t cgroup -o none,name=systemd cgroup $R/sys/fs/cgroup/systemd
