@@ -132,9 +132,10 @@ int main(int argc, char **argv)
 def test_compensated_p50_by_entry_kind(tmp_path):
     """Each function less its own entry's bias: both at most 10% under their
     untraced medians (one bias for all took 3 us too much from the PUSH
-    one: 16% under), and at most 20% over: a stepped entry's traps cost
-    more under load than the bias calibrated at the start (22.6 us for a
-    20.1 us body once, in the whole suite's CI run)."""
+    one: 16% under), and at most 30% over: a stepped entry's traps cost
+    more under load than the bias calibrated at the start (22.6 us, and
+    24.8 us, for a 20.1 us body in the whole suite's CI runs), while a
+    duration with no bias taken out is 45% over or more (a 9 us bias)."""
     src, exe = tmp_path / "entries.c", tmp_path / "entries"
     src.write_text(ENTRIES_C)
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
@@ -158,7 +159,7 @@ def test_compensated_p50_by_entry_kind(tmp_path):
     assert fns["spin_push"]["entry"] == "push" and fns["spin_stepped"]["entry"] == "stepped", fns
     for name, f in fns.items():
         assert f["calls"] == 1500, (name, f)
-        assert 0.90 * untraced[name] <= f["p50_ns"] <= 1.20 * untraced[name], (
+        assert 0.90 * untraced[name] <= f["p50_ns"] <= 1.30 * untraced[name], (
             f"{name}: p50 {f['p50_ns']} ns (raw {f['raw_p50_ns']} ns, bias "
             f"{f['probe_bias_ns']} ns) against {untraced[name]} ns untraced\n{run.describe()}")
 
