@@ -48,6 +48,17 @@ static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *r
 }
 
 /*
+ * At an entry probe placed past a SUB RSP, imm (rw_func.entry_sp): the
+ * entry's stack pointer, where the call's return address is and by which
+ * its RET is matched.
+ */
+static __always_inline void call_ctx__at_entry(struct call_ctx *c, __u32 sp)
+{
+	c->sp += sp;
+	c->depth = 0 - c->sp;
+}
+
+/*
  * Histogram slot i, when it is (fn_id, tgid)'s, or lent to tgid (struct
  * rw_follow); else NULL, counted. Two array lookups the verifier inlines,
  * and a hash lookup only for a slot not tgid's own.

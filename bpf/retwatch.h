@@ -205,7 +205,12 @@ struct rw_func {
 	 * (struct rw_rate); the others are counted in rw_hist.slow_dropped. 0: no limit.
 	 */
 	__u32 max_events;
-	__u32 pad;
+	/*
+	 * How far below the entry's the stack pointer is where the entry probe
+	 * sits (func_info.entry_sp: a frame made by SUB RSP before the site);
+	 * added back at the entry, not at an inlined copy's (RW_COOKIE_INLINE).
+	 */
+	__u32 entry_sp;
 };
 _Static_assert(sizeof(struct rw_func) == 32, "rw_func layout");
 

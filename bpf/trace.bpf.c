@@ -238,6 +238,8 @@ int rw_entry(struct pt_regs *regs)
 		return 0;
 	}
 	call_ctx__init(&c, regs, fn, pid_tgid);
+	if (!(cookie & RW_COOKIE_INLINE))
+		call_ctx__at_entry(&c, fn->entry_sp);
 	c.hist = hist;
 	fr = frames__get(&c, fn_id);
 	if (!fr)

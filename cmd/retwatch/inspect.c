@@ -229,6 +229,8 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_key(o, "entry_kind", false);
 	out_json_str(o, probe_entry__str(entry_kind(b, f)));
 	out_json_clobbers(o, f->entry_clobbers);
+	/* how far below the entry's the stack pointer is at the entry site */
+	out_json_uint(o, "entry_sp", f->entry_sp);
 	out_key(o, "source", false);
 	out_json_str(o, func_source__str(f->source));
 	out_key(o, "names_from", false);
@@ -410,6 +412,10 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 	print_num(o, "\n    entry probe +", (uint64_t)f->entry_site, 16);
 	out_str(o, " (");
 	out_str(o, probe_entry__str(entry_kind(b, f)));
+	if (f->entry_sp) {
+		print_num(o, ", past a frame of ", f->entry_sp, 10);
+		out_str(o, " bytes");
+	}
 	out_str(o, ")\n");
 	out_str(o, "    source      ");
 	out_str(o, func_source__str(f->source));

@@ -91,7 +91,8 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 	/* AArch64: the entry probe stays at the first byte (which of its
 	 * instructions that kernel simulates is not measured yet) */
 	if (!ret && n && !a64) {
-		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b);
+		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b,
+						   &fi->entry_sp);
 		fi->entry_clobbers = entrysite__clobbers(&cr[0], fi->entry_site);
 		fi->entry_past_check = fi->go && entrysite__past_check(&cr[0], fi->entry_site,
 								       is_morestack, b);

@@ -52,6 +52,13 @@ struct func_info {
 	 * the return address ([RSP + 8] and up, a stack argument's slot).
 	 */
 	uint32_t entry_clobbers;
+	/*
+	 * How far below the entry's the stack pointer is at the entry site,
+	 * in bytes: what the skipped instructions' SUB RSP, imm took (a frame
+	 * made without a PUSH). The probe there adds it back, to key the call
+	 * at the entry's depth and read its return address. 0 at the first byte.
+	 */
+	uint32_t entry_sp;
 	/* Go: the entry site is past the stack check (entrysite__past_check) */
 	bool entry_past_check;
 	enum func_source source;

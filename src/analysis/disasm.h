@@ -38,7 +38,7 @@ struct code_range {
  * Direct jumps that land near the entry, within DISASM_ENTRY_RUN bytes of
  * it: what the entry site must not skip (entrysite.h).
  */
-#define DISASM_ENTRY_RUN 64
+#define DISASM_ENTRY_RUN 128
 
 struct disasm_jump {
 	uint64_t from, to; /* virtual addresses */

@@ -6,7 +6,7 @@
 #include "analysis/entrysite.h"
 
 /* Instructions looked at: the entry run, and a Go stack check's block. */
-#define RUN_MAX_INSNS 16
+#define RUN_MAX_INSNS 32
 #define BLOCK_MAX_INSNS 48
 /* The morestack blocks whose jump back to the entry is allowed. */
 #define MAX_BLOCKS 4
@@ -37,49 +37,137 @@ static bool transfers(const struct insn *x)
 	case ZYDIS_CATEGORY_CALL:
 	case ZYDIS_CATEGORY_RET:
 	case ZYDIS_CATEGORY_SYSCALL:
+	case ZYDIS_CATEGORY_SYSRET:
 	case ZYDIS_CATEGORY_INTERRUPT:
 	case ZYDIS_CATEGORY_SYSTEM: return true;
+	default: break;
+	}
+	switch (x->i.mnemonic) {
+	case ZYDIS_MNEMONIC_UD0:
+	case ZYDIS_MNEMONIC_UD1:
+	case ZYDIS_MNEMONIC_UD2:
+	case ZYDIS_MNEMONIC_HLT: return true;
 	default: return x->i.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE;
 	}
 }
 
 /*
- * Whether op is a store above the return address: [RSP + disp], RSP the base,
- * no index, the stack segment, disp >= 8 (an argument's spill slot, Go's and
- * C's incoming stack arguments). It leaves [RSP, RSP + 8) and RSP as they
- * were, which is all the probe reads of the stack (the return address: the
- * in-flight key, morestack, the tail-call check). A later instruction the
- * probe skips may read it back; none of them branches (but Go's stack check,
- * which compares RSP with the goroutine's stack guard, and either way leads
- * to the probe once: the morestack block returns to the first byte), none
- * moves RSP, so what it reads changes no path to the probe. What a store
- * overwrites, an argument passed on the stack, is as the site sees it: the
- * arguments are read there with the DWARF of the site's address.
+ * Whether it may take long enough to matter to a call's duration, which
+ * begins at the site: a repeated string instruction (REP MOVS copies any
+ * length), port I/O, a serializing or waiting one. The run ends before it.
  */
-static bool store_above_return(const ZydisDecodedOperand *op)
+static bool takes_long(const struct insn *x)
 {
-	return op->mem.type == ZYDIS_MEMOP_TYPE_MEM && op->mem.base == ZYDIS_REGISTER_RSP &&
-	       op->mem.index == ZYDIS_REGISTER_NONE && op->mem.segment == ZYDIS_REGISTER_SS &&
-	       op->mem.disp.value >= 8;
+	if (x->i.attributes &
+	    (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE))
+		return true;
+	switch (x->i.meta.category) {
+	case ZYDIS_CATEGORY_IO:
+	case ZYDIS_CATEGORY_IOSTRINGOP:
+	case ZYDIS_CATEGORY_SERIALIZE:
+	case ZYDIS_CATEGORY_WAITPKG: return true;
+	default: return x->i.mnemonic == ZYDIS_MNEMONIC_CPUID;
+	}
 }
 
-/* Whether it writes the stack pointer (explicitly or not), or memory but a store above
- * the return address. */
-static bool writes_sp_or_memory(const struct insn *x)
+/* Whether r is RSP, at any width. */
+static bool is_sp(ZydisRegister r)
+{
+	return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r) ==
+	       ZYDIS_REGISTER_RSP;
+}
+
+/*
+ * The stack pointer through the entry run: how far below the entry's it
+ * is (SUB RSP, imm makes a frame without a PUSH: printf's `sub $0xd8,%rsp`
+ * before it spills its arguments), so that a store can be placed against
+ * the return address and the site's probe can find the entry's stack
+ * pointer again (func_info.entry_sp).
+ */
+#define SP_MAX (1 << 20)
+
+/*
+ * What x does to the stack pointer, applied to *sp: true for none, or for
+ * SUB/ADD RSP, imm and LEA RSP, [RSP + disp], which leave it a known
+ * distance below the entry's; false for anything else that writes it (POP,
+ * AND RSP, -16, a MOV to it, LEAVE: the entry's is not known from it).
+ */
+static bool moves_sp(const struct insn *x, int64_t *sp)
+{
+	const ZydisDecodedOperand *o = x->ops;
+	int64_t by;
+	bool writes = false;
+
+	for (uint8_t k = 0; k < x->i.operand_count; k++)
+		writes |= (x->ops[k].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+			  x->ops[k].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+			  is_sp(x->ops[k].reg.value);
+	if (!writes)
+		return true;
+	if (x->i.operand_count_visible != 2 || o[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    o[0].reg.value != ZYDIS_REGISTER_RSP)
+		return false;
+	if ((x->i.mnemonic == ZYDIS_MNEMONIC_SUB || x->i.mnemonic == ZYDIS_MNEMONIC_ADD) &&
+	    o[1].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)
+		by = x->i.mnemonic == ZYDIS_MNEMONIC_SUB ? o[1].imm.value.s : -o[1].imm.value.s;
+	else if (x->i.mnemonic == ZYDIS_MNEMONIC_LEA && o[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		 o[1].mem.base == ZYDIS_REGISTER_RSP && o[1].mem.index == ZYDIS_REGISTER_NONE)
+		by = -o[1].mem.disp.value;
+	else
+		return false;
+	if (by <= -SP_MAX || by >= SP_MAX || *sp + by < 0 || *sp + by >= SP_MAX)
+		return false;
+	*sp += by;
+	return true;
+}
+
+/*
+ * Whether a store through op, with the stack pointer sp bytes below the
+ * entry's, leaves the return address ([entry RSP, +8)) as it was, which is
+ * all the probe reads of the stack (the in-flight key's tail-call and
+ * morestack checks). Through RSP (the base, no index, the stack segment,
+ * 64-bit addressing) it is known: a slot of the new frame or below it, or
+ * one above the return address (an argument's spill, Go's and C's stack
+ * arguments). A store through RSP any other way is taken to reach it.
+ * Through any other register (a pointer argument, RIP, TLS) it is not the
+ * function's own return address: no compiler's code writes that slot but
+ * through RSP, and code that did would only mislead its own probe.
+ * What a store overwrites, an argument passed on the stack, is as the site
+ * sees it: the arguments are read there with the DWARF of the site's address.
+ */
+static bool store_keeps_return(const struct insn *x, const ZydisDecodedOperand *op, int64_t sp)
+{
+	int64_t at;
+
+	if (op->mem.base != ZYDIS_REGISTER_RSP && !is_sp(op->mem.base) && !is_sp(op->mem.index))
+		return true;
+	if (op->mem.base != ZYDIS_REGISTER_RSP || op->mem.index != ZYDIS_REGISTER_NONE ||
+	    op->mem.segment != ZYDIS_REGISTER_SS || x->i.address_width != 64 || !op->size)
+		return false;
+	at = op->mem.disp.value - sp; /* from the entry's stack pointer */
+	return at >= 8 || at + op->size / 8 <= 0;
+}
+
+/*
+ * Whether x leaves what the probe reads as the entry left it: the stack
+ * pointer, moved a known distance (*sp), and the return address; and in
+ * Go code g, in R14.
+ */
+static bool keeps_entry(const struct insn *x, int64_t *sp, bool go)
 {
 	for (uint8_t k = 0; k < x->i.operand_count; k++) {
 		const ZydisDecodedOperand *op = &x->ops[k];
 
 		if (!(op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
 			continue;
-		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY && !store_above_return(op))
-			return true;
-		if (op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		if (op->type == ZYDIS_OPERAND_TYPE_MEMORY && !store_keeps_return(x, op, *sp))
+			return false;
+		if (go && op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
 		    ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, op->reg.value) ==
-			    ZYDIS_REGISTER_RSP)
-			return true;
+			    ZYDIS_REGISTER_R14)
+			return false;
 	}
-	return false;
+	return moves_sp(x, sp);
 }
 
 /* The general-purpose registers x writes, a bit each (entrysite__clobbers). */
@@ -171,18 +259,20 @@ static bool allowed_jump(const struct disasm_jump *j, uint64_t entry, int64_t si
 }
 
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
-			  entrysite_morestack_fn is_morestack, void *ctx)
+			  entrysite_morestack_fn is_morestack, void *ctx, uint32_t *ret_sp)
 {
 	uint64_t addr = r->addr, back[MAX_BLOCKS], to;
 	size_t nback = 0;
 	/* the stack check's branch, where nothing after it fits (Go before
-	 * 1.21 makes its frame with SUB, no PUSH): a restart passes it twice,
-	 * taken for one call as at the first byte (runtime.morestack's probe) */
-	int64_t site = -1, check = -1;
+	 * 1.21 makes its frame with SUB, no PUSH, and may reach no emulated
+	 * instruction after it): a restart passes it twice, taken for one
+	 * call as at the first byte (runtime.morestack's probe) */
+	int64_t site = -1, check = -1, sp = 0, sp_site = 0, sp_check = 0;
 	enum disasm_probe_kind kind;
 	ZydisDecoder d;
 	struct insn x;
 
+	*ret_sp = 0;
 	if (!r->bytes || dis->undecodable || dis->over_budget || dis->nindirect_jumps ||
 	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
 		return 0;
@@ -195,8 +285,10 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 		    morestack_block(&d, r, to, is_morestack, ctx, &back[nback])) {
 			if (check < 0 &&
 			    disasm__probe_kind(r->bytes + (addr - r->addr),
-					       r->len - (addr - r->addr)) == DISASM_PROBE_JUMP)
+					       r->len - (addr - r->addr)) == DISASM_PROBE_JUMP) {
 				check = (int64_t)(addr - r->addr);
+				sp_check = sp;
+			}
 			nback++;
 			continue;
 		}
@@ -205,18 +297,22 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 			return 0;
 		if (kind != DISASM_PROBE_STEPPED) {
 			site = (int64_t)(addr - r->addr);
+			sp_site = sp;
 			break;
 		}
-		if (transfers(&x) || writes_sp_or_memory(&x))
+		if (transfers(&x) || takes_long(&x) || !keeps_entry(&x, &sp, go))
 			break;
 	}
-	if (site < 0)
+	if (site < 0) {
 		site = check;
+		sp_site = sp_check;
+	}
 	if (site <= 0 || site >= DISASM_ENTRY_RUN)
 		return 0;
 	for (size_t k = 0; k < dis->nentry_jumps; k++)
 		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
 			return 0;
+	*ret_sp = (uint32_t)sp_site;
 	return site;
 }
 

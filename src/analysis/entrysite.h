@@ -7,18 +7,22 @@
  * begin with one of the others (Go's stack check, ENDBR64, a TEST, a MOV of
  * an argument) and reach one of these a few bytes on, by the branch or call
  * that ends the entry's straight run at the latest: the entry probe goes
- * there when every call passes it exactly once, at the entry's stack
- * pointer, with the return address still at the top of the stack (a CALL
- * probed pushes its own only after the programs ran). That holds when the
- * instructions skipped write neither RSP nor memory but above the return
- * address ([RSP + disp], disp >= 8: an argument's spill), none of them branches
+ * there when every call passes it exactly once, with the entry's stack
+ * pointer known there and its return address where it was (a CALL probed
+ * pushes its own only after the programs ran). That holds when the
+ * instructions skipped move RSP only by a known amount (SUB RSP, imm: the
+ * probe adds it back), store nowhere in the return address's slot (a new
+ * frame's slots, the red zone below it, an argument's spill above it, and
+ * memory through other registers are all outside it), none of them branches
  * (but Go's stack check, whose block calls runtime.morestack and jumps back
  * to the entry before the probe: a stack growth's restart then reaches it
- * once), no jump of the function lands on one of them or on the probe, a
- * CALL probed does not go back to one of them, and the function has no
- * jump through a register (a switch table could). Anything else keeps its
- * probe at the first byte: a leaf that loads and returns (`mov; ret`) has
- * nothing emulated before its RET, which this kernel steps.
+ * once) or may take long (REP MOVS), in Go none writes g (R14), no jump of
+ * the function lands on one of them or on the probe, a CALL probed does not
+ * go back to one of them, and the function has no jump through a register
+ * (a switch table could). Anything else keeps its probe at the first byte:
+ * a leaf that loads and returns (`mov; ret`) has nothing emulated before its
+ * RET, which this kernel steps, nor has a system call's wrapper before its
+ * SYSCALL, which the call's duration must hold.
  */
 #ifndef RETWATCH_ENTRYSITE_H
 #define RETWATCH_ENTRYSITE_H
@@ -35,9 +39,12 @@ typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
  * The entry site of the function whose entry range is r (r->addr its entry),
  * swept into dis: an offset from the entry, 0 for the first byte. go: Go
  * code, whose stack check may be skipped (is_morestack tells its block).
+ * *ret_sp: how far below the entry's the stack pointer is at the site (the
+ * skipped instructions' SUB RSP), which the probe adds back; 0 at the first
+ * byte.
  */
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
-			  entrysite_morestack_fn is_morestack, void *ctx);
+			  entrysite_morestack_fn is_morestack, void *ctx, uint32_t *ret_sp);
 
 /* Every general-purpose register, for entrysite__clobbers. */
 #define ENTRYSITE_ALL_GPRS 0xffffu

@@ -451,6 +451,7 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 {
 	struct slot **slots = realloc(f->slots, (f->nslots + 1) * sizeof(*slots));
 	struct slot *s;
+	int64_t site;
 	int minor;
 
 	if (!slots)
@@ -470,6 +471,10 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 	s->made_ns = clock__mono_ns();
 	s->meta.size = fi->size;
 	s->meta.max_events = t->slow_calls_per_sec;
+	/* the site stays as chosen here: the kinds are set before any slot */
+	site = tracer__site(t, f->bin, fi);
+	if (site > 0)
+		s->meta.entry_sp = fi->entry_sp;
 	if (fi->mode == FUNC_MODE_ENTRY_ONLY)
 		s->meta.flags |= RW_FUNC_ENTRY_ONLY;
 	if (!fi->go && fi->ntail_calls)
@@ -480,8 +485,7 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 		minor = go_minor(f->bin);
 		s->meta.flags |= RW_FUNC_GO;
 		s->meta.goid_offset = goid_offset(minor < 0 ? 0 : minor);
-		/* the site stays as chosen here: the kinds are set before any slot */
-		if (fi->entry_past_check && tracer__site(t, f->bin, fi) > 0)
+		if (fi->entry_past_check && site > 0)
 			s->meta.flags |= RW_FUNC_ENTRY_PAST_CHECK;
 	}
 	f->slots[f->nslots++] = s;

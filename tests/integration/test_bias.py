@@ -85,10 +85,13 @@ __attribute__((noinline, used)) void spin_body(uint64_t ns)
 
 void spin_push(uint64_t ns);
 void spin_stepped(uint64_t ns);
+/* spin_stepped's first instruction writes its return address's slot (the
+ * same value): its entry probe stays there, stepped */
 __asm__(".text\n.globl spin_push\n.type spin_push,@function\nspin_push:\n"
         "push %rbp\nmov %rsp,%rbp\ncall spin_body\npop %rbp\nret\n.size spin_push,.-spin_push\n"
         ".globl spin_stepped\n.type spin_stepped,@function\nspin_stepped:\n"
-        "sub $8,%rsp\ncall spin_body\nadd $8,%rsp\nret\n.size spin_stepped,.-spin_stepped\n");
+        "addq $0,(%rsp)\nsub $8,%rsp\ncall spin_body\nadd $8,%rsp\nret\n"
+        ".size spin_stepped,.-spin_stepped\n");
 
 static int cmp(const void *a, const void *b)
 {

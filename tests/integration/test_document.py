@@ -55,8 +55,10 @@ def schema_errors(doc):
             "size": is_int,
             # where the entry probe goes: an offset into the function, and
             # the kind of instruction there (an emulated one, or stepped)
-            "entry_site": lambda x: is_int(x) and 0 <= x < 64,
+            "entry_site": lambda x: is_int(x) and 0 <= x < 128,
             "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump", "call"),
+            # how far below the entry's the stack pointer is there (a SUB RSP skipped)
+            "entry_sp": lambda x: is_int(x) and 0 <= x < 1 << 20,
             "source": lambda x: x in SOURCES,
             # the file that named it: the binary, or its debug file
             "names_from": lambda x: isinstance(x, str) and x,
@@ -83,6 +85,11 @@ def schema_errors(doc):
                 and all(r in GPRS for r in clobbers)
                 and clobbers == sorted(set(clobbers), key=GPRS.index)):
             errors.append(f"{f.get('name')}: bad entry_clobbers: {clobbers!r}")
+        # a stack pointer moved before the site: only past the first byte, by
+        # an instruction that writes RSP
+        if f.get("entry_sp") and not (f.get("entry_site") and "rsp" in (clobbers or [])):
+            errors.append(f"{f.get('name')}: entry_sp {f['entry_sp']} with entry_site "
+                          f"{f.get('entry_site')} and entry_clobbers {clobbers!r}")
         extra = set(f) - set(checks) - {"entry_clobbers"}
         if extra:
             errors.append(f"{f.get('name')}: unexpected keys {sorted(extra)}")

@@ -3,7 +3,8 @@ built for CET) or Go's stack check, where the kernel emulates the
 instruction in the trap instead of stepping it out of line. Every call still
 counted once, with the same scenarios as the first-byte probes: recursion,
 longjmp out of traced calls, threads, tail calls. On the direct CALL that ends
-a function's entry run: relay (tests/fixtures/c/tracee.c). Past a Go leaf's
+a function's entry run: relay (tests/fixtures/c/tracee.c). Past a frame made
+by SUB RSP, on the branch to an early exit: framed. Past a Go leaf's
 store of an argument to its spill slot above the return address: main.spill
 (tests/fixtures/tracee/main.go). (Go's stack growth and
 recursion past the stack check: test_counters.py; the site rules on crafted
@@ -14,7 +15,7 @@ import pytest
 
 import harness
 import tracing
-from test_trace import MS, assert_bounded, assert_p50
+from test_trace import MS, SLACK_NS, assert_bounded, assert_p50
 from tracing import assert_calls
 
 CET = tracing.c_tracee("cet")
@@ -77,6 +78,33 @@ def test_call_that_ends_the_entry_run(t):
     assert_calls(r, "sleep_for", t, want)
     assert_bounded(r, f, MS)
     assert_p50(r, f)
+
+
+@pytest.mark.parametrize("t", [tracing.c_tracee(), CET], ids=tracing.param_id)
+def test_frame_made_by_sub(t):
+    """framed makes its frame with SUB RSP, 0x18 (no PUSH), stores into it,
+    and branches to its early exit before its call: its entry probe sits on
+    that JLE, 0x18 bytes below the entry's stack pointer, which the probe
+    adds back to key the call at the entry's depth. Each call in 3 threads is
+    counted once, framed(0)'s early exits too, none an orphan (a key 0x18
+    off would match no RET); no call lasts longer than the tracee's longest,
+    and the p50 is among its 1 ms calls."""
+    (f,) = harness.inspect_json(t.path, [t.fn("framed")])["functions"]
+    assert (f["entry_kind"], f["entry_sp"]) == ("jump", 0x18), f
+    assert f["entry_site"] == (0x19 if t.variant == "normal" else 0x1d), f
+    r = tracing.scenario(t, "framed", ("framed",))
+    tracing.assert_document(r)
+    want = r.report["calls"][t.fn("framed")]
+    assert want == 3 * (40 + 10), r.report
+    got = assert_calls(r, "framed", t, want)
+    assert got["entry"] == "jump", got
+    assert got["probe_bias_ns"] == r.doc["probe_bias_by_entry"]["jump"], got
+    name, rep = got["name"], r.report
+    assert got["max_ns"] <= rep["max_ns"][name] + SLACK_NS, \
+        f"{name}: max_ns {got['max_ns']} > the tracee's own max {rep['max_ns'][name]}\n{r.describe()}"
+    cost = r.doc["call_cost_by_entry"]["jump"]
+    assert rep["min_ns"][name] - cost <= got["p50_ns"] <= rep["median_ns"][name] * 1.05, \
+        f"{name}: p50_ns {got['p50_ns']}, the tracee's 1 ms calls {rep}\n{r.describe()}"
 
 
 def test_go_leaf_entered_past_its_spill_store():

@@ -52,6 +52,7 @@ FUNCS = {
         "mix": "mix",
         "checksum": "checksum",
         "relay": "relay",
+        "framed": "framed",
     },
 }
 

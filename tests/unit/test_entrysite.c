@@ -13,18 +13,31 @@ static bool morestack_at(void *ctx, uint64_t addr)
 	return addr == MORESTACK;
 }
 
-/* The entry site of code at ENTRY, swept first as the analysis does; -1 on error. */
-static int64_t site_of(const uint8_t *code, size_t len, bool go)
+/*
+ * The entry site of code at ENTRY, swept first as the analysis does, and in
+ * *ret_sp how far below the entry's the stack pointer is there; -1 on error.
+ */
+static int64_t site_sp(const uint8_t *code, size_t len, bool go, uint32_t *ret_sp)
 {
 	struct code_range r = { ENTRY, code, len };
 	struct disasm_result dis;
 	int64_t site;
 
+	*ret_sp = ~0u;
 	if (disasm__scan(DISASM_X86_64, &r, 1, ENTRY, &dis))
 		return -1;
-	site = entrysite__choose(&r, &dis, go, morestack_at, NULL);
+	site = entrysite__choose(&r, &dis, go, morestack_at, NULL, ret_sp);
 	disasm_result__clear(&dis);
 	return site;
+}
+
+/* The same, for a site whose stack pointer is the entry's; -2 when it is not. */
+static int64_t site_of(const uint8_t *code, size_t len, bool go)
+{
+	uint32_t sp;
+	int64_t site = site_sp(code, len, go, &sp);
+
+	return site >= 0 && sp ? -2 : site;
 }
 
 /* A Go function: stack check, body, and its morestack block at 0x10. */
@@ -49,19 +62,25 @@ TEST(entrysite_go_skips_its_stack_check)
 	       ASSERT_EQ(site_of(go_fn, sizeof(go_fn), false), 0);
 }
 
-TEST(entrysite_go_without_a_push_stays_on_its_stack_check)
+TEST(entrysite_go_frame_made_by_sub)
 {
 	uint8_t code[sizeof(go_fn)];
+	uint32_t sp;
 
-	/* Go before 1.21 makes its frame with SUB: the stack check's JBE is
-	 * the site (a restart passes it twice, as it does the first byte) */
+	/* Go before 1.21 makes its frame with SUB: past it, on the NOP, the
+	 * stack pointer is 8 below the entry's */
 	memcpy(code, go_fn, sizeof(code));
 	code[6] = 0x48; /* sub rsp, 8 */
 	code[7] = 0x83;
 	code[8] = 0xec;
 	code[9] = 0x08;
-	code[10] = 0x90;
-	return ASSERT_EQ(site_of(code, sizeof(code), true), 4);
+	code[10] = 0x90; /* nop   @10 */
+	if (!ASSERT_EQ(site_sp(code, sizeof(code), true, &sp), 10) || !ASSERT_EQ(sp, 8))
+		return false;
+	/* nothing emulated past it before the RET: the stack check's JBE is
+	 * the site (a restart passes it twice, as it does the first byte) */
+	code[10] = 0xc3;
+	return ASSERT_EQ(site_sp(code, sizeof(code), true, &sp), 4) && ASSERT_EQ(sp, 0);
 }
 
 TEST(entrysite_past_the_stack_check)
@@ -149,41 +168,165 @@ TEST(entrysite_past_a_store_above_the_return_address)
 	       ASSERT_EQ(clob, 0) && ASSERT_EQ(site_of(wide, sizeof(wide), false), 13);
 }
 
+#define ROW 10
+
+/* code (ROW bytes) followed by a PUSH and a RET: the PUSH is the site, were code skipped */
+static int64_t site_before_push(const uint8_t *code, bool go, uint32_t *ret_sp)
+{
+	uint8_t buf[ROW + 2];
+
+	memcpy(buf, code, ROW);
+	buf[ROW] = 0x53;
+	buf[ROW + 1] = 0xc3;
+	return site_sp(buf, sizeof(buf), go, ret_sp);
+}
+
 TEST(entrysite_other_stores_stay_at_the_first_byte)
 {
-	static const uint8_t stores[][8] = {
+	/* each padded with NOPs, whose first would be the site */
+	static const uint8_t stores[][ROW] = {
 		/* mov [rsp], rbx: the return address */
-		{ 0x48, 0x89, 0x1c, 0x24, 0x90, 0x90, 0x90, 0x90 },
-		/* mov [rsp-8], rbx */
-		{ 0x48, 0x89, 0x5c, 0x24, 0xf8, 0x90, 0x90, 0x90 },
+		{ 0x48, 0x89, 0x1c, 0x24, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
 		/* mov [rsp+7], bl: its last byte */
-		{ 0x88, 0x5c, 0x24, 0x07, 0x90, 0x90, 0x90, 0x90 },
-		/* mov [rsp-0x80000000], rbx: a disp32 below */
-		{ 0x48, 0x89, 0x9c, 0x24, 0x00, 0x00, 0x00, 0x80 },
-		/* mov [rbp+0x10], rbx: another base */
-		{ 0x48, 0x89, 0x5d, 0x10, 0x90, 0x90, 0x90, 0x90 },
+		{ 0x88, 0x5c, 0x24, 0x07, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* mov [rsp-4], rbx: its first four bytes */
+		{ 0x48, 0x89, 0x5c, 0x24, 0xfc, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* sub rsp, 0x18; mov [rsp+0x18], rbx: through the new frame */
+		{ 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x5c, 0x24, 0x18, 0x90 },
 		/* mov [rsp+rax+0x10], rbx: an index */
-		{ 0x48, 0x89, 0x5c, 0x04, 0x10, 0x90, 0x90, 0x90 },
+		{ 0x48, 0x89, 0x5c, 0x04, 0x10, 0x90, 0x90, 0x90, 0x90, 0x90 },
 		/* mov fs:[rsp+0x10], rbx: another segment */
-		{ 0x64, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90 },
+		{ 0x64, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90, 0x90, 0x90 },
 		/* mov [esp+0x10], rbx: a 32-bit address */
-		{ 0x67, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90 },
-		/* mov [rip+0x10], rbx */
-		{ 0x48, 0x89, 0x1d, 0x10, 0x00, 0x00, 0x00, 0x90 },
-		/* stosq: [rdi] */
-		{ 0x48, 0xab, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		{ 0x67, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90, 0x90, 0x90 },
 	};
-	uint8_t code[sizeof(stores[0]) + 2];
+	uint32_t sp;
 
-	/* each followed by NOPs and a PUSH: the site, were the store skipped */
-	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
-		memcpy(code, stores[i], sizeof(stores[i]));
-		code[sizeof(stores[i])] = 0x53;
-		code[sizeof(stores[i]) + 1] = 0xc3;
-		if (!ASSERT_EQ(site_of(code, sizeof(code), false), 0))
+	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++)
+		if (!ASSERT_EQ(site_before_push(stores[i], false, &sp), 0) || !ASSERT_EQ(sp, 0))
 			return false;
-	}
 	return true;
+}
+
+TEST(entrysite_past_stores_that_miss_the_return_address)
+{
+	/* each padded with NOPs: the first is the site */
+	static const struct {
+		uint8_t code[ROW];
+		int64_t site;
+	} stores[] = {
+		/* mov [rsp-8], rbx: the red zone */
+		{ { 0x48, 0x89, 0x5c, 0x24, 0xf8, 0x90, 0x90, 0x90, 0x90, 0x90 }, 5 },
+		/* mov [rsp-0x80000000], rbx: a disp32 below */
+		{ { 0x48, 0x89, 0x9c, 0x24, 0x00, 0x00, 0x00, 0x80, 0x90, 0x90 }, 8 },
+		/* mov [rbp+0x10], rbx: another base */
+		{ { 0x48, 0x89, 0x5d, 0x10, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 }, 4 },
+		/* mov [rip+0x10], rbx */
+		{ { 0x48, 0x89, 0x1d, 0x10, 0x00, 0x00, 0x00, 0x90, 0x90, 0x90 }, 7 },
+		/* stosq: [rdi] */
+		{ { 0x48, 0xab, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 }, 2 },
+		/* lock add [rdi], eax */
+		{ { 0xf0, 0x01, 0x07, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 }, 3 },
+		/* sub rsp, 0x18; mov [rsp+0x10], rbx: the new frame's top slot */
+		{ { 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90 }, 9 },
+	};
+	uint32_t sp;
+
+	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++)
+		if (!ASSERT_EQ(site_before_push(stores[i].code, false, &sp), stores[i].site) ||
+		    !ASSERT_EQ(sp, i == 6 ? 0x18 : 0))
+			return false;
+	return true;
+}
+
+/* A frame made without a PUSH, as printf makes its own. */
+static const uint8_t sub_frame[] = {
+	0xf3, 0x0f, 0x1e, 0xfa,				/* endbr64 */
+	0x48, 0x81, 0xec, 0xd8, 0x00, 0x00, 0x00,	/* sub rsp, 0xd8 */
+	0x48, 0x89, 0x74, 0x24, 0x28,			/* mov [rsp+0x28], rsi */
+	0x48, 0x89, 0x94, 0x24, 0xd0, 0x00, 0x00, 0x00, /* mov [rsp+0xd0], rdx: -8 */
+	0x48, 0x89, 0x8c, 0x24, 0xe0, 0x00, 0x00, 0x00, /* mov [rsp+0xe0], rcx: +8 */
+	0x84, 0xc0,					/* test al, al */
+	0x74, 0x05,					/* je +5   @34: the site */
+	0x0f, 0x29, 0x44, 0x24, 0x50,			/* movaps [rsp+0x50], xmm0 */
+	0x48, 0x81, 0xc4, 0xd8, 0x00, 0x00, 0x00,	/* add rsp, 0xd8 */
+	0xc3,
+};
+
+TEST(entrysite_past_a_frame_made_by_sub)
+{
+	uint8_t code[sizeof(sub_frame)];
+	uint32_t sp;
+
+	memcpy(code, sub_frame, sizeof(code));
+	if (!ASSERT_EQ(site_sp(code, sizeof(code), false, &sp), 34) || !ASSERT_EQ(sp, 0xd8))
+		return false;
+	/* mov [rsp+0xd8], rcx: the return address, 0xd8 above */
+	code[28] = 0xd8;
+	if (!ASSERT_EQ(site_sp(code, sizeof(code), false, &sp), 0) || !ASSERT_EQ(sp, 0))
+		return false;
+	/* sub then add back: the entry's own stack pointer */
+	return ASSERT_EQ(site_sp((const uint8_t[]){ 0x48, 0x83, 0xec, 0x08, 0x48, 0x83, 0xc4, 0x08,
+						    0x53, 0x5b, 0xc3 },
+				 11, false, &sp),
+			 8) &&
+	       ASSERT_EQ(sp, 0) &&
+	       /* lea rsp, [rsp-0x10] */
+	       ASSERT_EQ(
+		       site_sp((const uint8_t[]){ 0x48, 0x8d, 0x64, 0x24, 0xf0, 0x53, 0x5b, 0xc3 },
+			       8, false, &sp),
+		       5) &&
+	       ASSERT_EQ(sp, 0x10);
+}
+
+TEST(entrysite_stack_pointer_lost_stays_at_the_first_byte)
+{
+	static const uint8_t moves[][ROW] = {
+		/* and rsp, -16: by an amount not known */
+		{ 0x48, 0x83, 0xe4, 0xf0, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* sub rsp, rax */
+		{ 0x48, 0x29, 0xc4, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* mov rsp, rbp */
+		{ 0x48, 0x89, 0xec, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* add rsp, 8: above the entry's */
+		{ 0x48, 0x83, 0xc4, 0x08, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* pop rbx */
+		{ 0x5b, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* pushfq: not an emulated PUSH */
+		{ 0x9c, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* sub rsp, 0x7fffffff: past any frame */
+		{ 0x48, 0x81, 0xec, 0xff, 0xff, 0xff, 0x7f, 0x90, 0x90, 0x90 },
+	};
+	uint32_t sp;
+
+	for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++)
+		if (!ASSERT_EQ(site_before_push(moves[i], false, &sp), 0) || !ASSERT_EQ(sp, 0))
+			return false;
+	return true;
+}
+
+TEST(entrysite_long_or_trapping_instructions_end_the_run)
+{
+	static const uint8_t ends[][ROW] = {
+		/* rep movsb: any length, which the duration holds */
+		{ 0xf3, 0xa4, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* cpuid */
+		{ 0x0f, 0xa2, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* ud2 */
+		{ 0x0f, 0x0b, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+		/* syscall */
+		{ 0x0f, 0x05, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 },
+	};
+	/* Go: mov r14, rax writes g */
+	static const uint8_t writes_g[ROW] = { 0x49, 0x89, 0xc6, 0x90, 0x90,
+					       0x90, 0x90, 0x90, 0x90, 0x90 };
+	uint32_t sp;
+
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		if (!ASSERT_EQ(site_before_push(ends[i], false, &sp), 0))
+			return false;
+	return ASSERT_EQ(site_before_push(writes_g, true, &sp), 0) &&
+	       ASSERT_EQ(site_before_push(writes_g, false, &sp), 3);
 }
 
 TEST(entrysite_clobbers)
@@ -220,15 +363,9 @@ TEST(entrysite_clobbers)
 
 TEST(entrysite_stays_at_the_first_byte)
 {
-	static const uint8_t writes_memory[] = {
-		0x48, 0x89, 0x7c, 0x24, 0xf8, /* mov [rsp-8], rdi */
-		0x53, 0x5b, 0xc3,	      /* push rbx; pop rbx; ret */
-	};
-	static const uint8_t moves_sp[] = {
-		0x48, 0x83, 0xec, 0x08, /* sub rsp, 8 */
-		0x53, 0x5b,		/* push rbx; pop rbx */
-		0x48, 0x83, 0xc4, 0x08, /* add rsp, 8 */
-		0xc3,
+	static const uint8_t writes_return[] = {
+		0x48, 0x89, 0x3c, 0x24, /* mov [rsp], rdi */
+		0x53, 0x5b, 0xc3,	/* push rbx; pop rbx; ret */
 	};
 	static const uint8_t loops_to_entry[] = {
 		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
@@ -246,8 +383,7 @@ TEST(entrysite_stays_at_the_first_byte)
 	};
 	static const uint8_t push_first[] = { 0x55, 0x5d, 0xc3 };
 
-	return ASSERT_EQ(site_of(writes_memory, sizeof(writes_memory), false), 0) &&
-	       ASSERT_EQ(site_of(moves_sp, sizeof(moves_sp), false), 0) &&
+	return ASSERT_EQ(site_of(writes_return, sizeof(writes_return), false), 0) &&
 	       ASSERT_EQ(site_of(loops_to_entry, sizeof(loops_to_entry), false), 0) &&
 	       ASSERT_EQ(site_of(jump_table, sizeof(jump_table), false), 0) &&
 	       ASSERT_EQ(site_of(push_first, sizeof(push_first), false), 0);
@@ -326,8 +462,8 @@ TEST(entrysite_call_stays_at_the_first_byte)
 	uint8_t writes_memory[sizeof(calls_on) + 4], into_run[sizeof(calls_on)],
 		onto_itself[sizeof(calls_on)], loops_to_call[sizeof(calls_on) + 2];
 
-	/* mov [rsp-8], rdi: what the call's callee may read */
-	memcpy(writes_memory, (const uint8_t[]){ 0x48, 0x89, 0x7c, 0x24, 0xf8 }, 5);
+	/* mov [rsp+4], rdi: over the return address's upper half */
+	memcpy(writes_memory, (const uint8_t[]){ 0x48, 0x89, 0x7c, 0x24, 0x04 }, 5);
 	memcpy(writes_memory + 5, calls_on + 1, sizeof(calls_on) - 1);
 	memcpy(into_run, calls_on, sizeof(into_run));
 	into_run[5] = 0xf8; /* call 0x1001: back onto the LEA it would skip */
