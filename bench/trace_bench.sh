@@ -11,8 +11,9 @@
 #    against the calls made. FUNC=main.theFramed times a function with Go's
 #    stack check, whose entry probe goes past it to its PUSH; FUNC=the_framed
 #    a C function built for CET (bench/workload.c: endbr64, then a PUSH where
-#    its probe goes); the default, main.theFunc, is a Go leaf whose probe goes
-#    on its first branch.
+#    its probe goes), FUNC=the_subframe one that makes its frame with SUB RSP
+#    (endbr64, sub, stores, then the branch where its probe goes); the
+#    default, main.theFunc, is a Go leaf whose probe goes on its first branch.
 # 2. BPF run time per hit (kernel.bpf_stats_enabled=1 for ROUNDS more
 #    rounds, so stats do not slow part 1): run_time_ns / run_cnt of the
 #    empty program, the clock program (cookie, pid and clock only) and
@@ -33,7 +34,8 @@
 #        ROUNDS       rounds of each kind in part 1, and of part 2 (default 3)
 #        NFUNCS       functions in part 3 (default 1000)
 #        FUNC         the workload's function in parts 1 and 2: main.theFunc
-#                     (default), main.theFramed, or the_framed (the C workload)
+#                     (default), main.theFramed, or the_framed or the_subframe
+#                     (the C workload)
 #        PERF_BUDGET  seconds the per-offset attach+detach in part 3 may take
 #                     before a subset is timed and extrapolated (default 100)
 #        RETWATCH     the retwatch binary (default build/retwatch)
