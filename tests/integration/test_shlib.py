@@ -102,6 +102,23 @@ def test_libc_malloc_counted_exactly():
     assert f["max_ns"] <= r.report["max_ns"]["malloc"] + SLACK_NS, f
 
 
+def test_libc_snprintf_entered_past_its_frame():
+    """libc's snprintf makes its frame with SUB RSP (0xd8) and spills the
+    argument registers into it before its first branch (TEST AL: whether
+    vector registers hold arguments): its entry probe sits on that branch,
+    the frame's size below the entry's stack pointer, which the probe adds
+    back. The tracee's 555 calls in 3 threads are counted exactly, none an
+    orphan, none longer than the tracee's longest."""
+    (info,) = harness.inspect_json("/lib/x86_64-linux-gnu/libc.so.6", ["snprintf"])["functions"]
+    assert info["entry_kind"] == "jump" and info["entry_sp"] >= 0xd8, info
+    r = tracing.run_ok([(shtracee(), "snprintf")], ["libc.so.6:snprintf"])
+    f = r.function("snprintf")
+    assert (f["calls"], f["orphans"]) == (555, 0) and r.report["calls"]["snprintf"] == 555, \
+        f"{f}\n{r.describe()}"
+    assert f["entry"] == "jump", f
+    assert f["max_ns"] <= r.report["max_ns"]["snprintf"] + SLACK_NS, f
+
+
 def test_dlopened_library_picked_up():
     """libshplug.so is loaded after retwatch attached: its function is traced
     from the next look at the process's mappings on."""
