@@ -23,6 +23,7 @@
 #include "analysis/elfbin.h"
 #include "analysis/entrysite.h"
 #include "analysis/gopclntab.h"
+#include "analysis/jumptable.h"
 
 /* The name of a function found from its FDE alone (anon_func_at). */
 static const char anon_name[] = "(no symbol)";
@@ -43,6 +44,14 @@ static bool is_morestack(void *ctx, uint64_t addr)
 				return true;
 	}
 	return false;
+}
+
+/* Reads the file for a switch table (jumptable.h). */
+static int read_table(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct binary *b = ctx;
+
+	return elfbin__read(b->eb, addr, buf, len);
 }
 
 /*
@@ -91,8 +100,15 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 	/* AArch64: the entry probe stays at the first byte (which of its
 	 * instructions that kernel simulates is not measured yet) */
 	if (!ret && n && !a64) {
-		fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b,
-						   &fi->entry_sp);
+		struct jumptable jt = { 0 };
+
+		/* a function with a jump through a register: is each a switch table's? */
+		if (f->dis->nindirect_jumps)
+			ret = jumptable__read(cr, n, read_table, b, &jt);
+		if (!ret)
+			fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b,
+							   &jt, &fi->entry_sp);
+		jumptable__clear(&jt);
 		fi->entry_clobbers = entrysite__clobbers(&cr[0], fi->entry_site);
 		fi->entry_past_check = fi->go && entrysite__past_check(&cr[0], fi->entry_site,
 								       is_morestack, b);

@@ -258,8 +258,16 @@ static bool allowed_jump(const struct disasm_jump *j, uint64_t entry, int64_t si
 	return false; /* a loop back to the entry would pass the probe again */
 }
 
+/* Whether every jump of the function through a register is a switch table read whole. */
+static bool tables_known(const struct disasm_result *dis, const struct jumptable *jt)
+{
+	return !dis->nindirect_jumps ||
+	       (jt && jt->njumps == dis->nindirect_jumps && jt->nresolved == jt->njumps);
+}
+
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
-			  entrysite_morestack_fn is_morestack, void *ctx, uint32_t *ret_sp)
+			  entrysite_morestack_fn is_morestack, void *ctx,
+			  const struct jumptable *jt, uint32_t *ret_sp)
 {
 	uint64_t addr = r->addr, back[MAX_BLOCKS], to;
 	size_t nback = 0;
@@ -273,7 +281,7 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 	struct insn x;
 
 	*ret_sp = 0;
-	if (!r->bytes || dis->undecodable || dis->over_budget || dis->nindirect_jumps ||
+	if (!r->bytes || dis->undecodable || dis->over_budget || !tables_known(dis, jt) ||
 	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
 		return 0;
 	for (int n = 0;
@@ -311,6 +319,10 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 		return 0;
 	for (size_t k = 0; k < dis->nentry_jumps; k++)
 		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
+			return 0;
+	for (size_t k = 0; dis->nindirect_jumps && k < jt->ntargets; k++)
+		if (!allowed_jump(&(struct disasm_jump){ 0, jt->targets[k] }, r->addr, site, back,
+				  0))
 			return 0;
 	*ret_sp = (uint32_t)sp_site;
 	return site;

@@ -18,8 +18,9 @@
  * to the entry before the probe: a stack growth's restart then reaches it
  * once) or may take long (REP MOVS), in Go none writes g (R14), no jump of
  * the function lands on one of them or on the probe, a CALL probed does not
- * go back to one of them, and the function has no jump through a register
- * (a switch table could). Anything else keeps its probe at the first byte:
+ * go back to one of them, and each of the function's jumps through a
+ * register is a switch table none of whose cases is one of them (any other
+ * could land anywhere). Anything else keeps its probe at the first byte:
  * a leaf that loads and returns (`mov; ret`) has nothing emulated before its
  * RET, which this kernel steps, nor has a system call's wrapper before its
  * SYSCALL, which the call's duration must hold.
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "analysis/disasm.h"
+#include "analysis/jumptable.h"
 
 /* Whether addr is runtime.morestack or runtime.morestack_noctxt. */
 typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
@@ -39,12 +41,15 @@ typedef bool (*entrysite_morestack_fn)(void *ctx, uint64_t addr);
  * The entry site of the function whose entry range is r (r->addr its entry),
  * swept into dis: an offset from the entry, 0 for the first byte. go: Go
  * code, whose stack check may be skipped (is_morestack tells its block).
+ * jt: where its jumps through a register go (jumptable.h), when it has
+ * any; NULL, or one not read, keeps such a function at the first byte.
  * *ret_sp: how far below the entry's the stack pointer is at the site (the
  * skipped instructions' SUB RSP), which the probe adds back; 0 at the first
  * byte.
  */
 int64_t entrysite__choose(const struct code_range *r, const struct disasm_result *dis, bool go,
-			  entrysite_morestack_fn is_morestack, void *ctx, uint32_t *ret_sp);
+			  entrysite_morestack_fn is_morestack, void *ctx,
+			  const struct jumptable *jt, uint32_t *ret_sp);
 
 /* Every general-purpose register, for entrysite__clobbers. */
 #define ENTRYSITE_ALL_GPRS 0xffffu

@@ -7,8 +7,11 @@
  * first instruction, Zydis reads the same one. The entry site (entrysite.h,
  * as Go code when the first byte is odd; runtime.morestack at the second
  * range) lies in the entry's first bytes, on an instruction of a kind the
- * kernel emulates, or at the entry; the instructions before it never write
- * RSP (entrysite__clobbers), and at the entry none is. An inlined copy
+ * kernel emulates, or at the entry; the stack pointer it is below the
+ * entry's was moved by an instruction before it (entrysite__clobbers), and
+ * at the entry none is written. The function's jumps through a register
+ * read as switch tables (jumptable.h) from the input itself, mapped at the
+ * entry: every target lies in a range, no more read than the jumps found. An inlined copy
  * made up from the input's second and third bytes (inlsites.h): when timed
  * or counted, its entries lie in its ranges, its exits in the function and
  * outside its ranges (counted: none), and there are at most INLSITES_MAX of
@@ -51,6 +54,17 @@ static void check_quick(const uint8_t *data, size_t size)
 		     !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &ops[0], 0x401000, &target)) ||
 		     target != 0x401000 + q.length + (uint64_t)q.rel))
 		__builtin_trap();
+}
+
+/* The whole input as the file's data, at the entry's address on. */
+static int read_input(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct code_range *in = ctx;
+
+	if (addr < in->addr || addr - in->addr > in->len || len > in->len - (addr - in->addr))
+		return -1;
+	memcpy(buf, in->bytes + (addr - in->addr), len);
+	return 0;
 }
 
 static bool second_range(void *ctx, uint64_t addr)
@@ -147,6 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct code_range r[2];
 	struct disasm_result res;
 	int64_t site;
+	struct jumptable jt;
 	uint32_t clobbers, sp;
 	size_t split;
 
@@ -168,7 +183,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (offset_of(r, 2, res.returns[i], 0x401000) ||
 		    (i && res.returns[i - 1] >= res.returns[i]))
 			__builtin_trap();
-	site = entrysite__choose(&r[0], &res, data[0] & 1, second_range, NULL, &sp);
+	if (jumptable__read(r, r[1].len ? 2 : 1, read_input,
+			    &(struct code_range){ 0x401000, data, size }, &jt))
+		__builtin_trap();
+	if (jt.nresolved > jt.njumps)
+		__builtin_trap();
+	for (size_t i = 0; i < jt.ntargets; i++)
+		if (!disasm__in_ranges(r, r[1].len ? 2 : 1, jt.targets[i]))
+			__builtin_trap();
+	site = entrysite__choose(&r[0], &res, data[0] & 1, second_range, NULL, &jt, &sp);
+	jumptable__clear(&jt);
 	if (site < 0 || site >= DISASM_ENTRY_RUN || (site && (uint64_t)site >= r[0].len) ||
 	    (site && disasm__probe_kind(data + site, split - (size_t)site) == DISASM_PROBE_STEPPED))
 		__builtin_trap();

@@ -4,7 +4,8 @@ instruction in the trap instead of stepping it out of line. Every call still
 counted once, with the same scenarios as the first-byte probes: recursion,
 longjmp out of traced calls, threads, tail calls. On the direct CALL that ends
 a function's entry run: relay (tests/fixtures/c/tracee.c). Past a frame made
-by SUB RSP, on the branch to an early exit: framed. Past a Go leaf's
+by SUB RSP, on the branch to an early exit: framed. A Go function whose
+switch table has no case in its prologue: main.opcode. Past a Go leaf's
 store of an argument to its spill slot above the return address: main.spill
 (tests/fixtures/tracee/main.go). (Go's stack growth and
 recursion past the stack check: test_counters.py; the site rules on crafted
@@ -105,6 +106,27 @@ def test_frame_made_by_sub(t):
     cost = r.doc["call_cost_by_entry"]["jump"]
     assert rep["min_ns"][name] - cost <= got["p50_ns"] <= rep["median_ns"][name] * 1.05, \
         f"{name}: p50_ns {got['p50_ns']}, the tracee's 1 ms calls {rep}\n{r.describe()}"
+
+
+@pytest.mark.parametrize("t", [NATIVE, tracing.go_tracee("native", "pie-stripped"),
+                               tracing.go_tracee("go1.19.8")], ids=tracing.param_id)
+def test_go_switch_table_entered_past_its_prologue(t):
+    """main.opcode's switch is a jump table (LEAQ table; JMP (table)(idx*8)),
+    which the analysis reads: no case lands in the prologue, so its entry
+    probe leaves the first byte as a function without a table's would (on
+    the PUSH past the stack check; Go 1.19: past its SUB frame). Its 300
+    calls, 25 of them sleeping 1 ms, counted exactly, none longer than the
+    tracee's longest."""
+    (f,) = harness.inspect_json(t.path, ["main.opcode"])["functions"]
+    assert f["indirect_jumps"] == 1, f
+    assert f["entry_site"] > 0 and f["entry_kind"] != "stepped", f
+    r = tracing.run_ok([(t, "switch")], ["main.opcode"], bpf_check=True)
+    tracing.assert_document(r)
+    got = r.function("main.opcode")
+    assert (got["calls"], got["orphans"]) == (r.report["calls"]["main.opcode"], 0) == (300, 0), \
+        f"{got['calls']} calls, {got['orphans']} orphans; the tracee made 300\n{r.describe()}"
+    assert got["entry"] == f["entry_kind"], (got, f)
+    assert got["max_ns"] <= r.report["max_ns"]["main.opcode"] + SLACK_NS, got
 
 
 def test_go_leaf_entered_past_its_spill_store():

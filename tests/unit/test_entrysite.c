@@ -26,7 +26,7 @@ static int64_t site_sp(const uint8_t *code, size_t len, bool go, uint32_t *ret_s
 	*ret_sp = ~0u;
 	if (disasm__scan(DISASM_X86_64, &r, 1, ENTRY, &dis))
 		return -1;
-	site = entrysite__choose(&r, &dis, go, morestack_at, NULL, ret_sp);
+	site = entrysite__choose(&r, &dis, go, morestack_at, NULL, NULL, ret_sp);
 	disasm_result__clear(&dis);
 	return site;
 }
