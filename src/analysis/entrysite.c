@@ -139,7 +139,7 @@ static bool store_keeps_return(const struct insn *x, const ZydisDecodedOperand *
 {
 	int64_t at;
 
-	if (op->mem.base != ZYDIS_REGISTER_RSP && !is_sp(op->mem.base) && !is_sp(op->mem.index))
+	if (!is_sp(op->mem.base) && !is_sp(op->mem.index))
 		return true;
 	if (op->mem.base != ZYDIS_REGISTER_RSP || op->mem.index != ZYDIS_REGISTER_NONE ||
 	    op->mem.segment != ZYDIS_REGISTER_SS || x->i.address_width != 64 || !op->size)

@@ -181,6 +181,17 @@ static int64_t site_before_push(const uint8_t *code, bool go, uint32_t *ret_sp)
 	return site_sp(buf, sizeof(buf), go, ret_sp);
 }
 
+/* Whether each of n rows (site_before_push) keeps the probe at the first byte. */
+static bool all_stay(const uint8_t (*rows)[ROW], size_t n, bool go)
+{
+	uint32_t sp;
+
+	for (size_t i = 0; i < n; i++)
+		if (!ASSERT_EQ(site_before_push(rows[i], go, &sp), 0) || !ASSERT_EQ(sp, 0))
+			return false;
+	return true;
+}
+
 TEST(entrysite_other_stores_stay_at_the_first_byte)
 {
 	/* each padded with NOPs, whose first would be the site */
@@ -200,12 +211,8 @@ TEST(entrysite_other_stores_stay_at_the_first_byte)
 		/* mov [esp+0x10], rbx: a 32-bit address */
 		{ 0x67, 0x48, 0x89, 0x5c, 0x24, 0x10, 0x90, 0x90, 0x90, 0x90 },
 	};
-	uint32_t sp;
 
-	for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++)
-		if (!ASSERT_EQ(site_before_push(stores[i], false, &sp), 0) || !ASSERT_EQ(sp, 0))
-			return false;
-	return true;
+	return all_stay(stores, sizeof(stores) / sizeof(stores[0]), false);
 }
 
 TEST(entrysite_past_stores_that_miss_the_return_address)
@@ -297,12 +304,8 @@ TEST(entrysite_stack_pointer_lost_stays_at_the_first_byte)
 		/* sub rsp, 0x7fffffff: past any frame */
 		{ 0x48, 0x81, 0xec, 0xff, 0xff, 0xff, 0x7f, 0x90, 0x90, 0x90 },
 	};
-	uint32_t sp;
 
-	for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++)
-		if (!ASSERT_EQ(site_before_push(moves[i], false, &sp), 0) || !ASSERT_EQ(sp, 0))
-			return false;
-	return true;
+	return all_stay(moves, sizeof(moves) / sizeof(moves[0]), false);
 }
 
 TEST(entrysite_long_or_trapping_instructions_end_the_run)
@@ -322,10 +325,8 @@ TEST(entrysite_long_or_trapping_instructions_end_the_run)
 					       0x90, 0x90, 0x90, 0x90, 0x90 };
 	uint32_t sp;
 
-	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
-		if (!ASSERT_EQ(site_before_push(ends[i], false, &sp), 0))
-			return false;
-	return ASSERT_EQ(site_before_push(writes_g, true, &sp), 0) &&
+	return all_stay(ends, sizeof(ends) / sizeof(ends[0]), false) &&
+	       ASSERT_EQ(site_before_push(writes_g, true, &sp), 0) &&
 	       ASSERT_EQ(site_before_push(writes_g, false, &sp), 3);
 }
 
