@@ -426,7 +426,8 @@ enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *
 		return ANALYSIS_FAILED;
 	}
 	/* read already, and matched with these patterns: the attach finds the answer */
-	if (binary_cache__answers(cache, fd, patterns, npatterns, BINARY_DEFAULT_LIMIT)) {
+	if (binary_cache__answers(cache, fd, origin ? origin : path, patterns, npatterns,
+				  BINARY_DEFAULT_LIMIT)) {
 		close(fd);
 		return ANALYSIS_READY;
 	}

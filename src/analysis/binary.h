@@ -5,6 +5,9 @@
  * asks this module, through a cache keyed by (st_dev, st_ino, size, mtime,
  * ctime): a path alone could name a different file by the time we attach, and
  * whoever may write the file may also set its mtime back, but not its ctime.
+ * A stripped file's functions are named by a debug file that each process
+ * may see differently (one in a container's root): its analysis is keyed by
+ * that file's identity too, and used only for processes that see it.
  */
 #ifndef RETWATCH_BINARY_H
 #define RETWATCH_BINARY_H
@@ -140,15 +143,19 @@ struct binary_cache;
 struct binary_cache *binary_cache__new(size_t max_entries);
 /* Frees the cache; binaries still held stay valid until put. */
 void binary_cache__free(struct binary_cache *cache);
-/* Whether the cache holds an analysis of the file fd refers to. */
-bool binary_cache__has(const struct binary_cache *cache, int fd);
 /*
- * Whether the cache holds an analysis of the file fd refers to that answers
- * these patterns and limit (binary__match remembers its last few answers);
- * with no patterns, binary_cache__has.
+ * Whether the cache holds an analysis of the file fd refers to, opened as
+ * name (binary__open_as's origin, else its path): a stripped file's for
+ * the debug file a process that sees it so would be named by.
  */
-bool binary_cache__answers(const struct binary_cache *cache, int fd, const char *const *patterns,
-			   size_t npatterns, size_t limit);
+bool binary_cache__has(const struct binary_cache *cache, int fd, const char *name);
+/*
+ * Whether the cache holds an analysis of the file fd refers to (opened as
+ * name) that answers these patterns and limit (binary__match remembers its
+ * last few answers); with no patterns, binary_cache__has.
+ */
+bool binary_cache__answers(const struct binary_cache *cache, int fd, const char *name,
+			   const char *const *patterns, size_t npatterns, size_t limit);
 /*
  * Takes b, opened without a cache (on another thread, see analyzer.h), with
  * the caller's reference into cache. When the cache holds the same file
@@ -254,6 +261,28 @@ void binary_list__clear(struct binary_list *l);
 const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr);
 /* Virtual address of a file offset (elfbin__offset_to_addr). 0 or -ERANGE. */
 int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr);
+/*
+ * Whether each of addrs (virtual addresses, any order) is an instruction of
+ * the file's own code, where a probe may go (binvouch.c): in an executable
+ * segment, and where an instruction begins when the code is decoded from
+ * the nearest function start before it that the file itself names (the
+ * unwind table's entry covering it, Go's function table, its own symbol
+ * tables, the start of its section; never a debug file's). 0; -EILSEQ with
+ * *ret_bad the index of an address that is not and why in err; -ENOMEM.
+ */
+int binary__vouch(struct binary *b, const uint64_t *addrs, size_t n, size_t *ret_bad,
+		  struct rw_error *err);
+/*
+ * binary__vouch, where only an address the decoding steps over fails (one
+ * with no function start of the file's own before it, or too far from it,
+ * passes): whether a table of addresses found elsewhere (a debug file)
+ * contradicts the file's code.
+ */
+int binary__disagrees(struct binary *b, const uint64_t *addrs, size_t n, size_t *ret_bad,
+		      struct rw_error *err);
+/* binary__vouch of file offsets (what uprobes attach at). */
+int binary__vouch_offsets(struct binary *b, const uint64_t *offs, size_t n, size_t *ret_bad,
+			  struct rw_error *err);
 /* Reads len bytes at virtual address addr from the file. */
 int binary__read(const struct binary *b, uint64_t addr, void *buf, size_t len);
 

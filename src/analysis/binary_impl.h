@@ -53,6 +53,16 @@ _Static_assert(DWARF_MAX_RANGES - 1 <= UINT8_MAX, "fn_entry.nextra holds the col
 /* fn_entry.canon is an index: the index holds fewer entries than this. */
 #define MAX_FNS UINT32_MAX
 
+/* A file's identity, as the cache tells files apart (binary.h). */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct timespec ctime;
+	bool set; /* false: no file */
+};
+
 struct binary {
 	struct binary_cache *cache;
 	struct binary *next; /* in the cache */
@@ -70,6 +80,13 @@ struct binary {
 	struct elfbin *dbg;
 	char *dbg_path;
 	char *dbg_note; /* a debug file ignored (a CRC that is not the link's), or NULL */
+	/*
+	 * A stripped file's view: the first debug file its search met
+	 * (debugfile__locate), found or not, used or not. The analysis is
+	 * shared only by processes whose search meets the same file: one
+	 * container's debug file never names another's functions.
+	 */
+	struct file_id view;
 	struct dwarfinfo *dwarf;
 	/* a Go file's DWARF, opened for binary__params (the index skips it) */
 	struct dwarfinfo *go_dwarf;

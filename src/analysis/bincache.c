@@ -72,6 +72,25 @@ static bool same_file(const struct binary *b, const struct stat *st)
 	       b->ctime.tv_sec == st->st_ctim.tv_sec && b->ctime.tv_nsec == st->st_ctim.tv_nsec;
 }
 
+static struct file_id file_id_of(const struct stat *st)
+{
+	return (struct file_id){ .dev = st->st_dev,
+				 .ino = st->st_ino,
+				 .size = st->st_size,
+				 .mtime = st->st_mtim,
+				 .ctime = st->st_ctim,
+				 .set = true };
+}
+
+static bool same_id(const struct file_id *a, const struct file_id *b)
+{
+	if (!a->set || !b->set)
+		return a->set == b->set;
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
 static void cache_evict(struct binary_cache *c)
 {
 	while (c->count > c->max) {
@@ -176,6 +195,48 @@ static bool file_place(const char *path, const struct stat *want, int *ret_root_
 	return same_file_at(*ret_root_fd, buf, want);
 }
 
+/*
+ * The view of stripped file b for a process that sees it as path (st: the
+ * file opened): the first debug file its search meets (debugfile.h). A
+ * file with a symbol table of its own has one view for everyone.
+ */
+static struct file_id view_of(const struct binary *b, const char *path, const struct stat *st)
+{
+	char place[DEBUGFILE_PATH_MAX];
+	struct file_id id = { .set = false };
+	struct stat dst;
+	int root_fd = -1;
+
+	if (elfbin__has_symtab(b->eb))
+		return id;
+	if (!file_place(path, st, &root_fd, place, sizeof(place)))
+		place[0] = 0;
+	if (!debugfile__locate(b->eb, root_fd, place[0] ? place : NULL, &dst))
+		id = file_id_of(&dst);
+	if (root_fd >= 0)
+		close(root_fd);
+	return id;
+}
+
+/*
+ * Whether cached b answers for the file at path (st: the file opened): the
+ * same file, and for a stripped one the same view (view_of, computed once
+ * per lookup into *view, *known set).
+ */
+static bool cache_answers(const struct binary *b, const char *path, const struct stat *st,
+			  struct file_id *view, bool *known)
+{
+	if (!same_file(b, st))
+		return false;
+	if (elfbin__has_symtab(b->eb))
+		return true;
+	if (!*known) {
+		*view = view_of(b, path, st);
+		*known = true;
+	}
+	return same_id(&b->view, view);
+}
+
 /* debug_path, named by the caller, as the debug file of b (checked as one found is). */
 static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_path)
 {
@@ -185,8 +246,44 @@ static struct elfbin *open_named_debug_file(struct binary *b, const char *debug_
 }
 
 /*
+ * Whether debug file dbg (at dbg_path) agrees with b's code: every function
+ * it names starts at an instruction of the file's own code, decoded from a
+ * start the file itself names (binary__vouch). A debug file is found by a
+ * build id or a link name that anyone may copy: one of another build, or
+ * forged in a container's root, names functions inside instructions, and a
+ * probe there would change what the traced program computes. 0; -EILSEQ
+ * with the note to keep in *ret_note; -ENOMEM.
+ */
+static int debug_file_agrees(struct binary *b, const struct elfbin *dbg, const char *dbg_path,
+			     char **ret_note)
+{
+	size_t n, bad = 0;
+	const struct elfbin_sym *syms = elfbin__syms(dbg, &n);
+	uint64_t *addrs = calloc(n ? n : 1, sizeof(*addrs));
+	struct rw_error err = { "" };
+	int e = 0;
+
+	*ret_note = NULL;
+	if (!addrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		addrs[i] = syms[i].addr;
+	e = binary__disagrees(b, addrs, n, &bad, &err);
+	if (e == -EILSEQ &&
+	    asprintf(ret_note,
+		     "ignored debug file %s: it does not match the executable: function %.128s: %s",
+		     dbg_path, syms[bad].name, err.msg) < 0) {
+		*ret_note = NULL;
+		e = -ENOMEM;
+	}
+	free(addrs);
+	return e == -EILSEQ || e == -ENOMEM ? e : 0;
+}
+
+/*
  * A stripped file's separate debug file (debugfile.h), if one is found, or
- * the one debug_path names (when not NULL). 0 or -ENOMEM.
+ * the one debug_path names (when not NULL), when it agrees with the file's
+ * code (debug_file_agrees). 0 or -ENOMEM.
  */
 static int open_debug_file(struct binary *b, const char *path, const struct stat *st,
 			   const char *debug_path)
@@ -204,21 +301,47 @@ static int open_debug_file(struct binary *b, const char *path, const struct stat
 		df->eb = open_named_debug_file(b, debug_path);
 		snprintf(df->path, sizeof(df->path), "%s", debug_path);
 	} else {
+		b->view = view_of(b, path, st);
 		if (!file_place(path, st, &root_fd, place, sizeof(place)))
 			place[0] = 0; /* by build id only */
 		debugfile__find(b->eb, root_fd, place[0] ? place : NULL, df);
+	}
+	ret = df->eb ? debug_file_agrees(b, df->eb, df->path, &b->dbg_note) : 0;
+	if (ret == -EILSEQ) {
+		elfbin__free(df->eb);
+		df->eb = NULL;
+		ret = 0;
 	}
 	if (df->eb) {
 		b->dbg = df->eb;
 		b->dbg_path = strdup(df->path);
 	}
-	if (df->note[0])
+	if (df->note[0] && !b->dbg_note)
 		b->dbg_note = strdup(df->note);
-	ret = (b->dbg && !b->dbg_path) || (df->note[0] && !b->dbg_note) ? -ENOMEM : 0;
+	if (!ret)
+		ret = (b->dbg && !b->dbg_path) || (df->note[0] && !b->dbg_note) ? -ENOMEM : 0;
 	if (root_fd >= 0)
 		close(root_fd);
 	free(df);
 	return ret;
+}
+
+/* The cached analysis that answers for the file at path (cache_answers), with a reference. */
+static struct binary *cache_find(struct binary_cache *cache, const char *path,
+				 const struct stat *st)
+{
+	struct file_id view;
+	bool view_known = false;
+
+	for (struct binary *b = cache ? cache->head : NULL; b; b = b->next) {
+		if (cache_answers(b, path, st, &view, &view_known)) {
+			b->refs++;
+			b->last_use = ++cache->clock;
+			cache->hits++;
+			return b;
+		}
+	}
+	return NULL;
 }
 
 static struct binary *open_binary(struct binary_cache *cache, const char *path, const char *origin,
@@ -251,14 +374,10 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		errno = EINVAL;
 		return NULL;
 	}
-	for (b = cache ? cache->head : NULL; b; b = b->next) {
-		if (same_file(b, &st)) {
-			close(fd);
-			b->refs++;
-			b->last_use = ++cache->clock;
-			cache->hits++;
-			return b;
-		}
+	b = cache_find(cache, origin ? origin : path, &st);
+	if (b) {
+		close(fd);
+		return b;
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b || !(b->path = strdup(path))) {
@@ -358,20 +477,22 @@ void binary_cache__free(struct binary_cache *c)
 	free(c);
 }
 
-bool binary_cache__has(const struct binary_cache *c, int fd)
+bool binary_cache__has(const struct binary_cache *c, int fd, const char *name)
 {
-	return binary_cache__answers(c, fd, NULL, 0, 0);
+	return binary_cache__answers(c, fd, name, NULL, 0, 0);
 }
 
-bool binary_cache__answers(const struct binary_cache *c, int fd, const char *const *patterns,
-			   size_t npatterns, size_t limit)
+bool binary_cache__answers(const struct binary_cache *c, int fd, const char *name,
+			   const char *const *patterns, size_t npatterns, size_t limit)
 {
+	struct file_id view;
+	bool view_known = false;
 	struct stat st;
 
 	if (!c || fstat(fd, &st))
 		return false;
 	for (const struct binary *b = c->head; b; b = b->next)
-		if (same_file(b, &st))
+		if (cache_answers(b, name, &st, &view, &view_known))
 			return !npatterns || bin_memo__find(b, patterns, npatterns, limit);
 	return false;
 }
@@ -385,7 +506,7 @@ void binary_cache__adopt(struct binary_cache *c, struct binary *b)
 			   .st_ctim = b->ctime };
 
 	for (struct binary *o = c->head; o; o = o->next) {
-		if (same_file(o, &st)) {
+		if (same_file(o, &st) && same_id(&o->view, &b->view)) {
 			/* analysed twice: the first stays, with the second's answers */
 			bin_memo__import(o, b);
 			binary__put(b);
@@ -456,6 +577,11 @@ bool binary__stripped_note(const struct binary *b, char *buf, size_t len)
 
 	if (!binary__stripped(b) || binary__is_go(b) || b->dbg)
 		return false;
+	/* a debug file found and refused: that is what to fix, said first */
+	if (b->dbg_note && !strncmp(b->dbg_note, "ignored debug file ", 19)) {
+		snprintf(buf, len, "the file is stripped; %s", b->dbg_note);
+		return true;
+	}
 	/* what to install, or what --debug-dir's directory should hold */
 	if (!id || debugfile__build_id_path("", id, where, sizeof(where)))
 		snprintf(where, sizeof(where), "%s", "the file its .gnu_debuglink names");

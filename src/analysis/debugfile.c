@@ -119,6 +119,8 @@ struct search {
 	const char *link;
 	uint32_t crc;
 	struct debugfile *ret;
+	/* debugfile__locate: the first candidate's identity, unchecked */
+	struct stat *locate;
 };
 
 /*
@@ -135,6 +137,12 @@ static bool try_path(struct search *s, int root_fd, const char *path, bool by_li
 	fd = rootpath__open_regular(root_fd, path, NULL);
 	if (fd < 0)
 		return false;
+	if (s->locate) {
+		bool ok = !fstat(fd, s->locate);
+
+		close(fd);
+		return ok;
+	}
 	if (by_link) {
 		e = debugfile__crc32(fd, DEBUGFILE_MAX_BYTES, &crc);
 		if (e || crc != s->crc) {
@@ -204,20 +212,19 @@ static bool by_link(struct search *s, int root_fd, const char *bin_path, bool no
 	return false;
 }
 
-int debugfile__find(const struct elfbin *bin, int root_fd, const char *bin_path,
-		    struct debugfile *ret)
+/* The search of debugfile__find, in its order: the root's, then the node's. */
+static int search(struct search *s, int root_fd, const char *bin_path)
 {
-	struct search s = { .bin = bin, .ret = ret };
+	struct debugfile *ret = s->ret;
 	int node_fd;
 	bool found = false;
 
-	memset(ret, 0, sizeof(*ret));
-	s.id = is_hex_id(elfbin__build_id(bin)) ? elfbin__build_id(bin) : NULL;
-	s.link = elfbin__debuglink(bin, &s.crc);
-	if (!s.id && !s.link)
+	s->id = is_hex_id(elfbin__build_id(s->bin)) ? elfbin__build_id(s->bin) : NULL;
+	s->link = elfbin__debuglink(s->bin, &s->crc);
+	if (!s->id && !s->link)
 		return -ENOENT;
 	if (root_fd >= 0) {
-		found = by_build_id(&s, root_fd, false) || by_link(&s, root_fd, bin_path, false);
+		found = by_build_id(s, root_fd, false) || by_link(s, root_fd, bin_path, false);
 		ret->in_container = found;
 	}
 	if (found)
@@ -226,8 +233,31 @@ int debugfile__find(const struct elfbin *bin, int root_fd, const char *bin_path,
 	node_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (node_fd < 0)
 		return -ENOENT;
-	found = by_build_id(&s, node_fd, true) ||
-		(root_fd < 0 && by_link(&s, node_fd, bin_path, true));
+	found = by_build_id(s, node_fd, true) ||
+		(root_fd < 0 && by_link(s, node_fd, bin_path, true));
 	close(node_fd);
 	return found ? 0 : -ENOENT;
+}
+
+int debugfile__find(const struct elfbin *bin, int root_fd, const char *bin_path,
+		    struct debugfile *ret)
+{
+	struct search s = { .bin = bin, .ret = ret };
+
+	memset(ret, 0, sizeof(*ret));
+	return search(&s, root_fd, bin_path);
+}
+
+int debugfile__locate(const struct elfbin *bin, int root_fd, const char *bin_path,
+		      struct stat *ret_st)
+{
+	struct debugfile *unused = calloc(1, sizeof(*unused));
+	struct search s = { .bin = bin, .ret = unused, .locate = ret_st };
+	int e;
+
+	if (!unused)
+		return -ENOMEM;
+	e = search(&s, root_fd, bin_path);
+	free(unused);
+	return e;
 }

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "analysis/elfbin.h"
 
@@ -65,6 +66,17 @@ struct debugfile {
  */
 int debugfile__find(const struct elfbin *bin, int root_fd, const char *bin_path,
 		    struct debugfile *ret);
+
+/*
+ * The first file debugfile__find would look at for bin (at bin_path, seen
+ * from root_fd), whether or not it is bin's debug file: its identity in
+ * *ret_st. What a process would be named by depends on it alone, so two
+ * processes whose searches meet the same first file are named alike
+ * (binary.h: the cache's key). Opens it, reads nothing. 0, -ENOENT (no
+ * file there) or -ENOMEM.
+ */
+int debugfile__locate(const struct elfbin *bin, int root_fd, const char *bin_path,
+		      struct stat *ret_st);
 
 /*
  * Opens fd (taken over) as the debug file of bin: the checks of

@@ -592,3 +592,64 @@ void disasm_result__clear(struct disasm_result *res)
 	free(res->reason);
 	memset(res, 0, sizeof(*res));
 }
+
+/* ---- instruction boundaries ---- */
+
+/* The length of the instruction at p (n bytes there), or 0 when it does not decode. */
+static size_t insn_length(const struct decoders *dec, const uint8_t *p, size_t n)
+{
+	ZydisDecoderContext ctx;
+	ZydisDecodedInstruction brief;
+	struct disasm_insn insn;
+
+	if (disasm__quick(p, n, &insn))
+		return insn.length;
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec->brief, &ctx, p, n, &brief)))
+		return 0;
+	return brief.length;
+}
+
+int disasm__boundaries(enum disasm_arch arch, const uint8_t *code, size_t len, uint64_t start,
+		       const uint64_t *addrs, size_t n, size_t *ret_bad)
+{
+	struct decoders dec;
+	size_t off = 0, steps = 0;
+
+	*ret_bad = 0;
+	for (size_t i = 0; i < n; i++)
+		if (addrs[i] < start || addrs[i] - start >= len || (i && addrs[i] < addrs[i - 1]))
+			return -EINVAL;
+	if (arch == DISASM_AARCH64) {
+		/* fixed width: a boundary is a whole number of words from start */
+		for (size_t i = 0; i < n; i++) {
+			if ((start & 3) || ((addrs[i] - start) & 3)) {
+				*ret_bad = i;
+				return -EILSEQ;
+			}
+		}
+		return 0;
+	}
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec.brief, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)) ||
+	    !ZYAN_SUCCESS(
+		    ZydisDecoderEnableMode(&dec.brief, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE)))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t want = addrs[i] - start;
+
+		while (off < want) {
+			size_t l = insn_length(&dec, code + off, len - off);
+
+			if (cancel__every(steps++))
+				return -ECANCELED;
+			if (!l)
+				break; /* bytes that do not decode: nothing past them is known */
+			off += l;
+		}
+		if (off != want) {
+			*ret_bad = i;
+			return -EILSEQ;
+		}
+	}
+	return 0;
+}

@@ -137,4 +137,17 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 		 uint64_t entry, struct disasm_result *ret_res);
 void disasm_result__clear(struct disasm_result *res);
 
+/*
+ * Whether each of addrs (ascending, n of them, each in [start, start + len))
+ * begins an instruction of code, decoded one instruction after another from
+ * start, the first byte of code: x86-64 by the sweep's decoders, AArch64 one
+ * aligned word at a time. A probe written anywhere else changes the
+ * instruction it lands in. 0; -EILSEQ with *ret_bad the index of the first
+ * address that is not (the decoding stepped over it, or stopped at bytes
+ * that do not decode before reaching it); -EINVAL for addrs out of order or
+ * range; -ECANCELED (cancel.h).
+ */
+int disasm__boundaries(enum disasm_arch arch, const uint8_t *code, size_t len, uint64_t start,
+		       const uint64_t *addrs, size_t n, size_t *ret_bad);
+
 #endif

@@ -616,6 +616,7 @@ static int read_fdes(struct elfbin *eb)
 	uint64_t sec_addr = 0;
 	size_t shstrndx, cap = 0;
 	uint8_t enc = EH_PE_OMIT;
+	bool sig = false;
 	GElf_Shdr sh;
 
 	if (!ident || elf_getshdrstrndx(eb->elf, &shstrndx))
@@ -646,12 +647,19 @@ static int read_fdes(struct elfbin *eb)
 			Dwarf_Off unused;
 
 			cie_off = e.fde.CIE_pointer;
-			enc = dwarf_next_cfi(ident, d, true, cie_off, &unused, &cie) == 0 &&
-					      dwarf_cfi_cie_p(&cie)
-				      ? cie_fde_encoding(&cie.cie)
-				      : EH_PE_OMIT;
+			enc = EH_PE_OMIT;
+			sig = false;
+			if (dwarf_next_cfi(ident, d, true, cie_off, &unused, &cie) == 0 &&
+			    dwarf_cfi_cie_p(&cie)) {
+				enc = cie_fde_encoding(&cie.cie);
+				sig = cie.cie.augmentation && strchr(cie.cie.augmentation, 'S');
+			}
 		}
-		if (!fde_range(d, sec_addr, &e.fde, enc, &r))
+		/*
+		 * A signal frame's ('S') FDE starts a byte before its code (glibc's
+		 * __restore_rt), inside the instruction before: not a function start.
+		 */
+		if (sig || !fde_range(d, sec_addr, &e.fde, enc, &r))
 			continue;
 		if (eb->nfdes == cap) {
 			size_t ncap = cap ? cap * 2 : 256;
@@ -669,20 +677,25 @@ static int read_fdes(struct elfbin *eb)
 	return 0;
 }
 
-int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi)
+/* The FDEs, read on first use; -ENOMEM. */
+static int fdes_load(struct elfbin *eb)
 {
-	size_t lo = 0, hi;
+	if (eb->fdes_read)
+		return 0;
+	eb->fdes_read = true;
+	if (!read_fdes(eb))
+		return 0;
+	free(eb->fdes);
+	eb->fdes = NULL;
+	eb->nfdes = 0;
+	return -ENOMEM;
+}
 
-	if (!eb->fdes_read) {
-		eb->fdes_read = true;
-		if (read_fdes(eb)) {
-			free(eb->fdes);
-			eb->fdes = NULL;
-			eb->nfdes = 0;
-			return -ENOMEM;
-		}
-	}
-	hi = eb->nfdes;
+/* The index of the first FDE starting at or after addr (nfdes: none). */
+static size_t fde_lower_bound(const struct elfbin *eb, uint64_t addr)
+{
+	size_t lo = 0, hi = eb->nfdes;
+
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -691,6 +704,31 @@ int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t 
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+int elfbin__fde_start_before(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo)
+{
+	size_t i;
+
+	if (fdes_load(eb))
+		return -ENOMEM;
+	i = fde_lower_bound(eb, addr);
+	if (i < eb->nfdes && eb->fdes[i].lo == addr)
+		i++;
+	if (!i)
+		return -ENOENT;
+	*ret_lo = eb->fdes[i - 1].lo;
+	return 0;
+}
+
+int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi)
+{
+	size_t lo;
+
+	if (fdes_load(eb))
+		return -ENOMEM;
+	lo = fde_lower_bound(eb, addr);
 	if (lo == eb->nfdes || eb->fdes[lo].lo != addr)
 		return -ENOENT;
 	*ret_lo = eb->fdes[lo].lo;
@@ -727,6 +765,23 @@ int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr)
 			ret = 0; /* saved on the stack: a frame is set up */
 	free(frame);
 	return ret;
+}
+
+int elfbin__code_section_before(const struct elfbin *eb, uint64_t addr, uint64_t *ret_start)
+{
+	Elf_Scn *scn = NULL;
+	bool found = false;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(eb->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR) ||
+		    sh.sh_addr > addr || (found && sh.sh_addr <= *ret_start))
+			continue;
+		*ret_start = sh.sh_addr;
+		found = true;
+	}
+	return found ? 0 : -ENOENT;
 }
 
 bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr)

@@ -77,12 +77,23 @@ int elfbin__read(const struct elfbin *eb, uint64_t addr, void *buf, size_t len);
  */
 int elfbin__fde_at(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi);
 /*
+ * The start of the last unwind table entry (FDE) that starts at or before
+ * addr: a function start the file itself names, stripped or not. 0,
+ * -ENOENT (no table, or none starts there or before) or -ENOMEM.
+ */
+int elfbin__fde_start_before(struct elfbin *eb, uint64_t addr, uint64_t *ret_lo);
+/*
  * Whether the unwind table says addr runs in a function's entry state: the
  * CFA is RSP + 8 and no callee-saved register is stored. 1 or 0; -ENOENT
  * when no table covers addr. Code a compiler moved out of a function (a
  * .cold part) that runs inside the function's frame is not in it.
  */
 int elfbin__entry_state_at(struct elfbin *eb, uint64_t addr);
+/*
+ * The start of the last executable section that starts at or before addr
+ * (code begins an instruction there). 0, or -ENOENT.
+ */
+int elfbin__code_section_before(const struct elfbin *eb, uint64_t addr, uint64_t *ret_start);
 /* Whether addr lies in a .plt, .plt.sec or .plt.got section (PLT stubs). */
 bool elfbin__in_plt(const struct elfbin *eb, uint64_t addr);
 

@@ -684,7 +684,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 		e = rw_error_set(err, ERANGE, "cannot trace process %d: not a pid", pid);
 		goto fail;
 	}
-	e = file__open(t, path, &tt->file, err);
+	e = file__open(t, pid, path, &tt->file, err);
 	if (e)
 		goto fail;
 	tt->file->users++;

@@ -275,7 +275,7 @@ void batch__free(struct tracer *t, struct batch *b);
 bool batch__attached(const struct batch *b);
 int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, struct batch *b,
 		  struct rw_error *err);
-int file__open(struct tracer *t, const char *path, struct attached_file **ret,
+int file__open(struct tracer *t, pid_t pid, const char *path, struct attached_file **ret,
 	       struct rw_error *err);
 void file__free(struct tracer *t, struct attached_file *f);
 void file__drop(struct tracer *t, struct attached_file *f);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -122,9 +123,31 @@ static bool func_uses_go_key(const struct binary *b, const struct func_info *fi)
 
 /* ---- attach ---- */
 
-int file__open(struct tracer *t, const char *path, struct attached_file **ret, struct rw_error *err)
+/*
+ * Where the debug file of the file opened as path for process pid is looked
+ * for (binary__open_as), as the agent's analyzer looked: beside the
+ * process's executable, in its root, when the file is that executable (the
+ * agent opens it through its image layer: the overlay's device, major 0,
+ * shows the layer file's inode number); else beside path.
+ */
+static const char *file__origin(pid_t pid, const char *path, const struct stat *st, char *buf,
+				size_t len)
+{
+	struct stat exe;
+
+	snprintf(buf, len, "/proc/%d/exe", (int)pid);
+	if (pid > 0 && !stat(buf, &exe) && exe.st_ino == st->st_ino &&
+	    (exe.st_dev == st->st_dev || !major(exe.st_dev)))
+		return buf;
+	return path;
+}
+
+int file__open(struct tracer *t, pid_t pid, const char *path, struct attached_file **ret,
+	       struct rw_error *err)
 {
 	struct attached_file *f;
+	char fd_path[64], origin[64];
+	struct binary *bin;
 	struct stat st;
 	int fd, e;
 
@@ -136,26 +159,16 @@ int file__open(struct tracer *t, const char *path, struct attached_file **ret, s
 		close(fd);
 		return e;
 	}
-	for (f = t->files; f; f = f->next) {
-		if (f->dev == st.st_dev && f->ino == st.st_ino) {
-			close(fd);
-			*ret = f;
-			return 0;
-		}
-	}
-	f = calloc(1, sizeof(*f));
-	if (!f) {
-		close(fd);
-		return rw_error_set(err, ENOMEM, "out of memory");
-	}
-	f->dev = st.st_dev;
-	f->ino = st.st_ino;
-	f->fd = fd;
-	f->name = strdup(path);
 	/* The kernel resolves this to the inode we opened, whatever the path now names. */
-	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
-	f->bin = binary__open(t->cache, f->path, err);
-	if (!f->bin) {
+	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
+	/*
+	 * One attached file per file and view: processes of one executable
+	 * that see different debug files (binary.h) get their own analysis,
+	 * and their probes are their own.
+	 */
+	bin = binary__open_as(t->cache, fd_path,
+			      file__origin(pid, path, &st, origin, sizeof(origin)), err);
+	if (!bin) {
 		e = -errno;
 		/* say which file, not our descriptor */
 		char msg[sizeof(err->msg)];
@@ -164,9 +177,29 @@ int file__open(struct tracer *t, const char *path, struct attached_file **ret, s
 			snprintf(msg, sizeof(msg), "%s", err->msg);
 			rw_error_set(err, -e, "%s: %s", path, msg);
 		}
-		file__free(t, f);
+		close(fd);
 		return e;
 	}
+	for (f = t->files; f; f = f->next) {
+		if (f->dev == st.st_dev && f->ino == st.st_ino && f->bin == bin) {
+			binary__put(bin);
+			close(fd);
+			*ret = f;
+			return 0;
+		}
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		binary__put(bin);
+		close(fd);
+		return rw_error_set(err, ENOMEM, "out of memory");
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->fd = fd;
+	f->bin = bin;
+	f->name = strdup(path);
+	snprintf(f->path, sizeof(f->path), "%s", fd_path);
 	f->next = t->files;
 	t->files = f;
 	*ret = f;
@@ -194,6 +227,32 @@ static uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t 
 }
 
 /*
+ * The last word before a probe goes in: each of offs (file offsets) is an
+ * instruction of the file's own code (binary__vouch), whichever table
+ * derived it. A breakpoint anywhere else changes the instruction it lands
+ * in: the program would run on and compute something else.
+ */
+static int vouch(struct attached_file *f, const char *name, const uint64_t *offs, size_t n,
+		 struct rw_error *err)
+{
+	struct rw_error why = { "" };
+	size_t bad = 0;
+	int e = binary__vouch_offsets(f->bin, offs, n, &bad, &why);
+
+	if (e == -ENOMEM)
+		return rw_error_set(err, ENOMEM, "out of memory");
+	if (e)
+		return rw_error_set(
+			err, -e,
+			"cannot trace %s in %s: its probe at file offset 0x%llx would not "
+			"be on an instruction of the file's own code (%s): nothing was "
+			"attached, since a probe there would change what the program "
+			"computes",
+			name, f->name, (unsigned long long)offs[bad], why.msg);
+	return 0;
+}
+
+/*
  * runtime.morestack's probe in process pid (-1: in every process), made;
  * NULL when the file is not Go or it failed.
  */
@@ -212,7 +271,8 @@ static struct batch *morestack__attach(struct tracer *t, struct attached_file *f
 	uprobe_links__init(&b->ret);
 	b->pid = pid;
 	offset = m.funcs[0]->file_offset;
-	if (uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
+	if (vouch(f, MORESTACK, &offset, 1, NULL) ||
+	    uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
 			      f->path, &offset, &cookie, 1, pid, NULL)) {
 		batch__free(t, b);
 		b = NULL;
@@ -425,6 +485,11 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 			rcookie[nr++] = cookie | RW_COOKIE_TAIL;
 		}
 	}
+	e = vouch(f, s->info->name, eoff, ne, err);
+	if (!e)
+		e = vouch(f, s->info->name, roff, nr, err);
+	if (e)
+		goto out;
 	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
 			      f->path, eoff, ecookie, ne, b->pid, err);
 	if (!e && nr)

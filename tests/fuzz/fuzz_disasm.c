@@ -16,9 +16,12 @@
  * or counted, its entries lie in its ranges, its exits in the function and
  * outside its ranges (counted: none), and there are at most INLSITES_MAX of
  * them; not probed, none. The same bytes read as AArch64: its sites lie
- * inside a range, sorted, each return a RET word. Silent on every input.
+ * inside a range, sorted, each return a RET word. The check before a probe
+ * is attached (disasm__boundaries) refuses none of the RETs and the entry
+ * site found in the entry range. Silent on every input.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <Zydis/Zydis.h>
@@ -156,6 +159,34 @@ static void check_a64(const struct code_range *r, size_t n)
 	disasm_result__clear(&res);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The check before any probe is attached (disasm__boundaries, binvouch.c)
+ * decodes from the entry as the sweep does: it refuses none of the RETs
+ * the sweep found in the entry range, nor the entry site.
+ */
+static void check_boundaries(const struct code_range *r, const struct disasm_result *res,
+			     int64_t site)
+{
+	uint64_t addrs[65];
+	size_t n = 0, bad;
+
+	if ((uint64_t)site < r->len)
+		addrs[n++] = r->addr + (uint64_t)site;
+	for (size_t i = 0; i < res->nreturns && n < 65; i++)
+		if (res->returns[i] >= 0 && (uint64_t)res->returns[i] < r->len)
+			addrs[n++] = r->addr + (uint64_t)res->returns[i];
+	qsort(addrs, n, sizeof(addrs[0]), cmp_u64);
+	if (disasm__boundaries(DISASM_X86_64, r->bytes, r->len, r->addr, addrs, n, &bad))
+		__builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct code_range r[2];
@@ -196,6 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (site < 0 || site >= DISASM_ENTRY_RUN || (site && (uint64_t)site >= r[0].len) ||
 	    (site && disasm__probe_kind(data + site, split - (size_t)site) == DISASM_PROBE_STEPPED))
 		__builtin_trap();
+	check_boundaries(&r[0], &res, site);
 	clobbers = entrysite__clobbers(&r[0], site);
 	/* a stack pointer moved to the site was written by a skipped instruction */
 	if (site ? (sp && !(clobbers & (1u << 4))) || sp >= (1u << 20) : clobbers || sp)

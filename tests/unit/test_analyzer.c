@@ -54,7 +54,7 @@ TEST(analyzer_reads_off_the_caller_and_fills_the_cache)
 		goto cleanup;
 	/* the tracer's binary__open now finds it */
 	int fd = open(path, O_RDONLY);
-	bool has = binary_cache__has(c, fd);
+	bool has = binary_cache__has(c, fd, path);
 
 	close(fd);
 	if (!ASSERT_TRUE(has))
@@ -115,12 +115,12 @@ TEST(analyzer_matches_new_patterns_of_a_cached_file)
 	    !ASSERT_EQ(settle(a, c, efd, path, pats, 1, &err), ANALYSIS_READY))
 		goto cleanup;
 	fd = open(path, O_RDONLY);
-	if (!ASSERT_TRUE(binary_cache__answers(c, fd, pats, 1, BINARY_DEFAULT_LIMIT)) ||
-	    !ASSERT_FALSE(binary_cache__answers(c, fd, other, 2, BINARY_DEFAULT_LIMIT)) ||
+	if (!ASSERT_TRUE(binary_cache__answers(c, fd, path, pats, 1, BINARY_DEFAULT_LIMIT)) ||
+	    !ASSERT_FALSE(binary_cache__answers(c, fd, path, other, 2, BINARY_DEFAULT_LIMIT)) ||
 	    !ASSERT_EQ(analyzer__check(a, c, path, other, 2, &err), ANALYSIS_PENDING) ||
 	    !ASSERT_EQ(settle(a, c, efd, path, other, 2, &err), ANALYSIS_READY) ||
-	    !ASSERT_TRUE(binary_cache__answers(c, fd, other, 2, BINARY_DEFAULT_LIMIT)) ||
-	    !ASSERT_TRUE(binary_cache__answers(c, fd, pats, 1, BINARY_DEFAULT_LIMIT)))
+	    !ASSERT_TRUE(binary_cache__answers(c, fd, path, other, 2, BINARY_DEFAULT_LIMIT)) ||
+	    !ASSERT_TRUE(binary_cache__answers(c, fd, path, pats, 1, BINARY_DEFAULT_LIMIT)))
 		goto cleanup;
 	analyzer__counters(a, &n);
 	if (!ASSERT_EQ(n.analyses, 2))
@@ -259,7 +259,7 @@ TEST(analyzer_past_the_limit_is_an_error_remembered)
 	    !CHECK(strstr(err.msg, "--analysis-timeout"), "%s", err.msg))
 		goto cleanup;
 	int fd = open(path, O_RDONLY);
-	bool has = binary_cache__has(c, fd);
+	bool has = binary_cache__has(c, fd, path);
 
 	close(fd);
 	analyzer__counters(a, &n);
