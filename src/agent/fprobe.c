@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,35 +251,93 @@ static int age_cmp(const void *x, const void *y)
 	return strcmp(p->uid, q->uid);
 }
 
+/* A probe's place in fprobes__share's order: by namespace, then age. */
+struct share_rank {
+	const char *ns;
+	size_t age;
+};
+
+static int rank_cmp(const void *x, const void *y)
+{
+	const struct share_rank *a = x, *b = y;
+	int c = strcmp(a->ns, b->ns);
+
+	return c ? c : (a->age > b->age) - (a->age < b->age);
+}
+
+int fprobes__share(const char *const *ns, size_t n, size_t max, bool *ret_limited)
+{
+	struct share_rank *r = calloc(n ? n : 1, sizeof(*r));
+	size_t *rank = calloc(n ? n : 1, sizeof(*rank)), k = 0, share, admitted = 0;
+
+	if (!r || !rank) {
+		free(r);
+		free(rank);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct share_rank){ ns[i], i };
+	qsort(r, n, sizeof(*r), rank_cmp);
+	for (size_t i = 0, run = 0; i < n; i++) {
+		run = i && !strcmp(r[i].ns, r[i - 1].ns) ? run + 1 : 0;
+		k += !run;
+		rank[r[i].age] = run;
+	}
+	/* each namespace its share, its oldest first; the rest to the oldest */
+	share = k ? max / k : 0;
+	for (size_t i = 0; i < n; i++) {
+		ret_limited[i] = max && rank[i] >= share;
+		admitted += !ret_limited[i];
+	}
+	for (size_t i = 0; i < n && max; i++)
+		if (ret_limited[i] && admitted < max) {
+			ret_limited[i] = false;
+			admitted++;
+		}
+	free(r);
+	free(rank);
+	return 0;
+}
+
 size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max)
 {
-	size_t n = 0, i = 0, active = 0, nlimited = 0;
-	struct fprobe **by_age;
+	size_t n = 0, nwant = 0, nlimited = 0;
+	struct fprobe **want;
+	const char **ns;
+	bool *limited;
 
 	for (struct fprobe *p = list; p; p = p->next)
 		n++;
-	by_age = calloc(n ? n : 1, sizeof(*by_age));
-	if (!by_age)
-		return 0;
-	for (struct fprobe *p = list; p; p = p->next)
-		by_age[i++] = p;
-	qsort(by_age, n, sizeof(*by_age), age_cmp);
-	for (i = 0; i < n; i++) {
-		struct fprobe *p = by_age[i];
-		bool wants = fprobe__selects_any(p, pods, npods), was = p->limited;
-
-		p->limited = wants && max && active >= max;
-		if (p->limited) {
-			nlimited++;
-			if (!was)
-				log_warn("probe %s/%s not traced: this node already traces %zu "
-					 "probes (--max-probes)",
-					 p->ns, p->name, active);
-		} else if (wants) {
-			active++;
-		}
+	want = calloc(n ? n : 1, sizeof(*want));
+	ns = calloc(n ? n : 1, sizeof(*ns));
+	limited = calloc(n ? n : 1, sizeof(*limited));
+	if (!want || !ns || !limited)
+		goto out;
+	for (struct fprobe *p = list; p; p = p->next) {
+		if (fprobe__selects_any(p, pods, npods))
+			want[nwant++] = p;
+		else
+			p->limited = false;
 	}
-	free(by_age);
+	qsort(want, nwant, sizeof(*want), age_cmp);
+	for (size_t i = 0; i < nwant; i++)
+		ns[i] = want[i]->ns;
+	if (fprobes__share(ns, nwant, max, limited))
+		goto out;
+	for (size_t i = 0; i < nwant; i++) {
+		bool was = want[i]->limited;
+
+		want[i]->limited = limited[i];
+		nlimited += limited[i];
+		if (limited[i] && !was)
+			log_warn("probe %s/%s not traced: this node traces %zu probes "
+				 "(--max-probes), each namespace first its share of them",
+				 want[i]->ns, want[i]->name, max);
+	}
+out:
+	free(want);
+	free(ns);
+	free(limited);
 	return nlimited;
 }
 

@@ -77,9 +77,19 @@ bool fprobe__selects_any(const struct fprobe *p, const struct pod *pods, size_t 
 /* Places p on the pods it selects: attaches new processes, retires gone ones. */
 void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struct nodeprocs *np,
 		   size_t max_probes);
-/* Marks the probes over max (0: none) among those with pods here, newest first.
- * Returns how many are limited. */
+/*
+ * Marks the probes over max (0: none) among those with pods here: each
+ * namespace first its share (max divided by the namespaces with probes
+ * here), its oldest probes; the slots left to the oldest of the rest. One
+ * tenant with many probes cannot keep another's new probe waiting.
+ * Returns how many are limited.
+ */
 size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max);
+/*
+ * fprobes__limit's choice over n probes, oldest first, of namespaces ns:
+ * ret_limited[i] when probe i waits. 0 or -ENOMEM. Exposed for tests.
+ */
+int fprobes__share(const char *const *ns, size_t n, size_t max, bool *ret_limited);
 
 /* Whether a slow call of p may be logged at now (clock__mono_ns()): at most
  * per_sec a second (0: no limit); the others are counted in slow_unlogged. */
