@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/keepshare.h"
 #include "analysis/analyzer.h"
 #include "base/clock.h"
 #include "agent/kube.h"
@@ -64,6 +65,8 @@ static void usage_synopsis(FILE *f)
 		   "                      [--max-functions-per-namespace N]\n"
 		   "                      [--max-inflight-per-namespace N]\n"
 		   "                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
+		   "                      [--max-kept-bytes-per-namespace BYTES]\n"
+		   "                      [--max-kept-bytes BYTES]\n"
 		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
 		   "                      [--calibrate-every DURATION]\n"
 		   "                      [--argument-capture allow|deny]\n"
@@ -147,6 +150,13 @@ static void usage_limits(FILE *f)
 		"                         the kernel sends at most N slow calls a second for\n"
 		"                         the processes of one namespace, over every CPU; the\n"
 		"                         rest are counted (default %d; 0: no limit)\n"
+		"  --max-kept-bytes-per-namespace BYTES\n"
+		"                         the slowest calls the probes of one namespace keep\n"
+		"                         (spec.slowCalls) hold at most BYTES of memory; a\n"
+		"                         call past it is not kept, with an error (default\n"
+		"                         16Mi; 0: no limit)\n"
+		"  --max-kept-bytes BYTES the same for every namespace's together (default\n"
+		"                         64Mi; 0: no limit)\n"
 		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
 		"                         default: the overlayfs snapshot directories of\n"
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
@@ -284,6 +294,16 @@ static int parse_count_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'Q':
+	case 'q':
+		if (parse_bytes(optarg, c == 'Q' ? &cli->ao.max_ns_kept : &cli->ao.max_kept)) {
+			fprintf(stderr,
+				"retwatch-agent: --max-kept-bytes%s takes a size, such as "
+				"16Mi, 512Ki or 1048576 (bytes; 0: no limit)\n",
+				c == 'Q' ? "-per-namespace" : "");
+			return 2;
+		}
+		break;
 	case 'G':
 		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
 			fprintf(stderr,
@@ -328,7 +348,7 @@ static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
 
-	if (c > 0 && strchr("PSWbFG", c))
+	if (c > 0 && strchr("PSWbFGQq", c))
 		return parse_count_option(c, cli);
 	if (c > 0 && strchr("sIETB", c))
 		return parse_rate_option(c, cli);
@@ -409,6 +429,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "slow-calls-per-namespace", required_argument, NULL, 'E' },
 		{ "layer-root", required_argument, NULL, 'R' },
 		{ "list-page-size", required_argument, NULL, 'G' },
+		{ "max-kept-bytes-per-namespace", required_argument, NULL, 'Q' },
+		{ "max-kept-bytes", required_argument, NULL, 'q' },
 		{ "analysis-timeout", required_argument, NULL, 'T' },
 		{ "calibrate-every", required_argument, NULL, 'B' },
 		{ "argument-capture", required_argument, NULL, 'X' },
@@ -431,6 +453,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.list_page = 500,
 			.slow_calls_per_sec = TRACER_SLOW_CALLS_PER_SEC,
 			.max_ns_funcs = DEFAULT_MAX_NS_FUNCS,
+			.max_ns_kept = KEEPSHARE_NS_BYTES,
+			.max_kept = KEEPSHARE_NODE_BYTES,
 			.ns_inflight = DEFAULT_NS_INFLIGHT,
 			.ns_slow_calls_per_sec = DEFAULT_NS_SLOW_CALLS,
 			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,

@@ -25,6 +25,7 @@
 #include "agent/agent_impl.h"
 #include "base/clock.h"
 #include "agent/fprobe.h"
+#include "agent/keepshare.h"
 #include "agent/informer.h"
 #include "agent/kobj.h"
 #include "base/log.h"
@@ -192,6 +193,7 @@ static void reconcile(struct agent *a)
 	sync_probes(a);
 	nodeprocs__scan(a->env.procs);
 	a->nlimited = fprobes__limit(a->probes, a->pods, a->npods, a->o.max_probes);
+	keepshare__sweep(a->env.keep);
 	start = clock__mono_ns();
 	traceset__turn(&a->env, TURN_BUDGET_NS);
 	place_all(a);
@@ -313,9 +315,10 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->env.max_ns_funcs = o->max_ns_funcs;
 	a->env.deny_args = o->deny_args;
 	a->env.analyzer = analyzer__new(a->notify_fd, o->analysis_timeout_ns);
+	a->env.keep = keepshare__new(o->max_ns_kept, o->max_kept);
 	a->manager = status__node_manager(o->node);
 	if (a->notify_fd < 0 || !a->cache || !a->env.sym || !a->env.procs || !a->env.analyzer ||
-	    !a->manager)
+	    !a->env.keep || !a->manager)
 		goto nomem;
 	topts.cache = a->cache;
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
@@ -413,6 +416,7 @@ void agent__free(struct agent *a)
 		fprobe__free(p, "the agent is stopping");
 	}
 	traceset__finish(&a->env);
+	keepshare__free(a->env.keep);
 	publisher__stop(a->pub);
 	analyzer__free(a->env.analyzer);
 	calibrator__free(a->calibrator);

@@ -31,6 +31,9 @@ struct agent_opts {
 	uint32_t slow_calls_per_sec;
 	/* (process, function) pairs a namespace's probes trace at once; 0: no limit */
 	size_t max_ns_funcs;
+	/* bytes the slowest calls kept may hold, a namespace's and every
+	 * namespace's together (keepshare.h); 0: no limit */
+	size_t max_ns_kept, max_kept;
 	/* a namespace's share of the node's in-flight map (goroutines and
 	 * threads with traced calls in flight) and of its slow-call events a
 	 * second (tracer_opts); 0: no limit */

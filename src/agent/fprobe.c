@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "agent/fprobe.h"
+#include "agent/keepshare.h"
 #include "base/log.h"
 #include "agent/placement.h"
 #include "agent/reportfit.h"
@@ -110,6 +112,9 @@ static void apply_spec(struct fprobe *p, const cJSON *obj)
 	if (p->valid && p->results &&
 	    results__keep_slowest(p->results, p->spec.keep, p->spec.window_ns, p->env->sym))
 		log_warn("probe %s/%s: no memory to keep its slowest calls", p->ns, p->name);
+	/* the namespace's kept calls together, within the node's (keepshare.h) */
+	if (p->valid && p->results && p->spec.keep && p->env->keep)
+		results__keep_budget(p->results, keepshare__budget(p->env->keep, p->ns));
 	if (p->valid && p->results && fprobe__captures(p))
 		results__capture_args(p->results);
 	if (p->valid && p->spec.list && !(p->list = funclist__new(p->env, p->ns)))
@@ -206,6 +211,29 @@ static bool keep_pod(const char *name, void *ctx)
 	return false;
 }
 
+/* A kept call refused this long ago is still said in the report. */
+#define KEEP_ERROR_NS (60 * NS_PER_S)
+
+/* Slowest calls not kept lately for the memory bounds (keepshare.h): said. */
+static void keep_errors(struct fprobe *p)
+{
+	const struct slowest_budget *b, *node;
+
+	if (!p->spec.keep || !p->env->keep)
+		return;
+	b = keepshare__budget(p->env->keep, p->ns);
+	node = keepshare__node(p->env->keep);
+	if (!b || !b->refused || clock__mono_ns() - b->last_refused_ns > KEEP_ERROR_NS)
+		return;
+	errlist__add(&p->errors,
+		     "slowest calls not kept: the calls the probes of namespace %s keep on this "
+		     "node hold %.1f of the %.0f MiB a namespace's may, and every namespace's "
+		     "%.1f of the node's %.0f MiB; %" PRIu64 " calls not kept since the agent "
+		     "started: keep fewer (spec.slowCalls.keep) or trace fewer functions",
+		     p->ns, (double)b->used / (1 << 20), (double)b->max / (1 << 20),
+		     (double)node->used / (1 << 20), (double)node->max / (1 << 20), b->refused);
+}
+
 void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struct nodeprocs *np,
 		   size_t max_probes)
 {
@@ -229,6 +257,7 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 				 : p->expired ? "the probe's lifetime ended"
 					      : "its pod, container or process is gone");
 	traceset__share_errors(p->traces, &p->errors);
+	keep_errors(p);
 	/* a list is sent as soon as an executable is listed */
 	if (p->list && funclist__end(p->list))
 		p->next_write = 0;

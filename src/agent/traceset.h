@@ -42,6 +42,8 @@ void traceset__no_match(const struct binary_unmatched *u, const char *file, char
  */
 void traceset__host_root(pid_t pid, char *buf, size_t len);
 
+struct keepshare;
+
 struct traceset_env {
 	struct tracer *tracer;
 	struct nodeprocs *procs;
@@ -62,6 +64,8 @@ struct traceset_env {
 	/* the probes' bias and a traced call's cost, calibrated at start (all
 	 * 0 when calibrating failed: nothing taken out, no overhead guard) */
 	struct calibration cal;
+	/* the bounds of what the probes' kept slowest calls hold (keepshare.h) */
+	struct keepshare *keep;
 	/*
 	 * This turn's attaching and detaching (traceset__turn): processes are
 	 * attached and detached until spent_ns reaches budget_ns (0: no

@@ -182,6 +182,22 @@ static char *dup_or_null(const char *s, bool *failed)
 	return d;
 }
 
+/* strlen + 1, 0 for NULL */
+static size_t str_bytes(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+size_t call_args__bytes(const struct call_args *ca)
+{
+	size_t n = ca->n * sizeof(*ca->a);
+
+	for (size_t i = 0; i < ca->n; i++)
+		n += str_bytes(ca->a[i].name) + str_bytes(ca->a[i].type) +
+		     str_bytes(ca->a[i].value) + str_bytes(ca->a[i].error);
+	return n;
+}
+
 int call_args__copy(const struct call_args *from, struct call_args *to)
 {
 	bool failed = false;

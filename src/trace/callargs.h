@@ -36,6 +36,8 @@ struct call_args {
 int call_args__render(const struct tracer_args *ta, struct call_args *ret);
 void call_args__clear(struct call_args *ca);
 int call_args__copy(const struct call_args *from, struct call_args *to);
+/* The heap bytes ca holds. */
+size_t call_args__bytes(const struct call_args *ca);
 /* A JSON array of {name, type, value | error, length, truncated}. */
 cJSON *call_args__json(const struct call_args *ca);
 /* `name=value ...` on one line, strings quoted. */

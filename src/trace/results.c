@@ -51,8 +51,9 @@ struct results {
 	size_t keep;
 	uint64_t window_ns;
 	struct symbolizer *sym;
-	uint64_t recent_ns; /* results__recent's window; 0: none */
-	bool capture_args;  /* results__capture_args */
+	uint64_t recent_ns;	       /* results__recent's window; 0: none */
+	bool capture_args;	       /* results__capture_args */
+	struct slowest_budget *budget; /* the kept calls' bound (results__keep_budget) */
 };
 
 static bool streq(const char *a, const char *b)
@@ -107,6 +108,7 @@ void results__free(struct results *r)
 		slowest__free(r->rows[i].slowest);
 		recent__free(r->rows[i].recent);
 	}
+	slowest_budget__put(r->budget);
 	free(r->rows);
 	free(r);
 }
@@ -132,6 +134,7 @@ static size_t row_get(struct results *r, const char *name)
 			free(rows[r->nrows].name);
 			return SIZE_MAX;
 		}
+		slowest__set_budget(rows[r->nrows].slowest, r->budget);
 	}
 	return r->nrows++;
 }
@@ -437,6 +440,8 @@ int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
 
 		if (keep && !s)
 			return -ENOMEM;
+		if (s)
+			slowest__set_budget(s, r->budget);
 		slowest__free(r->rows[k].slowest);
 		r->rows[k].slowest = s;
 	}
@@ -449,6 +454,15 @@ int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
 				r->t, m->target, i, (unsigned int)keep,
 				keep ? slowest__floor(r->rows[m->rows[i]].slowest) : 0, true);
 	return 0;
+}
+
+void results__keep_budget(struct results *r, struct slowest_budget *b)
+{
+	slowest_budget__put(r->budget);
+	r->budget = slowest_budget__get(b);
+	for (size_t k = 0; k < r->nrows; k++)
+		if (r->rows[k].slowest)
+			slowest__set_budget(r->rows[k].slowest, b);
 }
 
 /* Row k's floor to the kernel, for each live process of it (new_window: its window began). */
@@ -536,7 +550,7 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 		if (c.stack[c.nstack])
 			c.nstack++;
 	}
-	if (!slowest__add(s, &c))
+	if (!slowest__add(s, &c, now_ns))
 		return false;
 	row_floor(r, k, false);
 	return true;

@@ -107,6 +107,11 @@ bool results__find_call(const struct results *r, const struct tracer_event *ev,
 int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
 			  struct symbolizer *sym);
 /*
+ * Counts the calls r keeps against b (slowest.h; NULL: no bound), which a
+ * reference is taken of: a call over it is not kept, and b says so.
+ */
+void results__keep_budget(struct results *r, struct slowest_budget *b);
+/*
  * An event (tracer__poll's) of one of r's processes: kept when it is among
  * its row's slowest now (now_ns: clock__mono_ns()). Whether it was.
  */

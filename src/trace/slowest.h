@@ -32,7 +32,36 @@ struct slow_call {
 	char *stack[SLOWEST_MAX_FRAMES]; /* innermost first */
 	size_t nstack;
 	struct call_args args; /* n 0: not captured */
+	size_t bytes;	       /* what its strings hold (slowest__add counts them) */
 };
+
+/*
+ * What the calls kept in several tables (a namespace's probes') may hold
+ * together: their strings' bytes, at most max (0: no bound), and within
+ * parent's too when there is one (the node's). A call that would pass a
+ * bound is not kept, and counted. Reference-counted: each table holding it
+ * has a reference.
+ */
+struct slowest;
+
+struct slowest_budget {
+	size_t used, max;
+	uint64_t refused;	  /* calls not kept for a bound */
+	uint64_t last_refused_ns; /* CLOCK_MONOTONIC, of the last */
+	struct slowest_budget *parent;
+	unsigned int refs;
+};
+
+/* A budget of max bytes within parent (NULL: none; referenced), with one reference. */
+struct slowest_budget *slowest_budget__new(size_t max, struct slowest_budget *parent);
+struct slowest_budget *slowest_budget__get(struct slowest_budget *b);
+/* Drops a reference; NULL is fine. */
+void slowest_budget__put(struct slowest_budget *b);
+/*
+ * Counts s's calls against b (NULL: none) from now on, moved from the
+ * budget counted before; a reference is taken.
+ */
+void slowest__set_budget(struct slowest *s, struct slowest_budget *b);
 
 /* Frees what c holds (not c). */
 void slow_call__clear(struct slow_call *c);
@@ -55,8 +84,9 @@ bool slowest__roll(struct slowest *s, uint64_t now_ns);
  */
 uint64_t slowest__floor(const struct slowest *s);
 /* Keeps *c (taking what it holds, *c is cleared) when it is slow enough
- * for the current window; else clears it. Whether it was kept. */
-bool slowest__add(struct slowest *s, struct slow_call *c);
+ * for the current window and its strings fit the budget; else clears it.
+ * Whether it was kept. now_ns: CLOCK_MONOTONIC. */
+bool slowest__add(struct slowest *s, struct slow_call *c, uint64_t now_ns);
 /* The calls kept, slowest first, at most keep: pointers valid until the next
  * roll or add. Returns how many. */
 size_t slowest__read(const struct slowest *s, const struct slow_call **ret, size_t max);

@@ -166,3 +166,36 @@ def test_recent_latency_shows_a_spike_the_lifetime_hides(cluster, make_pod):
     assert all("arguments" not in c for c in report["slowestCalls"] + f["slowestCalls"]), f
     st = cluster.status(ns, "spike")["summary"]
     assert st["recentSlowest"] == "main.charge" and duration_ns(st["recentP99"]) > 40e6, st
+
+
+def test_kept_calls_bounded_per_namespace(cluster, make_pod):
+    """--max-kept-bytes-per-namespace: one namespace keeping 10 calls with
+    their arguments passes a 2 KiB bound (each call ~0.5 KiB with its stack
+    and arguments): it keeps fewer, and its report says why; another
+    namespace keeping 2 calls keeps both, without the error, and both
+    reports count every call."""
+    big, small = cluster.namespace(), cluster.namespace()
+    pods = {ns: make_pod(ns, "web-1", {"app": "web"}, "node-a",
+                         containers={"app": CHARGE + ["200"]}) for ns in (big, small)}
+    with cluster.agent("node-a", extra=("--max-kept-bytes-per-namespace", "2Ki")) as a:
+        cluster.apply_probe(big, "pay", spec(functions=["main.charge"], slowCalls={"keep": 10},
+                                             captureArguments=True))
+        cluster.apply_probe(small, "pay", spec(functions=["main.charge"], slowCalls={"keep": 2}))
+        for p in pods.values():
+            attached_log(a, p.containers["app"].pid, timeout=10)
+        for p in pods.values():
+            os.kill(p.containers["app"].pid, signal.SIGHUP)
+
+        def counted(ns):
+            e = cluster.node_entry(ns, "pay", "node-a")
+            f = fns(e).get("main.charge") if e else None
+            return (e, f) if f and f["calls"] == 200 else None
+        big_e, big_f = wait_for("the big namespace's 200 calls", lambda: counted(big),
+                                timeout=30, interval=0.5)
+        small_e, small_f = wait_for("the small namespace's 200 calls", lambda: counted(small),
+                                    timeout=30, interval=0.5)
+    said = [m for m in big_e.get("errors", []) if m.startswith("slowest calls not kept")]
+    assert said and f"namespace {big}" in said[0] and "spec.slowCalls.keep" in said[0], big_e
+    assert 0 < len(big_f.get("slowestCalls", [])) < 10, big_f
+    assert len(small_f["slowestCalls"]) == 2, small_f
+    assert not any("slowest calls not kept" in m for m in small_e.get("errors", [])), small_e

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "agent/fprobe.h"
+#include "agent/keepshare.h"
 #include "test.h"
 
 static size_t count(const bool *v, size_t from, size_t to)
@@ -60,4 +61,27 @@ TEST(share_no_limit_and_few_slots)
 	       ASSERT_OK(fprobes__share(ns, 3, 2, limited)) && ASSERT_FALSE(limited[0]) &&
 	       ASSERT_FALSE(limited[1]) && ASSERT_TRUE(limited[2]) &&
 	       ASSERT_OK(fprobes__share(ns, 0, 5, limited));
+}
+
+TEST(share_kept_calls_budgets)
+{
+	struct keepshare *k = keepshare__new(100, 150);
+	struct slowest_budget *a, *b, *held;
+	bool ok = ASSERT_TRUE(k);
+
+	if (!ok)
+		return false;
+	a = keepshare__budget(k, "a");
+	b = keepshare__budget(k, "b");
+	ok = ASSERT_TRUE(a && b && a != b) && ASSERT_TRUE(keepshare__budget(k, "a") == a) &&
+	     ASSERT_EQ(a->max, 100) && ASSERT_TRUE(a->parent == keepshare__node(k)) &&
+	     ASSERT_EQ(keepshare__node(k)->max, 150);
+	/* a held by a table stays; b, held by none, is forgotten */
+	held = slowest_budget__get(a);
+	keepshare__sweep(k);
+	ok = ok && ASSERT_TRUE(keepshare__budget(k, "a") == held);
+	slowest_budget__put(held);
+	keepshare__sweep(k);
+	keepshare__free(k);
+	return ok;
 }
