@@ -52,6 +52,8 @@
  * not for every pod, and pods go live one by one.
  */
 #define TURN_BUDGET_NS (NS_PER_S / 5)
+/* A turn's report writing (write_reports): at least one, then until this is spent. */
+#define WRITE_BUDGET_NS (NS_PER_S / 10)
 #define PROBES_PATH "/apis/retwatch.io/v1alpha1/functionprobes"
 
 static void pods_clear(struct agent *a)
@@ -200,13 +202,56 @@ static void reconcile(struct agent *a)
 	attach_progress(a, tries, start);
 }
 
+/*
+ * The due reports, written until the turn's budget is spent (a report over
+ * its byte budget is folded, 130-200 ms for a large one): one of each
+ * namespace in turn, from the one after the namespace the last turn ended
+ * with, so that one tenant's many or large reports cannot hold the loop or
+ * keep the others' waiting. The rest wait for the next turn.
+ */
+static void write_reports(struct agent *a, uint64_t now)
+{
+	size_t n = 0, k = 0, *order = NULL;
+	struct fprobe **due = NULL;
+	const char **ns = NULL;
+	uint64_t start = clock__mono_ns();
+
+	for (struct fprobe *p = a->probes; p; p = p->next)
+		n += fprobe__report_due(p, now);
+	if (!n)
+		return;
+	due = calloc(n, sizeof(*due));
+	ns = calloc(n, sizeof(*ns));
+	order = calloc(n, sizeof(*order));
+	if (!due || !ns || !order)
+		goto out;
+	for (struct fprobe *p = a->probes; p && k < n; p = p->next)
+		if (fprobe__report_due(p, now)) {
+			ns[k] = p->ns;
+			due[k++] = p;
+		}
+	if (fprobes__write_order(ns, k, a->last_write_ns, order))
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		struct fprobe *p = due[order[i]];
+
+		fprobe__write_report(p, a->pub, a->o.node, a->manager, a->pods, a->npods, now);
+		snprintf(a->last_write_ns, sizeof(a->last_write_ns), "%s", p->ns);
+		if (clock__mono_ns() - start >= WRITE_BUDGET_NS)
+			break;
+	}
+out:
+	free(due);
+	free(ns);
+	free(order);
+}
+
 static void write_statuses(struct agent *a)
 {
 	uint64_t now = clock__mono_ns();
 	const cJSON *obj;
 
-	for (struct fprobe *p = a->probes; p; p = p->next)
-		fprobe__write_report(p, a->pub, a->o.node, a->manager, a->pods, a->npods, now);
+	write_reports(a, now);
 	if (!publisher__leader(a->pub))
 		return;
 	cJSON_ArrayForEach(obj, a->probes_snap.objs)

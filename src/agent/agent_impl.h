@@ -35,6 +35,8 @@ struct agent {
 	int notify_fd;
 	char *manager;
 	struct fprobe *probes;
+	/* the namespace of the last report a turn wrote: the next turn begins after it */
+	char last_write_ns[256];
 	struct informer_view probes_snap, pods_snap; /* the informers' caches, copied */
 	cJSON *seeds;	  /* this node's reports when the agent started, until probes take them */
 	struct pod *pods; /* views of pods_snap */

@@ -328,6 +328,61 @@ int fprobes__share(const char *const *ns, size_t n, size_t max, bool *ret_limite
 	return 0;
 }
 
+/* A due report's place in fprobes__write_order. */
+struct write_rank {
+	const char *ns;
+	size_t i, round, turn;
+};
+
+static int write_cmp(const void *x, const void *y)
+{
+	const struct write_rank *a = x, *b = y;
+
+	if (a->round != b->round)
+		return a->round < b->round ? -1 : 1;
+	if (a->turn != b->turn)
+		return a->turn < b->turn ? -1 : 1;
+	return (a->i > b->i) - (a->i < b->i);
+}
+
+/* By namespace, then position: the runs of each namespace. */
+static int ns_cmp(const void *x, const void *y)
+{
+	const struct write_rank *a = x, *b = y;
+	int c = strcmp(a->ns, b->ns);
+
+	return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+int fprobes__write_order(const char *const *ns, size_t n, const char *after, size_t *ret_order)
+{
+	struct write_rank *r = calloc(n ? n : 1, sizeof(*r));
+	size_t k = 0, first = 0;
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct write_rank){ .ns = ns[i], .i = i };
+	qsort(r, n, sizeof(*r), ns_cmp);
+	/* each namespace's k-th due report is in round k; a namespace's turn
+	 * in a round is its place in name order, from the first after `after` */
+	for (size_t i = 0; i < n; i++) {
+		bool new_ns = !i || strcmp(r[i].ns, r[i - 1].ns);
+
+		r[i].round = new_ns ? 0 : r[i - 1].round + 1;
+		r[i].turn = new_ns ? k++ : r[i - 1].turn;
+		if (new_ns && after && strcmp(r[i].ns, after) <= 0)
+			first = k;
+	}
+	for (size_t i = 0; i < n; i++)
+		r[i].turn = (r[i].turn + k - (first % (k ? k : 1))) % (k ? k : 1);
+	qsort(r, n, sizeof(*r), write_cmp);
+	for (size_t i = 0; i < n; i++)
+		ret_order[i] = r[i].i;
+	free(r);
+	return 0;
+}
+
 size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods, size_t max)
 {
 	size_t n = 0, nwant = 0, nlimited = 0;
@@ -476,6 +531,11 @@ static void fit_report(struct fprobe *p, struct publisher *pub, const char *key,
 			 "revision",
 			 p->ns, p->name, p->budget, fit.whole, fit.kept, fit.pods);
 	p->folded_kept = kept;
+}
+
+bool fprobe__report_due(const struct fprobe *p, uint64_t now)
+{
+	return p->valid && now >= p->next_write;
 }
 
 void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *node,

@@ -90,6 +90,17 @@ size_t fprobes__limit(struct fprobe *list, const struct pod *pods, size_t npods,
  * ret_limited[i] when probe i waits. 0 or -ENOMEM. Exposed for tests.
  */
 int fprobes__share(const char *const *ns, size_t n, size_t max, bool *ret_limited);
+/*
+ * The order a turn writes n due reports in (ns: each one's namespace, in
+ * the agent's order): one of each namespace in turn, the namespaces by
+ * name from the first after `after` (the last one a turn wrote; NULL: the
+ * first), then the next of each. A turn stops at its time budget: the
+ * namespaces take turns, whatever their count of probes. Indexes into
+ * ret_order (n of them). 0 or -ENOMEM. Exposed for tests.
+ */
+int fprobes__write_order(const char *const *ns, size_t n, const char *after, size_t *ret_order);
+/* Whether p's report is due now (fprobe__write_report would write it). */
+bool fprobe__report_due(const struct fprobe *p, uint64_t now);
 
 /* Whether a slow call of p may be logged at now (clock__mono_ns()): at most
  * per_sec a second (0: no limit); the others are counted in slow_unlogged. */

@@ -85,3 +85,24 @@ TEST(share_kept_calls_budgets)
 	keepshare__free(k);
 	return ok;
 }
+
+TEST(share_reports_written_in_turns)
+{
+	/* greedy's 4 due reports and one each of a and z: a turn writes them
+	 * one namespace at a time, from the one after the last turn's */
+	const char *ns[] = { "greedy", "greedy", "z", "greedy", "a", "greedy" };
+	const size_t first[] = { 4, 0, 2, 1, 3, 5 }, after_greedy[] = { 2, 4, 0, 1, 3, 5 };
+	size_t order[6];
+	bool ok = ASSERT_OK(fprobes__write_order(ns, 6, NULL, order));
+
+	for (size_t i = 0; ok && i < 6; i++)
+		ok = ASSERT_EQ(order[i], first[i]);
+	ok = ok && ASSERT_OK(fprobes__write_order(ns, 6, "greedy", order));
+	for (size_t i = 0; ok && i < 6; i++)
+		ok = ASSERT_EQ(order[i], after_greedy[i]);
+	/* past the last name: from the first again */
+	ok = ok && ASSERT_OK(fprobes__write_order(ns, 6, "zz", order));
+	for (size_t i = 0; ok && i < 6; i++)
+		ok = ASSERT_EQ(order[i], first[i]);
+	return ok && ASSERT_OK(fprobes__write_order(ns, 0, NULL, order));
+}
