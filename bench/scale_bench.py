@@ -157,7 +157,7 @@ def main():
         for n in counts:
             cpu0, _ = proc_usage(api_pid)
             b0, e0, t0 = watch.bytes, watch.events, time.monotonic()
-            lat, refused, errors = write_round(writer, cp.kubeconfig("admin"), mode, uid, n)
+            lat, refused, errors = write_round(writer, cp.kubeconfig("agent"), mode, uid, n)
             took = time.monotonic() - t0
             line = (f"{mode} nodes {n}: writes {len(lat) + refused} in {took:.1f} s, "
                     f"refused {refused}; write p50 {pct(lat, 0.5):.0f} ms, "
@@ -169,7 +169,7 @@ def main():
                 wait("the summary of every node", lambda: summary_calls(cp)[0] >= n, 30 + n / 10)
                 base = summary_calls(cp)[1]
                 t1 = time.monotonic()
-                write_round(writer, cp.kubeconfig("admin"), mode, uid, 1, 0, 1000 + done)
+                write_round(writer, cp.kubeconfig("agent"), mode, uid, 1, 0, 1000 + done)
                 wait("the change in the summary",
                      lambda: summary_calls(cp)[1] >= base + 1000, 60 + n / 10)
                 stale = time.monotonic() - t1

@@ -540,7 +540,8 @@ def test_a_new_probe_summary_is_written_early_only_until_it_shows_calls(cluster,
                                  | {"retwatch.io/node": f"other-{i}"},
                                  "ownerReferences": mine["metadata"]["ownerReferences"]}
             other["node"] = f"other-{i}"
-            cluster.kubectl("create", "-f", "-", input=json.dumps(other))
+            # as the agent's ServiceAccount: nobody else may write reports
+            cluster.kubectl("create", "-f", "-", input=json.dumps(other), user="agent")
             time.sleep(0.3)
         watcher.join(20)
     writes = [e for e in events if e["type"] == "MODIFIED"]
@@ -751,8 +752,8 @@ def test_many_reporting_nodes_stretch_the_interval(cluster, make_pod):
                "probe": {"name": "wide", "uid": uid}, "node": f"sim-{i}",
                "status": {"node": f"sim-{i}", "generation": 0, "functions": []}}
               for i in range(39)]
-    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                          "items": others}))
+    cluster.kubectl("create", "-f", "-", user="agent",
+                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": others}))
     with cluster.agent("node-a", extra=("--report-writes-per-second", "10")):
         # 40 nodes at 10 writes a second: every 4 s at most, not every 2 s
         st = wait_for("the stretched interval, node-a's results in the summary",
@@ -817,7 +818,7 @@ def test_an_agent_writes_only_its_own_nodes_reports(cluster, make_pod):
     forged["metadata"]["name"] = "own.vap-c.forged"
     forged["metadata"]["labels"]["retwatch.io/node"] = "vap-c"
     forged["node"] = "vap-c"
-    cluster.kubectl("create", "-f", "-", input=json.dumps(forged))
+    cluster.kubectl("create", "-f", "-", input=json.dumps(forged), user="agent")
     for user in ("pod-vap-a", "pod-vap-b"):
         res = cluster.kubectl("delete", "fpreport", "own.vap-c.forged", "-n", ns, user=user,
                               check=False)

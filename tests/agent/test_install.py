@@ -85,16 +85,23 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
         ("DaemonSet", "retwatch-agent"), ("NetworkPolicy", "retwatch-agent"),
         ("Role", "retwatch-agent-lease"),
         ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
+        ("ValidatingAdmissionPolicy", "retwatch-agent-report-writers"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-summary"),
+        ("ValidatingAdmissionPolicy", "retwatch-agent-summary-lease"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-report-writers"),
         ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports"),
-        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary")]
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary"),
+        ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary-lease")]
     summary = objects["ValidatingAdmissionPolicyBinding", "retwatch-agent-summary"]["spec"]
     assert summary["paramRef"] == {"name": "retwatch-summary", "namespace": "retwatch",
                                    "parameterNotFoundAction": "Deny"}, summary
-    policy = objects["ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]
-    assert "system:serviceaccount:retwatch:retwatch-agent" in \
-        policy["matchConditions"][0]["expression"]
+    for name in ("reports", "summary-lease", "report-writers"):
+        policy = objects["ValidatingAdmissionPolicy", f"retwatch-agent-{name}"]["spec"]
+        assert "system:serviceaccount:retwatch:retwatch-agent" in \
+            policy["matchConditions"][0]["expression"], name
+    lease = objects["ValidatingAdmissionPolicy", "retwatch-agent-summary-lease"]["spec"]
+    assert lease["matchConditions"][1]["expression"] == "request.namespace == 'retwatch'"
     pod, c = agent_container(objects)
     assert pod["hostPID"] is True
     assert pod["serviceAccountName"] == "retwatch-agent"
@@ -187,14 +194,21 @@ def test_values_change_the_daemonset(helm):
                      "--set", "rbac.create=false")
     assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
                                ("NetworkPolicy", "retwatch-agent"),
+                               ("ValidatingAdmissionPolicy", "retwatch-agent-report-writers"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-summary"),
+                               ("ValidatingAdmissionPolicy", "retwatch-agent-summary-lease"),
+                               ("ValidatingAdmissionPolicyBinding",
+                                "retwatch-agent-report-writers"),
                                ("ValidatingAdmissionPolicyBinding", "retwatch-agent-reports"),
-                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary")]
-    # the admission policy follows the ServiceAccount the agent runs as
-    assert "system:serviceaccount:retwatch:mine" in objects[
-        "ValidatingAdmissionPolicy", "retwatch-agent-reports"]["spec"]["matchConditions"][0][
-        "expression"]
+                               ("ValidatingAdmissionPolicyBinding", "retwatch-agent-summary"),
+                               ("ValidatingAdmissionPolicyBinding",
+                                "retwatch-agent-summary-lease")]
+    # the admission policies follow the ServiceAccount the agent runs as
+    for name in ("reports", "summary-lease", "report-writers"):
+        assert "system:serviceaccount:retwatch:mine" in objects[
+            "ValidatingAdmissionPolicy", f"retwatch-agent-{name}"]["spec"]["matchConditions"][
+            0]["expression"], name
     assert agent_container(objects)[0]["serviceAccountName"] == "mine"
 
 
@@ -384,9 +398,8 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
         "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
         "DaemonSet",
         "NetworkPolicy", "Role",
-        "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-        "ValidatingAdmissionPolicyBinding"]
+        "RoleBinding", "ServiceAccount"] + ["ValidatingAdmissionPolicy"] * 4 + [
+        "ValidatingAdmissionPolicyBinding"] * 4
     assert all(name.startswith("second-retwatch-") for _, name, _ in objects), objects
     assert_exist(cluster.kubectl, objects, True)
     sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
@@ -421,7 +434,7 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 14
+        assert len(objects) == 18
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)
