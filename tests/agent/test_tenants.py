@@ -1,6 +1,7 @@
 """The agent is shared by every namespace of its node: one probe's slow-call
 flood or greed must cost its owner, never the node's other probes."""
 
+import json
 import os
 import re
 import shutil
@@ -377,3 +378,43 @@ def test_slow_call_thresholds_are_each_process_own(cluster, make_pod):
         assert all(ev["duration_ns"] >= 100_000_000 for ev in slow_b), slow_b[:3]
         assert agent.find(event="slow_call", probe="greedy")
         assert agent.proc.poll() is None
+
+
+def test_probe_slots_shared_between_namespaces(cluster, make_pod):
+    """--max-probes 100 on a node where one namespace has 150 probes (all
+    created first, the oldest): it holds 100. A new probe of another
+    namespace attaches anyway, in its namespace's share, and the greedy
+    namespace's newest probe over its share waits instead, the agent saying
+    --max-probes. Prints how long the new probe took to attach."""
+    greedy, other = cluster.namespace(), cluster.namespace()
+    pods = {ns: make_pod(ns, "web-1", {"app": "web"}, "node-a") for ns in (greedy, other)}
+    probes = [{"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+               "metadata": {"name": f"p{i:03d}", "namespace": greedy},
+               "spec": spec(functions=["main.lookupUser"], reportInterval="5s")}
+              for i in range(150)]
+    with cluster.agent("node-a", extra=["--max-probes", "100"]) as agent:
+        cluster.kubectl("create", "-f", "-",
+                        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": probes}))
+
+        def limited():
+            code, text = agent.get("/metrics")
+            return code == 200 and metric(text, "retwatch_probes_limited") == 50
+        wait_for("50 of the greedy namespace's probes to wait", limited, timeout=90,
+                 interval=0.5)
+        time.sleep(1.1)  # creation times are in whole seconds: the new probe is the newest
+        cluster.apply_probe(other, "mine", spec(functions=["main.lookupUser"]))
+        began = time.monotonic()
+        wait_for("the other namespace's probe to attach",
+                 lambda: (cluster.node_entry(other, "mine", "node-a") or {}).get("attached"),
+                 timeout=60, interval=0.1)
+        took = time.monotonic() - began
+        assert agent.find(msg_has=f"attached to process {pods[other].containers['app'].pid}:",
+                          namespace=other), agent.tail()
+        # the greedy namespace's probe over its share (of the same second:
+        # by uid) waits now: 51 of its 150
+        wait_for("51 of the greedy namespace's probes to wait",
+                 lambda: metric(agent.get("/metrics")[1], "retwatch_probes_limited") == 51,
+                 timeout=30, interval=0.5)
+        assert agent.find(msg_has="each namespace first its share", count=51), agent.tail()
+    print(f"the other namespace's new probe attached {took:.2f} s after it was created")
+
