@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "base/cgroup.h"
 
@@ -109,4 +110,17 @@ void exeprocs__clear(struct exeprocs *ep)
 {
 	free(ep->procs);
 	*ep = (struct exeprocs){ 0 };
+}
+
+const char *exeprocs__origin(pid_t pid, const struct stat *st, char *buf, size_t len)
+{
+	struct stat exe;
+
+	if (pid <= 0)
+		return NULL;
+	snprintf(buf, len, "/proc/%d/exe", (int)pid);
+	if (stat(buf, &exe) || exe.st_ino != st->st_ino ||
+	    (exe.st_dev != st->st_dev && major(exe.st_dev)))
+		return NULL;
+	return buf;
 }

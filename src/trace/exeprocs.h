@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct exeproc {
@@ -26,6 +27,16 @@ struct exeprocs {
 	size_t n;
 	uint64_t scanned_ns; /* the last scan's time; 0: never */
 };
+
+/*
+ * "/proc/PID/exe" in buf (len bytes) when the file st describes is process
+ * pid's executable (opened through its image layer: the overlay's device,
+ * major 0, shows the layer file's inode number), else NULL: the name its
+ * analysis is opened as (binary__open_as's origin), so that its debug file
+ * is looked for where the process sees it, by the tracer and the
+ * symbolizer alike.
+ */
+const char *exeprocs__origin(pid_t pid, const struct stat *st, char *buf, size_t len);
 
 /*
  * Lists the processes under proc ("/proc") again; a process listed before

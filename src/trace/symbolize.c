@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "analysis/elfbin.h"
 #include "base/procmaps.h"
 #include "base/rootpath.h"
+#include "trace/exeprocs.h"
 #include "trace/shlib.h"
 #include "trace/symbolize.h"
 
@@ -202,14 +204,21 @@ static struct binary *proc_binary(struct symbolizer *s, struct sym_proc *p, size
 				  const struct procmap *map, int *ret_err)
 {
 	struct rw_error err;
-	char path[64];
+	char path[64], origin[64];
+	struct stat st;
 	int ret, fd;
 
 	if (!p->bins[i] && !p->bin_errs[i]) {
 		fd = ret = map_open(s, p->pid, map);
 		if (fd >= 0) {
 			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-			p->bins[i] = binary__open(s->cache, path, &err);
+			/* the executable's debug file where the tracer looked (exeprocs.h) */
+			p->bins[i] = binary__open_as(
+				s->cache, path,
+				fstat(fd, &st)
+					? NULL
+					: exeprocs__origin(p->pid, &st, origin, sizeof(origin)),
+				&err);
 			ret = p->bins[i] ? 0 : -errno;
 			close(fd);
 		}

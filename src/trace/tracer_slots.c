@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -19,6 +18,7 @@
 #include <linux/types.h>
 
 #include "base/clock.h"
+#include "trace/exeprocs.h"
 #include "trace/tracer_impl.h"
 #include "trace/uprobe.h"
 
@@ -123,30 +123,12 @@ static bool func_uses_go_key(const struct binary *b, const struct func_info *fi)
 
 /* ---- attach ---- */
 
-/*
- * Where the debug file of the file opened as path for process pid is looked
- * for (binary__open_as), as the agent's analyzer looked: beside the
- * process's executable, in its root, when the file is that executable (the
- * agent opens it through its image layer: the overlay's device, major 0,
- * shows the layer file's inode number); else beside path.
- */
-static const char *file__origin(pid_t pid, const char *path, const struct stat *st, char *buf,
-				size_t len)
-{
-	struct stat exe;
-
-	snprintf(buf, len, "/proc/%d/exe", (int)pid);
-	if (pid > 0 && !stat(buf, &exe) && exe.st_ino == st->st_ino &&
-	    (exe.st_dev == st->st_dev || !major(exe.st_dev)))
-		return buf;
-	return path;
-}
-
 int file__open(struct tracer *t, pid_t pid, const char *path, struct attached_file **ret,
 	       struct rw_error *err)
 {
 	struct attached_file *f;
 	char fd_path[64], origin[64];
+	const char *origin_name;
 	struct binary *bin;
 	struct stat st;
 	int fd, e;
@@ -166,8 +148,8 @@ int file__open(struct tracer *t, pid_t pid, const char *path, struct attached_fi
 	 * that see different debug files (binary.h) get their own analysis,
 	 * and their probes are their own.
 	 */
-	bin = binary__open_as(t->cache, fd_path,
-			      file__origin(pid, path, &st, origin, sizeof(origin)), err);
+	origin_name = exeprocs__origin(pid, &st, origin, sizeof(origin));
+	bin = binary__open_as(t->cache, fd_path, origin_name ? origin_name : path, err);
 	if (!bin) {
 		e = -errno;
 		/* say which file, not our descriptor */
