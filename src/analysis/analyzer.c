@@ -349,9 +349,9 @@ static void expire(struct analyzer *a, uint64_t now)
  * cache).
  */
 static char *job_key(const char *owner, const struct stat *st, const char *const *patterns,
-		     size_t npatterns)
+		     size_t npatterns, const char *view)
 {
-	size_t len = 128 + (owner ? strlen(owner) : 0);
+	size_t len = 128 + (owner ? strlen(owner) : 0) + (view ? strlen(view) + 1 : 0);
 	char *key;
 	int o;
 
@@ -366,6 +366,8 @@ static char *job_key(const char *owner, const struct stat *st, const char *const
 		     (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	for (size_t i = 0; i < npatterns; i++)
 		o += snprintf(key + o, len - o, "\n%s", patterns[i]);
+	if (view)
+		snprintf(key + o, len - o, "\nview %s", view);
 	return key;
 }
 
@@ -402,13 +404,33 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 	return analyzer__check_as(a, cache, path, NULL, patterns, npatterns, err);
 }
 
-enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *cache,
-				       const char *path, const char *origin,
-				       const char *const *patterns, size_t npatterns,
-				       struct rw_error *err)
+/* A finished job's reading, the job gone from the queue (the lock held). */
+static struct binary *job_take(struct analyzer *a, struct job *j)
+{
+	struct binary *b = j->bin;
+	struct job **pp;
+
+	for (pp = &a->jobs; *pp != j; pp = &(*pp)->next)
+		;
+	*pp = j->next;
+	j->bin = NULL;
+	job_free(j);
+	return b;
+}
+
+/*
+ * analyzer__check_as; retry: a reading that ended (adopted into the cache)
+ * may be of another view of a stripped file (binary.h: another process's
+ * debug file) than this caller's: then its own is queued, once.
+ */
+static enum analysis_state check(struct analyzer *a, struct binary_cache *cache, const char *path,
+				 const char *origin, const char *const *patterns, size_t npatterns,
+				 bool retry, struct rw_error *err)
 {
 	enum analysis_state state = ANALYSIS_PENDING;
+	const char *name = origin ? origin : path;
 	struct binary *adopt = NULL;
+	bool other_view;
 	struct job *j;
 	struct stat st;
 	char *key;
@@ -426,13 +448,14 @@ enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *
 		return ANALYSIS_FAILED;
 	}
 	/* read already, and matched with these patterns: the attach finds the answer */
-	if (binary_cache__answers(cache, fd, origin ? origin : path, patterns, npatterns,
-				  BINARY_DEFAULT_LIMIT)) {
+	if (binary_cache__answers(cache, fd, name, patterns, npatterns, BINARY_DEFAULT_LIMIT)) {
 		close(fd);
 		return ANALYSIS_READY;
 	}
+	/* read for another view only: this one is a reading of its own */
+	other_view = binary_cache__has(cache, fd, NULL) && !binary_cache__has(cache, fd, name);
 	pthread_mutex_lock(&a->lock);
-	key = job_key(a->owner, &st, patterns, npatterns);
+	key = job_key(a->owner, &st, patterns, npatterns, other_view ? name : NULL);
 	if (!key) {
 		pthread_mutex_unlock(&a->lock);
 		close(fd);
@@ -463,24 +486,26 @@ enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *
 			rw_error_replace(err, j->name, path);
 		}
 	}
-	if (j && j->state == JOB_DONE) {
-		struct job **pp;
-
-		for (pp = &a->jobs; *pp != j; pp = &(*pp)->next)
-			;
-		*pp = j->next;
-		adopt = j->bin;
-		j->bin = NULL;
-		job_free(j);
-	}
+	if (j && j->state == JOB_DONE)
+		adopt = job_take(a, j);
 	staff(a);
 	pthread_mutex_unlock(&a->lock);
 	if (adopt) {
 		binary_cache__adopt(cache, adopt);
 		/* the worker's reading, freed here or before, goes back to the system */
 		malloc_trim(0);
+		if (state == ANALYSIS_READY && retry)
+			return check(a, cache, path, origin, patterns, npatterns, false, err);
 	}
 	return state;
+}
+
+enum analysis_state analyzer__check_as(struct analyzer *a, struct binary_cache *cache,
+				       const char *path, const char *origin,
+				       const char *const *patterns, size_t npatterns,
+				       struct rw_error *err)
+{
+	return check(a, cache, path, origin, patterns, npatterns, true, err);
 }
 
 struct analyzer *analyzer__new(int notify_fd, uint64_t timeout_ns)

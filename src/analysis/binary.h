@@ -146,7 +146,8 @@ void binary_cache__free(struct binary_cache *cache);
 /*
  * Whether the cache holds an analysis of the file fd refers to, opened as
  * name (binary__open_as's origin, else its path): a stripped file's for
- * the debug file a process that sees it so would be named by.
+ * the debug file a process that sees it so would be named by; name NULL:
+ * for any.
  */
 bool binary_cache__has(const struct binary_cache *cache, int fd, const char *name);
 /*

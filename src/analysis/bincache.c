@@ -221,14 +221,14 @@ static struct file_id view_of(const struct binary *b, const char *path, const st
 /*
  * Whether cached b answers for the file at path (st: the file opened): the
  * same file, and for a stripped one the same view (view_of, computed once
- * per lookup into *view, *known set).
+ * per lookup into *view, *known set); path NULL: any view.
  */
 static bool cache_answers(const struct binary *b, const char *path, const struct stat *st,
 			  struct file_id *view, bool *known)
 {
 	if (!same_file(b, st))
 		return false;
-	if (elfbin__has_symtab(b->eb))
+	if (!path || elfbin__has_symtab(b->eb))
 		return true;
 	if (!*known) {
 		*view = view_of(b, path, st);
