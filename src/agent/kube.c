@@ -236,8 +236,9 @@ struct call {
 	long status;
 	bool stopped;
 	const volatile sig_atomic_t *stop;
-	int wake_fd;	   /* readable: stop now (-1: none) */
-	size_t lines_from; /* start of the unfinished line in body */
+	int wake_fd;	    /* readable: stop now (-1: none) */
+	size_t lines_from;  /* start of the unfinished line in body */
+	const char *accept; /* the Accept header's value (NULL: application/json) */
 };
 
 static long response_status(struct call *c)
@@ -396,7 +397,7 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 		   struct rw_error *err)
 {
 	struct curl_slist *hdrs = NULL;
-	char errbuf[CURL_ERROR_SIZE] = "", *url = NULL, *auth = NULL, *ct = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "", *url = NULL, *auth = NULL, *ct = NULL, *acc = NULL;
 	CURLcode rc;
 	int e;
 
@@ -413,7 +414,11 @@ static int perform(struct kube *k, struct call *c, const char *method, const cha
 		e = rw_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	hdrs = curl_slist_append(hdrs, "Accept: application/json");
+	if (c->accept && asprintf(&acc, "Accept: %s", c->accept) < 0) {
+		e = rw_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	hdrs = curl_slist_append(hdrs, acc ? acc : "Accept: application/json");
 	if (auth)
 		hdrs = curl_slist_append(hdrs, auth);
 	if (ct)
@@ -466,6 +471,7 @@ out:
 	free(url);
 	free(auth);
 	free(ct);
+	free(acc);
 	return e;
 }
 
@@ -476,6 +482,20 @@ int kube__request(struct kube *k, const char *method, const char *path, const ch
 	int e;
 
 	e = perform(k, &c, method, path, content_type, body, timeout_ms, 0, err);
+	if (ret_body && e > 0)
+		*ret_body = c.body.data;
+	else
+		free(c.body.data);
+	return e;
+}
+
+int kube__get_as(struct kube *k, const char *path, const char *accept, long timeout_ms,
+		 char **ret_body, struct rw_error *err)
+{
+	struct call c = { .body.max = MAX_BODY, .wake_fd = -1, .accept = accept };
+	int e;
+
+	e = perform(k, &c, "GET", path, NULL, NULL, timeout_ms, 0, err);
 	if (ret_body && e > 0)
 		*ret_body = c.body.data;
 	else

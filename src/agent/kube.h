@@ -30,6 +30,13 @@ const char *kube__server(const struct kube *k);
 int kube__request(struct kube *k, const char *method, const char *path, const char *content_type,
 		  const char *body, long timeout_ms, char **ret_body, struct rw_error *err);
 
+/*
+ * kube__request's GET, asking for accept (an Accept header's value, such as
+ * a PartialObjectMetadataList's: the objects' metadata alone).
+ */
+int kube__get_as(struct kube *k, const char *path, const char *accept, long timeout_ms,
+		 char **ret_body, struct rw_error *err);
+
 /* Called with each line of a streamed response; nonzero stops the stream. */
 typedef int (*kube_line_fn)(const char *line, size_t len, void *ctx);
 

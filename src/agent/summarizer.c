@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "agent/kobj.h"
+#include "agent/nodeset.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "agent/reportfit.h"
 #include "agent/statuswire.h"
@@ -49,7 +51,9 @@ struct summarizer {
 	bool stop;
 	struct request *reqs;
 	uint64_t seq;
-	long wait_s; /* the thread's own: a Retry-After to honour before the next list */
+	long wait_s;	      /* the thread's own: a Retry-After to honour before the next list */
+	struct nodeset nodes; /* the thread's own: the cluster's nodes */
+	uint64_t ignored_log_ns; /* the thread's own: when a report ignored was last logged */
 	struct summarizer_counters c;
 };
 
@@ -140,6 +144,26 @@ static struct request *find(struct summarizer *s, const char *uid)
 }
 
 /* One page of reports into sum; *cont gets the next page's token ("" at the end). */
+/*
+ * A report whose node is no node of the cluster (nodeset.h): written by a
+ * token that names no node, or for one that is gone; not summed, counted,
+ * and logged at most once a minute.
+ */
+static void ignore(struct summarizer *s, const struct request *r, const cJSON *report)
+{
+	uint64_t now = clock__mono_ns();
+
+	pthread_mutex_lock(&s->lock);
+	s->c.ignored++;
+	pthread_mutex_unlock(&s->lock);
+	if (s->ignored_log_ns && now - s->ignored_log_ns < NODESET_EVERY_NS)
+		return;
+	s->ignored_log_ns = now;
+	log_warn("summary of %s/%s: report %s names node %s, which is no node of the cluster: "
+		 "not summed",
+		 r->ns, r->name, kobj_name(report) ?: "?", kobj_str(report, "node") ?: "(none)");
+}
+
 static int list_page(struct summarizer *s, const struct request *r, struct summary *sum,
 		     struct nsrows *rows, char *cont, size_t cont_len, uint64_t *nreports)
 {
@@ -164,6 +188,10 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 		e = 0;
 		cJSON_ArrayForEach(item, kobj_get(doc, "items"))
 		{
+			if (!nodeset__has(&s->nodes, kobj_str(item, "node"))) {
+				ignore(s, r, item);
+				continue;
+			}
 			if (!e)
 				e = r->cluster ? add_cluster_report(sum, rows, item)
 					       : summary__add_report(sum, item);
@@ -201,6 +229,7 @@ static struct summary *gather(struct summarizer *s, const struct request *r, str
 	int e = sum ? 0 : -ENOMEM;
 
 	rows->generation = r->generation;
+	nodeset__refresh(&s->nodes, s->k, clock__mono_ns());
 	do {
 		if (!e)
 			e = list_page(s, r, sum, rows, cont, sizeof(cont), &reports);
@@ -416,6 +445,7 @@ void summarizer__stop(struct summarizer *s)
 		s->reqs = r->next;
 		request_free(r);
 	}
+	nodeset__clear(&s->nodes);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -26,6 +26,7 @@ struct summarizer_counters {
 	uint64_t pages;	    /* report pages listed */
 	uint64_t reports;   /* reports read from them */
 	uint64_t failures;  /* lists that failed (no summary written) */
+	uint64_t ignored;   /* reports not summed: their node is no node of the cluster */
 };
 
 /* writes_per_s: the reports of one probe take at most this many writes a

@@ -299,6 +299,8 @@ NEEDED = [
     ("delete", "functionprobereports.retwatch.io", "shop"),
     ("list", "pods", None),
     ("watch", "pods", None),
+    # the summary writer sums only the reports of the cluster's nodes
+    ("list", "nodes", None),
     ("get", "leases.coordination.k8s.io/retwatch-summary", "retwatch"),
     ("create", "leases.coordination.k8s.io", "retwatch"),
     ("update", "leases.coordination.k8s.io/retwatch-summary", "retwatch"),
@@ -327,6 +329,8 @@ REFUSED = [
     ("list", "secrets", None),
     ("list", "configmaps", "shop"),
     ("get", "nodes", None),
+    ("watch", "nodes", None),
+    ("patch", "nodes", None),
     ("list", "serviceaccounts", "retwatch"),
     ("create", "serviceaccounts/token", "retwatch"),
     ("list", "leases.coordination.k8s.io", "retwatch"),

@@ -164,3 +164,40 @@ def test_only_the_agent_writes_reports(cluster, make_pod):
                         json.dumps(patch), "--as=mallory")
     cluster.kubectl("delete", "fpreport", name, "-n", ns, "--as=mallory")
     assert cluster.reports(ns, "own") == []
+
+
+def test_reports_of_no_node_of_the_cluster_are_not_summed(cluster, make_pod):
+    """The summary writer sums only the reports of the cluster's nodes: with
+    a Node object for node-a, a report written by the agent's own
+    ServiceAccount (a token that names no node, such as a legacy secret's)
+    for node ghost, claiming a million calls, adds nothing; the summary is
+    node-a's alone and the agent says why. (Without Node objects, as in the
+    other tests here, nothing is checked.)"""
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(node))
+    try:
+        with cluster.agent("node-a") as agent:
+            cluster.apply_probe(ns, "ghosts", spec())
+            (mine,) = wait_for("node-a's report", lambda: cluster.reports(ns, "ghosts"),
+                               timeout=10)
+            ghost = json.loads(json.dumps(mine))
+            ghost["metadata"] = {"name": "ghosts-ghost", "namespace": ns,
+                                 "labels": mine["metadata"]["labels"]
+                                 | {"retwatch.io/node": "ghost"},
+                                 "ownerReferences": mine["metadata"]["ownerReferences"]}
+            ghost["node"] = ghost["status"]["node"] = "ghost"
+            for f in ghost["status"].get("functions", []):
+                f["calls"] = 1000000
+            cluster.kubectl("create", "-f", "-", input=json.dumps(ghost), user="agent")
+            said = wait_for("the ghost report ignored", lambda: agent.find(
+                msg_has="names node ghost, which is no node of the cluster"), timeout=30)
+            wait_for("calls in node-a's report",
+                     lambda: has_calls(cluster, ns, "ghosts", "node-a"), timeout=20)
+            time.sleep(2)  # a summary after the ghost's report was listed
+            summary = cluster.status(ns, "ghosts").get("summary", {})
+    finally:
+        cluster.kubectl("delete", "node", "node-a")
+    assert said and summary.get("nodes") == 1, summary
+    assert 0 < summary.get("calls", 0) < 1000000, summary
