@@ -14,6 +14,29 @@
 #include "trace/symbolize.h"
 #include "agent/agent_impl.h"
 
+/*
+ * The arguments' names and types, never their values: a log line goes to
+ * whoever may read the agent's pod logs (the built-in view role) and to
+ * every log pipeline, and stays there after the probe is gone. The values
+ * are in the probe's status and its reports, which only those who may read
+ * the probe see.
+ */
+static void add_argument_names(cJSON *log, const struct call_args *args)
+{
+	cJSON *arr = cJSON_AddArrayToObject(log, "arguments");
+
+	for (size_t i = 0; arr && i < args->n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "name", args->a[i].name ? args->a[i].name : "");
+		cJSON_AddStringToObject(o, "type", args->a[i].type ? args->a[i].type : "");
+		cJSON_AddItemToArray(arr, o);
+	}
+	cJSON_AddStringToObject(log, "arguments_values",
+				"in the probe's status and its FunctionProbeReports "
+				"(slowestCalls), never in the log");
+}
+
 static void log_slow_call(struct agent *a, const struct fprobe *p, const struct results_call *rc,
 			  const struct tracer_event *ev)
 {
@@ -40,7 +63,7 @@ static void log_slow_call(struct agent *a, const struct fprobe *p, const struct 
 	if (ev->goid)
 		cJSON_AddNumberToObject(log, "goroutine", (double)ev->goid);
 	if (fprobe__captures(p) && !call_args__render(&ev->args, &args) && args.n) {
-		cJSON_AddItemToObject(log, "arguments", call_args__json(&args));
+		add_argument_names(log, &args);
 		if (args.note)
 			cJSON_AddStringToObject(log, "arguments_note", args.note);
 		call_args__clear(&args);

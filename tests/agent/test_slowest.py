@@ -199,3 +199,28 @@ def test_kept_calls_bounded_per_namespace(cluster, make_pod):
     assert 0 < len(big_f.get("slowestCalls", [])) < 10, big_f
     assert len(small_f["slowestCalls"]) == 2, small_f
     assert not any("slowest calls not kept" in m for m in small_e.get("errors", [])), small_e
+
+
+def test_logged_slow_calls_name_arguments_without_values(cluster, make_pod):
+    """A probe capturing arguments with a slowThreshold: the slow call's
+    log line names its arguments and their types, and says where the values
+    are; no value is in the agent's log, while the report has them."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a",
+                   containers={"app": CHARGE + ["100"]})
+    with cluster.agent("node-a") as a:
+        cluster.apply_probe(ns, "args", spec(functions=["main.charge"], captureArguments=True,
+                                             slowThreshold="100ms"))
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        (ev,) = wait_for("the slow call logged", lambda: a.find(event="slow_call"), timeout=20)
+        report = wait_for("the report's slowest calls", lambda: (
+            fns(cluster.node_entry(ns, "args", "node-a") or {}).get("main.charge") or {}
+        ).get("slowestCalls"), timeout=20)
+        log = open(a.log_path, errors="replace").read()
+    assert ev["arguments"] == [{"name": "customer", "type": "string"},
+                               {"name": "cents", "type": "int64"},
+                               {"name": "express", "type": "bool"}], ev
+    assert "status" in ev["arguments_values"], ev
+    assert "slow-co" not in log
+    assert any(x.get("value") == "slow-co" for c in report for x in c["arguments"]), report
