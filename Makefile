@@ -206,7 +206,7 @@ fuzz-build: $(FUZZ_BINS)
 
 # The node agent against a real API server (built from Go modules, cached)
 # and runc containers; needs root.
-agenttest: asan
+agenttest: asan fixtures
 	$(Q)RETWATCH_AGENT=build/asan/retwatch-agent RETWATCH_PLUGIN=build/asan/kubectl-retwatch \
 		python3 -m pytest -q -p no:cacheprovider --durations=15 tests/agent
 

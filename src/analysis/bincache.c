@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <gelf.h>
@@ -123,14 +124,19 @@ static const char *file_kind(mode_t mode)
 	return "not a file";
 }
 
-/* Whether path, resolved inside root_fd (-1: the node's "/"), is the file want describes. */
+/*
+ * Whether path, resolved inside root_fd (-1: the node's "/"), is the file
+ * want describes: the same inode, on the same device or seen through an
+ * overlay (its own device, major 0, with the layer file's inode number: the
+ * agent opens a container's executable as the image layer's file).
+ */
 static bool same_file_at(int root_fd, const char *path, const struct stat *want)
 {
 	int node_fd = root_fd < 0 ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 	int fd = rootpath__open(root_fd < 0 ? node_fd : root_fd, path, O_PATH);
 	struct stat st;
-	bool same = fd >= 0 && !fstat(fd, &st) && st.st_dev == want->st_dev &&
-		    st.st_ino == want->st_ino;
+	bool same = fd >= 0 && !fstat(fd, &st) && st.st_ino == want->st_ino &&
+		    (st.st_dev == want->st_dev || !major(st.st_dev));
 
 	if (fd >= 0)
 		close(fd);

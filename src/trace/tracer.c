@@ -509,7 +509,7 @@ out:
 static int unmatched_error(struct binary *b, const struct binary_match *m, const char *path,
 			   struct inl_list *kept, bool inlined_too, struct rw_error *err)
 {
-	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[256];
+	char msg[sizeof(err->msg)], one[sizeof(err->msg)], note[sizeof(err->msg) - 8];
 	size_t len = 0, shown = 0, missing = 0, unprobed = 0;
 	uint8_t *inlined = calloc(m->nunmatched ? m->nunmatched : 1, sizeof(*inlined));
 
