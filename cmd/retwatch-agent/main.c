@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/keepshare.h"
+#include "trace/callargs.h"
 #include "analysis/analyzer.h"
 #include "base/clock.h"
 #include "agent/kube.h"
@@ -70,6 +71,7 @@ static void usage_synopsis(FILE *f)
 		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
 		   "                      [--calibrate-every DURATION]\n"
 		   "                      [--argument-capture allow|deny]\n"
+		   "                      [--redact NAME...] [--no-redact]\n"
 		   "       retwatch-agent --self-check | --version\n"
 		   "\n"
 		   "Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -150,6 +152,12 @@ static void usage_limits(FILE *f)
 		"                         the kernel sends at most N slow calls a second for\n"
 		"                         the processes of one namespace, over every CPU; the\n"
 		"                         rest are counted (default %d; 0: no limit)\n"
+		"  --redact NAME          a captured argument whose parameter's name holds NAME\n"
+		"                         (case and _-. ignored) is reported without its value,\n"
+		"                         as those named as secrets are (password, secret, token,\n"
+		"                         apikey, credential, cookie, session, auth...);\n"
+		"                         repeatable\n"
+		"  --no-redact            report every captured value, secrets included\n"
 		"  --max-kept-bytes-per-namespace BYTES\n"
 		"                         the slowest calls the probes of one namespace keep\n"
 		"                         (spec.slowCalls) hold at most BYTES of memory; a\n"
@@ -304,6 +312,16 @@ static int parse_count_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'Y':
+		if (call_args__redact_add(optarg)) {
+			fprintf(stderr,
+				"retwatch-agent: --redact takes a parameter name (at most %d of "
+				"them)\n",
+				CALLARGS_MAX_REDACT);
+			return 2;
+		}
+		break;
+	case 'y': call_args__redact_defaults(false); break;
 	case 'G':
 		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
 			fprintf(stderr,
@@ -348,7 +366,7 @@ static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
 
-	if (c > 0 && strchr("PSWbFGQq", c))
+	if (c > 0 && strchr("PSWbFGQqYy", c))
 		return parse_count_option(c, cli);
 	if (c > 0 && strchr("sIETB", c))
 		return parse_rate_option(c, cli);
@@ -431,6 +449,8 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		{ "list-page-size", required_argument, NULL, 'G' },
 		{ "max-kept-bytes-per-namespace", required_argument, NULL, 'Q' },
 		{ "max-kept-bytes", required_argument, NULL, 'q' },
+		{ "redact", required_argument, NULL, 'Y' },
+		{ "no-redact", no_argument, NULL, 'y' },
 		{ "analysis-timeout", required_argument, NULL, 'T' },
 		{ "calibrate-every", required_argument, NULL, 'B' },
 		{ "argument-capture", required_argument, NULL, 'X' },

@@ -26,6 +26,7 @@
 #include "trace/results.h"
 #include "trace/shlib.h"
 #include "trace/symbolize.h"
+#include "trace/callargs.h"
 #include "trace/tracer.h"
 
 #define MAX_PIDS 64
@@ -120,7 +121,7 @@ static void trace_usage(FILE *f)
 		"                      [--cgroup PATH] [--duration SECONDS]\n"
 		"                      [--threshold DURATION] [--slow-calls-per-second N]\n"
 		"                      [--interval SECONDS] [--json] [--raw] [--slowest N]\n"
-		"                      [--args]\n"
+		"                      [--args [--redact NAME...] [--no-redact]]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE]\n"
 		"                      [--entry-at-start] [--debug-dir DIR...] PATTERN...\n"
 		"\n"
@@ -154,7 +155,13 @@ static void trace_usage(FILE *f)
 		"                        the %d slowest unless told)\n"
 		"  --args                show the slow and slowest calls' arguments: names,\n"
 		"                        types and values from DWARF (strings: their first 64\n"
-		"                        bytes), or the argument registers without it\n"
+		"                        bytes), or the argument registers without it; a\n"
+		"                        parameter named as a secret (password, passwd, secret,\n"
+		"                        token, apikey, credential, cookie, session, auth...,\n"
+		"                        case and _-. ignored) shows <redacted>, its type and\n"
+		"                        length kept\n"
+		"  --redact NAME         redact the parameters whose names hold NAME too\n"
+		"  --no-redact           show every value, secrets included\n"
 		"  --max-overhead BUDGET detach a function from a process when its probes\n"
 		"                        cost more than BUDGET of one CPU there (calls/s x\n"
 		"                        the calibrated cost of a traced call) at two checks\n"
@@ -1013,6 +1020,23 @@ static int parse_pid(const char *s, struct trace_args *a)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* --redact NAME, --no-redact: which arguments' values are shown (callargs.h). */
+static int parse_redact(int c, const char *arg)
+{
+	if (c == 'N') {
+		call_args__redact_defaults(false);
+		return 0;
+	}
+	if (call_args__redact_add(arg)) {
+		fprintf(stderr,
+			"retwatch: invalid --redact '%s': give a parameter name (at most %d of "
+			"them)\n",
+			arg, CALLARGS_MAX_REDACT);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A whole number from 0 to max for option opt; else says what to give. */
 static int parse_count(const char *opt, const char *arg, unsigned long max, const char *give,
 		       unsigned long *ret)
@@ -1082,6 +1106,8 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 	}
 	case 'r': a->raw = true; return 0;
 	case 'A': a->args = true; return 0;
+	case 'R':
+	case 'N': return parse_redact(c, arg);
 	case 'e': a->entry_at_start = true; return 0;
 	case 'D': return cmd_debug_dir(arg) ? -EINVAL : 0;
 	case 'o':
@@ -1122,6 +1148,8 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 		{ "slowest", required_argument, NULL, 'S' },
 		{ "raw", no_argument, NULL, 'r' },
 		{ "args", no_argument, NULL, 'A' },
+		{ "redact", required_argument, NULL, 'R' },
+		{ "no-redact", no_argument, NULL, 'N' },
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "entry-at-start", no_argument, NULL, 'e' },
@@ -1131,7 +1159,8 @@ static int parse_args(int argc, char **argv, struct trace_args *a)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:rAo:a:eD:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:rAR:No:a:eD:h", opts, NULL)) !=
+	       -1) {
 		if (c == 'h') {
 			trace_usage(stdout);
 			return 1;

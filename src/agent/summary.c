@@ -262,6 +262,8 @@ static void copy_args(cJSON *to, const cJSON *from)
 		copy_int(a, arg, "length", (int64_t)1 << 53);
 		if (cJSON_IsTrue(kobj_get(arg, "truncated")))
 			cJSON_AddBoolToObject(a, "truncated", true);
+		if (cJSON_IsTrue(kobj_get(arg, "redacted")))
+			cJSON_AddBoolToObject(a, "redacted", true);
 	}
 	copy_text(to, from, "argumentsNote");
 }

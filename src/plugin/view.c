@@ -211,6 +211,9 @@ static void print_args(FILE *f, const cJSON *c)
 				kobj_str(a, "name"), kobj_get(a, "length") ? "\"" : "",
 				kobj_str(a, "value"), kobj_get(a, "length") ? "\"" : "",
 				cJSON_IsTrue(kobj_get(a, "truncated")) ? "..." : "");
+		else if (cJSON_IsTrue(kobj_get(a, "redacted")))
+			fprintf(f, "%s%.63s=<redacted>", n == 1 ? "  arguments: " : " ",
+				kobj_str(a, "name"));
 		else
 			fprintf(f, "%s%.63s=(%.200s)", n == 1 ? "  arguments: " : " ",
 				kobj_str(a, "name"), str_or(a, "error"));

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -134,6 +135,91 @@ static void render_one(const struct param *p, const struct tracer_args *ta, bool
 	}
 }
 
+/* ---- redaction ---- */
+
+/* Held anywhere in a normalised name. */
+static const char *const secret_words[] = {
+	"password",	 "passwd",     "passphrase",   "secret",     "token",
+	"apikey",	 "accesskey",  "privatekey",   "credential", "authorization",
+	"cookie",	 "session",    "signature",    "bearer",     "creditcard",
+	"cardnumber",	 "ccnumber",   "securitycode", "clientkey",  "masterkey",
+	"encryptionkey", "signingkey", "salt",	       "nonce",	     "connectionstring",
+	"dsn",		 NULL,
+};
+/* Only as the whole name: shorter words that are parts of other words. */
+static const char *const secret_names[] = {
+	"pwd", "pass", "auth", "pin",  "otp", "jwt", "ssn",
+	"cvv", "cvc",  "csrf", "xsrf", "sid", "dsn", NULL,
+};
+static char *extra[CALLARGS_MAX_REDACT];
+static size_t nextra;
+static bool redact_off;
+
+/* name lowercased, without '_', '-', '.' and spaces, into buf; false when too long. */
+static bool normalise(const char *name, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (; *name; name++) {
+		if (*name == '_' || *name == '-' || *name == '.' || *name == ' ')
+			continue;
+		if (n + 1 >= len)
+			return false;
+		buf[n++] = (char)tolower((unsigned char)*name);
+	}
+	buf[n] = 0;
+	return true;
+}
+
+int call_args__redact_add(const char *name)
+{
+	char word[128];
+
+	if (!normalise(name, word, sizeof(word)) || !word[0])
+		return -EINVAL;
+	if (nextra == CALLARGS_MAX_REDACT)
+		return -E2BIG;
+	extra[nextra] = strdup(word);
+	if (!extra[nextra])
+		return -ENOMEM;
+	nextra++;
+	return 0;
+}
+
+void call_args__redact_defaults(bool on)
+{
+	redact_off = !on;
+}
+
+void call_args__redact_reset(void)
+{
+	for (size_t i = 0; i < nextra; i++)
+		free(extra[i]);
+	nextra = 0;
+	redact_off = false;
+}
+
+bool call_args__redacted(const char *name)
+{
+	char n[256];
+
+	if (redact_off || !name)
+		return false;
+	/* a name too long to normalise: redacted, to be safe */
+	if (!normalise(name, n, sizeof(n)))
+		return true;
+	for (size_t i = 0; secret_words[i]; i++)
+		if (strstr(n, secret_words[i]))
+			return true;
+	for (size_t i = 0; secret_names[i]; i++)
+		if (!strcmp(n, secret_names[i]))
+			return true;
+	for (size_t i = 0; i < nextra; i++)
+		if (strstr(n, extra[i]))
+			return true;
+	return false;
+}
+
 int call_args__render(const struct tracer_args *ta, struct call_args *ret)
 {
 	const struct func_params *fp = ta->params;
@@ -153,7 +239,14 @@ int call_args__render(const struct tracer_args *ta, struct call_args *ret)
 		a->name = strdup(fp->p[i].name);
 		a->type = strdup(fp->p[i].type);
 		render_one(&fp->p[i], ta, fp->raw, a);
-		if (!a->name || !a->type || (!a->value && !a->error)) {
+		/* before the value goes anywhere: only its type and length stay */
+		if (a->value && call_args__redacted(fp->p[i].name)) {
+			free(a->value);
+			a->value = NULL;
+			a->truncated = false;
+			a->redacted = true;
+		}
+		if (!a->name || !a->type || (!a->value && !a->error && !a->redacted)) {
 			call_args__clear(ret);
 			return -ENOMEM;
 		}
@@ -240,6 +333,8 @@ cJSON *call_args__json(const struct call_args *ca)
 		cJSON_AddStringToObject(o, "type", a->type);
 		if (a->value)
 			cJSON_AddStringToObject(o, "value", a->value);
+		if (a->redacted)
+			cJSON_AddBoolToObject(o, "redacted", true);
 		if (a->length >= 0)
 			cJSON_AddNumberToObject(o, "length", (double)a->length);
 		if (a->truncated)
@@ -265,6 +360,8 @@ void call_args__text(const struct call_args *ca, char *buf, size_t len)
 			w = snprintf(buf + at, len - at, "%s%s=%s%s%s%s", i ? " " : "", a->name,
 				     quote ? "\"" : "", a->value, quote ? "\"" : "",
 				     a->truncated ? "..." : "");
+		else if (a->redacted)
+			w = snprintf(buf + at, len - at, "%s%s=<redacted>", i ? " " : "", a->name);
 		else
 			w = snprintf(buf + at, len - at, "%s%s=(%s)", i ? " " : "", a->name,
 				     a->error);

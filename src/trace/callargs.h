@@ -23,6 +23,7 @@ struct call_arg {
 	int64_t length; /* of a string: its bytes; -1: not known */
 	bool truncated; /* value holds its first bytes only */
 	bool quoted;	/* a string's bytes, quoted in text */
+	bool redacted;	/* its name names a secret: no value (type and length kept) */
 };
 
 struct call_args {
@@ -31,6 +32,24 @@ struct call_args {
 	size_t more;	  /* parameters not listed */
 	const char *note; /* raw registers: why (static) */
 };
+
+/*
+ * Redaction: a parameter whose name, lowercased and without '_', '-', '.'
+ * and spaces, holds one of the secret words (password, secret, token,
+ * apikey, credential, cookie, session, authorization, privatekey ...), or
+ * is one of the short ones (pwd, pass, auth, pin, otp, jwt, ssn, cvv ...),
+ * is rendered without its value, everywhere, before any value leaves the
+ * node. name: one more word (matched as the long ones are). 0, -EINVAL (an
+ * empty word), -E2BIG (CALLARGS_MAX_REDACT words added) or -ENOMEM.
+ */
+#define CALLARGS_MAX_REDACT 64
+int call_args__redact_add(const char *name);
+/* false: no value is redacted (the operator's choice); true: the default. */
+void call_args__redact_defaults(bool on);
+/* The defaults again, without the words added. */
+void call_args__redact_reset(void);
+/* Whether a parameter named name is redacted now. */
+bool call_args__redacted(const char *name);
 
 /* Renders what ta holds (nothing when ta->params is NULL). 0, -ENOMEM. */
 int call_args__render(const struct tracer_args *ta, struct call_args *ret);

@@ -224,3 +224,32 @@ def test_logged_slow_calls_name_arguments_without_values(cluster, make_pod):
     assert "status" in ev["arguments_values"], ev
     assert "slow-co" not in log
     assert any(x.get("value") == "slow-co" for c in report for x in c["arguments"]), report
+
+
+def test_arguments_redacted_by_name_in_every_output(cluster, make_pod):
+    """--redact customer (the chart's argumentRedaction.names): a captured
+    argument so named is in no report, status, log line or metric, its type
+    and length kept; the others are as passed."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a",
+                   containers={"app": CHARGE + ["100"]})
+    with cluster.agent("node-a", extra=("--redact", "Customer")) as a:
+        cluster.apply_probe(ns, "red", spec(functions=["main.charge"], captureArguments=True,
+                                            slowThreshold="100ms", slowCalls={"keep": 3}))
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        f = wait_for("the summary's slowest calls",
+                     lambda: (summary_fn(cluster, ns, "red") or {}).get("slowestCalls"),
+                     timeout=30, interval=0.5)
+        report = cluster.node_entry(ns, "red", "node-a")
+        status = cluster.status(ns, "red")
+        _, metrics = a.get("/metrics")
+        log = open(a.log_path, errors="replace").read()
+    for c in f + fns(report)["main.charge"]["slowestCalls"]:
+        args = {x["name"]: x for x in c["arguments"]}
+        customer = args["customer"]
+        assert customer["redacted"] is True and customer["type"] == "string", c
+        assert "value" not in customer and customer["length"] > 0, c
+        assert "value" in args["cents"], c
+    for text in (json.dumps(report), json.dumps(status), metrics, log):
+        assert "slow-co" not in text

@@ -104,3 +104,43 @@ def test_arguments_at_a_moved_entry_and_a_slice():
     for c in f["slowest_calls"]:
         assert args_of(c)["xs"]["value"] == "len 1024 cap 1024", c["arguments"]
         assert args_of(c)["rounds"] == {"name": "rounds", "type": "int", "value": "1000"}, c
+
+
+def test_secrets_are_redacted_by_name():
+    """db_connect(host, passwd, auth_token, port), 5 of 20 calls slow: the
+    slowest calls and the slow calls printed show host and port; passwd and
+    auth_token show as redacted with their type and length, and no secret
+    string reaches stdout or stderr, in JSON and in text."""
+    r = tracing.run_ok([(C, "login")], ["db_connect"],
+                       options=("--args", "--slowest", "5", "--threshold", "50ms"))
+    calls = r.function("db_connect")["slowest_calls"]
+    assert len(calls) == 5, r.describe()
+    for c in calls:
+        a = args_of(c)
+        assert a["host"]["value"] == "slow-host" and a["port"]["value"] == "5432", a
+        for name, length in (("passwd", 11), ("auth_token", 7)):
+            assert a[name] == {"name": name, "type": "const char *", "redacted": True,
+                               "length": length}, a
+    text = tracing.run_ok([(C, "login")], ["db_connect"], json_out=False,
+                          options=("--args", "--threshold", "50ms"))
+    lines = [l.strip() for l in text.retwatch.stdout.splitlines() if l.strip().startswith("args:")]
+    assert lines and all(l == 'args: host="slow-host" passwd=<redacted> auth_token=<redacted> '
+                         'port=5432' for l in lines), lines
+    for run in (r.retwatch, text.retwatch):
+        assert "hunter2" not in run.stdout + run.stderr and "tok-" not in run.stdout + run.stderr
+
+
+def test_redaction_extended_and_turned_off():
+    """--redact port adds a name to the list; --no-redact shows everything."""
+    r = tracing.run_ok([(C, "login")], ["db_connect"],
+                       options=("--args", "--slowest", "5", "--redact", "PORT"))
+    for c in r.function("db_connect")["slowest_calls"]:
+        a = args_of(c)
+        assert a["port"].get("redacted") and "value" not in a["port"], a
+        assert a["passwd"].get("redacted"), a
+    r = tracing.run_ok([(C, "login")], ["db_connect"],
+                       options=("--args", "--slowest", "5", "--no-redact"))
+    for c in r.function("db_connect")["slowest_calls"]:
+        a = args_of(c)
+        assert a["passwd"]["value"].startswith("hunter2-"), a
+        assert a["auth_token"]["value"].startswith("tok-"), a

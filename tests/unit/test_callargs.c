@@ -161,3 +161,29 @@ TEST(callargs_raw_registers_and_none)
 	ok &= ASSERT_EQ(ca.n, 0);
 	return ok;
 }
+
+TEST(callargs_redacted_by_name)
+{
+	static const char *const secret[] = { "password",      "PassWord",  "passwd",
+					      "auth_token",    "apiKey",    "x-api-key",
+					      "client.secret", "Cookie",    "sessionID",
+					      "pin",	       "AUTH",	    "privateKey",
+					      "tokens",	       "bearer_jwt" };
+	static const char *const plain[] = { "user",  "host", "author",	  "pinned", "port",
+					     "cents", "key",  "customer", "shard" };
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < sizeof(secret) / sizeof(*secret); i++)
+		ok = CHECK(call_args__redacted(secret[i]), "%s not redacted", secret[i]);
+	for (size_t i = 0; ok && i < sizeof(plain) / sizeof(*plain); i++)
+		ok = CHECK(!call_args__redacted(plain[i]), "%s redacted", plain[i]);
+	ok = ok && ASSERT_OK(call_args__redact_add("Card_Holder")) &&
+	     ASSERT_TRUE(call_args__redacted("cardholder_name")) &&
+	     ASSERT_EQ(call_args__redact_add("_-."), -EINVAL);
+	call_args__redact_defaults(false);
+	ok = ok && ASSERT_FALSE(call_args__redacted("password"));
+	call_args__redact_reset();
+	ok = ok && ASSERT_TRUE(call_args__redacted("password")) &&
+	     ASSERT_FALSE(call_args__redacted("cardholder"));
+	return ok;
+}
