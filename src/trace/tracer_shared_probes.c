@@ -4,10 +4,13 @@
  * every process running the file is traced for the function (or about to
  * be), else each traced process's own; checked again every turn.
  */
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "trace/exeprocs.h"
@@ -102,11 +105,26 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 }
 
 /*
+ * Whether process pid, listed by the last scan, is gone (reaped) since: a
+ * pre-fork server's worker of a millisecond ends between the scan and the
+ * check of its lender (whose start time can no longer be read), and runs
+ * nothing now.
+ */
+static bool gone(pid_t pid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	return access(path, F_OK) && errno == ENOENT;
+}
+
+/*
  * Whether s's probes may be one attachment for every process mapping its
  * file: the file is the executable of each process traced for s, and every
  * process running it is traced for s (or about to be: slot__graced), at
- * least two of them. A library (libc) is never shared: who maps it is not
- * known without reading every process's mappings.
+ * least two of them, or one whose children are followed. A library (libc)
+ * is never shared: who maps it is not known without reading every
+ * process's mappings.
  */
 bool slot__shareable(const struct tracer *t, const struct attached_file *f, const struct slot *s,
 		     uint64_t now)
@@ -125,11 +143,20 @@ bool slot__shareable(const struct tracer *t, const struct attached_file *f, cons
 
 		if (!exe__is(m, f))
 			continue;
-		if (!slot__batch(s, m->pid) && !slot__graced(t, s, m, now))
+		if (!slot__batch(s, m->pid) && !slot__graced(t, s, m, now)) {
+			if (gone(m->pid))
+				continue;
 			return false;
+		}
 		running++;
 	}
-	return running >= 2;
+	/*
+	 * One process shares nothing, but one whose children are followed
+	 * (tracer_opts.follow) needs the shared probes: a child forked after
+	 * its last scan traps on them alone, counted from its fork in its
+	 * lender's histograms, which per-process probes never do.
+	 */
+	return running >= 2 || (t->follow && running == 1);
 }
 
 /* s's probes become one attachment for every process; its batches' links close. */
