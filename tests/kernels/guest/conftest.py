@@ -16,6 +16,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 pytest.register_assert_rewrite("harness", "tracing")
 
 import harness  # noqa: E402
+import tracing  # noqa: E402
+
+# Under QEMU's TCG every instruction is emulated: loading the programs,
+# calibrating the probes and attaching take 15-25 s there (1.9 s on the
+# host), past the 20 s the host's tests give them.
+tracing.ATTACH_TIMEOUT = 90
 
 
 def pytest_configure(config):
