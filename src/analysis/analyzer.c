@@ -404,6 +404,22 @@ enum analysis_state analyzer__check(struct analyzer *a, struct binary_cache *cac
 	return analyzer__check_as(a, cache, path, NULL, patterns, npatterns, err);
 }
 
+/*
+ * Whether the cache holds the view of the file at path that a process seeing
+ * it as origin (else path) has: a reading adopted for another process's view
+ * is not this one's (binary.h). A match that failed (a glob over its limits)
+ * is not asked again: the attach gives its error.
+ */
+static bool view_held(const struct binary_cache *cache, const char *path, const char *origin)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	bool held = fd >= 0 && binary_cache__has(cache, fd, origin ? origin : path);
+
+	if (fd >= 0)
+		close(fd);
+	return held || fd < 0;
+}
+
 /* A finished job's reading, the job gone from the queue (the lock held). */
 static struct binary *job_take(struct analyzer *a, struct job *j)
 {
@@ -494,7 +510,7 @@ static enum analysis_state check(struct analyzer *a, struct binary_cache *cache,
 		binary_cache__adopt(cache, adopt);
 		/* the worker's reading, freed here or before, goes back to the system */
 		malloc_trim(0);
-		if (state == ANALYSIS_READY && retry)
+		if (state == ANALYSIS_READY && retry && !view_held(cache, path, origin))
 			return check(a, cache, path, origin, patterns, npatterns, false, err);
 	}
 	return state;

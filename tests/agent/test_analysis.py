@@ -116,9 +116,12 @@ def test_a_costly_glob_is_refused_naming_the_limit(cluster, make_pod):
     make_pod(ns, "web-1", {"app": "web"}, "node-a")
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "costly", spec(functions=["*" + "a" * 1022 + "b"]))
-        entry = wait_for("the costly probe's error",
-                         lambda: (e := cluster.node_entry(ns, "costly", "node-a"))
-                         and e["errors"] and e, timeout=20)
+        try:
+            entry = wait_for("the costly probe's error",
+                             lambda: (e := cluster.node_entry(ns, "costly", "node-a"))
+                             and e["errors"] and e, timeout=20)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{agent.tail(15)}") from None
         (err,) = entry["errors"]
         for part in ("is 1024 bytes long, more than 256", "shorten it"):
             assert part in err, (part, err)
