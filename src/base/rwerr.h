@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 struct rw_error {
-	char msg[512];
+	char msg[1024];
 };
 
 /* Sets err->msg from a printf format; err may be NULL. Always returns -errnum
