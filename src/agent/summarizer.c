@@ -34,9 +34,10 @@ struct request {
 	uint64_t interval_ns;
 	uint64_t seq;
 	bool queued;
-	bool cluster; /* a ClusterFunctionProbe: its reports in every namespace */
-	bool counted; /* the last summary made showed calls */
-	char *last;   /* the summary last handed to the publisher, before stamping */
+	bool cluster;		 /* a ClusterFunctionProbe: its reports in every namespace */
+	bool counted;		 /* the last summary made showed calls */
+	uint64_t ignored_log_ns; /* when a report ignored was last logged (set by the thread) */
+	char *last;		 /* the summary last handed to the publisher, before stamping */
 	struct request *next;
 };
 
@@ -53,7 +54,6 @@ struct summarizer {
 	uint64_t seq;
 	long wait_s;	      /* the thread's own: a Retry-After to honour before the next list */
 	struct nodeset nodes; /* the thread's own: the cluster's nodes */
-	uint64_t ignored_log_ns; /* the thread's own: when a report ignored was last logged */
 	struct summarizer_counters c;
 };
 
@@ -147,24 +147,25 @@ static struct request *find(struct summarizer *s, const char *uid)
 /*
  * A report whose node is no node of the cluster (nodeset.h): written by a
  * token that names no node, or for one that is gone; not summed, counted,
- * and logged at most once a minute.
+ * and logged at most once a minute for each probe (another probe's leftovers
+ * do not hide its own).
  */
-static void ignore(struct summarizer *s, const struct request *r, const cJSON *report)
+static void ignore(struct summarizer *s, struct request *r, const cJSON *report)
 {
 	uint64_t now = clock__mono_ns();
 
 	pthread_mutex_lock(&s->lock);
 	s->c.ignored++;
 	pthread_mutex_unlock(&s->lock);
-	if (s->ignored_log_ns && now - s->ignored_log_ns < NODESET_EVERY_NS)
+	if (r->ignored_log_ns && now - r->ignored_log_ns < NODESET_EVERY_NS)
 		return;
-	s->ignored_log_ns = now;
+	r->ignored_log_ns = now;
 	log_warn("summary of %s/%s: report %s names node %s, which is no node of the cluster: "
 		 "not summed",
 		 r->ns, r->name, kobj_name(report) ?: "?", kobj_str(report, "node") ?: "(none)");
 }
 
-static int list_page(struct summarizer *s, const struct request *r, struct summary *sum,
+static int list_page(struct summarizer *s, struct request *r, struct summary *sum,
 		     struct nsrows *rows, char *cont, size_t cont_len, uint64_t *nreports)
 {
 	char sel[STATUS_KEY_LEN + 64], esc[3 * sizeof(sel)], tok[1024], why[512];
@@ -221,7 +222,7 @@ static int list_page(struct summarizer *s, const struct request *r, struct summa
 
 /* The probe's summary from every report of it (and of a cluster probe, each
  * namespace's in rows), or NULL when a list failed. */
-static struct summary *gather(struct summarizer *s, const struct request *r, struct nsrows *rows)
+static struct summary *gather(struct summarizer *s, struct request *r, struct nsrows *rows)
 {
 	struct summary *sum = summary__new(r->generation);
 	char cont[1024] = "";
@@ -284,8 +285,7 @@ static void add_rows(cJSON *doc, struct nsrows *rows, size_t budget)
  * unchanged or failed. *counted: the summary shows calls (left as it was
  * when the reports could not be listed).
  */
-static char *summarize(struct summarizer *s, const struct request *r, const char *last,
-		       bool *counted)
+static char *summarize(struct summarizer *s, struct request *r, const char *last, bool *counted)
 {
 	const cJSON *calls;
 	struct status_probe p = { r->uid, r->ns, r->name, r->generation, r->cluster };
@@ -386,8 +386,10 @@ static void *run(void *arg)
 		s->c.writes += text != NULL;
 		/* the probe may have been forgotten while the lock was free */
 		r = copy.uid ? find(s, copy.uid) : NULL;
-		if (r)
+		if (r) {
 			r->counted = counted;
+			r->ignored_log_ns = copy.ignored_log_ns;
+		}
 		if (r && text) {
 			free(r->last);
 			r->last = text;
@@ -535,7 +537,7 @@ void summarizer__forget(struct summarizer *s, const char *uid)
 
 bool summarizer__counted(struct summarizer *s, const char *uid)
 {
-	const struct request *r;
+	struct request *r;
 	bool ret;
 
 	pthread_mutex_lock(&s->lock);

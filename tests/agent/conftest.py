@@ -187,6 +187,20 @@ def cluster(workdir):
         cp.stop()
 
 
+@pytest.fixture(autouse=True)
+def no_stray_nodes(request):
+    """Each test's Node objects (a pod's token names one) are deleted after
+    it: the summary writer sums only the reports of the cluster's nodes once
+    any exist, so a Node left behind would leave node-a's reports out of
+    every summary in the tests that follow."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    cluster = request.getfixturevalue("cluster")
+    if cluster.get("/api/v1/nodes")["items"]:
+        cluster.kubectl("delete", "nodes", "--all", "--wait=false")
+
+
 @pytest.fixture(scope="session")
 def image(workdir):
     """The rootfs every test container runs: busybox, the podapp service, and

@@ -191,8 +191,11 @@ def test_reports_of_no_node_of_the_cluster_are_not_summed(cluster, make_pod):
             for f in ghost["status"].get("functions", []):
                 f["calls"] = 1000000
             cluster.kubectl("create", "-f", "-", input=json.dumps(ghost), user="agent")
-            said = wait_for("the ghost report ignored", lambda: agent.find(
-                msg_has="names node ghost, which is no node of the cluster"), timeout=30)
+            try:
+                said = wait_for("the ghost report ignored", lambda: agent.find(
+                    msg_has="names node ghost, which is no node of the cluster"), timeout=30)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
             wait_for("calls in node-a's report",
                      lambda: has_calls(cluster, ns, "ghosts", "node-a"), timeout=20)
             time.sleep(2)  # a summary after the ghost's report was listed

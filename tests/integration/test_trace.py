@@ -72,20 +72,26 @@ def assert_bounded(result, f, slept_ns):
          f"(a call measured too long)\n{result.describe()}")
 
 
-def assert_p50(result, f, tolerance=P50_TOLERANCE):
+def assert_p50(result, f, slept=None, tolerance=P50_TOLERANCE):
     """f's p50 against the tracee's own median of the same calls: at most
     tolerance over it, and under it by tolerance and what the probes cost a
     call besides. The tracee's clock reads bracket both traps, which grow
     with the machine's load; the durations shown are less the bias, what the
-    traps add on a quiet machine."""
+    traps add on a quiet machine. Under load the tracee's clock also holds
+    the time a task the RET probe's event woke runs before the tracee is back
+    (on 2 CPUs, 95 us of a 1.3 ms median seen): for a call that sleeps, what
+    it slept is then the bound below, which no measured call can be under."""
     name = f["name"]
     median = result.report["median_ns"][name]
     cost = result.doc.get("call_cost_by_entry", {}).get(f.get("entry"),
                                                         result.doc.get("call_cost_ns", 0))
-    assert median * (1 - tolerance) - cost <= f["p50_ns"] <= median * (1 + tolerance), \
+    low = median * (1 - tolerance) - cost
+    if slept is not None:
+        low = min(low, slept)
+    assert low <= f["p50_ns"] <= median * (1 + tolerance), \
         (f"{name}: p50_ns {f['p50_ns']} is {100 * (f['p50_ns'] / median - 1):+.1f}% off the tracee's "
          f"median {median} (tolerance {100 * tolerance:.0f}%, and {cost} ns a call's probes "
-         f"under it)")
+         f"under it; slept {slept})")
 
 
 def assert_detached(result, grace=5):
@@ -139,8 +145,8 @@ def test_sleep_every_call_counted(t):
 @pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
 def test_sleep_p50_matches_own_median(t):
     r = sleep_run(t)
-    for role, _ in SLEEP_ROLES:
-        assert_p50(r, r.function(t.fn(role)))
+    for role, slept in SLEEP_ROLES:
+        assert_p50(r, r.function(t.fn(role)), slept)
 
 
 @pytest.mark.parametrize("t", ALL, ids=tracing.param_id)
@@ -194,7 +200,7 @@ def test_two_return_paths(t):
     assert f["max_ns"] >= 2 * MS, f"{name}: the slow path was not seen: max_ns {f['max_ns']}\n{r.describe()}"
     assert f["max_ns"] <= rep["max_ns"][name] + SLACK_NS, f
     assert f["p95_ns"] >= 2 * MS, f
-    assert_p50(r, f)  # the median is a slow call (3 of 4 are)
+    assert_p50(r, f, 2 * MS)  # the median is a slow call (3 of 4 are)
 
 
 # --------------------------------------------------------------------------
@@ -228,7 +234,7 @@ def test_recursion_with_stack_growth(t):
     assert f["max_ns"] >= 0.95 * rep["max_ns"][name], \
         f"{name}: max_ns {f['max_ns']} vs the tracee's {rep['max_ns'][name]}"
     assert f["max_ns"] >= rep["depth"] * MS, f
-    assert_p50(r, f, 0.10)
+    assert_p50(r, f, tolerance=0.10)
 
 
 # --------------------------------------------------------------------------
@@ -332,7 +338,7 @@ def test_threads_counted_exactly(t):
     f = assert_calls(r, "sleep_for", t, r.report["calls"]["sleep_for"])
     assert f["calls"] == 8 * 20
     assert_bounded(r, f, 1 * MS)
-    assert_p50(r, f)
+    assert_p50(r, f, 1 * MS)
 
 
 # --------------------------------------------------------------------------
