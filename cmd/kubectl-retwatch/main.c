@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agent/kobj.h"
+#include "base/termsafe.h"
 #include "plugin/cli.h"
 #include "plugin/functions.h"
 #include "plugin/kctl.h"
@@ -27,11 +28,7 @@ static void on_signal(int sig)
 
 static void print_json(const cJSON *obj)
 {
-	char *text = cJSON_Print(obj);
-
-	if (text)
-		puts(text);
-	free(text);
+	termsafe__print_json(stdout, obj, true);
 }
 
 /* get [NAME] and top: one GET, then a table, JSON or YAML. */
@@ -85,6 +82,8 @@ int main(int argc, char **argv)
 	struct kctl c = { 0 };
 	int e;
 
+	/* names, values and messages come from pods and agents */
+	termsafe__install();
 	if (plugin_cli__parse(argc, argv, &cli, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 2;

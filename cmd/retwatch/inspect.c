@@ -8,20 +8,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "analysis/binary.h"
 #include "analysis/goinline.h"
 #include "analysis/inlsites.h"
+#include "base/termsafe.h"
 #include "trace/calibrate.h"
 #include "cmd.h"
 
 /*
  * inspect prints one function per few lines, and '*' of a big Go binary is
  * 165,000 functions (60 MB of JSON): one buffer, formatted by hand, written
- * with write(2) when full. A document tree of the whole output took 480 MB
+ * to stdout when full. A document tree of the whole output took 480 MB
  * more at the peak for those 60 MB.
  */
 struct out {
-	int fd;
+	FILE *f;
 	int err; /* the first write error, as -errno */
 	size_t len;
 	char buf[1 << 16];
@@ -29,18 +32,10 @@ struct out {
 
 static void out_flush(struct out *o)
 {
-	size_t done = 0;
-
-	while (done < o->len && !o->err) {
-		ssize_t n = write(o->fd, o->buf + done, o->len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			o->err = n < 0 ? -errno : -EIO;
-		else
-			done += n;
-	}
+	/* through stdout, which shows what a terminal would take as a control
+	 * (base/termsafe.h): names come from the file */
+	if (o->len && !o->err && fwrite(o->buf, 1, o->len, o->f) != o->len)
+		o->err = errno ? -errno : -EIO;
 	o->len = 0;
 }
 
@@ -89,32 +84,28 @@ static void out_int(struct out *o, int64_t v)
 	out_uint(o, v < 0 ? -(uint64_t)v : (uint64_t)v, 10);
 }
 
-/* s as a JSON string: the escapes cJSON prints, other bytes as they are */
+/* s as a JSON string: the escapes cJSON prints; DEL, C1 controls and bytes
+ * of no UTF-8 character as termsafe__json() escapes them */
 static void out_json_str(struct out *o, const char *s)
 {
+	cJSON *v;
+	char *q, *safe;
+
+	if (termsafe__needs(s, strlen(s))) {
+		v = cJSON_CreateString(s);
+		q = v ? cJSON_PrintUnformatted(v) : NULL;
+		safe = q ? termsafe__json(q) : NULL;
+		out_str(o, safe ? safe : "\"\"");
+		free(safe);
+		free(q);
+		cJSON_Delete(v);
+		return;
+	}
 	out_char(o, '"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		const char *esc = NULL;
-		char u[8];
-
-		switch (*p) {
-		case '"': esc = "\\\""; break;
-		case '\\': esc = "\\\\"; break;
-		case '\b': esc = "\\b"; break;
-		case '\f': esc = "\\f"; break;
-		case '\n': esc = "\\n"; break;
-		case '\r': esc = "\\r"; break;
-		case '\t': esc = "\\t"; break;
-		default:
-			if (*p < 32) {
-				snprintf(u, sizeof(u), "\\u%04x", *p);
-				esc = u;
-			}
-		}
-		if (esc)
-			out_str(o, esc);
-		else
-			out_char(o, *p);
+		if (*p == '"' || *p == '\\' || *p == '\t' || *p == '\n')
+			out_char(o, '\\');
+		out_char(o, *p == '\t' ? 't' : *p == '\n' ? 'n' : (char)*p);
 	}
 	out_char(o, '"');
 }
@@ -643,13 +634,15 @@ static int write_results(const struct binary *b, const struct binary_match *m,
 		fprintf(stderr, "retwatch: out of memory\n");
 		return -ENOMEM;
 	}
-	out->fd = STDOUT_FILENO;
-	fflush(stdout);
+	out->f = stdout;
+	errno = 0;
 	if (json)
 		print_json(out, b, m, inl);
 	else
 		print_text(out, b, m, inl);
 	out_flush(out);
+	if (!out->err && fflush(stdout))
+		out->err = errno ? -errno : -EIO;
 	ret = out->err;
 	if (ret)
 		fprintf(stderr, "retwatch: failed to write the output: %s\n", strerror(-ret));

@@ -6,6 +6,7 @@
 
 #include "analysis/binary.h"
 #include "analysis/debugfile.h"
+#include "base/termsafe.h"
 #include "cmd.h"
 
 #ifndef RETWATCH_VERSION
@@ -50,6 +51,7 @@ int cmd_debug_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
+	termsafe__install();
 	if (argc < 2) {
 		cmd_usage(stderr);
 		return 2;

@@ -23,6 +23,7 @@
 #include "base/latency.h"
 #include "base/log.h"
 #include "base/proctree.h"
+#include "base/termsafe.h"
 #include "trace/results.h"
 #include "trace/shlib.h"
 #include "trace/symbolize.h"
@@ -600,7 +601,6 @@ static cJSON *json_kernel(const struct trace_run *r)
 static void print_json(struct trace_run *r, const struct tracer_counters *c)
 {
 	cJSON *root = cJSON_CreateObject(), *funcs = cJSON_CreateArray();
-	char *text;
 
 	for (size_t i = 0; i < results__nrows(r->results); i++) {
 		struct latency l;
@@ -630,11 +630,8 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	json_by_entry(root, "call_cost_by_entry", r->cal.entry_cost_ns);
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	cJSON_AddItemToObject(root, "kernel", json_kernel(r));
-	text = cJSON_PrintUnformatted(root);
+	termsafe__print_json(stdout, root, false);
 	cJSON_Delete(root);
-	if (text)
-		puts(text);
-	free(text);
 	fflush(stdout);
 }
 

@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
+#include "base/termsafe.h"
 
 static enum log_level min_level = LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -95,11 +96,14 @@ cJSON *log_event(enum log_level level, const char *fmt, ...)
 
 void log_emit(cJSON *ev)
 {
-	char *line;
+	char *raw, *line;
 
 	if (!ev)
 		return;
-	line = cJSON_PrintUnformatted(ev);
+	/* a terminal shows it (kubectl logs): no DEL or C1 raw (termsafe.h) */
+	raw = cJSON_PrintUnformatted(ev);
+	line = raw ? termsafe__json(raw) : NULL;
+	free(raw);
 	if (line) {
 		/* one write per line keeps lines whole across threads */
 		size_t n = strlen(line);

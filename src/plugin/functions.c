@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/kobj.h"
+#include "base/termsafe.h"
 #include "agent/statuswire.h"
 #include "plugin/functions.h"
 #include "plugin/selector.h"
@@ -150,26 +151,6 @@ static void add_exe(cJSON *exes, const cJSON *f, const char *node)
 	append(cJSON_GetObjectItem(e, "pods"), kobj_get(f, "pods"));
 }
 
-/*
- * Replaces, in place, what a terminal would take as a control in every
- * string of v: the names come from the pods' files, the messages from
- * agents. C0 controls, DEL and C1 controls (UTF-8 C2 80 to C2 9F) become
- * '?'; other UTF-8 (Go's "·") stays.
- */
-static void defang(cJSON *v)
-{
-	cJSON *c;
-
-	if (cJSON_IsString(v))
-		for (unsigned char *p = (unsigned char *)v->valuestring; *p; p++) {
-			if (*p < 0x20 || *p == 0x7f)
-				*p = '?';
-			else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-				p[0] = p[1] = '?';
-		}
-	cJSON_ArrayForEach(c, v) defang(c);
-}
-
 cJSON *functions__merge(const cJSON *reports)
 {
 	cJSON *out = cJSON_CreateObject(), *exes, *errs;
@@ -201,7 +182,6 @@ cJSON *functions__merge(const cJSON *reports)
 			cJSON_AddItemToArray(errs, cJSON_CreateString(msg));
 		}
 	}
-	defang(out);
 	return out;
 }
 
@@ -439,11 +419,7 @@ static int answer(const struct plugin_cli *cli, const cJSON *reports, struct rw_
 	if (!merged)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	if (cli->output == PLUGIN_OUT_JSON) {
-		char *text = cJSON_Print(merged);
-
-		if (text)
-			puts(text);
-		free(text);
+		termsafe__print_json(stdout, merged, true);
 		cJSON_Delete(merged);
 		return 0;
 	}

@@ -29,7 +29,8 @@ bool functions__answered(const cJSON *reports, const cJSON *nodes);
  * The reports' lists merged: {executables: [{executable, nodes, pods,
  * functions, matched, omitted, errors}], errors: [the nodes' own]}, an
  * executable of several nodes listed once when its lists are the same;
- * terminal controls in any string replaced by '?'. NULL when out of memory.
+ * strings as the agents wrote them (stdout shows their controls escaped:
+ * base/termsafe.h). NULL when out of memory.
  */
 cJSON *functions__merge(const cJSON *reports);
 /* Prints merged as tables. Returns how many functions matched in all. */

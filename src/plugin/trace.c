@@ -10,6 +10,7 @@
 
 #include "agent/kobj.h"
 #include "base/latency.h"
+#include "base/termsafe.h"
 #include "plugin/selector.h"
 #include "plugin/trace.h"
 #include "plugin/view.h"
@@ -300,7 +301,7 @@ static void show(struct trace *t, const cJSON *probe)
 	if (t->tty) {
 		/* a live screen: every current slowest call again under the table */
 		memset(t->seen, 0, sizeof(*t->seen));
-		fputs("\033[H\033[2J", stdout);
+		termsafe__control(stdout, STDOUT_FILENO, "\033[H\033[2J");
 	}
 	view__table(stdout, probe);
 	view__slow_calls(stdout, probe, t->seen);

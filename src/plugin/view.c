@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/kobj.h"
+#include "base/termsafe.h"
 #include "base/latency.h"
 #include "plugin/view.h"
 
@@ -393,7 +394,7 @@ static bool plain(const char *s)
 
 static void yaml_scalar(FILE *f, const cJSON *v)
 {
-	char *json;
+	char *json, *safe;
 
 	if (cJSON_IsString(v) && plain(v->valuestring)) {
 		fputs(v->valuestring, f);
@@ -403,9 +404,12 @@ static void yaml_scalar(FILE *f, const cJSON *v)
 		fputs(cJSON_IsObject(v) ? "{}" : "[]", f);
 		return;
 	}
-	/* JSON's strings, numbers, booleans and null are YAML's too */
+	/* JSON's strings, numbers, booleans and null are YAML's too; its \u
+	 * escapes are YAML's */
 	json = cJSON_PrintUnformatted(v);
-	fputs(json ? json : "null", f);
+	safe = json ? termsafe__json(json) : NULL;
+	fputs(safe ? safe : "null", f);
+	free(safe);
 	free(json);
 }
 

@@ -588,3 +588,70 @@ def test_the_shipped_investigator_role_is_what_the_plugin_needs(cluster):
     assert rc == 0 and out.splitlines()[1].split()[0] == "seen", (rc, out, err)
     rc, out, err = run(cluster, config, "get", "-n", other)
     assert rc == 1 and "you may not list functionprobes.retwatch.io" in err, err
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u009b31m\x7f\r"
+SHOWN = b"\\x1b]0;pwned\\x07\\x1b[2J\\xc2\\x9b31m\\x7f\\x0d"
+
+
+def controls(data):
+    """The bytes of data a terminal takes as controls: C0 but tab and
+    newline, DEL, and C1 in UTF-8."""
+    found = [b for b in data if (b < 0x20 and b not in (9, 10)) or b == 0x7F]
+    found += [data[i:i + 2] for i in range(len(data) - 1)
+              if data[i] == 0xC2 and 0x80 <= data[i + 1] <= 0x9F]
+    return found
+
+
+def poisoned(v, key=None):
+    """v with every name, pod, stack frame and message led by HOSTILE, as a
+    traced program's symbols, a pod's name or an agent could make them."""
+    if isinstance(v, dict):
+        return {k: poisoned(x, k) for k, x in v.items()}
+    if isinstance(v, list):
+        return [poisoned(x, key) for x in v]
+    if isinstance(v, str) and key in ("name", "pod", "stack", "message", "value"):
+        return HOSTILE + v
+    return v
+
+
+def test_names_from_pods_and_agents_reach_no_terminal_raw(cluster, make_pod):
+    """A probe's status whose function names, pods, stack frames, argument
+    values and messages hold an OSC title, a screen clear, a C1 CSI, DEL and
+    CR: `get`, `get NAME` and `top` on a terminal print none of those bytes
+    but visible escapes; `-o json` holds the strings exactly and `-o yaml`
+    prints them escaped."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a", containers={"app": CHARGE + ["50"]})
+    with cluster.agent("node-a") as a:
+        cluster.apply_probe(ns, "evil", {"selector": {"matchLabels": {"app": "web"}},
+                                         "functions": ["main.charge"], "reportInterval": "2s",
+                                         "captureArguments": True, "slowThreshold": "100ms"})
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        os.kill(pod.containers["app"].pid, signal.SIGHUP)
+        wait_for("the summary's slowest calls", lambda: any(
+            f.get("slowestCalls") for f in
+            cluster.status(ns, "evil").get("summary", {}).get("functions", [])),
+            timeout=30, interval=0.5)
+    probe = cluster.probe(ns, "evil")
+    probe["status"] = poisoned(probe["status"])
+    cluster.kubectl("replace", "--subresource", "status", "-f", "-", input=json.dumps(probe))
+    kc = kubeconfig_in(cluster, ns)
+    for args in (("get",), ("get", "evil"), ("top",)):
+        p = Plugin(cluster, kc, *args, tty=True)
+        assert p.wait(30) == 0, p.err()
+        p.out()
+        with open(p.out_path, "rb") as f:
+            out = f.read().replace(b"\r\n", b"\n")  # the pty's own CR
+        assert not controls(out), (args, out)
+        assert SHOWN in out, (args, out)
+    rc, out, err = run(cluster, kc, "get", "evil", "-o", "json")
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["status"] == probe["status"]
+    p = Plugin(cluster, kc, "get", "evil", "-o", "yaml")
+    assert p.wait(30) == 0, p.err()
+    with open(p.out_path, "rb") as f:
+        out = f.read()
+    assert not controls(out), out
+    assert b"\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u007f\\r" in out, out

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/termsafe.h"
+
+enum kind { PASS, ESCAPE, MORE };
+
+/*
+ * What the bytes at p (n of them, n > 0) start: a character to pass, bytes
+ * to escape (a control, a C1 control's two bytes, or a byte that begins no
+ * well-formed UTF-8 sequence), or the beginning of a sequence cut at n.
+ * *ret_len gets how many bytes it covers. Well-formed UTF-8 is Unicode's
+ * table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF.
+ */
+static enum kind classify(const unsigned char *p, size_t n, size_t *ret_len)
+{
+	unsigned char b = p[0], lo = 0x80, hi = 0xbf;
+	size_t need;
+
+	*ret_len = 1;
+	if (b < 0x80)
+		return (b < 0x20 && b != '\t' && b != '\n') || b == 0x7f ? ESCAPE : PASS;
+	if (b >= 0xc2 && b <= 0xdf) {
+		need = 2;
+	} else if (b >= 0xe0 && b <= 0xef) {
+		need = 3;
+		lo = b == 0xe0 ? 0xa0 : 0x80;
+		hi = b == 0xed ? 0x9f : 0xbf;
+	} else if (b >= 0xf0 && b <= 0xf4) {
+		need = 4;
+		lo = b == 0xf0 ? 0x90 : 0x80;
+		hi = b == 0xf4 ? 0x8f : 0xbf;
+	} else {
+		return ESCAPE;
+	}
+	for (size_t i = 1; i < need; i++) {
+		if (i >= n)
+			return MORE;
+		if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xbf))
+			return ESCAPE; /* the lead alone; what follows is looked at afresh */
+	}
+	*ret_len = need;
+	return b == 0xc2 && p[1] <= 0x9f ? ESCAPE : PASS;
+}
+
+/* classify() of a NUL-terminated string's tail: a cut sequence is escaped. */
+static enum kind classify_str(const unsigned char *p, size_t *ret_len)
+{
+	enum kind k = classify(p, strnlen((const char *)p, 4), ret_len);
+
+	if (k == MORE) {
+		*ret_len = 1;
+		return ESCAPE;
+	}
+	return k;
+}
+
+bool termsafe__needs(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len;
+
+	for (size_t i = 0; i < n; i += len)
+		if (classify(p + i, n - i, &len) != PASS)
+			return true;
+	return false;
+}
+
+static const char hex[] = "0123456789abcdef";
+
+size_t termsafe__escape(const char *s, char *out, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0, end = 0, n;
+	bool full = !len;
+
+	while (*p) {
+		enum kind k = classify_str(p, &n);
+
+		for (size_t i = 0; i < n; i++) {
+			char e[4] = { '\\', 'x', hex[p[i] >> 4], hex[p[i] & 15] };
+			size_t m = k == PASS ? 1 : 4;
+
+			/* an escape is written whole or not at all */
+			if (!full && o + m < len)
+				memcpy(out + o, k == PASS ? (const char *)p + i : e, m);
+			else if (!full)
+				full = true, end = o;
+			o += m;
+		}
+		p += n;
+	}
+	if (len)
+		out[full ? end : o] = '\0';
+	return o;
+}
+
+char *termsafe__json(const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	size_t cap = strlen(text) * 6 + 1, o = 0, n;
+	char *out = malloc(cap);
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		enum kind k = classify_str(p, &n);
+
+		if (k == PASS) {
+			memcpy(out + o, p, n);
+			o += n;
+		} else {
+			/* a C1 control is its second byte's code point */
+			unsigned char c = n == 2 ? p[1] : p[0];
+
+			if (n == 2 || c < 0x20 || c == 0x7f)
+				o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+			else
+				o += (size_t)snprintf(out + o, cap - o, "\\ufffd");
+		}
+		p += n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+int termsafe__print_json(FILE *f, const cJSON *v, bool indented)
+{
+	char *text = indented ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+	char *safe = text ? termsafe__json(text) : NULL;
+
+	if (safe)
+		fprintf(f, "%s\n", safe);
+	free(safe);
+	free(text);
+	return safe ? 0 : -ENOMEM;
+}
+
+/* The stream's state: a UTF-8 sequence the last write cut is kept in pend. */
+struct tstream {
+	int fd;
+	unsigned char pend[4];
+	size_t npend;
+};
+
+struct outbuf {
+	int fd;
+	int err;
+	size_t n;
+	char b[4096];
+};
+
+static void write_all(struct outbuf *o)
+{
+	for (size_t off = 0; off < o->n && !o->err;) {
+		ssize_t w = write(o->fd, o->b + off, o->n - off);
+
+		if (w < 0 && errno != EINTR)
+			o->err = errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	o->n = 0;
+}
+
+static void emit(struct outbuf *o, const unsigned char *p, size_t n, enum kind k)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (o->n + 4 > sizeof(o->b))
+			write_all(o);
+		if (k == PASS) {
+			o->b[o->n++] = (char)p[i];
+			continue;
+		}
+		o->b[o->n++] = '\\';
+		o->b[o->n++] = 'x';
+		o->b[o->n++] = hex[p[i] >> 4];
+		o->b[o->n++] = hex[p[i] & 15];
+	}
+}
+
+/* Escapes what pend holds as far as it can be told; MORE when it still waits. */
+static enum kind drain_pending(struct tstream *t, struct outbuf *o)
+{
+	while (t->npend) {
+		size_t len;
+		enum kind k = classify(t->pend, t->npend, &len);
+
+		if (k == MORE)
+			return MORE;
+		emit(o, t->pend, len, k);
+		t->npend -= len;
+		memmove(t->pend, t->pend + len, t->npend);
+	}
+	return PASS;
+}
+
+static ssize_t stream_write(void *cookie, const char *buf, size_t size)
+{
+	struct tstream *t = cookie;
+	const unsigned char *p = (const unsigned char *)buf;
+	struct outbuf o = { .fd = t->fd };
+	size_t i = 0, len;
+
+	while (i < size) {
+		enum kind k;
+
+		if (t->npend) {
+			t->pend[t->npend++] = p[i++];
+			drain_pending(t, &o);
+			continue;
+		}
+		k = classify(p + i, size - i, &len);
+		if (k == MORE) {
+			memcpy(t->pend, p + i, size - i);
+			t->npend = size - i;
+			break;
+		}
+		emit(&o, p + i, len, k);
+		i += len;
+	}
+	write_all(&o);
+	if (o.err) {
+		errno = o.err;
+		return -1;
+	}
+	return (ssize_t)size;
+}
+
+/* A sequence still cut when the stream ends is escaped. */
+static void flush_cut(struct tstream *t)
+{
+	struct outbuf o = { .fd = t->fd };
+
+	emit(&o, t->pend, t->npend, ESCAPE);
+	t->npend = 0;
+	write_all(&o);
+}
+
+static int stream_close(void *cookie)
+{
+	flush_cut(cookie);
+	free(cookie);
+	return 0;
+}
+
+FILE *termsafe__stream(int fd)
+{
+	cookie_io_functions_t io = { .write = stream_write, .close = stream_close };
+	struct tstream *t = calloc(1, sizeof(*t));
+	FILE *f;
+
+	if (!t)
+		return NULL;
+	t->fd = fd;
+	if (!(f = fopencookie(t, "w", io))) {
+		free(t);
+		return NULL;
+	}
+	return f;
+}
+
+static FILE *installed[2];
+static struct tstream *installed_state[2];
+
+/* At exit, before stdio flushes every stream: a sequence still cut is shown. */
+static void flush_installed(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (installed[i]) {
+			fflush(installed[i]);
+			flush_cut(installed_state[i]);
+		}
+}
+
+static FILE *install_one(int i, int fd, FILE *was, int mode)
+{
+	struct tstream *t = calloc(1, sizeof(*t));
+	cookie_io_functions_t io = { .write = stream_write };
+	FILE *f;
+
+	if (!t)
+		return was;
+	t->fd = fd;
+	if (!(f = fopencookie(t, "w", io))) {
+		free(t);
+		return was;
+	}
+	setvbuf(f, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
+	fflush(was);
+	installed[i] = f;
+	installed_state[i] = t;
+	return f;
+}
+
+void termsafe__install(void)
+{
+	if (installed[0] || installed[1])
+		return;
+	stdout = install_one(0, STDOUT_FILENO, stdout, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF);
+	stderr = install_one(1, STDERR_FILENO, stderr, _IONBF);
+	atexit(flush_installed);
+}
+
+void termsafe__control(FILE *f, int fd, const char *seq)
+{
+	struct outbuf o = { .fd = fd, .n = strlen(seq) };
+
+	fflush(f);
+	if (o.n > sizeof(o.b))
+		return;
+	memcpy(o.b, seq, o.n);
+	write_all(&o);
+}

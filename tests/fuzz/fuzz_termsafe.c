@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What reaches a terminal (base/termsafe.h) over any bytes a name could
+ * hold: the escaped text has no byte that would be escaped again, and the
+ * stream, given the same bytes in two writes cut anywhere, writes the same.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/termsafe.h"
+
+/* What the stream writes for data cut at cut (read back through a pipe). */
+static size_t streamed(const uint8_t *data, size_t size, size_t cut, char *out, size_t len)
+{
+	int fds[2];
+	size_t n = 0;
+	ssize_t r;
+	FILE *f;
+
+	if (pipe(fds))
+		abort();
+	if (!(f = termsafe__stream(fds[1])))
+		abort();
+	setvbuf(f, NULL, _IONBF, 0);
+	fwrite(data, 1, cut, f);
+	fwrite(data + cut, 1, size - cut, f);
+	fclose(f);
+	close(fds[1]);
+	while (n < len && (r = read(fds[0], out + n, len - n)) > 0)
+		n += (size_t)r;
+	close(fds[0]);
+	return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s, *json, *out, *a, *b;
+	size_t n, len, na, nb;
+
+	if (size > 4096)
+		return 0;
+	s = malloc(size + 1);
+	memcpy(s, data, size);
+	s[size] = '\0';
+	len = 4 * size + 1;
+	out = malloc(len);
+	n = termsafe__escape(s, out, len);
+	if (n != strlen(out) || termsafe__needs(out, n))
+		abort();
+	json = termsafe__json(s);
+	if (!json || termsafe__needs(json, strlen(json)))
+		abort();
+	/* the stream escapes NUL too and reads the whole input; the pipe holds 64 KiB */
+	a = malloc(len);
+	b = malloc(len);
+	na = streamed(data, size, 0, a, len);
+	nb = streamed(data, size, size ? data[0] % (size + 1) : 0, b, len);
+	if (na != nb || memcmp(a, b, na) || termsafe__needs(a, na))
+		abort();
+	free(a);
+	free(b);
+	free(json);
+	free(out);
+	free(s);
+	return 0;
+}
