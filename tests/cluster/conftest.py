@@ -91,12 +91,14 @@ class Node:
 
     def install_agent(self):
         """helm install of the chart, the image set to the local one; the
-        layer root is containerd's of this cluster (cluster.LAYER_ROOT)."""
+        layer root is containerd's of this cluster (cluster.LAYER_ROOT).
+        Argument capture allowed, as an administrator would to show the
+        slowest calls' arguments: the cluster's admin may ask for them."""
         repo, tag = clusterlib.AGENT_IMAGE.rsplit(":", 1)
         return self.helm("install", RELEASE, os.path.join(REPO, "charts", "retwatch"),
                          "--namespace", AGENT_NS, "--create-namespace",
                          "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
-                         "--set", "image.pullPolicy=Never",
+                         "--set", "image.pullPolicy=Never", "--set", "allowArgumentCapture=true",
                          "--set-json",
                          "extraArgs=" + json.dumps([f"--layer-root={clusterlib.LAYER_ROOT}"]))
 

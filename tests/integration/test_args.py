@@ -130,6 +130,31 @@ def test_secrets_are_redacted_by_name():
         assert "hunter2" not in run.stdout + run.stderr and "tok-" not in run.stdout + run.stderr
 
 
+def test_go_secrets_are_redacted_by_name():
+    """main.login(user, password string, apiKey string, attempt int), 5 of
+    20 calls slow: the user and the attempt show; password and apiKey (case
+    and separators ignored) show as redacted with their type and length, and
+    no secret reaches stdout or stderr, in JSON and in text."""
+    r = tracing.run_ok([(GO, "login")], ["main.login"],
+                       options=("--args", "--slowest", "5", "--threshold", "30ms"))
+    calls = r.function("main.login")["slowest_calls"]
+    assert len(calls) == 5, r.describe()
+    for c in calls:
+        a = args_of(c)
+        assert list(a) == ["user", "password", "apiKey", "attempt"], c["arguments"]
+        assert a["user"]["value"] == "slow-user" and int(a["attempt"]["value"]) % 4 == 1, a
+        for name, length in (("password", 11), ("apiKey", 7)):
+            assert a[name] == {"name": name, "type": "string", "redacted": True,
+                               "length": length}, a
+    text = tracing.run_ok([(GO, "login")], ["main.login"], json_out=False,
+                          options=("--args", "--threshold", "30ms"))
+    lines = [l.strip() for l in text.retwatch.stdout.splitlines() if l.strip().startswith("args:")]
+    assert len(lines) == 5 and all(l.startswith('args: user="slow-user" password=<redacted> '
+                                                'apiKey=<redacted> attempt=') for l in lines), lines
+    for run in (r.retwatch, text.retwatch):
+        assert "hunter2" not in run.stdout + run.stderr and "key-0" not in run.stdout + run.stderr
+
+
 def test_redaction_extended_and_turned_off():
     """--redact port adds a name to the list; --no-redact shows everything."""
     r = tracing.run_ok([(C, "login")], ["db_connect"],
