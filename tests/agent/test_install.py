@@ -7,6 +7,7 @@ date with the chart, and the example FunctionProbe valid.
 helm comes from tests/helm/build.sh (built from its Go module, cached)."""
 
 import difflib
+import json
 import os
 import subprocess
 import tarfile
@@ -14,6 +15,7 @@ import tarfile
 import pytest
 import yaml
 
+from agentproc import wait_for
 from conftest import ARGUMENT_POLICY, INSTALL_YAML, REPO, install_manifests
 from controlplane import ControlPlane
 
@@ -401,24 +403,33 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
     ns = cluster.namespace()
     kubeconfig = cluster.cp.kubeconfig("admin")
     res = helm("install", "second", CHART, "-n", ns, kubeconfig=kubeconfig)
-    assert "STATUS: deployed" in res.stdout
-    assert "kubectl get fprobe" in res.stdout  # the NOTES
-    objects = objects_of(helm, "second", ns, kubeconfig)
-    assert sorted(kind for kind, _, _ in objects) == [
-        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
-        "ClusterRoleBinding", "DaemonSet",
-        "NetworkPolicy", "Role",
-        "RoleBinding", "ServiceAccount"] + ["ValidatingAdmissionPolicy"] * 5 + [
-        "ValidatingAdmissionPolicyBinding"] * 5
-    assert all(name.startswith("second-retwatch-") for _, name, _ in objects), objects
-    assert_exist(cluster.kubectl, objects, True)
-    sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
-    assert can_i(cluster.kubectl, sa, "list", "functionprobes.retwatch.io", None)
-    assert can_i(cluster.kubectl, sa, "update", "leases.coordination.k8s.io/retwatch-summary", ns)
-    assert not can_i(cluster.kubectl, sa, "update", "leases.coordination.k8s.io", "retwatch")
-
-    helm("uninstall", "second", "-n", ns, kubeconfig=kubeconfig)
+    try:
+        assert "STATUS: deployed" in res.stdout
+        assert "kubectl get fprobe" in res.stdout  # the NOTES
+        objects = objects_of(helm, "second", ns, kubeconfig)
+        assert sorted(kind for kind, _, _ in objects) == [
+            "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
+            "ClusterRoleBinding", "DaemonSet",
+            "NetworkPolicy", "Role",
+            "RoleBinding", "ServiceAccount"] + ["ValidatingAdmissionPolicy"] * 5 + [
+            "ValidatingAdmissionPolicyBinding"] * 5
+        assert all(name.startswith("second-retwatch-") for _, name, _ in objects), objects
+        assert_exist(cluster.kubectl, objects, True)
+        sa = f"system:serviceaccount:{ns}:second-retwatch-agent"
+        assert can_i(cluster.kubectl, sa, "list", "functionprobes.retwatch.io", None)
+        assert can_i(cluster.kubectl, sa, "update", "leases.coordination.k8s.io/retwatch-summary", ns)
+        assert not can_i(cluster.kubectl, sa, "update", "leases.coordination.k8s.io", "retwatch")
+    finally:
+        # its admission policies would refuse what the tests that follow do
+        helm("uninstall", "second", "-n", ns, kubeconfig=kubeconfig)
     assert_exist(cluster.kubectl, objects, False)
+    probe = {"apiVersion": "retwatch.io/v1alpha1", "kind": "FunctionProbe",
+             "metadata": {"name": "args", "namespace": ns},
+             "spec": {"selector": {"matchLabels": {"app": "web"}}, "functions": ["f"],
+                      "captureArguments": True}}
+    wait_for("its argument policy out of force", lambda: cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(probe),
+        check=False).returncode == 0, timeout=30)
     cluster.kubectl("get", CRD)  # still there, for the other install
 
 
