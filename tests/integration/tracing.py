@@ -450,13 +450,51 @@ def run(specs, patterns, options=(), json_out=True, traced=None, release=None,
 
 
 def run_ok(specs, patterns, **kwargs):
-    """run(), and retwatch exited 0 and every traced tracee exited 0 with its report."""
+    """run(), and retwatch exited 0 and every traced tracee exited 0 with its
+    report, which says what the tracee's untraced run says."""
     result = run(specs, patterns, **kwargs)
     assert result.retwatch.returncode == 0, f"retwatch failed\n{result.describe()}"
     for t, rep in zip(result.tracees, result.reports):
         if t.released_at is not None:
             assert t.proc.returncode == 0 and rep is not None, f"tracee failed\n{result.describe()}"
+            assert_same_as_untraced(t, rep, result)
     return result
+
+
+# Scenarios whose own call counts follow the clock (calls until a duration ends).
+TIMED_COUNTS = {"hot", "warm"}
+
+
+def computed(report):
+    """What a tracee's scenario computed, as opposed to what it timed: every
+    key of its report but the durations (*_ns, untraced_*), and the call
+    counts of a scenario that calls until a duration ends. Each is the same
+    in two untraced runs of every scenario of both tracees."""
+    return {k: v for k, v in report.items()
+            if not k.endswith("_ns") and not k.startswith("untraced_")
+            and not (k == "calls" and report.get("scenario") in TIMED_COUNTS)}
+
+
+@functools.lru_cache(maxsize=None)
+def compared_tracees():
+    """The native Go tracee and the C tracee, those of them this machine's
+    fixtures have (a guest's may not)."""
+    try:
+        return frozenset((go_tracee("native", "default"), c_tracee()))
+    except (AssertionError, OSError):
+        return frozenset()
+
+
+def assert_same_as_untraced(t, report, result):
+    """A traced program computes what it computes untraced: the native Go
+    tracee's and the C tracee's scenarios, traced by any test, against one
+    untraced run of the same scenario (the other builds run the same code)."""
+    if t.tracee not in compared_tracees():
+        return
+    want = computed(untraced(t.tracee, t.scenario).report())
+    got = computed(report)
+    assert got == want, (f"{t.tracee.id} {t.scenario} computed, traced, {got}; "
+                         f"untraced, {want}\n{result.describe()}")
 
 
 # --------------------------------------------------------------------------
