@@ -341,7 +341,11 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 				     .share_contexts = o->ns_inflight,
 				     .share_slow_calls_per_sec = o->ns_slow_calls_per_sec,
 				     .tenant_of = tenant_of,
-				     .capture_args = !o->deny_args };
+				     .capture_args = !o->deny_args,
+				     /* a pre-fork server's workers (a PostgreSQL
+				      * backend) can live less than a scan of /proc
+				      * apart: counted from their fork */
+				     .follow = true };
 	struct agent *a = calloc(1, sizeof(*a));
 	struct utsname u;
 
@@ -367,6 +371,14 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 		goto nomem;
 	topts.cache = a->cache;
 	a->tracer = a->env.tracer = tracer__new(&topts, err);
+	if (!a->tracer) {
+		/* its fork program may be what this kernel refuses: again without */
+		log_warn("%s: trying again without following processes from their fork (a "
+			 "short-lived worker, such as a PostgreSQL backend, may then be missed)",
+			 err->msg);
+		topts.follow = false;
+		a->tracer = a->env.tracer = tracer__new(&topts, err);
+	}
 	if (!a->tracer)
 		goto fail;
 	a->page = (struct metrics_page){ .version = o->version,

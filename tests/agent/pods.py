@@ -117,7 +117,7 @@ def _symlink(target, path):
 
 
 SHLIB_SRC = os.path.join(REPO, "tests", "fixtures", "c", "shlib")
-SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so")
+SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so", "preforkd")
 
 
 def build_shpod(outdir):
@@ -129,6 +129,7 @@ def build_shpod(outdir):
         ("libshfix.so", ["libshfix.c"], ["-shared", "-fPIC", "-Wl,-Ttext-segment=0x40000"]),
         ("libshplug.so", ["libshplug.c"], ["-shared", "-fPIC"]),
         ("shpod", ["shpod.c"], [f"-L{outdir}", "-lshfix", "-ldl", "-Wl,-rpath,$ORIGIN"]),
+        ("preforkd", ["preforkd.c"], []),
     )
     for out, srcs, flags in steps:
         target = os.path.join(outdir, out)

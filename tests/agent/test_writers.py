@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 from agentproc import wait_for
-from test_agent import has_calls, pod_token, spec
+from test_agent import has_calls, pod_token, rfc3339, spec
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/retwatch/leases"
 AGENT_USER = "system:serviceaccount:retwatch:retwatch-agent"
@@ -198,8 +198,12 @@ def test_reports_of_no_node_of_the_cluster_are_not_summed(cluster, make_pod):
                 raise AssertionError(f"{e}\nthe agent's log:\n{agent.tail()}") from None
             wait_for("calls in node-a's report",
                      lambda: has_calls(cluster, ns, "ghosts", "node-a"), timeout=20)
-            time.sleep(2)  # a summary after the ghost's report was listed
-            summary = cluster.status(ns, "ghosts").get("summary", {})
+            # a summary made after the ghost's report was listed (late in the
+            # suite, the summary writer has every earlier test's probes too)
+            listed = time.time()
+            summary = wait_for("a summary after the ghost's report", lambda: (
+                s := cluster.status(ns, "ghosts").get("summary", {})).get("calls")
+                and rfc3339(s["lastUpdate"]) > listed and s, timeout=30, interval=0.5)
     finally:
         cluster.kubectl("delete", "node", "node-a")
     assert said and summary.get("nodes") == 1, summary
