@@ -71,33 +71,6 @@ bool termsafe__needs(const char *s, size_t n)
 
 static const char hex[] = "0123456789abcdef";
 
-size_t termsafe__escape(const char *s, char *out, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t o = 0, end = 0, n;
-	bool full = !len;
-
-	while (*p) {
-		enum kind k = classify_str(p, &n);
-
-		for (size_t i = 0; i < n; i++) {
-			char e[4] = { '\\', 'x', hex[p[i] >> 4], hex[p[i] & 15] };
-			size_t m = k == PASS ? 1 : 4;
-
-			/* an escape is written whole or not at all */
-			if (!full && o + m < len)
-				memcpy(out + o, k == PASS ? (const char *)p + i : e, m);
-			else if (!full)
-				full = true, end = o;
-			o += m;
-		}
-		p += n;
-	}
-	if (len)
-		out[full ? end : o] = '\0';
-	return o;
-}
-
 char *termsafe__json(const char *text)
 {
 	const unsigned char *p = (const unsigned char *)text;
@@ -247,7 +220,8 @@ static int stream_close(void *cookie)
 	return 0;
 }
 
-FILE *termsafe__stream(int fd)
+/* A stream to fd; *ret_state its state, for the caller to flush at exit. */
+static FILE *stream_open(int fd, struct tstream **ret_state)
 {
 	cookie_io_functions_t io = { .write = stream_write, .close = stream_close };
 	struct tstream *t = calloc(1, sizeof(*t));
@@ -260,7 +234,14 @@ FILE *termsafe__stream(int fd)
 		free(t);
 		return NULL;
 	}
+	if (ret_state)
+		*ret_state = t;
 	return f;
+}
+
+FILE *termsafe__stream(int fd)
+{
+	return stream_open(fd, NULL);
 }
 
 static FILE *installed[2];
@@ -278,21 +259,13 @@ static void flush_installed(void)
 
 static FILE *install_one(int i, int fd, FILE *was, int mode)
 {
-	struct tstream *t = calloc(1, sizeof(*t));
-	cookie_io_functions_t io = { .write = stream_write };
-	FILE *f;
+	FILE *f = stream_open(fd, &installed_state[i]);
 
-	if (!t)
+	if (!f)
 		return was;
-	t->fd = fd;
-	if (!(f = fopencookie(t, "w", io))) {
-		free(t);
-		return was;
-	}
 	setvbuf(f, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
 	fflush(was);
 	installed[i] = f;
-	installed_state[i] = t;
 	return f;
 }
 

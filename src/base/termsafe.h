@@ -25,10 +25,6 @@
 /* Whether s (n bytes) has a byte that would be escaped. */
 bool termsafe__needs(const char *s, size_t n);
 
-/* s with every such byte escaped, into out (NUL-terminated, cut to len);
- * returns the length the whole would take, as snprintf does. */
-size_t termsafe__escape(const char *s, char *out, size_t len);
-
 /*
  * JSON text (as cJSON prints it: C0 already \u-escaped) whose strings hold no
  * such byte, the same values still: DEL and C1 as \u007f..\u009f; a byte that
