@@ -113,6 +113,27 @@ static void function_row(FILE *f, const cJSON *fn, int w)
 	revisions(f, fn, w);
 }
 
+/*
+ * Calls no row counts: entered, then left through a jump to code not probed
+ * (a hook in a library), so neither timed nor in CALLS. Without this line a
+ * function reached only that way reads 0 calls.
+ */
+static void tail_exits(FILE *f, const cJSON *fns)
+{
+	const cJSON *fn;
+
+	cJSON_ArrayForEach(fn, fns)
+	{
+		int64_t n = kobj_int(fn, "tailExits", 0);
+
+		if (n > 0)
+			fprintf(f,
+				"%.200s: %" PRId64 " more calls left through a jump to code not "
+				"probed (tailExits): not timed, not in CALLS\n",
+				str_or(fn, "name"), n);
+	}
+}
+
 /* A ClusterFunctionProbe's row per namespace. */
 static void namespace_rows(FILE *f, const cJSON *probe)
 {
@@ -157,6 +178,7 @@ void view__table(FILE *f, const cJSON *probe)
 	cJSON_ArrayForEach(fn, fns) function_row(f, fn, w);
 	if (!cJSON_GetArraySize(fns))
 		fprintf(f, "(no calls yet)\n");
+	tail_exits(f, fns);
 	if (kobj_int(sum, "functionsOmitted", 0) > 0)
 		fprintf(f,
 			"(%" PRId64 " more functions left out of the status to keep it within "
@@ -221,6 +243,9 @@ static void print_args(FILE *f, const cJSON *c)
 	}
 	if (n)
 		fputc('\n', f);
+	/* why they are raw registers (no DWARF names) */
+	if (kobj_str(c, "argumentsNote"))
+		fprintf(f, "  (%.300s)\n", kobj_str(c, "argumentsNote"));
 }
 
 static void print_call(FILE *f, const char *fn, const cJSON *c)

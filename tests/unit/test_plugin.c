@@ -406,7 +406,8 @@ TEST(plugin_view_slowest_calls_once_each)
 		"{\"duration\":\"9ms\",\"durationNs\":9000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
 		"\"ended\":\"E1\",\"stack\":[\"main.a+0x1 (/app)\",\"main.b+0x2 (/app)\"]},"
 		"{\"duration\":\"8ms\",\"durationNs\":8000000,\"pod\":\"web-1\",\"pid\":4,\"tid\":5,"
-		"\"ended\":\"E2\"}]}]}}}";
+		"\"ended\":\"E2\",\"arguments\":[{\"name\":\"rdi\",\"type\":\"u64\",\"value\":\"7\"}],"
+		"\"argumentsNote\":\"no DWARF: the argument registers\"}]}]}}}";
 	cJSON *obj = cJSON_Parse(probe);
 	struct view_seen *seen = calloc(1, sizeof(*seen));
 	char *out = NULL;
@@ -419,7 +420,9 @@ TEST(plugin_view_slowest_calls_once_each)
 	ok = ok &&
 	     ASSERT_STRCONTAINS(out, "slowest call: main.a 9ms in pod web-1 (container -, "
 				     "node -, pid 4) ended E1: main.a+0x1 (/app) < main.b+0x2 "
-				     "(/app)\n");
+				     "(/app)\n") &&
+	     ASSERT_STRCONTAINS(out, "ended E2\n  arguments: rdi=7\n"
+				     "  (no DWARF: the argument registers)\n");
 	free(out);
 	free(seen);
 	cJSON_Delete(obj);
@@ -435,6 +438,22 @@ TEST(plugin_view_table_says_why)
 			    "\"functionsOmitted\":3}}}");
 	bool ok = ASSERT_STRCONTAINS(out, "OverheadLimited: main.hot detached from pid 7\n") &&
 		  ASSERT_STRCONTAINS(out, "(no calls yet)\n(3 more functions left out");
+
+	free(out);
+	return ok;
+}
+
+/* A function whose calls all left through a hook reads 0 calls, and says why. */
+TEST(plugin_view_table_says_tail_exits)
+{
+	char *out = printed(view__table,
+			    "{\"metadata\":{\"name\":\"p\"},\"status\":{\"summary\":{\"functions\":"
+			    "[{\"name\":\"ExecutorRun\",\"calls\":0,\"tailExits\":1926},"
+			    "{\"name\":\"PortalRun\",\"calls\":1957}]}}}");
+	bool ok = ASSERT_STRCONTAINS(out,
+				     "ExecutorRun: 1926 more calls left through a jump to "
+				     "code not probed (tailExits): not timed, not in CALLS\n") &&
+		  ASSERT_FALSE(strstr(out, "PortalRun: "));
 
 	free(out);
 	return ok;
