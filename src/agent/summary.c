@@ -551,8 +551,10 @@ static cJSON *summary_json(struct summary *s, size_t keep)
 		cJSON_AddItemToArray(fns, f);
 		if (m->inlined_sites)
 			cJSON_AddNumberToObject(f, "inlinedSites", (double)m->inlined_sites);
-		if (m->bias_ns)
+		if (m->bias_ns) {
 			status__take_bias(f, m->bias_ns);
+			cJSON_AddNumberToObject(f, "probeBiasNs", (double)m->bias_ns);
+		}
 		cJSON_AddItemToObject(f, "slowestPods", slowest_json(m, m->bias_ns));
 		cJSON_AddItemToObject(f, "revisions", revisions_json(m, m->bias_ns));
 		if (keep && m->ncalls)

@@ -70,6 +70,10 @@ def test_hot_function_detached_others_measured_and_raising_the_budget_reattaches
         assert abs(ns_of(slow["raw"]["p50"]) - ns_of(slow["p50"]) - bias) <= 0.001 * ns_of(
             slow["raw"]["p50"]) + 1, slow
         assert 0 <= slow["overhead"] < 0.02, slow
+        # the summary's row says the bias it took out: one node's, the same
+        srow = wait_for("the summary's row of the slow function", lambda: fns(
+            cluster.status(ns, "hot").get("summary", {})).get(SLOW), timeout=20)
+        assert srow["probeBiasNs"] == bias, (srow, cal)
 
         # the hot function's counts stop; the slow one's go on; podapp never stops
         hot_then, slow_then, podapp_then = fns(e)[HOT]["calls"], slow["calls"], c.stats()["hot_calls"]

@@ -133,8 +133,8 @@ ODD_NAME = 'odd"quote\\back\tab\x01\x1fctl\x7f\u00e9nd'
 
 def test_json_escapes_names(tmp_path):
     """A name with a quote, a backslash and control characters (objcopy
-    writes any bytes into .strtab) comes back exact from --json, raw in the
-    text output."""
+    writes any bytes into .strtab) comes back exact from --json; the text
+    output shows its controls as escapes (test_terminal.py), a tab as it is."""
     src, obj, out = tmp_path / "odd.c", tmp_path / "odd.o", tmp_path / "odd"
     src.write_text("int odd_fn(int x) { return x * 3; }\nint main(void) { return odd_fn(1); }\n")
     subprocess.run(["gcc", "-O1", "-c", "-o", str(obj), str(src)], check=True)
@@ -146,8 +146,9 @@ def test_json_escapes_names(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     doc = json.loads(proc.stdout.decode())
     assert [f["name"] for f in doc["functions"]] == [ODD_NAME]
-    # the short escapes where JSON has them, \u00XX for other control bytes
-    assert b'"odd\\"quote\\\\back\\tab\\u0001\\u001fctl\x7f\xc3\xa9nd"' in proc.stdout
+    # the short escapes where JSON has them, \u00XX for other control bytes and DEL
+    assert b'"odd\\"quote\\\\back\\tab\\u0001\\u001fctl\\u007f\xc3\xa9nd"' in proc.stdout
     text = subprocess.run([harness.RETWATCH, "inspect", str(out), "odd*"], capture_output=True,
                           timeout=60)
-    assert text.returncode == 0 and b"\n" + ODD_NAME.encode() + b"\n" in text.stdout
+    shown = 'odd"quote\\back\tab\\x01\\x1fctl\\x7f\u00e9nd'
+    assert text.returncode == 0 and b"\n" + shown.encode() + b"\n" in text.stdout, text.stdout
