@@ -34,7 +34,7 @@ void agent_health__counters(struct agent *a, struct agent_counters *ret)
 	ret->detach_pending = a->env.detach_waiting;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
-	ret->bpf_links = uprobe_links__open();
+	ret->bpf_links = uprobe_links__open() + tracer__other_links(a->tracer);
 	open_files__read(&ret->files);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;

@@ -245,7 +245,8 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      c->leader);
 	render_summaries(f, &c->sum);
 	gauge(f, "retwatch_bpf_links", "gauge",
-	      "Descriptors of the uprobes' BPF links (and perf events) this agent holds open.",
+	      "Descriptors of the BPF links this agent holds open: its uprobes' (and perf "
+	      "events), and the fork program's while it traces a process.",
 	      c->bpf_links);
 	gauge(f, "retwatch_open_files", "gauge", "Descriptors this agent holds open.",
 	      c->files.open);

@@ -75,6 +75,11 @@ static const enum rw_stat unmeasured_stats[] = {
 	RW_STAT_MORESTACK_READ_FAILED,
 };
 
+size_t tracer__other_links(const struct tracer *t)
+{
+	return t->fork_link != NULL;
+}
+
 const char *tracer__attach_mode(const struct tracer *t)
 {
 	return t->multi ? "uprobe_multi" : "perf_event";

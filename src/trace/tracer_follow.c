@@ -16,6 +16,7 @@
 #include <linux/types.h>
 
 #include "base/cgroup.h"
+#include "base/log.h"
 #include "trace/tracer_impl.h"
 
 static bool pid_traced(const struct tracer *t, uint32_t pid)
@@ -48,12 +49,14 @@ static bool follow__current(const struct tracer *t, pid_t pid, const struct rw_f
 
 int follow__start(struct tracer *t, struct rw_error *err)
 {
-	t->fork_link = bpf_program__attach(t->skel->progs.rw_fork);
-	if (!t->fork_link)
+	struct bpf_link *l = bpf_program__attach(t->skel->progs.rw_fork);
+
+	if (!l)
 		return rw_error_set(err, errno,
 				    "cannot follow processes from their fork (the "
 				    "sched_process_fork tracepoint): %s",
 				    strerror(errno));
+	bpf_link__destroy(l);
 	return 0;
 }
 
@@ -66,6 +69,10 @@ void follow__add(struct tracer *t, pid_t pid)
 
 	if (!t->follow)
 		return;
+	if (!t->fork_link && !(t->fork_link = bpf_program__attach(t->skel->progs.rw_fork)))
+		log_warn("cannot follow the processes %d forks (the sched_process_fork "
+			 "tracepoint): %s",
+			 (int)pid, strerror(errno));
 	/* forked by a followed process: it keeps its lender, so that its calls
 	 * begun in the lender's histograms end there */
 	if (!bpf_map_lookup_elem(fd, &key, &had) && had.lender != key &&
@@ -80,8 +87,14 @@ void follow__drop(struct tracer *t, pid_t pid)
 {
 	uint32_t key = (uint32_t)pid;
 
-	if (t->follow)
-		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.follow), &key);
+	if (!t->follow)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.follow), &key);
+	/* tracing nothing, it holds nothing in the kernel */
+	if (!t->targets) {
+		bpf_link__destroy(t->fork_link);
+		t->fork_link = NULL;
+	}
 }
 
 pid_t follow__lender_of(const struct tracer *t, pid_t pid)

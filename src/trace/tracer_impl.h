@@ -231,11 +231,12 @@ int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func
  * tracer_follow.c: processes followed from their fork, where
  * tracer_opts.follow asks (each does nothing otherwise).
  */
-/* Attaches the fork program. */
+/* Checks that the fork program attaches (it is attached while a process is
+ * traced: a tracer tracing nothing holds no link). */
 int follow__start(struct tracer *t, struct rw_error *err);
 /* Process pid is traced: the processes it forks are lent its histograms. */
 void follow__add(struct tracer *t, pid_t pid);
-/* Process pid is traced no more. */
+/* Process pid is traced no more; the fork program detached after the last. */
 void follow__drop(struct tracer *t, pid_t pid);
 /* The process whose histograms process pid counts in, forked by it; 0: none. */
 pid_t follow__lender_of(const struct tracer *t, pid_t pid);
