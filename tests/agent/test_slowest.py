@@ -110,7 +110,9 @@ def test_arguments_refused_by_the_administrator(cluster, make_pod):
     assert cond["status"] == "False" and cond["reason"] == "ForbiddenByAdministrator", cond
     assert "allowArgumentCapture" in cond["message"], cond
     assert len(f["slowestCalls"]) == 5 and len(report["slowestCalls"]) == 5, (f, report)
-    assert len(logged) == 1, logged  # the one slow-co call of 100
+    # the one slow-co call of 100 (on a loaded machine a 1 ms one can pass
+    # 100 ms too)
+    assert logged and any(c["duration_ns"] >= 240e6 for c in logged), logged
     for c in f["slowestCalls"] + report["slowestCalls"] + logged:
         assert "arguments" not in c, c
     assert "slow-co" not in json.dumps([status, report, logged])
