@@ -262,8 +262,12 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 	if (p->list && funclist__end(p->list))
 		p->next_write = 0;
 	/* the pods attached over several turns are all in a report at once,
-	 * not an interval later: one write more per report written meanwhile */
-	if (p->write_attached && !traceset__waiting(p->traces)) {
+	 * not an interval later: one write more when the last is attached,
+	 * whether or not a report was written meanwhile (at the agent's start
+	 * the first is written before its pods are placed) */
+	if (traceset__waiting(p->traces)) {
+		p->write_attached = true;
+	} else if (p->write_attached) {
 		p->write_attached = false;
 		p->next_write = 0;
 	}
@@ -548,7 +552,6 @@ void fprobe__write_report(struct fprobe *p, struct publisher *pub, const char *n
 	if (!p->valid || now < p->next_write)
 		return;
 	p->next_write = now + jittered(p->interval_ns);
-	p->write_attached = traceset__waiting(p->traces) > 0;
 	/* the overhead guard looks once a report interval */
 	if (p->env->cal.call_cost_ns)
 		results__guard(p->results, now, &p->env->cal, p->spec.max_overhead, on_guard, p);

@@ -45,7 +45,7 @@ struct fprobe {
 	char *status_path, *report_path;
 	uint64_t interval_ns; /* the spec's, or longer when the summary writer asks */
 	uint64_t next_write, next_summary;
-	bool write_attached; /* written while processes waited to be attached: again once they are */
+	bool write_attached; /* processes waited a turn to be attached: written once they all are */
 	char *last_entry;    /* the report last sent, before stamping */
 	/* the report's byte budget (reportfit.h): the agent's, cut when the
 	 * server refused one as too large; the last report's size */
