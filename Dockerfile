@@ -33,7 +33,7 @@ FROM ${BASE}
 RUN apt-get update \
 	&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 		libbpf1 libelf1 libdw1 libzydis4.0 libzycore1.4 libcjson1 libyaml-0-2 \
-		libcurl4 zlib1g libmicrohttpd12 ca-certificates \
+		libcurl4 zlib1g libmicrohttpd12 libgnutls30 ca-certificates \
 	&& rm -rf /var/lib/apt/lists/*
 # Not stripped: --self-check finds the function it probes in the agent's
 # own symbol table.

@@ -31,7 +31,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LIBS_BASE := -lbpf -lcjson -liberty
 LIBS_ANALYSIS := -lelf -ldw -lZydis -lZycore -lz $(LIBS_BASE)
 LIBS_TRACE := $(LIBS_ANALYSIS)
-LIBS := -lcurl -lyaml -lmicrohttpd $(LIBS_TRACE)
+LIBS := -lcurl -lyaml -lmicrohttpd -lgnutls $(LIBS_TRACE)
 LIBS_PLUGIN := -lcurl -lyaml -lcjson
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror -I$(BPF_OUT) -Ibpf -mcpu=v3
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Renders manifests/install.yaml from the Helm chart, to stdout: the release
-# "retwatch" in the namespace retwatch, with its Namespace and the CRD.
+# "retwatch" in the namespace retwatch, with its Namespace and the CRD; each
+# agent makes its own /metrics certificate (a Secret of the chart's would be
+# a new key at each render, and the same one in every copy of this file).
 # `make manifests` writes it; tests/agent/test_install.py checks that the
 # committed file is what this prints.
 #
@@ -27,7 +29,7 @@ cat <<'EOF'
 # chart (charts/retwatch/README.md describes it and its values).
 EOF
 if ! "$helm" template retwatch "$repo/charts/retwatch" --namespace retwatch \
-    --include-crds --set namespace.create=true 2>"$err"; then
+    --include-crds --set namespace.create=true --set metrics.tls.certificate=agent 2>"$err"; then
     cat "$err" >&2
     exit 1
 fi

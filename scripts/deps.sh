@@ -10,7 +10,7 @@ set -euo pipefail
 build_pkgs=(
 	make gcc pkg-config clang llvm bpftool
 	libbpf-dev libelf-dev libdw-dev libzydis-dev zlib1g-dev
-	libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev
+	libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev libgnutls28-dev
 	libiberty-dev
 )
 pkgs=(

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/metricsauth.h"
+#include "agent/metricstls.h"
 #include "base/openfiles.h"
 #include "base/overlay.h"
 #include "agent/reportfit.h"
@@ -60,6 +61,8 @@ static void usage_synopsis(FILE *f)
 		   "                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		   "                      [--health-address ADDR:PORT|none]\n"
 		   "                      [--metrics-auth kube|none]\n"
+		   "                      [--metrics-tls self-signed|none]\n"
+		   "                      [--metrics-tls-cert FILE --metrics-tls-key FILE]\n"
 		   "                      [--metrics-max-series N] [--report-writes-per-second N]\n"
 		   "                      [--report-budget BYTES]\n"
 		   "                      [--slow-calls-per-second N]\n"
@@ -104,6 +107,14 @@ static void usage_connections(FILE *f)
 		"                         token whose user the API server's TokenReview and\n"
 		"                         SubjectAccessReview allow to get /metrics; none:\n"
 		"                         anyone who reaches the port\n"
+		"  --metrics-tls MODE     self-signed (the default): /metrics is served over\n"
+		"                         TLS only, with a certificate the agent makes at\n"
+		"                         start (encrypted, not verifiable); none: plain HTTP\n"
+		"  --metrics-tls-cert FILE, --metrics-tls-key FILE\n"
+		"                         serve /metrics over TLS with this PEM certificate\n"
+		"                         (chain) and its private key instead (a Secret's\n"
+		"                         tls.crt and tls.key); the health listener stays\n"
+		"                         plain HTTP\n"
 		"  --max-probes N         trace at most N probes at once on this node; others\n"
 		"                         wait, with an error in their status (default 100;\n"
 		"                         0: no limit)\n"
@@ -239,7 +250,8 @@ static int parse_bytes(const char *s, size_t *ret)
 struct cli {
 	struct agent_opts ao;
 	const char *kubeconfig, *context, *metrics_address, *health_address;
-	bool metrics_auth;
+	const char *tls_cert, *tls_key;
+	bool metrics_auth, metrics_tls;
 	const char *layer_roots[OVERLAY_MAX_ROOTS];
 	size_t nlayer_roots;
 	bool self_check;
@@ -392,6 +404,16 @@ static int parse_option(int c, struct cli *cli)
 		break;
 	case 'm': cli->metrics_address = optarg; break;
 	case 'H': cli->health_address = optarg; break;
+	case 'Z':
+		if (strcmp(optarg, "self-signed") && strcmp(optarg, "none")) {
+			fprintf(stderr,
+				"retwatch-agent: --metrics-tls must be self-signed or none\n");
+			return 2;
+		}
+		cli->metrics_tls = !strcmp(optarg, "self-signed");
+		break;
+	case 'z': cli->tls_cert = optarg; break;
+	case 'K': cli->tls_key = optarg; break;
 	case 'A':
 		if (strcmp(optarg, "kube") && strcmp(optarg, "none")) {
 			fprintf(stderr, "retwatch-agent: --metrics-auth must be kube or none\n");
@@ -425,40 +447,61 @@ static int parse_option(int c, struct cli *cli)
 	return CLI_GO_ON;
 }
 
+/* The TLS options of /metrics agree: 0, or -EINVAL with a message. */
+static int check_tls(const struct cli *cli)
+{
+	if (!cli->tls_cert != !cli->tls_key) {
+		fprintf(stderr, "retwatch-agent: --metrics-tls-cert and --metrics-tls-key go "
+				"together\n");
+		return -EINVAL;
+	}
+	if (cli->tls_cert && !cli->metrics_tls) {
+		fprintf(stderr, "retwatch-agent: --metrics-tls none serves plain HTTP: give it or "
+				"a certificate, not both\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The long options; parse_option() takes each. */
+static const struct option long_opts[] = {
+	{ "kubeconfig", required_argument, NULL, 'k' },
+	{ "context", required_argument, NULL, 'c' },
+	{ "node-name", required_argument, NULL, 'n' },
+	{ "lease-namespace", required_argument, NULL, 'l' },
+	{ "log-level", required_argument, NULL, 'L' },
+	{ "attach", required_argument, NULL, 'a' },
+	{ "metrics-address", required_argument, NULL, 'm' },
+	{ "health-address", required_argument, NULL, 'H' },
+	{ "metrics-auth", required_argument, NULL, 'A' },
+	{ "metrics-tls", required_argument, NULL, 'Z' },
+	{ "metrics-tls-cert", required_argument, NULL, 'z' },
+	{ "metrics-tls-key", required_argument, NULL, 'K' },
+	{ "max-probes", required_argument, NULL, 'P' },
+	{ "metrics-max-series", required_argument, NULL, 'S' },
+	{ "report-writes-per-second", required_argument, NULL, 'W' },
+	{ "report-budget", required_argument, NULL, 'b' },
+	{ "slow-calls-per-second", required_argument, NULL, 's' },
+	{ "max-functions-per-namespace", required_argument, NULL, 'F' },
+	{ "max-inflight-per-namespace", required_argument, NULL, 'I' },
+	{ "slow-calls-per-namespace", required_argument, NULL, 'E' },
+	{ "layer-root", required_argument, NULL, 'R' },
+	{ "list-page-size", required_argument, NULL, 'G' },
+	{ "max-kept-bytes-per-namespace", required_argument, NULL, 'Q' },
+	{ "max-kept-bytes", required_argument, NULL, 'q' },
+	{ "redact", required_argument, NULL, 'Y' },
+	{ "no-redact", no_argument, NULL, 'y' },
+	{ "analysis-timeout", required_argument, NULL, 'T' },
+	{ "calibrate-every", required_argument, NULL, 'B' },
+	{ "argument-capture", required_argument, NULL, 'X' },
+	{ "self-check", no_argument, NULL, 'C' },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
 static int parse_args(int argc, char **argv, struct cli *ret)
 {
-	static const struct option opts[] = {
-		{ "kubeconfig", required_argument, NULL, 'k' },
-		{ "context", required_argument, NULL, 'c' },
-		{ "node-name", required_argument, NULL, 'n' },
-		{ "lease-namespace", required_argument, NULL, 'l' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "attach", required_argument, NULL, 'a' },
-		{ "metrics-address", required_argument, NULL, 'm' },
-		{ "health-address", required_argument, NULL, 'H' },
-		{ "metrics-auth", required_argument, NULL, 'A' },
-		{ "max-probes", required_argument, NULL, 'P' },
-		{ "metrics-max-series", required_argument, NULL, 'S' },
-		{ "report-writes-per-second", required_argument, NULL, 'W' },
-		{ "report-budget", required_argument, NULL, 'b' },
-		{ "slow-calls-per-second", required_argument, NULL, 's' },
-		{ "max-functions-per-namespace", required_argument, NULL, 'F' },
-		{ "max-inflight-per-namespace", required_argument, NULL, 'I' },
-		{ "slow-calls-per-namespace", required_argument, NULL, 'E' },
-		{ "layer-root", required_argument, NULL, 'R' },
-		{ "list-page-size", required_argument, NULL, 'G' },
-		{ "max-kept-bytes-per-namespace", required_argument, NULL, 'Q' },
-		{ "max-kept-bytes", required_argument, NULL, 'q' },
-		{ "redact", required_argument, NULL, 'Y' },
-		{ "no-redact", no_argument, NULL, 'y' },
-		{ "analysis-timeout", required_argument, NULL, 'T' },
-		{ "calibrate-every", required_argument, NULL, 'B' },
-		{ "argument-capture", required_argument, NULL, 'X' },
-		{ "self-check", no_argument, NULL, 'C' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	int c, e;
 
 	*ret = (struct cli){
@@ -483,12 +526,15 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 		.metrics_address = DEFAULT_METRICS_ADDRESS,
 		.health_address = "none",
 		.metrics_auth = true,
+		.metrics_tls = true,
 	};
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		e = parse_option(c, ret);
 		if (e != CLI_GO_ON)
 			return e;
 	}
+	if (check_tls(ret))
+		return 2;
 	if (ret->nlayer_roots && overlay__set_roots(ret->layer_roots, ret->nlayer_roots)) {
 		fprintf(stderr, "retwatch-agent: out of memory for --layer-root\n");
 		return 1;
@@ -549,11 +595,19 @@ static int start_metrics(const struct cli *cli, struct metrics_auth *auth,
 {
 	bool metrics = strcmp(cli->metrics_address, "none"),
 	     health = strcmp(cli->health_address, "none");
+	struct metrics_tls tls = { 0 };
+	char about[sizeof(tls.about)];
 
 	*ret = NULL;
 	if (!metrics && !health)
 		return 0;
-	*ret = metrics_server__start(metrics ? cli->metrics_address : NULL, err);
+	if (metrics && cli->tls_cert ? metrics_tls__load(cli->tls_cert, cli->tls_key, &tls, err)
+	    : metrics && cli->metrics_tls ? metrics_tls__self_signed("retwatch-agent", &tls, err)
+					  : 0)
+		return -EINVAL;
+	snprintf(about, sizeof(about), "%s", tls.about);
+	*ret = metrics_server__start(metrics ? cli->metrics_address : NULL,
+				     tls.cert_pem ? &tls : NULL, err);
 	if (!*ret)
 		return -EINVAL;
 	if (health && metrics_server__serve_health(*ret, cli->health_address, err))
@@ -562,6 +616,17 @@ static int start_metrics(const struct cli *cli, struct metrics_auth *auth,
 	if (metrics)
 		log_info("serving /metrics, /healthz and /readyz on port %u",
 			 metrics_server__port(*ret));
+	if (metrics && cli->tls_cert)
+		log_emit(log_event(strstr(about, "EXPIRED") ? LOG_WARN : LOG_INFO,
+				   "/metrics over TLS only, with the certificate %s (%s)",
+				   cli->tls_cert, about));
+	else if (metrics && cli->metrics_tls)
+		log_info("/metrics over TLS only, with a self-signed certificate made at start "
+			 "(%s): give one a scraper can verify with --metrics-tls-cert",
+			 about);
+	else if (metrics)
+		log_warn("/metrics over plain HTTP (--metrics-tls none): its bearer tokens and "
+			 "every tenant's function names cross the network in clear");
 	if (metrics)
 		log_info("/metrics %s", auth ? "answers only users allowed to get /metrics "
 					       "(TokenReview, SubjectAccessReview)"

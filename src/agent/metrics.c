@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "agent/metricsauth.h"
+#include "agent/metricstls.h"
 
 /* A scrape waits this long for the main thread, which turns every 100 ms. */
 #define RENDER_WAIT_S 5
@@ -45,6 +46,7 @@ struct metrics_server {
 	struct MHD_Daemon *d, *health;
 	uint16_t port, health_port;
 	struct metrics_auth *auth; /* NULL: /metrics is open */
+	struct metrics_tls tls;	   /* cert_pem NULL: plain HTTP */
 	pthread_mutex_t log_mu;	   /* guards the two below */
 	uint64_t logged_ns, log_skipped;
 	pthread_mutex_t mu;
@@ -364,6 +366,18 @@ static enum MHD_Result handle_health(void *cls, struct MHD_Connection *c, const 
 static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sockaddr *sa,
 				    uint16_t port, unsigned int extra_flags)
 {
+	struct MHD_OptionItem tls[] = {
+		{ MHD_OPTION_HTTPS_MEM_CERT, 0, ms->tls.cert_pem },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, ms->tls.key_pem },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+
+	/* TLS only, when there is a certificate: a plain request fails the
+	 * handshake, and never sees an answer */
+	if (ms->tls.cert_pem)
+		extra_flags |= MHD_USE_TLS;
+	else
+		tls[0].option = MHD_OPTION_END;
 	return MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 					MHD_USE_ERROR_LOG | extra_flags,
 				/* the logger first, or the options before it log on stderr;
@@ -372,7 +386,8 @@ static struct MHD_Daemon *listen_on(struct metrics_server *ms, const struct sock
 				ms, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
 				(unsigned int)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 				(unsigned int)MAX_CONNECTIONS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-				(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+				(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_ARRAY, tls,
+				MHD_OPTION_END);
 }
 
 /* The health listener: one thread polls every connection (its handler
@@ -429,19 +444,30 @@ static struct MHD_Daemon *listen_at(struct metrics_server *ms, const char *addre
 	return d;
 }
 
-struct metrics_server *metrics_server__start(const char *address, struct rw_error *err)
+struct metrics_server *metrics_server__start(const char *address, struct metrics_tls *tls,
+					     struct rw_error *err)
 {
 	struct metrics_server *ms;
 
-	if (MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES) {
-		rw_error_set(err, ENOTSUP,
-			     "failed to serve metrics: libmicrohttpd was built without poll()");
+	if (MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES ||
+	    (tls && tls->cert_pem && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)) {
+		rw_error_set(
+			err, ENOTSUP, "failed to serve metrics: libmicrohttpd was built without %s",
+			MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES ? "poll()" : "TLS");
+		if (tls)
+			metrics_tls__free(tls);
 		return NULL;
 	}
 	ms = calloc(1, sizeof(*ms));
 	if (!ms) {
 		rw_error_set(err, ENOMEM, "out of memory");
+		if (tls)
+			metrics_tls__free(tls);
 		return NULL;
+	}
+	if (tls) {
+		ms->tls = *tls;
+		memset(tls, 0, sizeof(*tls));
 	}
 	pthread_mutex_init(&ms->mu, NULL);
 	pthread_mutex_init(&ms->log_mu, NULL);
@@ -491,6 +517,11 @@ uint16_t metrics_server__port(const struct metrics_server *ms)
 	return ms->port;
 }
 
+bool metrics_server__tls(const struct metrics_server *ms)
+{
+	return ms->tls.cert_pem;
+}
+
 void metrics_server__stop(struct metrics_server *ms)
 {
 	if (!ms)
@@ -501,6 +532,7 @@ void metrics_server__stop(struct metrics_server *ms)
 		MHD_stop_daemon(ms->d);
 	if (ms->health)
 		MHD_stop_daemon(ms->health);
+	metrics_tls__free(&ms->tls);
 	pthread_cond_destroy(&ms->cv);
 	pthread_mutex_destroy(&ms->mu);
 	pthread_mutex_destroy(&ms->log_mu);

@@ -19,6 +19,7 @@
 
 struct metrics_auth;
 struct metrics_server;
+struct metrics_tls;
 
 /*
  * Parses "HOST:PORT", ":PORT" (every address) or "[IPv6]:PORT" into
@@ -29,11 +30,16 @@ int metrics__parse_address(const char *s, char *ret_host, size_t host_len, uint1
 			   struct rw_error *err);
 
 /* Listens on address (as metrics__parse_address reads it; port 0 picks a
- * free one; NULL: no /metrics listener, only the health one). NULL on
- * error, with a message. */
-struct metrics_server *metrics_server__start(const char *address, struct rw_error *err);
+ * free one; NULL: no /metrics listener, only the health one), over TLS only
+ * with tls's certificate (metricstls.h; taken over, even on error), over
+ * plain HTTP when tls is NULL. NULL on error, with a message. */
+struct metrics_server *metrics_server__start(const char *address, struct metrics_tls *tls,
+					     struct rw_error *err);
 /* The port it listens on. */
 uint16_t metrics_server__port(const struct metrics_server *ms);
+/* Whether /metrics is served over TLS (the health listener never is: the
+ * kubelet's probes read only "ok" there). */
+bool metrics_server__tls(const struct metrics_server *ms);
 /*
  * Serves /healthz and /readyz on address too, from a listener of their own
  * that the clients of /metrics cannot use up: its own connection limits,

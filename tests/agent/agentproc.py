@@ -120,12 +120,16 @@ class Agent:
     """retwatch-agent for one node, as the agent identity of the test cluster,
     with the DaemonSet's capabilities (or caps) only. Its metrics endpoint
     listens on a free loopback port (metrics_url), open to every client
-    unless extra has --metrics-auth."""
+    unless extra has --metrics-auth, over plain HTTP unless extra has
+    --metrics-tls or --metrics-tls-cert."""
 
     def __init__(self, binary, kubeconfig, node, workdir, extra=(), caps=None):
         metrics = [] if "--metrics-address" in extra else ["--metrics-address", "127.0.0.1:0"]
         # /metrics is read without a token unless a test asks for the review
         metrics += [] if "--metrics-auth" in extra else ["--metrics-auth", "none"]
+        # and over plain HTTP unless a test asks for TLS (the agent's default)
+        metrics += [] if {"--metrics-tls", "--metrics-tls-cert"} & set(extra) \
+            else ["--metrics-tls", "none"]
         self.binary = binary
         self.caps = sorted(agent_capabilities() if caps is None else caps)
         self.argv = [binary, "--kubeconfig", kubeconfig, "--node-name", node,

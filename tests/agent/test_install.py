@@ -87,7 +87,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
         ("ClusterRoleBinding", "retwatch-agent"),
         ("DaemonSet", "retwatch-agent"), ("NetworkPolicy", "retwatch-agent"),
         ("Role", "retwatch-agent-lease"),
-        ("RoleBinding", "retwatch-agent-lease"), ("ServiceAccount", "retwatch-agent"),
+        ("RoleBinding", "retwatch-agent-lease"), ("Secret", "retwatch-agent-metrics-tls"),
+        ("ServiceAccount", "retwatch-agent"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-arguments"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-report-writers"),
         ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
@@ -112,7 +113,11 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert pod["serviceAccountName"] == "retwatch-agent"
     assert pod["tolerations"] == [{"operator": "Exists"}]
     assert pod["terminationGracePeriodSeconds"] >= 10
-    assert "volumes" not in pod and "volumeMounts" not in c
+    # the one volume: the metrics certificate's Secret
+    assert pod["volumes"] == [{"name": "metrics-tls", "secret": {
+        "secretName": "retwatch-agent-metrics-tls", "defaultMode": 0o400}}], pod["volumes"]
+    assert c["volumeMounts"] == [{"name": "metrics-tls", "mountPath": "/etc/retwatch/metrics-tls",
+                                  "readOnly": True}]
     assert objects["DaemonSet", "retwatch-agent"]["spec"]["updateStrategy"]["type"] == \
         "RollingUpdate"
     assert c["image"] == "retwatch-agent:0.1.0"
@@ -125,6 +130,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
                          "--calibrate-every=10m", "--argument-capture=deny",
                          "--metrics-address=:9431",
                          "--metrics-max-series=5000", "--metrics-auth=kube",
+                         "--metrics-tls-cert=/etc/retwatch/metrics-tls/tls.crt",
+                         "--metrics-tls-key=/etc/retwatch/metrics-tls/tls.key",
                          "--health-address=:9432"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
@@ -143,6 +150,7 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     annotations = objects["DaemonSet", "retwatch-agent"]["spec"]["template"]["metadata"][
         "annotations"]
     assert annotations["prometheus.io/port"] == "9431"
+    assert annotations["prometheus.io/scheme"] == "https"
 
 
 def test_the_daemonset_schedules_on_amd64_and_arm64_linux_nodes(helm):
@@ -187,7 +195,7 @@ def test_values_change_the_daemonset(helm):
 
     objects = render(helm, "--set", "metrics.port=9500,metrics.maxSeries=10")
     _, c = agent_container(objects)
-    assert c["args"][-4:-2] == ["--metrics-address=:9500", "--metrics-max-series=10"]
+    assert c["args"][-6:-4] == ["--metrics-address=:9500", "--metrics-max-series=10"]
     assert c["ports"][0]["containerPort"] == 9500
 
     objects = render(helm, "--set", "perfEventUprobes=true")
@@ -199,6 +207,7 @@ def test_values_change_the_daemonset(helm):
                      "--set", "rbac.create=false")
     assert sorted(objects) == [("DaemonSet", "retwatch-agent"),
                                ("NetworkPolicy", "retwatch-agent"),
+                               ("Secret", "retwatch-agent-metrics-tls"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-arguments"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-report-writers"),
                                ("ValidatingAdmissionPolicy", "retwatch-agent-reports"),
@@ -271,7 +280,12 @@ def test_install_yaml_is_the_chart_with_its_namespace_and_crd(helm):
     ns = docs[3]
     assert ns["metadata"]["name"] == "retwatch"
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert {(d["kind"], d["metadata"]["name"]) for d in docs[4:]} == set(render(helm))
+    # each agent makes its own metrics certificate there: no Secret
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs[4:]} == set(
+        render(helm, "--set", "metrics.tls.certificate=agent"))
+    (agent,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert "--metrics-tls=self-signed" in agent["spec"]["template"]["spec"]["containers"][0][
+        "args"]
 
 
 def install_yaml_count():
@@ -411,7 +425,7 @@ def test_helm_install_and_uninstall_beside_another_install(cluster, helm):
             "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
             "ClusterRoleBinding", "DaemonSet",
             "NetworkPolicy", "Role",
-            "RoleBinding", "ServiceAccount"] + ["ValidatingAdmissionPolicy"] * 5 + [
+            "RoleBinding", "Secret", "ServiceAccount"] + ["ValidatingAdmissionPolicy"] * 5 + [
             "ValidatingAdmissionPolicyBinding"] * 5
         assert all(name.startswith("second-retwatch-") for _, name, _ in objects), objects
         assert_exist(cluster.kubectl, objects, True)
@@ -451,11 +465,19 @@ def test_helm_install_on_an_empty_cluster_installs_the_crd(cluster, helm, workdi
             cp.kubectl("wait", "--for=condition=Established", crd)
             got = yaml.safe_load(cp.kubectl("get", crd, "-o", "yaml").stdout)
             assert got["spec"]["versions"][0]["schema"] == want["spec"]["versions"][0]["schema"]
-        # all of install.yaml exists (its Namespace made by --create-namespace)
+        # all of install.yaml exists (its Namespace made by --create-namespace),
+        # and the metrics certificate's Secret (each agent makes its own there)
         names = cp.kubectl("get", "-f", INSTALL_YAML, "-o", "name").stdout.split()
         assert len(names) == install_yaml_count(), names
         objects = objects_of(helm, "retwatch", "retwatch", kubeconfig)
-        assert len(objects) == 21
+        assert len(objects) == 22
+        secret = cp.kubectl("get", "secret", "-n", "retwatch", "retwatch-agent-metrics-tls",
+                            "-o", "json").stdout
+        # an upgrade keeps the certificate the agents serve and scrapers trust
+        helm("upgrade", "retwatch", CHART, "-n", "retwatch", kubeconfig=kubeconfig)
+        assert json.loads(cp.kubectl("get", "secret", "-n", "retwatch",
+                                     "retwatch-agent-metrics-tls", "-o", "json").stdout)[
+            "data"] == json.loads(secret)["data"]
         assert_exist(cp.kubectl, objects, True)
 
         helm("uninstall", "retwatch", "-n", "retwatch", kubeconfig=kubeconfig)

@@ -2,11 +2,14 @@
 by a real Prometheus server on loopback, and compared with the probe's
 status; the series limit and the probes-per-node limit."""
 
+import base64
+import http.client
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.parse
@@ -470,6 +473,80 @@ def test_metrics_needs_a_token_whose_user_may_get_it(cluster):
         assert agent.proc.poll() is None
 
 
+def make_certificates(d, name):
+    """(ca, cert, key, other_key): a CA, a server certificate it signs for
+    the DNS name name and its key, and a key of no certificate, made by
+    openssl in d."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test metrics CA")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={name}")
+    (d / "ext").write_text(f"subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "tls.crt")
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-out", "other.key")
+    return (str(d / f) for f in ("ca.crt", "tls.crt", "tls.key", "other.key"))
+
+
+def tls_get(port, path, token=None, cafile=None, name="retwatch-agent"):
+    """(status, body) of a GET over TLS on 127.0.0.1:port, the certificate
+    verified against cafile for the name name (unverified without cafile)."""
+    ctx = ssl.create_default_context(cafile=cafile) if cafile else ssl._create_unverified_context()
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with ctx.wrap_socket(raw, server_hostname=name) as s:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.sock = s
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+
+
+def test_metrics_are_served_over_tls_only(cluster, tmp_path):
+    """Issue 46: /metrics is served over TLS only, still behind the token
+    review. By default with a certificate the agent makes at start: a plain
+    HTTP request gets no answer, TLS without a token 401, with an allowed
+    token the metrics. With --metrics-tls-cert/--metrics-tls-key, a scraper
+    verifies the certificate against its CA for the name it was made for.
+    A key that is not the certificate's stops the agent with words."""
+    ca, cert, key, other_key = make_certificates(tmp_path, "retwatch-agent.retwatch.svc")
+    ns = cluster.namespace()
+    token = service_account_token(cluster, ns, "prometheus")
+    cluster.kubectl("create", "clusterrolebinding", f"{ns}-prometheus-metrics",
+                    "--clusterrole=retwatch-agent-metrics-reader",
+                    f"--serviceaccount={ns}:prometheus")
+    kube = ["--metrics-auth", "kube"]
+    with cluster.agent("node-a", extra=[*kube, "--metrics-tls", "self-signed"]) as agent:
+        port = metrics_port(agent)
+        code, body, _ = http_get(port, "/metrics", token=token)
+        assert not isinstance(code, int), (code, body[:200])
+        assert tls_get(port, "/metrics")[0] == 401
+        code, body = tls_get(port, "/metrics", token=token)
+        assert code == 200 and "retwatch_build_info" in body, (code, body[:300])
+        with pytest.raises(ssl.SSLCertVerificationError):
+            tls_get(port, "/metrics", token=token, cafile=ca)
+        (ev,) = agent.find(msg_has="/metrics over TLS only")
+        assert "self-signed certificate made at start (CN retwatch-agent, valid until" \
+            in ev["msg"], ev
+    with cluster.agent("node-a", extra=[*kube, "--metrics-tls-cert", cert,
+                                        "--metrics-tls-key", key]) as agent:
+        port = metrics_port(agent)
+        code, body = tls_get(port, "/metrics", token=token, cafile=ca,
+                             name="retwatch-agent.retwatch.svc")
+        assert code == 200 and "retwatch_build_info" in body, (code, body[:300])
+        with pytest.raises(ssl.SSLCertVerificationError):
+            tls_get(port, "/metrics", token=token, cafile=ca, name="retwatch-agent.other.svc")
+        assert not isinstance(http_get(port, "/metrics", token=token)[0], int)
+    agent = cluster.agent("node-a", extra=[*kube, "--metrics-tls-cert", cert,
+                                           "--metrics-tls-key", other_key])
+    with pytest.raises(AssertionError, match="not a PEM certificate and its unencrypted"):
+        agent.start()
+    assert agent.proc.wait(5) == 1
+    cluster.kubectl("delete", "clusterrolebinding", f"{ns}-prometheus-metrics")
+
+
 # ---- the chart: the health port, the NetworkPolicy, the reviews' RBAC ----
 
 from test_install import CHART as CHART_DIR, agent_container, helm, render  # noqa: E402,F401
@@ -545,3 +622,51 @@ def test_chart_grants_the_reviews_and_a_metrics_reader_role(helm):
     assert ("ClusterRole", "retwatch-agent-metrics-reader") not in objects
     assert not [r for r in objects["ClusterRole", "retwatch-agent"]["rules"]
                 if "tokenreviews" in r["resources"]]
+
+
+def test_chart_serves_metrics_over_tls_with_whose_certificate(helm, tmp_path):
+    """Issue 46: by default the chart makes a CA and a certificate for
+    retwatch-agent.retwatch.svc that the CA signs, and the agent serves
+    /metrics with it; `agent` leaves each agent its self-signed one,
+    `secret` mounts the user's, and tls.enabled=false serves plain HTTP."""
+    objects = render(helm)
+    secret = objects["Secret", "retwatch-agent-metrics-tls"]
+    assert secret["type"] == "kubernetes.io/tls"
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (tmp_path / name).write_bytes(base64.b64decode(secret["data"][name]))
+    res = subprocess.run(["openssl", "verify", "-CAfile", "ca.crt", "-verify_hostname",
+                          "retwatch-agent.retwatch.svc", "-purpose", "sslserver", "tls.crt"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0 and "tls.crt: OK" in res.stdout, res.stdout + res.stderr
+    pub = [subprocess.run(["openssl", *args], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout
+           for args in (["x509", "-in", "tls.crt", "-noout", "-pubkey"],
+                        ["pkey", "-in", "tls.key", "-pubout"])]
+    assert pub[0] == pub[1], "the key is not the certificate's"
+    pod, c = agent_container(objects)
+    assert "--metrics-tls-key=/etc/retwatch/metrics-tls/tls.key" in c["args"]
+
+    pod, c = agent_container(render(helm, "--set", "metrics.tls.certificate=agent"))
+    assert "--metrics-tls=self-signed" in c["args"] and "volumes" not in pod
+    assert ("Secret", "retwatch-agent-metrics-tls") not in render(
+        helm, "--set", "metrics.tls.certificate=agent")
+
+    objects = render(helm, "--set", "metrics.tls.certificate=secret",
+                     "--set", "metrics.tls.secretName=mine")
+    pod, c = agent_container(objects)
+    assert pod["volumes"][0]["secret"]["secretName"] == "mine"
+    assert "--metrics-tls-cert=/etc/retwatch/metrics-tls/tls.crt" in c["args"]
+    assert ("Secret", "retwatch-agent-metrics-tls") not in objects
+    res = helm("template", "retwatch", CHART_DIR, "--set", "metrics.tls.certificate=secret",
+               check=False)
+    assert res.returncode != 0 and "metrics.tls.secretName: name the" in res.stderr, res.stderr
+    res = helm("template", "retwatch", CHART_DIR, "--set", "metrics.tls.certificate=mine",
+               check=False)
+    assert res.returncode != 0 and "at '/metrics/tls/certificate'" in res.stderr, res.stderr
+
+    objects = render(helm, "--set", "metrics.tls.enabled=false")
+    pod, c = agent_container(objects)
+    assert "--metrics-tls=none" in c["args"] and "volumes" not in pod
+    annotations = objects["DaemonSet", "retwatch-agent"]["spec"]["template"]["metadata"][
+        "annotations"]
+    assert annotations["prometheus.io/scheme"] == "http"

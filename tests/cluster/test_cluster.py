@@ -2,6 +2,7 @@
 probing a Deployment's pods that containerd started, results read back with
 kubectl."""
 
+import base64
 import calendar
 import json
 import os
@@ -627,26 +628,31 @@ def system_link_ids():
 
 
 # Run in the cluster's network namespace: holds 32 connections to the agent's
-# metrics port (8 from each of four addresses, the port's per-address limit)
-# for HOLD seconds, a header line on each every 5 s (its idle timeout is
-# 10 s), and asks the health port for /healthz every second meanwhile.
+# metrics port (8 from each of four addresses, the port's per-address limit;
+# each past its TLS handshake) for HOLD seconds, a header line on each every
+# 5 s (its idle timeout is 10 s), and asks the health port for /healthz
+# every second meanwhile.
 HOLDER = r"""
-import json, socket, sys, time, urllib.request
+import json, socket, ssl, sys, time, urllib.request
 ip, mport, hport, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 sources = sys.argv[5:]
+tls = ssl._create_unverified_context()
 
 def held(i):
     s = socket.socket()
     s.bind((sources[i // 8], 0))
     s.settimeout(2)
     s.connect((ip, mport))
+    s = tls.wrap_socket(s)
     s.sendall(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
     return s
 
 def get(port, path, timeout):
     start = time.monotonic()
+    scheme = "https" if port == mport else "http"
     try:
-        with urllib.request.urlopen(f"http://{ip}:{port}{path}", timeout=timeout) as r:
+        with urllib.request.urlopen(f"{scheme}://{ip}:{port}{path}", timeout=timeout,
+                                    context=tls) as r:
             code = r.status
     except urllib.error.HTTPError as e:
         code = e.code
@@ -724,32 +730,65 @@ def test_health_port_outlasts_held_metrics_connections(node):
     assert p["status"]["containerStatuses"][0]["restartCount"] == restarts
 
 
-def test_metrics_refuse_a_pod_without_a_token(node):
-    """Issue 25: another pod's GET /metrics without a token is refused (401;
-    the cluster's CNI bridge does not enforce the chart's NetworkPolicy, so
-    the request reaches the agent); with the token of a ServiceAccount bound
-    to the chart's metrics-reader ClusterRole it reads the metrics."""
+# Run in the cluster's network namespace: GET /metrics of the agent at ip
+# over TLS, the certificate verified with the CA in argv[2] for the name
+# argv[3], with the token argv[4] if given; prints the status.
+SCRAPE = r"""
+import http.client, socket, ssl, sys
+ip, ca, name, token = sys.argv[1], sys.argv[2], sys.argv[3], (sys.argv[4:] or [None])[0]
+ctx = ssl.create_default_context(cafile=ca)
+try:
+    s = ctx.wrap_socket(socket.create_connection((ip, 9431), timeout=10), server_hostname=name)
+except ssl.SSLCertVerificationError as e:
+    print("unverified", e.verify_message)
+    sys.exit(0)
+conn = http.client.HTTPConnection(ip, 9431, timeout=10)
+conn.sock = s
+conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+r = conn.getresponse()
+print(r.status, r.read().decode()[:20000])
+"""
+
+
+def test_metrics_over_tls_refuse_a_pod_without_a_token(node, tmp_path):
+    """Issues 25 and 46: /metrics is served over TLS only, with the
+    certificate the chart made: another pod's plain HTTP GET gets no answer
+    (the cluster's CNI bridge does not enforce the chart's NetworkPolicy,
+    so the request reaches the agent); over TLS, the certificate verifies
+    with the chart's CA for retwatch-agent.retwatch.svc (and not for another
+    name), a scrape without a token gets 401, and with the token of a
+    ServiceAccount bound to the chart's metrics-reader ClusterRole the
+    metrics."""
     ip = node.ready_agent_pod()["status"]["podIP"]
     ns = "metrics-client"
+    secret = node.kubectl_json("get", "secret", "-n", AGENT_NS, "retwatch-agent-metrics-tls")
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
+    name = f"retwatch-agent.{AGENT_NS}.svc"
+
+    def scrape(*args, name=name):
+        res = node.c.run_in_netns(["python3", "-c", SCRAPE, ip, str(ca), name, *args],
+                                  capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
     node.kubectl("create", "namespace", ns)
     try:
         apply(node, deployment(ns, "client", 1, {"app": "client"}))
         (pod,) = running_pods(node, ns, "app=client", 1)
-        name = pod["metadata"]["name"]
-
-        def wget(*headers):
-            return node.kubectl("exec", "-n", ns, name, "-c", "app", "--", "/bin/busybox",
-                                "wget", "-q", "-O-", *headers,
-                                f"http://{ip}:9431/metrics", check=False)
-        res = wget()
-        assert res.returncode != 0 and "401" in res.stderr, (res.stdout[:200], res.stderr)
+        res = node.kubectl("exec", "-n", ns, pod["metadata"]["name"], "-c", "app", "--",
+                           "/bin/busybox", "wget", "-q", "-O-", f"http://{ip}:9431/metrics",
+                           check=False)
+        assert res.returncode != 0 and "401" not in res.stderr, (res.stdout[:200], res.stderr)
+        assert scrape().startswith("401 "), scrape()
+        assert scrape(name="retwatch-agent.other.svc").startswith("unverified")
         node.kubectl("create", "serviceaccount", "prometheus", "-n", ns)
         node.kubectl("create", "clusterrolebinding", "metrics-client-prometheus",
                      "--clusterrole=retwatch-agent-metrics-reader",
                      f"--serviceaccount={ns}:prometheus")
         token = node.kubectl("create", "token", "prometheus", "-n", ns).stdout.strip()
-        res = wget("--header", f"Authorization: Bearer {token}")
-        assert res.returncode == 0 and "retwatch_build_info" in res.stdout, res.stderr
+        out = scrape(token)
+        assert out.startswith("200 ") and "retwatch_build_info" in out, out[:300]
     finally:
         node.kubectl("delete", "clusterrolebinding", "metrics-client-prometheus", check=False)
         node.kubectl("delete", "namespace", ns, "--wait=false")

@@ -174,7 +174,7 @@ static void *main_loop(void *arg)
 TEST(metrics_endpoint)
 {
 	struct rw_error err = { "" };
-	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", &err);
+	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", NULL, &err);
 	struct loop lp = { .ms = ms };
 	struct body b;
 	pthread_t th;
@@ -209,14 +209,14 @@ TEST(metrics_endpoint)
 TEST(metrics_port_in_use)
 {
 	struct rw_error err = { "" };
-	struct metrics_server *a = metrics_server__start("127.0.0.1:0", &err), *b;
+	struct metrics_server *a = metrics_server__start("127.0.0.1:0", NULL, &err), *b;
 	char addr[32];
 	bool ok;
 
 	if (!CHECK(a, "%s", err.msg))
 		return false;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", metrics_server__port(a));
-	b = metrics_server__start(addr, &err);
+	b = metrics_server__start(addr, NULL, &err);
 	ok = ASSERT_TRUE(b == NULL) && ASSERT_STRCONTAINS(err.msg, "--metrics-address");
 	metrics_server__stop(b);
 	metrics_server__stop(a);
@@ -226,7 +226,7 @@ TEST(metrics_port_in_use)
 TEST(metrics_every_address_serves_ipv4)
 {
 	struct rw_error err = { "" };
-	struct metrics_server *ms = metrics_server__start(":0", &err);
+	struct metrics_server *ms = metrics_server__start(":0", NULL, &err);
 	struct body b;
 	bool ok;
 
@@ -298,7 +298,7 @@ TEST(metrics_serves_descriptors_past_fd_setsize)
 		rl.rlim_cur = FILLED + 256;
 	if (!ASSERT_TRUE(fds) || !ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl)))
 		goto cleanup;
-	ms = metrics_server__start("127.0.0.1:0", &err);
+	ms = metrics_server__start("127.0.0.1:0", NULL, &err);
 	if (!CHECK(ms, "%s", err.msg) || !fill_descriptors(fds, &n))
 		goto cleanup;
 	metrics_server__beat(ms, true, NULL);
@@ -352,7 +352,7 @@ static int hold(const char *source, uint16_t port)
 TEST(metrics_health_listener_outlasts_held_connections)
 {
 	struct rw_error err = { "" };
-	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", &err);
+	struct metrics_server *ms = metrics_server__start("127.0.0.1:0", NULL, &err);
 	int fds[64];
 	size_t n = 0;
 	struct body b;
