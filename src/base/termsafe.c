@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,6 +111,96 @@ int termsafe__print_json(FILE *f, const cJSON *v, bool indented)
 	free(safe);
 	free(text);
 	return safe ? 0 : -ENOMEM;
+}
+
+struct range {
+	uint32_t lo, hi;
+};
+
+/* East Asian Wide and Fullwidth: the blocks of Markus Kuhn's wcwidth, and
+ * the emoji blocks terminals show in two columns. */
+static const struct range wide[] = {
+	{ 0x1100, 0x115f },   { 0x2329, 0x232a },   { 0x2e80, 0x303e },	  { 0x3040, 0xa4cf },
+	{ 0xa960, 0xa97f },   { 0xac00, 0xd7a3 },   { 0xf900, 0xfaff },	  { 0xfe10, 0xfe19 },
+	{ 0xfe30, 0xfe6f },   { 0xff00, 0xff60 },   { 0xffe0, 0xffe6 },	  { 0x1f300, 0x1f64f },
+	{ 0x1f900, 0x1f9ff }, { 0x20000, 0x2fffd }, { 0x30000, 0x3fffd },
+};
+
+/* Zero width: the combining blocks (marks of a script's own block, such as
+ * Devanagari's vowel signs, count one), zero-width spaces and joiners, and
+ * variation selectors. */
+static const struct range zero[] = {
+	{ 0x0300, 0x036f }, { 0x1ab0, 0x1aff }, { 0x1dc0, 0x1dff }, { 0x200b, 0x200f },
+	{ 0x20d0, 0x20ff }, { 0xfe00, 0xfe0f }, { 0xfe20, 0xfe2f }, { 0xe0100, 0xe01ef },
+};
+
+static bool in(const struct range *r, size_t n, uint32_t c)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c >= r[i].lo && c <= r[i].hi)
+			return true;
+	return false;
+}
+
+/* The columns of the well-formed UTF-8 sequence p (len bytes). */
+static size_t char_width(const unsigned char *p, size_t len)
+{
+	uint32_t c = len == 1 ? p[0] : p[0] & (0x7f >> len);
+
+	for (size_t i = 1; i < len; i++)
+		c = c << 6 | (p[i] & 0x3f);
+	if (in(zero, sizeof(zero) / sizeof(zero[0]), c))
+		return 0;
+	return in(wide, sizeof(wide) / sizeof(wide[0]), c) ? 2 : 1;
+}
+
+/* The character at p as a cell shows it: its bytes (*ret_len), whether they
+ * are escaped (*ret_escaped), and the columns it takes. */
+static size_t cell_char(const unsigned char *p, size_t *ret_len, bool *ret_escaped)
+{
+	enum kind k = classify_str(p, ret_len);
+
+	*ret_escaped = k == ESCAPE || *p == '\t' || *p == '\n';
+	return *ret_escaped ? 4 * *ret_len : char_width(p, *ret_len);
+}
+
+size_t termsafe__width(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t w = 0, len;
+	bool escaped;
+
+	for (; *p; p += len)
+		w += cell_char(p, &len, &escaped);
+	return w;
+}
+
+size_t termsafe__cell(FILE *f, const char *s, int width, bool last)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t total = termsafe__width(s), used = 0, room = total, len, w;
+	bool cut = width >= 0 && total > (size_t)width, escaped;
+
+	if (!width)
+		return 0;
+	if (cut)
+		room = (size_t)width - 1; /* the ellipsis' column */
+	for (; *p; p += len) {
+		if (used + (w = cell_char(p, &len, &escaped)) > room)
+			break;
+		for (size_t i = 0; escaped && i < len; i++)
+			fprintf(f, "\\x%c%c", hex[p[i] >> 4], hex[p[i] & 15]);
+		if (!escaped)
+			fwrite(p, 1, len, f);
+		used += w;
+	}
+	if (cut) {
+		fputs("\xe2\x80\xa6", f); /* U+2026 … */
+		used++;
+	}
+	for (; !last && width > 0 && used < (size_t)width; used++)
+		fputc(' ', f);
+	return used;
 }
 
 /* The stream's state: a UTF-8 sequence the last write cut is kept in pend. */

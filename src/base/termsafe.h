@@ -49,6 +49,26 @@ FILE *termsafe__stream(int fd);
  * as they were where it cannot. */
 void termsafe__install(void);
 
+/*
+ * Columns s takes on a terminal as termsafe__cell() prints it: 4 for each
+ * byte shown as an escape (tab and newline too: a cell stays on its line),
+ * 2 for an East Asian wide or fullwidth character, 0 for a combining mark or
+ * a zero-width character, 1 for any other: tables of Unicode's ranges in
+ * termsafe.c, not the user's locale, so that a table is the same whatever
+ * LANG says.
+ */
+size_t termsafe__width(const char *s);
+
+/*
+ * s as a left-aligned table cell of width columns: whole, and padded with
+ * spaces to width unless last (a row's last column); when it takes more, cut
+ * at a character's end (never inside a UTF-8 sequence or an escape) with
+ * "…" (U+2026) as its last column. Escapes are written as the
+ * stream above writes them, so a cell takes the same columns on any FILE.
+ * width < 0: whole, no padding. Returns the columns written.
+ */
+size_t termsafe__cell(FILE *f, const char *s, int width, bool last);
+
 /* Writes seq (the program's own terminal control, such as clearing the
  * screen) to f's descriptor as it is, after what f holds. */
 void termsafe__control(FILE *f, int fd, const char *seq);
