@@ -34,6 +34,7 @@ static void print_json(const cJSON *obj)
 /* get [NAME] and top: one GET, then a table, JSON or YAML. */
 static int read_probes(struct kctl *c, const struct plugin_cli *cli, struct rw_error *err)
 {
+	bool wide = cli->output == PLUGIN_OUT_WIDE;
 	char path[512];
 	cJSON *obj = NULL;
 	int st;
@@ -61,16 +62,16 @@ static int read_probes(struct kctl *c, const struct plugin_cli *cli, struct rw_e
 	else if (cli->output == PLUGIN_OUT_YAML)
 		view__yaml(stdout, obj);
 	else if (cli->cmd == PLUGIN_TOP)
-		view__top(stdout, obj);
+		(wide ? view__top_wide : view__top)(stdout, obj);
 	else if (cli->name) {
 		struct view_seen *seen = calloc(1, sizeof(*seen));
 
-		view__table(stdout, obj);
+		(wide ? view__table_wide : view__table)(stdout, obj);
 		if (seen)
 			view__slow_calls(stdout, obj, seen);
 		free(seen);
 	} else
-		view__list(stdout, obj);
+		(wide ? view__list_wide : view__list)(stdout, obj);
 	cJSON_Delete(obj);
 	return 0;
 }

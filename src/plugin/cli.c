@@ -11,7 +11,7 @@ const char plugin_cli__usage[] =
 	"Usage:\n"
 	"  kubectl retwatch trace (deploy/NAME | sts/NAME | ds/NAME | pod/NAME | -l SELECTOR)\n"
 	"      PATTERN... [--for 2m] [--threshold 50ms] [--interval 2s] [--args] [--keep]\n"
-	"      [-n NS | -A]\n"
+	"      [-o wide] [-n NS | -A]\n"
 	"    Times every call of the functions PATTERN names (Go names such as main.handle,\n"
 	"    C symbols, globs, LIB:NAME) in the pods, with a FunctionProbe made for it;\n"
 	"    shows the results live and deletes the probe when --for ends or on Ctrl-C\n"
@@ -20,17 +20,19 @@ const char plugin_cli__usage[] =
 	"    --args: the slowest calls show their arguments (spec.captureArguments).\n"
 	"    -A (with -l): the pods of every namespace, with a ClusterFunctionProbe.\n"
 	"  kubectl retwatch functions (deploy/NAME | sts/NAME | ds/NAME | pod/NAME |\n"
-	"      -l SELECTOR) [PATTERN...] [--timeout 30s] [-o json] [-n NS]\n"
+	"      -l SELECTOR) [PATTERN...] [--timeout 30s] [-o json|wide] [-n NS]\n"
 	"    Lists the functions the pods' executables offer (and their shared libraries'\n"
 	"    for LIB:NAME patterns) that PATTERN matches, every one without a pattern, at\n"
 	"    most 1000 per executable: the names to trace. The agents read the files; no\n"
 	"    probe is attached, and the FunctionProbe asking them is deleted at the end.\n"
 	"    --timeout: how long the agents on the pods' nodes have to answer.\n"
-	"  kubectl retwatch get [NAME] [-o json|yaml] [-n NS | -A]\n"
+	"  kubectl retwatch get [NAME] [-o json|yaml|wide] [-n NS | -A]\n"
 	"    The FunctionProbes of the namespace, or one with its functions; with -A,\n"
 	"    the ClusterFunctionProbes, with a row per namespace.\n"
-	"  kubectl retwatch top [-n NS | -A]\n"
+	"  kubectl retwatch top [-o json|yaml|wide] [-n NS | -A]\n"
 	"    Every function of every probe of the namespace, the slowest (p99) first.\n"
+	"Tables cut a long name with \"…\" to keep their columns; -o wide prints names\n"
+	"whole, each column as wide as its longest.\n"
 	"Options of every command: --kubeconfig FILE, --context NAME, -n/--namespace NS\n"
 	"(defaults: $KUBECONFIG or ~/.kube/config, its current context and namespace).\n";
 
@@ -97,8 +99,10 @@ static int set_output(const char *o, struct plugin_cli *c, struct rw_error *err)
 		c->output = PLUGIN_OUT_JSON;
 	else if (!strcmp(o, "yaml"))
 		c->output = PLUGIN_OUT_YAML;
+	else if (!strcmp(o, "wide"))
+		c->output = PLUGIN_OUT_WIDE;
 	else
-		return rw_error_set(err, EINVAL, "-o %s: the outputs are json and yaml", o);
+		return rw_error_set(err, EINVAL, "-o %s: the outputs are json, yaml and wide", o);
 	return 0;
 }
 
@@ -226,7 +230,13 @@ static int trace_args(int n, char **args, struct plugin_cli *c, struct rw_error 
 			return -EINVAL;
 	}
 	if (c->cmd == PLUGIN_FUNCTIONS && c->output == PLUGIN_OUT_YAML)
-		return rw_error_set(err, EINVAL, "functions: -o json, or a table without -o");
+		return rw_error_set(err, EINVAL,
+				    "functions: -o json or -o wide, or a table without -o");
+	if (c->cmd == PLUGIN_TRACE && c->output > PLUGIN_OUT_WIDE)
+		return rw_error_set(err, EINVAL,
+				    "trace prints tables: -o wide, or none (get NAME -o %s "
+				    "prints the probe)",
+				    c->output == PLUGIN_OUT_JSON ? "json" : "yaml");
 	if (i == n && c->cmd == PLUGIN_FUNCTIONS)
 		return 0; /* every function */
 	if (i == n)

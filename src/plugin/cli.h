@@ -16,7 +16,8 @@
 #define PLUGIN_MAX_PATTERNS 64 /* a FunctionProbe's spec.functions holds at most 64 */
 
 enum plugin_cmd { PLUGIN_HELP, PLUGIN_TRACE, PLUGIN_GET, PLUGIN_TOP, PLUGIN_FUNCTIONS };
-enum plugin_output { PLUGIN_OUT_TABLE, PLUGIN_OUT_JSON, PLUGIN_OUT_YAML };
+/* -o: a table with long names cut (none), with names whole (wide), or the object */
+enum plugin_output { PLUGIN_OUT_TABLE, PLUGIN_OUT_WIDE, PLUGIN_OUT_JSON, PLUGIN_OUT_YAML };
 
 /* The workload kinds trace takes, as KIND/NAME. */
 enum plugin_kind {
@@ -49,7 +50,7 @@ struct plugin_cli {
 	/* functions: how long the agents have to answer (--timeout, default 30s) */
 	const char *timeout; /* as given */
 	uint64_t timeout_ns;
-	/* get, and functions (json only) */
+	/* get and top; functions (json or wide) and trace (wide) */
 	enum plugin_output output;
 };
 

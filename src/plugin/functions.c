@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,54 +186,99 @@ cJSON *functions__merge(const cJSON *reports)
 	return out;
 }
 
+/* A name within a line: cut past max columns with "…", or whole when wide. */
+static void name_cell(FILE *out, const char *s, int max, bool wide)
+{
+	termsafe__cell(out, s, wide ? -1 : max, true);
+}
+
 /* "web-1 (app), web-2 (app) on node-a": the pods and nodes of an executable. */
-static void where(FILE *out, const cJSON *e)
+static void where(FILE *out, const cJSON *e, bool wide)
 {
 	const cJSON *v;
 	int n = 0;
 
 	cJSON_ArrayForEach(v, arr(kobj_get(e, "pods")))
 	{
-		if (n++ < 8)
-			fprintf(out, "%s%.63s (%.63s)", n > 1 ? ", " : "",
-				kobj_str(v, "pod") ?: "?", kobj_str(v, "container") ?: "?");
+		if (n++ >= 8)
+			continue;
+		fputs(n > 1 ? ", " : "", out);
+		name_cell(out, kobj_str(v, "pod") ?: "?", 63, wide);
+		fputs(" (", out);
+		name_cell(out, kobj_str(v, "container") ?: "?", 63, wide);
+		fputc(')', out);
 	}
 	if (n > 8)
 		fprintf(out, " and %d more", n - 8);
 	n = 0;
 	cJSON_ArrayForEach(v, arr(kobj_get(e, "nodes")))
 	{
-		if (cJSON_IsString(v) && n++ < 8)
-			fprintf(out, "%s%.253s", n > 1 ? ", " : " on node ", v->valuestring);
+		if (!cJSON_IsString(v) || n++ >= 8)
+			continue;
+		fputs(n > 1 ? ", " : " on node ", out);
+		name_cell(out, v->valuestring, 253, wide);
 	}
 	if (n > 8)
 		fprintf(out, " and %d more", n - 8);
 }
 
-static void print_exe(FILE *out, const cJSON *e)
+/* LIB:NAME, as a pattern names a library's function; NAME of the executable's.
+ * A new string (free() it), or NULL. */
+static char *full_name(const cJSON *f)
+{
+	const char *fn = kobj_str(f, "name"), *lib = kobj_str(f, "library");
+	char *s = NULL;
+
+	if (fn && asprintf(&s, "%s%s%s", lib ? lib : "", lib ? ":" : "", fn) < 0)
+		return NULL;
+	return s;
+}
+
+/* The FUNCTION column's width: its longest name, up to 60 unless wide. */
+static int function_width(const cJSON *e, bool wide)
+{
+	const cJSON *f;
+	int w = (int)strlen("FUNCTION");
+
+	cJSON_ArrayForEach(f, arr(kobj_get(e, "functions")))
+	{
+		char *full = full_name(f);
+		size_t n = full ? termsafe__width(full) : 0;
+
+		free(full);
+		if (!wide && n > 60)
+			n = 60;
+		w = n > (size_t)w && n < INT_MAX / 2 ? (int)n : w;
+	}
+	return w;
+}
+
+static void print_exe(FILE *out, const cJSON *e, bool wide)
 {
 	const cJSON *f;
 	int64_t matched = kobj_int(e, "matched", 0), omitted = kobj_int(e, "omitted", 0);
+	int w = function_width(e, wide);
 
-	fprintf(out, "%.*s in ", MAX_TEXT, kobj_str(e, "executable") ?: "?");
-	where(out, e);
+	name_cell(out, kobj_str(e, "executable") ?: "?", MAX_TEXT, wide);
+	fputs(" in ", out);
+	where(out, e, wide);
 	fprintf(out, ": %" PRId64 " function%s\n", matched, matched == 1 ? "" : "s");
 	if (!cJSON_GetArraySize(kobj_get(e, "functions")))
 		return;
-	fprintf(out, "%-60s %10s  %s\n", "FUNCTION", "SIZE", "WHERE");
+	fprintf(out, "%-*s %10s  %s\n", w, "FUNCTION", "SIZE", "WHERE");
 	cJSON_ArrayForEach(f, arr(kobj_get(e, "functions")))
 	{
-		const char *name = kobj_str(f, "name"), *lib = kobj_str(f, "library");
-		char full[MAX_TEXT * 2 + 2];
+		const char *lib = kobj_str(f, "library");
+		char *full = full_name(f);
 
-		if (!name)
+		if (!full)
 			continue;
-		/* LIB:NAME, as a pattern names it */
-		snprintf(full, sizeof(full), "%.*s%s%.*s", lib ? MAX_TEXT : 0, lib ? lib : "",
-			 lib ? ":" : "", MAX_TEXT, name);
-		fprintf(out, "%-60s %10" PRId64 "  %.*s%s\n", full, kobj_int(f, "size", 0),
-			MAX_TEXT, lib ? lib : "executable",
+		termsafe__cell(out, full, w, false);
+		fprintf(out, " %10" PRId64 "  ", kobj_int(f, "size", 0));
+		name_cell(out, lib ? lib : "executable", MAX_TEXT, wide);
+		fprintf(out, "%s\n",
 			cJSON_IsTrue(kobj_get(f, "generic")) ? " (generic instance)" : "");
+		free(full);
 	}
 	if (omitted > 0)
 		fprintf(out,
@@ -241,7 +287,7 @@ static void print_exe(FILE *out, const cJSON *e)
 			omitted);
 }
 
-size_t functions__print(FILE *out, const cJSON *merged)
+static size_t print(FILE *out, const cJSON *merged, bool wide)
 {
 	const cJSON *e;
 	size_t total = 0;
@@ -254,10 +300,20 @@ size_t functions__print(FILE *out, const cJSON *merged)
 		if (!first)
 			fputc('\n', out);
 		first = false;
-		print_exe(out, e);
+		print_exe(out, e, wide);
 		total += m > 0 ? (size_t)m : 0;
 	}
 	return total;
+}
+
+size_t functions__print(FILE *out, const cJSON *merged)
+{
+	return print(out, merged, false);
+}
+
+size_t functions__print_wide(FILE *out, const cJSON *merged)
+{
+	return print(out, merged, true);
 }
 
 /* The nodes of the pods the selector matches now, as a JSON array (NULL: not known). */
@@ -423,7 +479,8 @@ static int answer(const struct plugin_cli *cli, const cJSON *reports, struct rw_
 		cJSON_Delete(merged);
 		return 0;
 	}
-	total = functions__print(stdout, merged);
+	total = cli->output == PLUGIN_OUT_WIDE ? functions__print_wide(stdout, merged)
+					       : functions__print(stdout, merged);
 	fflush(stdout);
 	if (!total)
 		e = nothing(merged, err);

@@ -33,8 +33,10 @@ bool functions__answered(const cJSON *reports, const cJSON *nodes);
  * base/termsafe.h). NULL when out of memory.
  */
 cJSON *functions__merge(const cJSON *reports);
-/* Prints merged as tables. Returns how many functions matched in all. */
+/* Prints merged as tables, a name longer than its column cut with "…" (the
+ * _wide form, -o wide: whole). Returns how many functions matched in all. */
 size_t functions__print(FILE *out, const cJSON *merged);
+size_t functions__print_wide(FILE *out, const cJSON *merged);
 
 /* Runs the command; 0, or -errno (err says why: nothing matched, with the
  * suggestions; no agent answered; a 403 names the verb and resource). */

@@ -303,7 +303,10 @@ static void show(struct trace *t, const cJSON *probe)
 		memset(t->seen, 0, sizeof(*t->seen));
 		termsafe__control(stdout, STDOUT_FILENO, "\033[H\033[2J");
 	}
-	view__table(stdout, probe);
+	if (t->cli->output == PLUGIN_OUT_WIDE)
+		view__table_wide(stdout, probe);
+	else
+		view__table(stdout, probe);
 	view__slow_calls(stdout, probe, t->seen);
 	if (t->tty)
 		printf("\n%s: %" PRIu64 "s left; Ctrl-C ends it%s\n", t->ref.name,

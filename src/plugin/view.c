@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,20 @@
 #include "base/latency.h"
 #include "plugin/view.h"
 
-#define NAME_MAX_WIDTH 48
+/*
+ * The widest a name's column grows in a table before its names are cut with
+ * "…" (base/termsafe.h); -o wide prints them whole, the columns as wide as
+ * their longest. A row's last column is cut only past a bound of its own.
+ */
+#define FUNCTION_MAX_WIDTH 48
+#define PROBE_MAX_WIDTH 40
+#define NAMESPACE_MAX_WIDTH 32
+#define SLOWEST_MAX_WIDTH 32
+#define REASON_MAX_WIDTH 16
+#define POD_MAX_WIDTH 63
+#define REVISION_MAX_WIDTH 80
+#define PATTERNS_MAX_WIDTH 64
+#define LAST_MAX_WIDTH 200
 
 /* A string field, or "-" when it is missing or not a string. */
 static const char *str_or(const cJSON *o, const char *name)
@@ -57,22 +71,35 @@ int view__condition(const cJSON *probe, const char *type, const char **ret_statu
 	return 0;
 }
 
-static int name_width(const cJSON *fns)
+/* Column width w widened to hold s: up to max, or all of it when wide. */
+static int widen(int w, const char *s, int max, bool wide)
+{
+	size_t n = termsafe__width(s);
+
+	if (!wide && n > (size_t)max)
+		n = (size_t)max;
+	if (n > INT_MAX / 2)
+		n = INT_MAX / 2;
+	return (int)n > w ? (int)n : w;
+}
+
+/* A last column's name: cut past max, or whole when wide. */
+static void last_cell(FILE *f, const char *s, int max, bool wide)
+{
+	termsafe__cell(f, s, wide ? -1 : max, true);
+}
+
+static int name_width(const cJSON *fns, bool wide)
 {
 	const cJSON *fn;
-	int w = 8;
+	int w = (int)strlen("FUNCTION");
 
-	cJSON_ArrayForEach(fn, fns)
-	{
-		int n = (int)strlen(str_or(fn, "name"));
-
-		w = n > w ? n : w;
-	}
-	return w > NAME_MAX_WIDTH ? NAME_MAX_WIDTH : w;
+	cJSON_ArrayForEach(fn, fns) w = widen(w, str_or(fn, "name"), FUNCTION_MAX_WIDTH, wide);
+	return w;
 }
 
 /* "web-1 250.3ms, web-2 3.1ms": the function's slowest pods by p99. */
-static void slowest_pods(FILE *f, const cJSON *fn)
+static void slowest_pods(FILE *f, const cJSON *fn, bool wide)
 {
 	const cJSON *p;
 	int i = 0;
@@ -81,36 +108,41 @@ static void slowest_pods(FILE *f, const cJSON *fn)
 	{
 		if (i++ == 3)
 			break;
-		fprintf(f, "%s%.63s %s", i > 1 ? ", " : "", str_or(p, "pod"), str_or(p, "p99"));
+		fputs(i > 1 ? ", " : "", f);
+		last_cell(f, str_or(p, "pod"), POD_MAX_WIDTH, wide);
+		fprintf(f, " %s", str_or(p, "p99"));
 	}
 	if (!i)
 		fputc('-', f);
 }
 
 /* A rollout's revisions side by side, under their function's row. */
-static void revisions(FILE *f, const cJSON *fn, int w)
+static void revisions(FILE *f, const cJSON *fn, int w, bool wide)
 {
 	const cJSON *revs = array_of(fn, "revisions"), *r;
 
 	if (cJSON_GetArraySize(revs) < 2)
 		return;
 	cJSON_ArrayForEach(r, revs)
-		fprintf(f, "  %-*.*s %10" PRId64 " %9s %9s   revision %.80s (%" PRId64 " pods)\n",
-			w - 2, w - 2, "", kobj_int(r, "calls", 0), str_or(r, "p50"),
-			str_or(r, "p99"), str_or(r, "revision"), kobj_int(r, "pods", 0));
+	{
+		fprintf(f, "%*s %10" PRId64 " %9s %9s   revision ", w, "", kobj_int(r, "calls", 0),
+			str_or(r, "p50"), str_or(r, "p99"));
+		last_cell(f, str_or(r, "revision"), REVISION_MAX_WIDTH, wide);
+		fprintf(f, " (%" PRId64 " pods)\n", kobj_int(r, "pods", 0));
+	}
 }
 
-static void function_row(FILE *f, const cJSON *fn, int w)
+static void function_row(FILE *f, const cJSON *fn, int w, bool wide)
 {
 	const cJSON *recent = kobj_get(fn, "recent");
 
-	/* a longer name shifts its row rather than lose its end */
-	fprintf(f, "%-*.1024s %10" PRId64 " %9s %9s %12" PRId64 " %10s %10s  ", w,
-		str_or(fn, "name"), kobj_int(fn, "calls", 0), str_or(fn, "p50"), str_or(fn, "p99"),
-		kobj_int(recent, "calls", 0), str_or(recent, "p50"), str_or(recent, "p99"));
-	slowest_pods(f, fn);
+	termsafe__cell(f, str_or(fn, "name"), w, false);
+	fprintf(f, " %10" PRId64 " %9s %9s %12" PRId64 " %10s %10s  ", kobj_int(fn, "calls", 0),
+		str_or(fn, "p50"), str_or(fn, "p99"), kobj_int(recent, "calls", 0),
+		str_or(recent, "p50"), str_or(recent, "p99"));
+	slowest_pods(f, fn, wide);
 	fputc('\n', f);
-	revisions(f, fn, w);
+	revisions(f, fn, w, wide);
 }
 
 /*
@@ -118,7 +150,7 @@ static void function_row(FILE *f, const cJSON *fn, int w)
  * (a hook in a library), so neither timed nor in CALLS. Without this line a
  * function reached only that way reads 0 calls.
  */
-static void tail_exits(FILE *f, const cJSON *fns)
+static void tail_exits(FILE *f, const cJSON *fns, bool wide)
 {
 	const cJSON *fn;
 
@@ -126,42 +158,48 @@ static void tail_exits(FILE *f, const cJSON *fns)
 	{
 		int64_t n = kobj_int(fn, "tailExits", 0);
 
-		if (n > 0)
-			fprintf(f,
-				"%.200s: %" PRId64 " more calls left through a jump to code not "
-				"probed (tailExits): not timed, not in CALLS\n",
-				str_or(fn, "name"), n);
+		if (n <= 0)
+			continue;
+		last_cell(f, str_or(fn, "name"), LAST_MAX_WIDTH, wide);
+		fprintf(f,
+			": %" PRId64 " more calls left through a jump to code not probed "
+			"(tailExits): not timed, not in CALLS\n",
+			n);
 	}
 }
 
 /* A ClusterFunctionProbe's row per namespace. */
-static void namespace_rows(FILE *f, const cJSON *probe)
+static void namespace_rows(FILE *f, const cJSON *probe, bool wide)
 {
 	const cJSON *status = kobj_get(probe, "status"), *rows = array_of(status, "namespaces");
 	const cJSON *row;
+	int w = (int)strlen("NAMESPACE");
 
 	if (!cJSON_GetArraySize(rows))
 		return;
-	fprintf(f, "%-32s %6s %10s %9s %9s  %s\n", "NAMESPACE", "PODS", "CALLS", "P50", "P99",
+	cJSON_ArrayForEach(row, rows)
+		w = widen(w, str_or(row, "namespace"), NAMESPACE_MAX_WIDTH, wide);
+	fprintf(f, "%-*s %6s %10s %9s %9s  %s\n", w, "NAMESPACE", "PODS", "CALLS", "P50", "P99",
 		"SLOWEST");
 	cJSON_ArrayForEach(row, rows)
 	{
-		fprintf(f, "%-32.63s %6" PRId64 " %10" PRId64 " %9.20s %9.20s  %.200s\n",
-			str_or(row, "namespace"), kobj_int(row, "pods", 0),
-			kobj_int(row, "calls", 0), str_or(row, "p50"), str_or(row, "p99"),
-			str_or(row, "slowest"));
+		termsafe__cell(f, str_or(row, "namespace"), w, false);
+		fprintf(f, " %6" PRId64 " %10" PRId64 " %9.20s %9.20s  ", kobj_int(row, "pods", 0),
+			kobj_int(row, "calls", 0), str_or(row, "p50"), str_or(row, "p99"));
+		last_cell(f, str_or(row, "slowest"), LAST_MAX_WIDTH, wide);
+		fputc('\n', f);
 	}
 	if (kobj_int(status, "namespacesOmitted", 0) > 0)
 		fprintf(f, "(%" PRId64 " more namespaces, in the summary above)\n",
 			kobj_int(status, "namespacesOmitted", 0));
 }
 
-void view__table(FILE *f, const cJSON *probe)
+static void table(FILE *f, const cJSON *probe, bool wide)
 {
 	const cJSON *sum = kobj_get(kobj_get(probe, "status"), "summary");
 	const cJSON *fns = array_of(sum, "functions"), *fn;
 	const char *st, *reason, *msg;
-	int w = name_width(fns);
+	int w = name_width(fns, wide);
 
 	view__condition(probe, "Attached", &st, &reason, &msg);
 	fprintf(f,
@@ -175,17 +213,27 @@ void view__table(FILE *f, const cJSON *probe)
 		fprintf(f, "%s: %.1024s\n", reason, msg);
 	fprintf(f, "%-*s %10s %9s %9s %12s %10s %10s  %s\n", w, "FUNCTION", "CALLS", "P50", "P99",
 		"RECENT-CALLS", "RECENT-P50", "RECENT-P99", "SLOWEST PODS (P99)");
-	cJSON_ArrayForEach(fn, fns) function_row(f, fn, w);
+	cJSON_ArrayForEach(fn, fns) function_row(f, fn, w, wide);
 	if (!cJSON_GetArraySize(fns))
 		fprintf(f, "(no calls yet)\n");
-	tail_exits(f, fns);
+	tail_exits(f, fns, wide);
 	if (kobj_int(sum, "functionsOmitted", 0) > 0)
 		fprintf(f,
 			"(%" PRId64 " more functions left out of the status to keep it within "
 			"its size)\n",
 			kobj_int(sum, "functionsOmitted", 0));
-	namespace_rows(f, probe);
+	namespace_rows(f, probe, wide);
 	fflush(f);
+}
+
+void view__table(FILE *f, const cJSON *probe)
+{
+	table(f, probe, false);
+}
+
+void view__table_wide(FILE *f, const cJSON *probe)
+{
+	table(f, probe, true);
 }
 
 static uint64_t fnv(uint64_t h, const char *s)
@@ -293,48 +341,82 @@ int view__slow_calls(FILE *f, const cJSON *probe, struct view_seen *seen)
 	return n;
 }
 
-/* The probe's functions, one comma apart, cut to fit len. */
-static const char *functions_of(const cJSON *probe, char *buf, size_t len)
+/* The probe's functions, one comma apart: a new string (free() it), or NULL. */
+static char *functions_of(const cJSON *probe)
 {
-	const cJSON *fn;
-	size_t off = 0;
+	const cJSON *fns = array_of(kobj_get(probe, "spec"), "functions"), *fn;
+	size_t len = 1, off = 0;
+	char *buf;
 
+	cJSON_ArrayForEach(fn, fns) len += cJSON_IsString(fn) ? strlen(fn->valuestring) + 1 : 0;
+	if (!(buf = malloc(len)))
+		return NULL;
 	buf[0] = '\0';
-	cJSON_ArrayForEach(fn, array_of(kobj_get(probe, "spec"), "functions"))
+	cJSON_ArrayForEach(fn, fns)
 	{
-		int n;
-
-		if (!cJSON_IsString(fn) || off >= len)
-			continue;
-		n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", fn->valuestring);
-		off += n > 0 ? (size_t)n : 0;
+		if (cJSON_IsString(fn))
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+						fn->valuestring);
 	}
-	return *buf ? buf : "-";
+	return buf;
 }
 
-void view__list(FILE *f, const cJSON *list)
+/* The Attached condition's reason, or "-". */
+static const char *attached(const cJSON *probe)
+{
+	const char *st, *reason, *msg;
+
+	view__condition(probe, "Attached", &st, &reason, &msg);
+	return *reason ? reason : "-";
+}
+
+static void list_row(FILE *f, const cJSON *p, const int w[3], bool wide)
+{
+	const cJSON *sum = kobj_get(kobj_get(p, "status"), "summary");
+	char *fns = functions_of(p);
+
+	termsafe__cell(f, str_or(kobj_get(p, "metadata"), "name"), w[0], false);
+	fprintf(f, " %5" PRId64 " %10" PRId64 " ", kobj_int(sum, "pods", 0),
+		kobj_int(sum, "calls", 0));
+	termsafe__cell(f, str_or(sum, "slowest"), w[1], false);
+	fprintf(f, " %9s %9s %10s  ", str_or(sum, "p50"), str_or(sum, "p99"),
+		str_or(sum, "recentP99"));
+	termsafe__cell(f, attached(p), w[2], false);
+	fputc(' ', f);
+	last_cell(f, fns && *fns ? fns : "-", PATTERNS_MAX_WIDTH, wide);
+	fputc('\n', f);
+	free(fns);
+}
+
+static void list(FILE *f, const cJSON *list, bool wide)
 {
 	const cJSON *items = array_of(list, "items"), *p;
-	char fns[64];
+	int w[3] = { (int)strlen("NAME"), (int)strlen("SLOWEST"), (int)strlen("ATTACHED") };
 
 	if (!cJSON_GetArraySize(items)) {
 		fprintf(f, "No FunctionProbes found in the namespace.\n");
 		return;
 	}
-	fprintf(f, "%-40s %5s %10s %-32s %9s %9s %10s  %-16s %s\n", "NAME", "PODS", "CALLS",
-		"SLOWEST", "P50", "P99", "RECENT-P99", "ATTACHED", "FUNCTIONS");
 	cJSON_ArrayForEach(p, items)
 	{
-		const cJSON *sum = kobj_get(kobj_get(p, "status"), "summary");
-		const char *st, *reason, *msg;
-
-		view__condition(p, "Attached", &st, &reason, &msg);
-		fprintf(f, "%-40.63s %5" PRId64 " %10" PRId64 " %-32.48s %9s %9s %10s  %-16s %s\n",
-			str_or(kobj_get(p, "metadata"), "name"), kobj_int(sum, "pods", 0),
-			kobj_int(sum, "calls", 0), str_or(sum, "slowest"), str_or(sum, "p50"),
-			str_or(sum, "p99"), str_or(sum, "recentP99"), *reason ? reason : "-",
-			functions_of(p, fns, sizeof(fns)));
+		w[0] = widen(w[0], str_or(kobj_get(p, "metadata"), "name"), PROBE_MAX_WIDTH, wide);
+		w[1] = widen(w[1], str_or(kobj_get(kobj_get(p, "status"), "summary"), "slowest"),
+			     SLOWEST_MAX_WIDTH, wide);
+		w[2] = widen(w[2], attached(p), REASON_MAX_WIDTH, wide);
 	}
+	fprintf(f, "%-*s %5s %10s %-*s %9s %9s %10s  %-*s %s\n", w[0], "NAME", "PODS", "CALLS",
+		w[1], "SLOWEST", "P50", "P99", "RECENT-P99", w[2], "ATTACHED", "FUNCTIONS");
+	cJSON_ArrayForEach(p, items) list_row(f, p, w, wide);
+}
+
+void view__list(FILE *f, const cJSON *l)
+{
+	list(f, l, false);
+}
+
+void view__list_wide(FILE *f, const cJSON *l)
+{
+	list(f, l, true);
 }
 
 struct top_row {
@@ -375,28 +457,45 @@ static struct top_row *top_rows(const cJSON *list, size_t *ret_n)
 	return rows;
 }
 
-void view__top(FILE *f, const cJSON *list)
+static void top(FILE *f, const cJSON *list, bool wide)
 {
 	size_t n = 0;
 	struct top_row *rows = top_rows(list, &n);
+	int wp = (int)strlen("PROBE"), wf = (int)strlen("FUNCTION");
 
 	if (!n) {
 		fprintf(f, "No function has calls in the namespace's FunctionProbes.\n");
 		free(rows);
 		return;
 	}
-	fprintf(f, "%-32s %-40s %10s %9s %9s %10s  %s\n", "PROBE", "FUNCTION", "CALLS", "P50",
+	for (size_t i = 0; i < n; i++) {
+		wp = widen(wp, str_or(kobj_get(rows[i].probe, "metadata"), "name"), PROBE_MAX_WIDTH,
+			   wide);
+		wf = widen(wf, str_or(rows[i].fn, "name"), FUNCTION_MAX_WIDTH, wide);
+	}
+	fprintf(f, "%-*s %-*s %10s %9s %9s %10s  %s\n", wp, "PROBE", wf, "FUNCTION", "CALLS", "P50",
 		"P99", "RECENT-P99", "SLOWEST PODS (P99)");
 	for (size_t i = 0; i < n; i++) {
-		fprintf(f, "%-32.63s %-40.200s %10" PRId64 " %9s %9s %10s  ",
-			str_or(kobj_get(rows[i].probe, "metadata"), "name"),
-			str_or(rows[i].fn, "name"), kobj_int(rows[i].fn, "calls", 0),
+		termsafe__cell(f, str_or(kobj_get(rows[i].probe, "metadata"), "name"), wp, false);
+		fputc(' ', f);
+		termsafe__cell(f, str_or(rows[i].fn, "name"), wf, false);
+		fprintf(f, " %10" PRId64 " %9s %9s %10s  ", kobj_int(rows[i].fn, "calls", 0),
 			str_or(rows[i].fn, "p50"), str_or(rows[i].fn, "p99"),
 			str_or(kobj_get(rows[i].fn, "recent"), "p99"));
-		slowest_pods(f, rows[i].fn);
+		slowest_pods(f, rows[i].fn, wide);
 		fputc('\n', f);
 	}
 	free(rows);
+}
+
+void view__top(FILE *f, const cJSON *list)
+{
+	top(f, list, false);
+}
+
+void view__top_wide(FILE *f, const cJSON *list)
+{
+	top(f, list, true);
 }
 
 /* Whether s can be a plain YAML scalar that reads back as the same string. */

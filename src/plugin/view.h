@@ -27,14 +27,22 @@ struct view_seen {
 int view__condition(const cJSON *probe, const char *type, const char **ret_status,
 		    const char **ret_reason, const char **ret_message);
 
+/*
+ * The tables cut a name longer than its column's bound with "…"; their
+ * _wide forms (-o wide) print every name whole, each column as wide as its
+ * longest. Columns are counted in the terminal's columns (base/termsafe.h).
+ */
 /* The table of one probe's functions, under a line naming it. */
 void view__table(FILE *f, const cJSON *probe);
+void view__table_wide(FILE *f, const cJSON *probe);
 /* The summary's slowest calls not printed before; returns how many were new. */
 int view__slow_calls(FILE *f, const cJSON *probe, struct view_seen *seen);
 /* A FunctionProbeList as a table, one probe a row. */
 void view__list(FILE *f, const cJSON *list);
+void view__list_wide(FILE *f, const cJSON *list);
 /* Every function of a FunctionProbeList's probes, the highest p99 first. */
 void view__top(FILE *f, const cJSON *list);
+void view__top_wide(FILE *f, const cJSON *list);
 /* obj as YAML (a document, no leading ---). */
 void view__yaml(FILE *f, const cJSON *obj);
 

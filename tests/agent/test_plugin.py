@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+import unicodedata
 
 from agentproc import REPO, wait_for
 from conftest import AGENT
@@ -656,3 +657,80 @@ def test_names_from_pods_and_agents_reach_no_terminal_raw(cluster, make_pod):
         out = f.read()
     assert not controls(out), out
     assert b"\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u007f\\r" in out, out
+
+
+# A Go generic instance's name, 200 characters (a name in the status is a
+# symbol of the traced program, any length).
+LONG = "main.(*Table[go.shape.struct { Key string; Val []uint8 }]).Lookup"
+LONG += "\u00b7" + "x" * (200 - len(LONG) - 1)
+
+
+def cells(line):
+    """line as the terminal's columns: a wide (CJK) character takes two."""
+    out = []
+    for c in line:
+        out += [c, ""] if unicodedata.east_asian_width(c) in "WF" else [c]
+    return out
+
+
+def calls_aligned(out, head, calls):
+    """The rows under the header that starts with head: each has its CALLS
+    (the numbers calls names, in order) ending in the header's CALLS column,
+    a space before it. Returns the rows."""
+    lines = out.splitlines()
+    start = [i for i, line in enumerate(lines) if line.startswith(head)]
+    assert len(start) == 1, out
+    header = lines[start[0]]
+    end = len(cells(header[:header.index(" CALLS") + len(" CALLS")]))
+    rows = [line for line in lines[start[0] + 1:] if line.strip()][:len(calls)]
+    for row, n in zip(rows, calls):
+        c = cells(row)
+        digits = str(n)
+        assert "".join(c[end - len(digits):end]) == digits and c[end - len(digits) - 1] == " ", \
+            (row, n, out)
+    return rows
+
+
+def test_a_long_name_keeps_the_columns_and_wide_prints_it_whole(cluster):
+    """A 200-character function name, a CJK one and one with an ESC in a
+    probe's status (written as an agent would): `get NAME` and `top` cut the
+    long one with an ellipsis, every row's CALLS in the header's column;
+    with -o wide, the name whole and the columns still aligned. No agent
+    runs: the status is written once and read."""
+    ns = cluster.namespace()
+    # the admission policy on status writes takes the summary Lease as its
+    # parameter: without one (no agent ran yet) it refuses every writer
+    if cluster.kubectl("get", "lease", "-n", "retwatch", "retwatch-summary",
+                       check=False).returncode:
+        cluster.kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "retwatch-summary", "namespace": "retwatch"}, "spec": {}}))
+    cluster.apply_probe(ns, "long", {"selector": {"matchLabels": {"app": "web"}},
+                                     "functions": ["main.*"], "reportInterval": "2s"})
+    probe = cluster.probe(ns, "long")
+    # p99 highest first: top's order is the table's
+    names = [(LONG, 7, "9ms"), ("main.charge", 300, "5ms"),
+             ("\u65e5\u672c.\u95a2\u6570", 9, "3ms"), ("main.\x1b[2J", 3, "1ms")]
+    probe["status"] = {"summary": {
+        "pods": 1, "processes": 1, "nodes": 1, "calls": 319,
+        "lastUpdate": "2026-11-29T09:00:00Z", "slowest": LONG, "p50": "1ms", "p99": "9ms",
+        "functions": [{"name": name, "calls": calls, "p50": "1ms", "p99": p99,
+                       "recent": {"calls": 2, "p50": "1ms", "p99": p99},
+                       "slowestPods": [{"pod": "web-1", "p99": p99}]}
+                      for name, calls, p99 in names]}}
+    cluster.kubectl("replace", "--subresource", "status", "-f", "-", input=json.dumps(probe))
+    kc = kubeconfig_in(cluster, ns)
+    for args, head in ((("get", "long"), "FUNCTION "), (("top",), "PROBE ")):
+        rc, out, err = run(cluster, kc, *args)
+        assert rc == 0, err
+        rows = calls_aligned(out, head, [7, 300, 9, 3])
+        assert LONG not in out and LONG[:40] in rows[0] and "\u2026" in rows[0], out
+        assert "main.\\x1b[2J" in rows[3], out
+        rc, out, err = run(cluster, kc, *args, "-o", "wide")
+        assert rc == 0, err
+        rows = calls_aligned(out, head, [7, 300, 9, 3])
+        assert LONG in rows[0] and "\u2026" not in out, out
+    rc, out, err = run(cluster, kc, "get", "-o", "wide")
+    assert rc == 0 and LONG in out, (out, err)
+    rc, out, err = run(cluster, kc, "get", "long", "-o", "json")
+    assert rc == 0 and json.loads(out)["status"]["summary"]["functions"][0]["name"] == LONG, err

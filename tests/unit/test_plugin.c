@@ -83,7 +83,8 @@ TEST(plugin_cli_mistakes_say_what_to_write)
 		{ "trace pod/a main.x --for 0s", "above zero" },
 		{ "trace pod/a main.x --interval 1s", "2s or more" },
 		{ "trace pod/a main.x --bogus", "--bogus" },
-		{ "get -o wide", "json and yaml" },
+		{ "get -o xml", "json, yaml and wide" },
+		{ "trace pod/a main.x -o json", "trace prints tables: -o wide" },
 		{ "top extra", "no arguments" },
 		{ "trcae pod/a", "unknown command" },
 		{ "-n x", "give a command" },
@@ -123,7 +124,12 @@ TEST(plugin_cli_get)
 	return ASSERT_OK(parse("get probe-1 -o yaml", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_GET) &&
 	       ASSERT_STREQ(c.name, "probe-1") && ASSERT_EQ(c.output, PLUGIN_OUT_YAML) &&
 	       ASSERT_OK(parse("top -n x", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_TOP) &&
-	       ASSERT_OK(parse("--help", &c, &err)) && ASSERT_EQ(c.cmd, PLUGIN_HELP);
+	       ASSERT_OK(parse("top -o wide", &c, &err)) && ASSERT_EQ(c.output, PLUGIN_OUT_WIDE) &&
+	       ASSERT_OK(parse("trace pod/a main.x -o wide", &c, &err)) &&
+	       ASSERT_EQ(c.output, PLUGIN_OUT_WIDE) &&
+	       ASSERT_OK(parse("functions pod/a -o wide", &c, &err)) &&
+	       ASSERT_EQ(c.output, PLUGIN_OUT_WIDE) && ASSERT_OK(parse("--help", &c, &err)) &&
+	       ASSERT_EQ(c.cmd, PLUGIN_HELP);
 }
 
 /* The selector text parses to want (JSON) and formats back to back. */
@@ -459,6 +465,53 @@ TEST(plugin_view_table_says_tail_exits)
 	return ok;
 }
 
+/*
+ * A name longer than its column is cut with "…", the next column where
+ * every row has it; -o wide prints it whole, the column as wide; a wide
+ * character takes two columns, an escaped byte four.
+ */
+TEST(plugin_view_long_names_keep_columns)
+{
+	char name[201], cut[48 + 3], json[1024], *out = NULL, *wide = NULL, *top = NULL;
+	char want[512];
+	bool ok;
+
+	memset(name, 'x', sizeof(name) - 1);
+	memcpy(name, "main.", 5);
+	name[200] = '\0';
+	snprintf(cut, sizeof(cut), "%.47s\xe2\x80\xa6", name); /* 48 columns */
+	snprintf(json, sizeof(json),
+		 "{\"metadata\":{\"name\":\"p\"},\"status\":{\"summary\":{\"functions\":["
+		 "{\"name\":\"%s\",\"calls\":7},{\"name\":\"main.\\u001b\",\"calls\":8},"
+		 "{\"name\":\"\xe6\x97\xa5\xe6\x9c\xac\",\"calls\":9}]}}}",
+		 name);
+	out = printed(view__table, json);
+	wide = printed(view__table_wide, json);
+	/* the name, padded to the column, then CALLS as %10 */
+	snprintf(want, sizeof(want), "\n%s %10d ", cut, 7);
+	ok = ASSERT_STRCONTAINS(out, want);
+	snprintf(want, sizeof(want), "\nmain.\\x1b%*s %10d ", 48 - 9, "", 8);
+	ok = ok && ASSERT_STRCONTAINS(out, want);
+	snprintf(want, sizeof(want), "\n\xe6\x97\xa5\xe6\x9c\xac%*s %10d ", 48 - 4, "", 9);
+	ok = ok && ASSERT_STRCONTAINS(out, want);
+	snprintf(want, sizeof(want), "\n%s %10d ", name, 7);
+	ok = ok && ASSERT_STRCONTAINS(wide, want);
+	snprintf(want, sizeof(want), "\n\xe6\x97\xa5\xe6\x9c\xac%*s %10d ", 200 - 4, "", 9);
+	ok = ok && ASSERT_STRCONTAINS(wide, want);
+	/* top: the same function in its column, the probe's name before it */
+	snprintf(json, sizeof(json),
+		 "{\"items\":[{\"metadata\":{\"name\":\"p\"},\"status\":{\"summary\":{"
+		 "\"functions\":[{\"name\":\"%s\",\"calls\":7}]}}}]}",
+		 name);
+	top = printed(view__top, json);
+	snprintf(want, sizeof(want), "\np     %s %10d ", cut, 7);
+	ok = ok && ASSERT_STRCONTAINS(top, want);
+	free(out);
+	free(wide);
+	free(top);
+	return ok;
+}
+
 TEST(plugin_cli_functions)
 {
 	struct plugin_cli c;
@@ -533,8 +586,8 @@ TEST(plugin_functions_merge)
 		     cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(exes, 0), "nodes")),
 		     2) &&
 	     ASSERT_EQ(cJSON_GetArraySize(exes), 2) && ASSERT_EQ(total, 3) &&
-	     /* as the report has it: stdout shows it escaped (test_termsafe.c) */
-	     ASSERT_STRCONTAINS(text, "/app/\x1b[2Jevil\xc2\x85 in ") &&
+	     /* escaped as stdout would show it (test_termsafe.c) */
+	     ASSERT_STRCONTAINS(text, "/app/\\x1b[2Jevil\\xc2\\x85 in ") &&
 	     ASSERT_STRCONTAINS(text, "/app/x in p1 (c), p2 (c) on node a, b") &&
 	     ASSERT_STRCONTAINS(text, "main.f") && ASSERT_STRCONTAINS(text, "... and 2 more");
 	free(text);
