@@ -57,6 +57,7 @@ static void functions_answer(const cJSON *doc)
 		null = fopen("/dev/null", "w");
 	(void)functions__answered(doc, kobj_get(doc, "nodes"));
 	functions__print(null, merged);
+	functions__print_wide(null, merged);
 	cJSON_Delete(merged);
 }
 
@@ -77,9 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!doc)
 		return 0;
 	view__table(null, doc);
+	view__table_wide(null, doc);
 	view__slow_calls(null, doc, &seen);
 	view__list(null, doc);
+	view__list_wide(null, doc);
 	view__top(null, doc);
+	view__top_wide(null, doc);
 	view__yaml(null, doc);
 	functions_answer(doc);
 	selectors(doc);

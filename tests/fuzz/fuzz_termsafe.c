@@ -36,6 +36,24 @@ static size_t streamed(const uint8_t *data, size_t size, size_t cut, char *out, 
 	return n;
 }
 
+/* A table cell of s: exactly width columns (whole when width < 0), and
+ * nothing a terminal would take as a command, whatever s holds. */
+static void cell(const char *s, int width)
+{
+	char *out = NULL;
+	size_t n = 0, cols;
+	FILE *f = open_memstream(&out, &n);
+
+	if (!f)
+		return;
+	cols = termsafe__cell(f, s, width, false);
+	fclose(f);
+	if ((width >= 0 && cols != (size_t)width) || (width < 0 && cols != termsafe__width(s)) ||
+	    termsafe__needs(out, n))
+		abort();
+	free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s, *json, *a, *b;
@@ -50,6 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json = termsafe__json(s);
 	if (!json || termsafe__needs(json, strlen(json)))
 		abort();
+	cell(s, size ? data[0] % 48 : 0);
+	cell(s, -1);
 	/* the stream escapes NUL too and reads the whole input; the pipe holds 64 KiB */
 	a = malloc(len);
 	b = malloc(len);
