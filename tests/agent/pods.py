@@ -117,7 +117,7 @@ def _symlink(target, path):
 
 
 SHLIB_SRC = os.path.join(REPO, "tests", "fixtures", "c", "shlib")
-SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so", "preforkd")
+SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so", "preforkd", "dbpod")
 
 
 def build_shpod(outdir):
@@ -130,6 +130,7 @@ def build_shpod(outdir):
         ("libshplug.so", ["libshplug.c"], ["-shared", "-fPIC"]),
         ("shpod", ["shpod.c"], [f"-L{outdir}", "-lshfix", "-ldl", "-Wl,-rpath,$ORIGIN"]),
         ("preforkd", ["preforkd.c"], []),
+        ("dbpod", ["dbpod.c"], []),
     )
     for out, srcs, flags in steps:
         target = os.path.join(outdir, out)

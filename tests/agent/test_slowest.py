@@ -259,3 +259,58 @@ def test_arguments_redacted_by_name_in_every_output(cluster, make_pod):
         assert "value" in args["cents"], c
     for text in (json.dumps(report), json.dumps(status), metrics, log):
         assert "slow-co" not in text
+
+
+# podapp calling main.login(user, password, apiKey string, attempt int), and
+# dbpod calling db_connect(const char *host, const char *passwd,
+# const char *auth_token, int port), each call 120-150 ms
+LOGINS = ["/app/podapp", "-logins", "100ms"]
+SECRETS = ("pw-go-hunter2", "key-go-AKIA0SECRET", "pw-c-hunter2", "tok-c-AKIA0SECRET")
+
+
+def test_secrets_in_arguments_never_leave_the_node(cluster, make_pod):
+    """Issue 46: a Go login(user, password, apiKey, attempt) and a C
+    db_connect(host, passwd, auth_token, port) in pods, traced with their
+    arguments and the default redaction: their slowest calls show the user
+    and the host; the password, the key and the token, redacted with their
+    type and length kept, are in no report, status, log line, metric or
+    output of the plugin."""
+    from test_plugin import kubeconfig_in, run
+    ns = cluster.namespace()
+    make_pod(ns, "login-1", {"app": "login"}, "node-a", containers={"app": LOGINS})
+    make_pod(ns, "db-1", {"app": "db"}, "node-a", containers={"app": ["/app/dbpod"]})
+    probes = {"login": ("main.login", "user", "login-user", ("password", "apiKey")),
+              "db": ("db_connect", "host", "db.internal", ("passwd", "auth_token"))}
+    texts = []
+    with cluster.agent("node-a") as a:
+        for name, (fn, _, _, _) in probes.items():
+            cluster.apply_probe(ns, name, spec(
+                selector={"matchLabels": {"app": name}}, functions=[fn],
+                captureArguments=True, slowThreshold="100ms", slowCalls={"keep": 3}))
+        for name, (fn, shown, value, secret) in probes.items():
+            calls = wait_for(f"{fn}'s slowest calls with their arguments", lambda: [
+                c for f in cluster.status(ns, name).get("summary", {}).get("functions", [])
+                for c in f.get("slowestCalls", []) if c.get("arguments")],
+                timeout=30, interval=0.5)
+            for c in calls:
+                args = {x["name"]: x for x in c["arguments"]}
+                assert value in json.dumps(args[shown]), (fn, args)
+                for s in secret:
+                    assert args[s].get("redacted") is True and "value" not in args[s], args
+                    assert args[s]["length"] > 0 and args[s]["type"], args
+            texts += [json.dumps(cluster.reports(ns, name)), json.dumps(cluster.status(ns, name))]
+        texts.append(a.get("/metrics")[1])
+        kc = kubeconfig_in(cluster, ns)
+        for args in (("get",), ("get", "login"), ("get", "db"), ("top",),
+                     ("get", "db", "-o", "json"), ("get", "login", "-o", "yaml")):
+            rc, out, err = run(cluster, kc, *args)
+            assert rc == 0, err
+            texts += [out, err]
+        log = open(a.log_path, errors="replace").read()
+        # the slow calls are logged with their arguments' names and types only
+        logged = {x["name"]: x for ev in a.lines() for x in ev.get("arguments", [])}
+    assert {"password", "apiKey", "passwd", "auth_token"} <= set(logged), logged
+    assert not any("value" in x for x in logged.values()), logged
+    for text in texts + [log]:
+        for s in SECRETS:
+            assert s not in text, (s, text[:300])
