@@ -399,9 +399,11 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	struct rw_hist *h = hist__get(f->hist, f->fn_id, tgid);
 	bool tail = frame__tail_exit(f, same_depth);
 
-	if (h && tail)
+	/* a tail exit is a call, whatever its exit: in calls, without a duration */
+	if (h && tail) {
 		h->tail_exits++;
-	else if (h)
+		h->calls++;
+	} else if (h)
 		h->orphans++;
 	stat_inc(tail ? RW_STAT_TAIL_EXITS : why);
 }

@@ -375,7 +375,8 @@ struct rw_hist {
 	 * traced, or a frame of a function whose slot was taken back, does not.
 	 */
 	struct rw_hist_key owner;
-	__u64 calls;   /* with a duration, or entries of an entry-only function */
+	/* with a duration, entries of an entry-only function, and tail exits */
+	__u64 calls;
 	__u64 orphans; /* frames purged because a newer frame proved them dead */
 	__u64 sum_ns;
 	__u64 min_ns; /* 0: none yet */
@@ -387,7 +388,7 @@ struct rw_hist {
 	__u64 slow_dropped;
 	/* calls (in calls too) that ended at a RET of a function they tail-called */
 	__u64 tail_closed;
-	/* calls left by a tail call that cannot be timed (no duration, not in calls) */
+	/* calls (in calls too) left by a tail call that cannot be timed: no duration */
 	__u64 tail_exits;
 	/* calls (in calls too) of inlined copies (RW_COOKIE_INLINE) */
 	__u64 inlined;

@@ -266,7 +266,9 @@ static void print_row(const struct trace_run *r, const struct results_row *w,
 		      const struct latency *l, int width)
 {
 	char p50[LATENCY_FMT_LEN], p95[LATENCY_FMT_LEN], p99[LATENCY_FMT_LEN], max[LATENCY_FMT_LEN];
-	bool timed = !(w->reason && w->mode == FUNC_MODE_ENTRY_ONLY);
+	/* no duration: entry-only, or every call left by a jump not followed */
+	bool timed = !(w->reason && w->mode == FUNC_MODE_ENTRY_ONLY) &&
+		     (latency__count(l) || !l->calls);
 
 	/* a name wider than the column gets a line of its own: the figures stay aligned */
 	if ((int)strlen(w->name) > width)
@@ -383,9 +385,9 @@ static void print_table(struct trace_run *r, bool final)
 			       w->inlined_reason ? "; not timed: " : "",
 			       w->inlined_reason ? w->inlined_reason : "");
 		if (now[i].tail_exits)
-			printf("\n%s: %" PRIu64 " calls left by a tail call that cannot be "
+			printf("\n%s: %" PRIu64 " of the calls left by a tail call that cannot be "
 			       "followed (an indirect jump, or past the analysis' bound): "
-			       "no duration, not in calls\n",
+			       "counted, not timed\n",
 			       w->name, now[i].tail_exits);
 		if (now[i].lost)
 			printf("\n%s: %" PRIu64 " calls not measured: entered with %d traced calls"
@@ -396,7 +398,8 @@ static void print_table(struct trace_run *r, bool final)
 			       w->reason ? w->reason : "no return instruction found");
 			continue;
 		}
-		if (!now[i].calls)
+		/* no histogram without a duration (every call a tail exit) */
+		if (!latency__count(&now[i]))
 			continue;
 		if (row_bias(r, w)) {
 			char bias[LATENCY_FMT_LEN];

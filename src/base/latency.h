@@ -17,7 +17,8 @@
 #include "../bpf/hist.h"
 
 struct latency {
-	uint64_t calls;	  /* with a duration, or entries of an entry-only function */
+	/* with a duration, entries of an entry-only function, and tail exits */
+	uint64_t calls;
 	uint64_t orphans; /* calls that never returned */
 	uint64_t sum_ns;
 	uint64_t min_ns; /* 0: none, as in the kernel's struct rw_hist */
@@ -31,8 +32,8 @@ struct latency {
 	/* calls (in calls too) whose duration ended at a RET of a function they
 	 * tail-called (rw_hist.tail_closed) */
 	uint64_t tail_closed;
-	/* calls left by a tail call that cannot be timed: no duration, neither
-	 * in calls nor in orphans (rw_hist.tail_exits) */
+	/* calls (in calls too, not in orphans) left by a tail call that cannot
+	 * be timed: no duration (rw_hist.tail_exits) */
 	uint64_t tail_exits;
 	/* calls (in calls too) of the function's inlined copies (rw_hist.inlined) */
 	uint64_t inlined;

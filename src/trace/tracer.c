@@ -849,6 +849,7 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 		latency__merge(ret, tt->kept[i]);
 	ret->orphans += tt->swept_orphans[i];
 	ret->tail_exits += tt->swept_tail_exits[i];
+	ret->calls += tt->swept_tail_exits[i];
 	return 0;
 }
 

@@ -61,10 +61,12 @@ def assert_timed_by_tail(r, name):
 
 
 def assert_tail_exits(r, name):
-    """Left through a jump retwatch cannot follow: tail exits, never orphans."""
+    """Left through a jump retwatch cannot follow: tail exits, in calls without
+    a duration, never orphans."""
     rep, f = r.report, r.function(name)
-    assert f["calls"] == 0 and f["orphans"] == 0, f"{name}: {f}\n{r.describe()}"
+    assert f["calls"] == rep["calls"][name] and f["orphans"] == 0, f"{name}: {f}\n{r.describe()}"
     assert f["tail_exits"] == rep["tail_calls"][name] == rep["calls"][name], f"{name}: {f}"
+    assert f["min_ns"] == 0 and f["max_ns"] == 0, f"{name}: timed: {f}"
 
 
 def assert_nap_counts_every_path(r):
@@ -134,8 +136,11 @@ def test_tail_text_output():
     calls = r.report["calls"]
     assert f"direct: {calls['direct']} of the calls ended at a RET of a function they tail-called" \
         in out, out
-    assert f"indirect: {calls['indirect']} calls left by a tail call that cannot be followed" \
-        in out, out
+    assert f"indirect: {calls['indirect']} of the calls left by a tail call that cannot be " \
+        "followed" in out, out
+    # in the table's calls, without a duration
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["indirect"])
+    assert row[1:6] == [str(calls["indirect"]), "-", "-", "-", "-"], row
 
 
 def test_inspect_tail_returns():
