@@ -696,6 +696,66 @@ static void attached_condition(struct conds *c, const char *ns, const struct sum
 			      "no running pod in namespace %s matches spec.selector", ns);
 }
 
+/* The calls of m not timed, in words, at buf (empty when every call was). */
+static void untimed(const struct merged *m, char *buf, size_t len)
+{
+	const struct latency *l = &m->l;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (l->tail_exits)
+		n += (size_t)snprintf(buf + n, len - n,
+				      ", %" PRIu64 " of its %" PRIu64
+				      " calls left through a jump to "
+				      "code not probed (tailExits)",
+				      l->tail_exits, l->calls);
+	if (l->inlined_untimed && n < len)
+		n += (size_t)snprintf(buf + n, len - n,
+				      ", %" PRIu64 " counted at the entry of an inlined copy whose "
+				      "exits are not known (inlinedUntimedCalls)",
+				      l->inlined_untimed);
+	if (l->lost && n < len)
+		snprintf(buf + n, len - n,
+			 ", %" PRIu64 " more entered with too many traced calls in flight on "
+			 "their thread or goroutine, not counted (lost)",
+			 l->lost);
+}
+
+/*
+ * Timed: whether every call entered was timed. When some were not (a hook
+ * in a library left through a jump, inlined copies counted at their entry,
+ * calls nested too deep), the functions and the numbers in words: a
+ * function's percentiles are of its timed calls only, and a reader of the
+ * table should know. Calls that never returned are orphans, not said here.
+ */
+static void timed_condition(struct conds *c, const struct summary *s)
+{
+	char msg[640], one[300], rest[48] = "";
+	size_t n = 0, more = 0, shown = 0;
+
+	msg[0] = '\0';
+	for (size_t i = 0; i < s->nfns; i++) {
+		untimed(&s->fns[i], one, sizeof(one));
+		if (!one[0])
+			continue;
+		if (shown == 3 || n >= sizeof(msg)) {
+			more++;
+			continue;
+		}
+		shown++;
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s%.80s: %s", n ? "; " : "",
+				      s->fns[i].name, one + 2);
+	}
+	if (more)
+		snprintf(rest, sizeof(rest), " (and %zu more functions)", more);
+	if (!shown)
+		add_condition(c, "Timed", true, "EveryCallTimed",
+			      "every call counted has a duration");
+	else
+		add_condition(c, "Timed", false, "CallsNotTimed",
+			      "%s%s: percentiles are of the timed calls only", msg, rest);
+}
+
 static void conditions(cJSON *status, const struct status_probe *p, const struct status_state *st,
 		       const struct summary *s, const cJSON *old)
 {
@@ -726,6 +786,8 @@ static void conditions(cJSON *status, const struct status_probe *p, const struct
 			      p->ns);
 	else
 		attached_condition(&c, p->ns, s);
+	if (!st->list)
+		timed_condition(&c, s);
 	if (st->args_asked && st->args_denied)
 		add_condition(
 			&c, "ArgumentsCaptured", false, "ForbiddenByAdministrator",

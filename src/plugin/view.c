@@ -146,9 +146,9 @@ static void function_row(FILE *f, const cJSON *fn, int w, bool wide)
 }
 
 /*
- * Calls no row counts: entered, then left through a jump to code not probed
- * (a hook in a library), so neither timed nor in CALLS. Without this line a
- * function reached only that way reads 0 calls.
+ * Calls entered, then left through a jump to code not probed (a hook in a
+ * library): in CALLS, without a duration. Without this line the percentiles
+ * of a function mostly left that way would seem to be of all its calls.
  */
 static void tail_exits(FILE *f, const cJSON *fns, bool wide)
 {
@@ -162,8 +162,8 @@ static void tail_exits(FILE *f, const cJSON *fns, bool wide)
 			continue;
 		last_cell(f, str_or(fn, "name"), LAST_MAX_WIDTH, wide);
 		fprintf(f,
-			": %" PRId64 " more calls left through a jump to code not probed "
-			"(tailExits): not timed, not in CALLS\n",
+			": %" PRId64 " of its calls left through a jump to code not probed "
+			"(tailExits): in CALLS, not timed\n",
 			n);
 	}
 }
@@ -216,7 +216,13 @@ static void table(FILE *f, const cJSON *probe, bool wide)
 	cJSON_ArrayForEach(fn, fns) function_row(f, fn, w, wide);
 	if (!cJSON_GetArraySize(fns))
 		fprintf(f, "(no calls yet)\n");
-	tail_exits(f, fns, wide);
+	/* calls not timed: the summary writer's words, else (an older one's
+	 * status) each function's tail exits */
+	view__condition(probe, "Timed", &st, &reason, &msg);
+	if (!strcmp(st, "False") && *msg)
+		fprintf(f, "%s: %.1024s\n", reason, msg);
+	else if (!*st)
+		tail_exits(f, fns, wide);
 	if (kobj_int(sum, "functionsOmitted", 0) > 0)
 		fprintf(f,
 			"(%" PRId64 " more functions left out of the status to keep it within "

@@ -449,18 +449,28 @@ TEST(plugin_view_table_says_why)
 	return ok;
 }
 
-/* A function whose calls all left through a hook reads 0 calls, and says why. */
+/* A function whose calls left through a hook says how many are not timed. */
 TEST(plugin_view_table_says_tail_exits)
 {
 	char *out = printed(view__table,
 			    "{\"metadata\":{\"name\":\"p\"},\"status\":{\"summary\":{\"functions\":"
-			    "[{\"name\":\"ExecutorRun\",\"calls\":0,\"tailExits\":1926},"
+			    "[{\"name\":\"ExecutorRun\",\"calls\":1926,\"tailExits\":1926},"
 			    "{\"name\":\"PortalRun\",\"calls\":1957}]}}}");
-	bool ok = ASSERT_STRCONTAINS(out,
-				     "ExecutorRun: 1926 more calls left through a jump to "
-				     "code not probed (tailExits): not timed, not in CALLS\n") &&
+	bool ok = ASSERT_STRCONTAINS(out, "ExecutorRun: 1926 of its calls left through a jump to "
+					  "code not probed (tailExits): in CALLS, not timed\n") &&
 		  ASSERT_FALSE(strstr(out, "PortalRun: "));
 
+	free(out);
+	/* the summary writer's Timed condition says it instead, once */
+	out = printed(view__table,
+		      "{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":"
+		      "\"Timed\",\"status\":\"False\",\"reason\":\"CallsNotTimed\",\"message\":"
+		      "\"ExecutorRun: 1926 of its 1926 calls left\"}],\"summary\":{\"functions\":"
+		      "[{\"name\":\"ExecutorRun\",\"calls\":1926,\"tailExits\":1926}]}}}");
+	ok = ok &&
+	     ASSERT_STRCONTAINS(out,
+				"\nCallsNotTimed: ExecutorRun: 1926 of its 1926 calls left\n") &&
+	     ASSERT_FALSE(strstr(out, "(tailExits): in CALLS"));
 	free(out);
 	return ok;
 }

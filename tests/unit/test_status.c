@@ -665,6 +665,52 @@ TEST(status_conditions)
 	return ok;
 }
 
+/* Timed: true while every call counted has a duration; else which
+ * functions' calls were not timed, and how many, in words. */
+TEST(status_timed_condition)
+{
+	struct status_probe p = { "uid-1", "shop", "payments", 2, false };
+	struct status_state active = { .valid = true, .expires = 2000000000 };
+	struct latency *l = latency_of(100, 10, 1), *hook = latency_of(100, 10, 1);
+	struct summary *s = summary__new(2), *t = summary__new(2);
+	cJSON *doc = NULL;
+	const cJSON *c;
+	bool ok;
+
+	/* a hook in a library left 1926 calls through a jump; 3 more too deep */
+	hook->tail_exits = 1926;
+	hook->calls += 1926;
+	hook->lost = 3;
+	ok = ASSERT_TRUE(s && t) &&
+	     add_report(s, report_json("n1", node_json("n1", 2, true, NULL, "PortalRun", l)));
+	if (ok)
+		doc = summary__doc(&p, &active, NULL, s, NS_PER_S);
+	c = condition(doc, "Timed");
+	ok = ok && ASSERT_STREQ(kobj_str(c, "status"), "True") &&
+	     ASSERT_STREQ(kobj_str(c, "reason"), "EveryCallTimed");
+	cJSON_Delete(doc);
+	doc = NULL;
+	ok = ok &&
+	     add_report(t, report_json("n1", node_json("n1", 2, true, NULL, "ExecutorRun", hook)));
+	if (ok)
+		doc = summary__doc(&p, &active, NULL, t, NS_PER_S);
+	c = condition(doc, "Timed");
+	ok = ok && ASSERT_STREQ(kobj_str(c, "status"), "False") &&
+	     ASSERT_STREQ(kobj_str(c, "reason"), "CallsNotTimed") &&
+	     ASSERT_STREQ(kobj_str(c, "message"),
+			  "ExecutorRun: 1926 of its 1936 calls left through a jump to code not "
+			  "probed (tailExits), 3 more entered with too many traced calls in "
+			  "flight on their thread or goroutine, not counted (lost): percentiles "
+			  "are of the timed calls only") &&
+	     ASSERT_EQ(kobj_int(kobj_get(doc, "summary"), "calls", -1), 1936);
+	cJSON_Delete(doc);
+	summary__free(s);
+	summary__free(t);
+	free(l);
+	free(hook);
+	return ok;
+}
+
 TEST(status_names_and_body)
 {
 	struct status_probe p = { "uid-9", "shop", "payments", 1, false };
