@@ -472,11 +472,13 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 		e = vouch(f, s->info->name, roff, nr, err);
 	if (e)
 		goto out;
-	e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
-			      f->path, eoff, ecookie, ne, b->pid, err);
-	if (!e && nr)
+	/* the exits first: a call entered meanwhile has every exit probed */
+	if (nr)
 		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
 				      f->path, roff, rcookie, nr, b->pid, err);
+	if (!e)
+		e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
+				      f->path, eoff, ecookie, ne, b->pid, err);
 	if (e && err) {
 		/* name the file as the user gave it, not our descriptor */
 		char msg[sizeof(err->msg)];
