@@ -6,6 +6,7 @@ libraries through the container (its image layer) and picks up the
 dlopen'ed one in its rescans. The counts are shpod's own loops."""
 
 import os
+import re
 
 from agentproc import wait_for
 from test_agent import fns, spec
@@ -125,3 +126,49 @@ def test_library_refused_for_the_share_is_attached_once_it_has_room(cluster, mak
         e = calls(cluster, ns, "second", "node-a", {"shfix_sleep": 40})
         assert "shfix_add" in fns(e), e
         assert not any("namespace's share" in err for err in e.get("errors", [])), e
+
+
+def test_calls_that_leave_through_a_hook_are_counted_and_said(cluster, make_pod):
+    """Issue 47: dbpod's executor_run leaves through a jump to the hook an
+    extension set (as PostgreSQL's ExecutorRun with pg_stat_statements):
+    its calls count in calls, tailExits says they were not timed, and so
+    does the Timed condition in words, with the numbers, and the plugin's
+    table. Traced with the hook, the jump lands on a traced function and
+    the calls are timed (all but one the attach caught between the two
+    functions' probes, at most)."""
+    from test_plugin import kubeconfig_in, run
+    ns = cluster.namespace()
+    make_pod(ns, "db-1", {"app": "db"}, "node-a", containers={"app": ["/app/dbpod"]})
+    db = {"matchLabels": {"app": "db"}}
+
+    def counted(name, functions):
+        def check():
+            status = cluster.status(ns, name)
+            got = fns(status.get("summary", {}))
+            return all(got.get(f, {}).get("calls", 0) >= 3 for f in functions) and status
+        return wait_for(f"calls of {functions}", check, timeout=30, interval=0.5)
+
+    def timed(status):
+        (c,) = [c for c in status["conditions"] if c["type"] == "Timed"]
+        return c
+
+    with cluster.agent("node-a"):
+        cluster.apply_probe(ns, "hook", spec(selector=db, functions=["executor_run"]))
+        status = counted("hook", ["executor_run"])
+        f = fns(status["summary"])["executor_run"]
+        assert f["tailExits"] == f["calls"] and f["orphans"] == 0, f
+        c = timed(status)
+        assert (c["status"], c["reason"]) == ("False", "CallsNotTimed"), c
+        assert re.fullmatch(r"executor_run: (\d+) of its (\d+) calls left through a jump to "
+                            r"code not probed \(tailExits\): percentiles are of the timed "
+                            r"calls only", c["message"]), c
+        rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "get", "hook")
+        assert rc == 0 and "\nCallsNotTimed: executor_run: " in out, (out, err)
+
+        cluster.apply_probe(ns, "both", spec(selector=db,
+                                             functions=["executor_run", "pgss_run"]))
+        f = fns(counted("both", ["executor_run", "pgss_run"])["summary"])["executor_run"]
+        assert f.get("tailExits", 0) <= 1, f
+        later = wait_for("more calls", lambda: (g := fns(cluster.status(ns, "both")[
+            "summary"])["executor_run"])["calls"] >= f["calls"] + 4 and g, timeout=30)
+        assert later.get("tailExits", 0) == f.get("tailExits", 0), (f, later)
