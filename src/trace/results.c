@@ -105,6 +105,7 @@ void results__free(struct results *r)
 		free(r->rows[i].reason);
 		free(r->rows[i].args_error);
 		free(r->rows[i].inlined_reason);
+		free(r->rows[i].detached_pod);
 		slowest__free(r->rows[i].slowest);
 		recent__free(r->rows[i].recent);
 	}
@@ -261,11 +262,12 @@ static struct latency *group_lat(struct group *g, size_t k)
 
 /* A process the row's function was detached on is retired: the row says so still. */
 static void row_detached(struct results_row *row, const struct tracer_target *tt,
-			 const struct guard *g)
+			 const struct guard *g, const char *pod)
 {
 	if (row->detached_retired++)
 		return;
 	row->detached_pid = tracer_target__pid(tt);
+	row->detached_pod = pod ? strdup(pod) : NULL;
 	row->detached_rate = g->rate;
 	row->detached_overhead = g->overhead;
 	row->detached_max = g->max;
@@ -292,7 +294,7 @@ void results__retire(struct results *r, struct tracer_target *tt, bool exited)
 			continue;
 		latency__merge(&r->rows[m->rows[i]].done, &l);
 		if (tracer_target__detached(tt, i))
-			row_detached(&r->rows[m->rows[i]], tt, &m->guard[i]);
+			row_detached(&r->rows[m->rows[i]], tt, &m->guard[i], m->pod);
 		gl = g ? group_lat(g, m->rows[i]) : NULL;
 		if (gl)
 			latency__merge(gl, &l);
@@ -612,6 +614,17 @@ void results__foreach_group(const struct results *r, results_group_fn fn, void *
 void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void *ctx), void *ctx)
 {
 	struct group **gp = &r->groups;
+
+	/* a detach of a process whose pod is gone is no longer said */
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct results_row *row = &r->rows[i];
+
+		if (!row->detached_retired || !row->detached_pod || keep(row->detached_pod, ctx))
+			continue;
+		free(row->detached_pod);
+		row->detached_pod = NULL;
+		row->detached_retired = 0;
+	}
 
 	while (*gp) {
 		struct group *g = *gp;

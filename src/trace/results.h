@@ -30,9 +30,11 @@ struct results_row {
 	enum probe_entry entry;
 	struct latency done; /* from processes no longer traced */
 	/* processes no longer traced that the overhead guard had detached the
-	 * function on; the first's pid, and rate and cost when detached */
+	 * function on; the first's pid and pod (NULL without groups), and rate
+	 * and cost when detached: said until results__prune_groups drops the pod */
 	size_t detached_retired;
 	pid_t detached_pid;
+	char *detached_pod;
 	double detached_rate, detached_overhead, detached_max;
 	struct slowest *slowest; /* its slowest calls kept; NULL: none */
 	struct recent *recent;	 /* its readings for results__recent */
@@ -185,7 +187,8 @@ void results__overhead(const struct results *r, size_t i, struct results_overhea
 typedef void (*results_group_fn)(const char *pod, const char *container, void *ctx);
 /* Each group with counts (retired or live), once. */
 void results__foreach_group(const struct results *r, results_group_fn fn, void *ctx);
-/* Forgets the retired counts of the groups of pods keep() refuses (the rows keep them). */
+/* Forgets the retired counts of the groups of pods keep() refuses (the rows
+ * keep them), and the overhead guard's detach of a process of such a pod. */
 void results__prune_groups(struct results *r, bool (*keep)(const char *pod, void *ctx), void *ctx);
 
 #endif

@@ -114,6 +114,35 @@ def test_hot_function_detached_others_measured_and_raising_the_budget_reattaches
         assert c.running()
 
 
+def test_a_detach_is_said_while_its_pod_exists(cluster, make_pod):
+    """Issue 47: the report's detached and the OverheadLimited condition name
+    a process the guard detached a function on while its pod exists; once the
+    pod is deleted, neither does, and the other pod's calls go on counting."""
+    ns = cluster.namespace()
+    hot = hot_pod(make_pod, ns)
+    make_pod(ns, "web-2", {"app": "web"}, "node-a")
+
+    def attached():
+        return [x for x in cluster.status(ns, "hot").get("conditions", [])
+                if x["type"] == "Attached"]
+
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "hot", spec(functions=[HOT, SLOW]))
+        wait_for("the hot function detached",
+                 lambda: agent.find(msg_has="function detached", function=HOT), 15)
+        wait_for("OverheadLimited", lambda: attached() and attached()[0]["reason"] ==
+                 "OverheadLimited", timeout=10)
+        hot.delete()
+        e = wait_for("a report without web-1 nor the detach", entry_where(
+            cluster, ns, "hot", lambda e: [p["name"] for p in e["pods"]] == ["web-2"]
+            and "detached" not in e and not fns(e)[HOT].get("detached")), timeout=15)
+        assert fns(e)[SLOW]["calls"] > 0, e
+        cond = wait_for("Attached, no longer OverheadLimited",
+                        lambda: attached() and attached()[0]["reason"] == "Attached"
+                        and attached()[0], timeout=15)
+        assert "web-1" not in cond["message"], cond
+
+
 def test_bad_max_overhead_is_refused_by_the_schema(cluster):
     ns = cluster.namespace()
     out = cluster.apply_probe(ns, "bad", spec(maxOverhead="lots"), check=False)
