@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/kobj.h"
 #include "agent/kube.h"
@@ -33,6 +34,39 @@ const cJSON *agent_seeds__for(struct agent *a, const struct fprobe *p)
 	return NULL;
 }
 
+/*
+ * A list request at start, asked again while the API server answers that it
+ * is busy (429: an API Priority and Fairness queue full as every agent of a
+ * rolled DaemonSet lists at once), failing (5xx) or out of reach: up to
+ * SEEDS_TRIES times, 0.25 s after the first, twice as long each time (about
+ * 8 s in all; the kubelet's liveness probe waits 30). The status.
+ */
+#define SEEDS_TRIES 6
+
+static int list_tried(struct agent *a, const char *url, char **ret_body, struct rw_error *err)
+{
+	struct timespec wait = { 0, 250000000 };
+	int status = -EIO;
+
+	for (int i = 0; i < SEEDS_TRIES; i++) {
+		if (i) {
+			log_info("listing this node's reports again in %.2f s: %s%.200s",
+				 (double)wait.tv_sec + wait.tv_nsec / 1e9,
+				 status < 0 ? err->msg : "HTTP error: ",
+				 status < 0 || !*ret_body ? "" : *ret_body);
+			free(*ret_body);
+			*ret_body = NULL;
+			nanosleep(&wait, NULL);
+			wait.tv_sec = wait.tv_sec * 2 + (wait.tv_nsec * 2) / 1000000000;
+			wait.tv_nsec = (wait.tv_nsec * 2) % 1000000000;
+		}
+		status = kube__request(a->k, "GET", url, NULL, NULL, 10000, ret_body, err);
+		if (status >= 0 && status != 429 && status < 500)
+			break;
+	}
+	return status;
+}
+
 /* Lists the reports this node wrote before (an agent restarted carries on
  * from them). Without them, counts start afresh; the log says why. */
 void agent_seeds__load(struct agent *a)
@@ -54,7 +88,7 @@ void agent_seeds__load(struct agent *a)
 		if (asprintf(&url, STATUS_REPORTS_ALL "?labelSelector=%s&limit=100%s%s", esc,
 			     *cont ? "&continue=" : "",
 			     *cont ? kube__escape(cont, tok, sizeof(tok)) : "") >= 0)
-			status = kube__request(a->k, "GET", url, NULL, NULL, 10000, &body, &err);
+			status = list_tried(a, url, &body, &err);
 		free(url);
 		if (status != 200 || !(doc = cJSON_Parse(body))) {
 			log_warn(

@@ -213,3 +213,33 @@ def test_silent_watch_is_restarted(cluster, monkeypatch):
             first = patches(proxy, ns, "late")[0]
             # seen only through the new watch
             assert first.at - stalled[0].at >= WATCH_IDLE_S - 1, first.at - stalled[0].at
+
+
+def test_reports_listed_at_start_are_asked_again_after_a_429(cluster, make_pod):
+    """Issue 47: an agent restarted while the API server is busy (its first
+    two lists of this node's reports answered 429) asks again, and carries
+    on from the report its predecessor wrote: no count starts afresh."""
+    from test_agent import FUNCS, fns, has_calls
+    ns = cluster.namespace()
+    make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    with cluster.agent("node-a"):
+        cluster.apply_probe(ns, "carry", spec())
+        wait_for("calls", lambda: has_calls(cluster, ns, "carry", "node-a", more_than=50),
+                 timeout=15)
+    low = {n: f["calls"] for n, f in fns(cluster.node_entry(ns, "carry", "node-a")).items()}
+    busy = [Reply(429, status_body(429, "TooManyRequests", "too many requests"))] * 2
+
+    def rule(req):
+        if req.method == "GET" and "functionprobereports?labelSelector=" in req.path and busy:
+            return busy.pop(0)
+        return None
+    with ApiProxy(cluster.cp, rule) as proxy:
+        with cluster.agent("node-a", user=proxy.kubeconfig_user()) as again:
+            wait_for("calls counted on from the earlier agent's", lambda: all(
+                f["calls"] > low[n] for n, f in fns(cluster.node_entry(
+                    ns, "carry", "node-a")).items() if n in FUNCS), timeout=15)
+            assert len(again.find(msg_has="listing this node's reports again")) == 2
+            assert again.find(msg_has="carrying on from the results written before")
+            assert not again.find(msg_has="counts start afresh")
+            lists = [r for r in proxy.seen if "functionprobereports?labelSelector=" in r.path]
+            assert [r.action.split()[0] for r in lists[:3]] == ["429", "429", "forwarded"], lists
