@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,13 @@ struct trace {
 	char rv[64];		/* resourceVersion of the watch's last event */
 	bool deleted;		/* the watch saw the probe deleted */
 	struct view_seen *seen; /* the slowest calls printed */
+	/* on a terminal, the countdown under the table moves every second:
+	 * a thread of its own rewrites that line, out_mu between its writes and
+	 * the table's */
+	pthread_mutex_t out_mu;
+	pthread_cond_t tick_cv; /* signalled when ticking is cleared */
+	bool counting;		/* the countdown line is the screen's last */
+	bool ticking;		/* the thread runs; cleared to end it */
 };
 
 static uint64_t now_ns(void)
@@ -289,6 +297,15 @@ static int attach_state(const cJSON *probe, bool quiet, bool *told, struct rw_er
 	return 0;
 }
 
+/* The last line of a terminal's screen, without its newline: the tick
+ * thread rewrites it. */
+static void countdown(const struct trace *t, uint64_t now)
+{
+	printf("%s: %" PRIu64 "s left; Ctrl-C ends it%s", t->ref.name,
+	       t->end > now ? (t->end - now) / UINT64_C(1000000000) : 0,
+	       t->cli->keep ? "" : " and deletes the probe");
+}
+
 /* The table at each new report; the slowest calls as they come. */
 static void show(struct trace *t, const cJSON *probe)
 {
@@ -297,7 +314,9 @@ static void show(struct trace *t, const cJSON *probe)
 
 	if (!upd || !strncmp(upd, t->last, sizeof(t->last)))
 		return;
+	pthread_mutex_lock(&t->out_mu);
 	snprintf(t->last, sizeof(t->last), "%s", upd);
+	t->counting = false;
 	if (t->tty) {
 		/* a live screen: every current slowest call again under the table */
 		memset(t->seen, 0, sizeof(*t->seen));
@@ -308,13 +327,38 @@ static void show(struct trace *t, const cJSON *probe)
 	else
 		view__table(stdout, probe);
 	view__slow_calls(stdout, probe, t->seen);
-	if (t->tty)
-		printf("\n%s: %" PRIu64 "s left; Ctrl-C ends it%s\n", t->ref.name,
-		       t->end > now ? (t->end - now) / UINT64_C(1000000000) : 0,
-		       t->cli->keep ? "" : " and deletes the probe");
-	else
+	if (t->tty) {
 		putchar('\n');
+		countdown(t, now);
+		t->counting = true;
+	} else {
+		putchar('\n');
+	}
 	fflush(stdout);
+	pthread_mutex_unlock(&t->out_mu);
+}
+
+/* Rewrites the countdown line each second until follow() ends. */
+static void *tick(void *arg)
+{
+	struct trace *t = arg;
+	struct timespec at;
+
+	pthread_mutex_lock(&t->out_mu);
+	clock_gettime(CLOCK_REALTIME, &at);
+	while (t->ticking) {
+		at.tv_sec++;
+		pthread_cond_timedwait(&t->tick_cv, &t->out_mu, &at);
+		if (!t->ticking || *t->stop)
+			break;
+		if (t->counting) {
+			termsafe__control(stdout, STDOUT_FILENO, "\r\033[K");
+			countdown(t, now_ns());
+			fflush(stdout);
+		}
+	}
+	pthread_mutex_unlock(&t->out_mu);
+	return NULL;
 }
 
 static void no_agent_hint(struct trace *t)
@@ -442,10 +486,16 @@ static int watch_probe(struct trace *t, struct rw_error *err)
 
 static int follow(struct trace *t, struct rw_error *err)
 {
+	pthread_t ticker;
+	bool ticking;
 	int e;
 
 	if (!(t->seen = calloc(1, sizeof(*t->seen))))
 		return rw_error_set(err, ENOMEM, "out of memory");
+	pthread_mutex_init(&t->out_mu, NULL);
+	pthread_cond_init(&t->tick_cv, NULL);
+	t->ticking = t->tty;
+	ticking = t->tty && !pthread_create(&ticker, NULL, tick, t);
 	e = poll_probe(t, true, err);
 	if (!e && t->attached && (e = watch_probe(t, err)) == -EACCES) {
 		fprintf(stderr,
@@ -453,6 +503,17 @@ static int follow(struct trace *t, struct rw_error *err)
 			RESOURCE(t->c), POLL_MS);
 		e = poll_probe(t, false, err);
 	}
+	pthread_mutex_lock(&t->out_mu);
+	t->ticking = false;
+	pthread_cond_signal(&t->tick_cv);
+	if (t->counting) /* what follows starts a line of its own */
+		putchar('\n');
+	t->counting = false;
+	pthread_mutex_unlock(&t->out_mu);
+	if (ticking)
+		pthread_join(ticker, NULL);
+	pthread_cond_destroy(&t->tick_cv);
+	pthread_mutex_destroy(&t->out_mu);
 	free(t->seen);
 	t->seen = NULL;
 	return e;

@@ -9,6 +9,7 @@ own, with the user's kubeconfig (KUBECONFIG) and its context's namespace."""
 import json
 import os
 import pty
+import re
 import signal
 import subprocess
 import threading
@@ -260,6 +261,10 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
     out = p.out()
     assert out.startswith("\033[H\033[2J" + name + ": 1 pods"), out[:200]
     assert "s left; Ctrl-C ends it and deletes the probe" in out, out
+    # the countdown moves every second, between reports too
+    assert f"\r\033[K{name}: " in out, out[-400:]
+    lefts = [int(x) for x in re.findall(r"(\d+)s left;", out)]
+    assert lefts == sorted(lefts, reverse=True) and len(set(lefts)) >= 3, lefts
     assert "tracing 1 pod matching app=web,track notin (canary): web-1" in p.err(), p.err()
 
 
