@@ -15,6 +15,7 @@
 #include "agent/keepshare.h"
 #include "trace/callargs.h"
 #include "analysis/analyzer.h"
+#include "analysis/debugfile.h"
 #include "base/clock.h"
 #include "agent/kube.h"
 #include "agent/kubeconfig.h"
@@ -75,6 +76,7 @@ static void usage_synopsis(FILE *f)
 		   "                      [--calibrate-every DURATION]\n"
 		   "                      [--argument-capture allow|deny]\n"
 		   "                      [--redact NAME...] [--no-redact]\n"
+		   "                      [--debug-dir DIR...]\n"
 		   "       retwatch-agent --self-check | --version\n"
 		   "\n"
 		   "Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
@@ -132,6 +134,9 @@ static void usage_limits(FILE *f)
 		"                         second across the cluster: nodes write less often\n"
 		"                         than spec.reportInterval when many report (default\n"
 		"                         50; 0: no limit; read from the summary writer)\n"
+		"  --debug-dir DIR        look for stripped files' debug files under DIR of\n"
+		"                         the agent's own filesystem (a node directory the\n"
+		"                         chart's debugDirs mounts) before /usr/lib/debug\n"
 		"  --argument-capture allow|deny\n"
 		"                         whether a probe's spec.captureArguments may have\n"
 		"                         its calls' arguments read and reported (default\n"
@@ -439,6 +444,15 @@ static int parse_option(int c, struct cli *cli)
 		}
 		cli->ao.deny_args = !strcmp(optarg, "deny");
 		break;
+	case 'g':
+		if (debugfile__add_dir(optarg)) {
+			fprintf(stderr,
+				"retwatch-agent: --debug-dir takes an absolute directory, at most "
+				"%d times\n",
+				DEBUGFILE_MAX_DIRS);
+			return 2;
+		}
+		break;
 	case 'C': cli->self_check = true; break;
 	case 'V': printf("retwatch-agent %s\n", RETWATCH_VERSION); return 0;
 	case 'h': usage(stdout); return 0;
@@ -494,6 +508,7 @@ static const struct option long_opts[] = {
 	{ "analysis-timeout", required_argument, NULL, 'T' },
 	{ "calibrate-every", required_argument, NULL, 'B' },
 	{ "argument-capture", required_argument, NULL, 'X' },
+	{ "debug-dir", required_argument, NULL, 'g' },
 	{ "self-check", no_argument, NULL, 'C' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },

@@ -599,14 +599,16 @@ bool binary__stripped_note(const struct binary *b, char *buf, size_t len)
 			"the file is stripped: it has no symbol table and exports no function; "
 			"functions of the shared libraries it loads are named as LIB:PATTERN "
 			"('libc.so.6:malloc'); its own are in its debug file, not found: install "
-			"its debug symbols, or give --debug-dir DIR holding %s",
+			"its debug symbols, or give --debug-dir DIR holding %s (the agent: "
+			"the chart's debugDirs, directories of the node)",
 			where);
 	else
 		n = snprintf(
 			buf, len,
 			"the file is stripped: only the %zu functions it exports were searched, "
 			"not its static ones; no debug file of it was found: install its debug "
-			"symbols, or give --debug-dir DIR holding %s",
+			"symbols, or give --debug-dir DIR holding %s (the agent: the chart's "
+			"debugDirs, directories of the node)",
 			b->nfns, where);
 	if (n >= 0 && (size_t)n < len && *sep)
 		snprintf(buf + n, len - (size_t)n, "%s%s", sep, b->dbg_note);

@@ -198,6 +198,16 @@ def test_values_change_the_daemonset(helm):
     assert c["args"][-6:-4] == ["--metrics-address=:9500", "--metrics-max-series=10"]
     assert c["ports"][0]["containerPort"] == 9500
 
+    # the node's debug directories, read-only, looked in by --debug-dir
+    pod, c = agent_container(render(helm, "--set-json", 'debugDirs=["/usr/lib/debug"]'))
+    assert "--debug-dir=/node/debug/0" in c["args"], c["args"]
+    assert {"name": "debug-0", "hostPath": {"path": "/usr/lib/debug", "type": "Directory"}} \
+        in pod["volumes"], pod["volumes"]
+    assert {"name": "debug-0", "mountPath": "/node/debug/0", "readOnly": True} \
+        in c["volumeMounts"], c["volumeMounts"]
+    res = helm("template", "retwatch", CHART, "--set-json", 'debugDirs=["relative"]', check=False)
+    assert res.returncode != 0 and "debugDirs" in res.stderr, res.stderr
+
     objects = render(helm, "--set", "perfEventUprobes=true")
     _, c = agent_container(objects)
     assert c["securityContext"]["capabilities"]["add"] == ["BPF", "PERFMON", "SYS_PTRACE",
