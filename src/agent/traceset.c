@@ -860,6 +860,10 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);
 	trace_libs(ts, pp, spec, errs);
+	/* its files opened now, for the stacks of its slow calls: one read
+	 * from the ring buffer after it exited is still named */
+	if (ts->env->sym && (spec->threshold_ns || spec->keep))
+		symbolizer__watch(ts->env->sym, pp->proc.pid);
 	return true;
 }
 

@@ -172,3 +172,25 @@ def test_calls_that_leave_through_a_hook_are_counted_and_said(cluster, make_pod)
         later = wait_for("more calls", lambda: (g := fns(cluster.status(ns, "both")[
             "summary"])["executor_run"])["calls"] >= f["calls"] + 4 and g, timeout=30)
         assert later.get("tailExits", 0) == f.get("tailExits", 0), (f, later)
+
+
+def test_a_slow_call_read_after_its_process_is_gone_is_named(cluster, make_pod):
+    """Issue 47: `dbpod 4` makes one slow db_connect call and exits as soon
+    as it returns, so the agent reads the call after the process is gone:
+    its stack is still named (the agent read the process's files when it
+    attached), in the log and in the slowest call kept."""
+    from test_agent import attached_log
+    ns = cluster.namespace()
+    with cluster.agent("node-a") as a:
+        cluster.apply_probe(ns, "job", spec(
+            selector={"matchLabels": {"app": "job"}}, functions=["db_connect"],
+            slowThreshold="100ms", slowCalls={"keep": 1}))
+        pod = make_pod(ns, "job-1", {"app": "job"}, "node-a",
+                       containers={"app": ["/app/dbpod", "4"]})
+        attached_log(a, pod.containers["app"].pid, timeout=10)
+        (ev,) = wait_for("the slow call logged", lambda: a.find(event="slow_call"), timeout=20)
+        assert "db_connect+" in ev["stack"][0] and "main+" in ev["stack"][1], ev["stack"]
+        (call,) = wait_for("the slowest call kept", lambda: [
+            c for f in cluster.status(ns, "job").get("summary", {}).get("functions", [])
+            for c in f.get("slowestCalls", [])], timeout=20, interval=0.5)
+        assert "db_connect+" in call["stack"][0], call
