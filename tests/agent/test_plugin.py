@@ -232,6 +232,9 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
             rc, out, _ = run(cluster, admin, "top", "-n", ns)
             assert rc == 0 and out.splitlines()[1].split()[:2] == [name, "main.handleRequest"]
             assert "web-1" in out.splitlines()[1], out
+            # the countdown moves every second, between reports too
+            wait_for("the countdown to move", lambda: len(set(
+                re.findall(r"(\d+)s left;", p.out()))) >= 3, timeout=10)
             began = time.monotonic()
             p.proc.send_signal(signal.SIGINT)
             rc = p.wait(timeout=10)
@@ -261,10 +264,11 @@ def test_trace_a_deployment_get_top_and_ctrl_c(cluster, make_pod):
     out = p.out()
     assert out.startswith("\033[H\033[2J" + name + ": 1 pods"), out[:200]
     assert "s left; Ctrl-C ends it and deletes the probe" in out, out
-    # the countdown moves every second, between reports too
-    assert f"\r\033[K{name}: " in out, out[-400:]
+    # the countdown line rewritten in place (read as text, "\r" is a newline)
+    with open(p.out_path, "rb") as f:
+        assert b"\r\033[K" + name.encode() + b": " in f.read(), out[-400:]
     lefts = [int(x) for x in re.findall(r"(\d+)s left;", out)]
-    assert lefts == sorted(lefts, reverse=True) and len(set(lefts)) >= 3, lefts
+    assert lefts == sorted(lefts, reverse=True), lefts
     assert "tracing 1 pod matching app=web,track notin (canary): web-1" in p.err(), p.err()
 
 
