@@ -39,7 +39,8 @@ const cJSON *agent_seeds__for(struct agent *a, const struct fprobe *p)
  * is busy (429: an API Priority and Fairness queue full as every agent of a
  * rolled DaemonSet lists at once), failing (5xx) or out of reach: up to
  * SEEDS_TRIES times, 0.25 s after the first, twice as long each time (about
- * 8 s in all; the kubelet's liveness probe waits 30). The status.
+ * 8 s in all; the kubelet's liveness probe waits 30). Returns the last
+ * status, as kube__request does.
  */
 #define SEEDS_TRIES 6
 
