@@ -170,6 +170,17 @@ class Cluster:
                 return r.get("status")
         return None
 
+    def ensure_summary_lease(self):
+        """The summary Lease, made without a holder when no agent made it yet:
+        the admission policy on status writes takes it as its parameter, and
+        without one refuses every writer."""
+        if self.kubectl("get", "lease", "-n", "retwatch", "retwatch-summary",
+                        check=False).returncode:
+            self.kubectl("create", "-f", "-", input=json.dumps({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "retwatch-summary", "namespace": "retwatch"},
+                "spec": {}}))
+
     def condition(self, ns, name, ctype):
         for c in self.status(ns, name).get("conditions", []):
             if c["type"] == ctype:

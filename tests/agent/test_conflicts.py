@@ -9,7 +9,6 @@ itself, so a resourceVersion 409 of an apply never reaches the agent in a
 test) and makes the real server answer 409 where it can (a Lease written
 meanwhile, a probe replaced under the agent's write)."""
 
-import json
 import time
 
 from agentproc import wait_for
@@ -95,11 +94,7 @@ def test_lease_written_meanwhile_is_a_real_409_and_read_again(cluster):
     """The proxy writes the Lease (as another agent would) between the
     agent's read and its write: the real server answers 409."""
     ns = cluster.namespace()
-    if cluster.kubectl("get", "lease", "-n", "retwatch", "retwatch-summary",
-                       check=False).returncode:
-        cluster.kubectl("create", "-f", "-", input=json.dumps({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "retwatch-summary", "namespace": "retwatch"}, "spec": {}}))
+    cluster.ensure_summary_lease()
     bumped = []
 
     def rule(req):

@@ -707,13 +707,7 @@ def test_a_long_name_keeps_the_columns_and_wide_prints_it_whole(cluster):
     with -o wide, the name whole and the columns still aligned. No agent
     runs: the status is written once and read."""
     ns = cluster.namespace()
-    # the admission policy on status writes takes the summary Lease as its
-    # parameter: without one (no agent ran yet) it refuses every writer
-    if cluster.kubectl("get", "lease", "-n", "retwatch", "retwatch-summary",
-                       check=False).returncode:
-        cluster.kubectl("create", "-f", "-", input=json.dumps({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "retwatch-summary", "namespace": "retwatch"}, "spec": {}}))
+    cluster.ensure_summary_lease()
     cluster.apply_probe(ns, "long", {"selector": {"matchLabels": {"app": "web"}},
                                      "functions": ["main.*"], "reportInterval": "2s"})
     probe = cluster.probe(ns, "long")
