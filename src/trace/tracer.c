@@ -85,6 +85,9 @@ const char *tracer__attach_mode(const struct tracer *t)
 	return t->multi ? "uprobe_multi" : "perf_event";
 }
 
+/* of each tracer__poll, for freeing empty histogram pages (hist_pages__trim) */
+#define HIST_TRIM_NS (NS_PER_S / 100)
+
 #define WHY_MULTI "uprobe_multi links: one per file and program"
 #define WHY_NO_MULTI                                                                          \
 	"no uprobe_multi links in this kernel (Linux 6.6 or later has them): one perf_event " \
@@ -874,8 +877,9 @@ int tracer__poll(struct tracer *t, int timeout_ms)
 	int e;
 
 	t->npolled = 0;
-	/* histogram slots whose links are closed: their empty pages go */
+	/* histogram slots whose links are closed: their empty pages go, a few at a time */
 	ids__take_back(t, &t->hist_ids, false);
+	hist_pages__trim(t, HIST_TRIM_NS);
 	e = ring_buffer__poll(t->rb, timeout_ms);
 	if (e == -ECANCELED && t->npolled >= TRACER_POLL_MAX_EVENTS)
 		return (int)t->npolled;

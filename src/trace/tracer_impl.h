@@ -183,6 +183,9 @@ struct tracer {
 	int *hist_page_fds; /* RW_MAX_HIST_PAGES of them; -1: not made yet */
 	/* per page: its slots given out or in quarantine */
 	uint16_t *hist_page_used;
+	/* pages made with no slot used, freed a few at a time (hist_pages__trim) */
+	uint32_t hist_pages_empty;
+	uint32_t hist_trim_at; /* where the last trim stopped */
 	struct ring_buffer *rb;
 	tracer_event_fn event_fn;
 	void *event_ctx;
@@ -258,6 +261,7 @@ size_t hist_value_size(void);
 void idpool__release(struct idpool *p, uint32_t id, bool quarantine);
 void idpool__clear(struct idpool *p);
 void ids__take_back(struct tracer *t, struct idpool *p, bool wait);
+void hist_pages__trim(struct tracer *t, uint64_t budget_ns);
 int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id);
 int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
 		     struct rw_error *err);

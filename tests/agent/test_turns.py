@@ -95,11 +95,12 @@ def report(cluster, ns, name):
     return None
 
 
-def attaching(cluster, agent, ns, many, funcs, apply):
+def attaching(cluster, agent, ns, many, funcs, apply, steps):
     """Polls /healthz, /metrics and /readyz while apply() has the agent attach
     the pods of many (and starts it, when it was not running): the loop
-    answers, and they go live a few at a time. Returns the times of the
-    attaches and the /readyz answers."""
+    answers, and they go live a few at a time, in more than steps counts of
+    traced processes seen by /metrics. Returns the times of the attaches and
+    the /readyz answers."""
     since, applied, running = time.time(), time.monotonic(), agent.proc is not None
     cleared_before = len(agent.find(event="attach_backlog_cleared")) if running else 0
     if not running:
@@ -119,14 +120,15 @@ def attaching(cluster, agent, ns, many, funcs, apply):
     print(f"{len(many)} pods of {len(funcs)} functions attached over "
           f"{times[-1] - times[0]:.1f} s, all live {live:.1f} s after the apply; /metrics "
           f"showed {len(set(traced))} counts of traced processes")
-    assert len(set(traced)) > len(many) / 3, traced
+    assert len(set(traced)) > steps, traced
     pending = [metric(body, "retwatch_attach_pending") for _, _, _, body in page]
     assert max(pending) > 0 and pending[-1] == 0, pending
     cleared = wait_for("the backlog's end in the log",
                        lambda: agent.find(event="attach_backlog_cleared",
                                           count=cleared_before + 1), timeout=2)[-1]
     print(f"{cleared['msg']} ({cleared['seconds']:.1f} s)")
-    assert cleared["turns"] >= 2 and cleared["processes"] >= len(many), cleared
+    assert cleared["turns"] >= (2 if steps > 1 else 1), cleared
+    assert cleared["processes"] >= len(many), cleared
 
     entry = wait_for("every pod in the node's report",
                      lambda: (e := report(cluster, ns, "many")) and len(e["pods"]) == len(many)
@@ -163,7 +165,7 @@ def test_many_pods_go_live_one_by_one_while_the_loop_turns(cluster, make_pod, im
     try:
         # at start, with both probes there: ready once their pods are attached
         since = time.time()
-        times, ready = attaching(cluster, agent, ns, many, funcs, start)
+        times, ready = attaching(cluster, agent, ns, many, funcs, start, PODS / 3)
         wait_for("/readyz", lambda: agent.get("/readyz")[0] == 200, timeout=5)
         said = {body for _, code, _, body in ready if code != 200}
         assert any(b.startswith("not ready: attaching ") for b in said), said
@@ -180,9 +182,10 @@ def test_many_pods_go_live_one_by_one_while_the_loop_turns(cluster, make_pod, im
         time.sleep(0.5)
         answered("/metrics while detaching", page.stop(), TURN_S)
 
-        # applied to a running agent: the same, pod by pod, and it stays ready
+        # applied to a running agent: the same, pod by pod, and it stays ready;
+        # faster, with the histograms' pages the detached pods left not freed yet
         _, ready = attaching(cluster, agent, ns, many, funcs,
-                             lambda: cluster.apply_probe(ns, "many", probe))
+                             lambda: cluster.apply_probe(ns, "many", probe), 1)
         assert all(code == 200 for _, code, _, _ in ready), ready
         assert not agent.find(level="error"), agent.find(level="error")
     finally:
