@@ -198,8 +198,9 @@ class Container:
     rootfs (its root as the host sees it), started_at (RFC 3339),
     start_seconds (how long `runc run -d` took)."""
 
-    def __init__(self, image, pod_uid, workdir, args=None, hostname="podapp"):
+    def __init__(self, image, pod_uid, workdir, args=None, hostname="podapp", user=None):
         self.image = os.path.abspath(image)
+        self.user = user  # (uid, gid) its processes run as; None: root
         self.pod_uid = pod_uid
         self.workdir = os.path.abspath(workdir)
         self.args = list(args or DEFAULT_ARGS)
@@ -268,6 +269,8 @@ class Container:
         spec["process"]["args"] = self.args
         spec["root"] = {"path": "rootfs", "readonly": False}
         spec["hostname"] = self.hostname
+        if self.user:
+            spec["process"]["user"] = {"uid": self.user[0], "gid": self.user[1]}
         spec["linux"]["cgroupsPath"] = self.cgroup
         with open(path, "w") as f:
             json.dump(spec, f, indent=1)
@@ -343,7 +346,7 @@ class Container:
         same pod with a new id, as a kubelet replaces a crashed container."""
         self.delete()
         return Container(self.image, self.pod_uid, self.workdir, self.args,
-                         self.hostname).start()
+                         self.hostname, self.user).start()
 
     def delete(self):
         """Force-delete the container and remove its cgroups and root. Safe to
@@ -424,8 +427,9 @@ class Pod:
     Attributes once created: uid, containers ({name: Container})."""
 
     def __init__(self, kubectl, namespace, name, labels, node, containers, rootfs, workdir,
-                 owner=None):
+                 owner=None, user=None):
         self.kubectl = kubectl
+        self.user = user
         self.namespace = namespace
         self.name = name
         self.labels = dict(labels)
@@ -456,7 +460,7 @@ class Pod:
         try:
             for cname, args in self.args.items():
                 self.containers[cname] = Container(self.rootfs, self.uid, self.workdir, args,
-                                                   hostname=self.name).start()
+                                                   hostname=self.name, user=self.user).start()
             self.started_at = _now_rfc3339()
             self._patch_status()
         except BaseException:
