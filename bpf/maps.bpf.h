@@ -142,6 +142,28 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
+/* Functions' hook jumps (struct rw_hooks), by function slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_HOOK_FUNCS);
+	__type(key, __u32);
+	__type(value, struct rw_hooks);
+} hook_sites SEC(".maps");
+
+/* The hook targets sent (struct rw_hook_target): each once, while remembered. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct rw_hook_target);
+	__type(value, __u8);
+} hook_seen SEC(".maps");
+
+/* Where hook jumps went, for userspace to probe there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} hook_events SEC(".maps");
+
 /* An empty rw_frames to insert from: too large for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

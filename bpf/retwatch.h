@@ -459,6 +459,59 @@ struct rw_regs {
 };
 _Static_assert(sizeof(struct rw_regs) == 64, "rw_regs layout");
 
+/*
+ * A jump through a function pointer that may leave a traced native function
+ * for code not probed (a hook another file set, as PostgreSQL's
+ * ExecutorRun_hook): rw_hook reads where it goes, and userspace probes the
+ * RETs there as exits of the call (RW_COOKIE_TAIL). The jump's operand, as
+ * the analysis decoded it: a register (RW_HOOK_REG), or the word at
+ * base + index * scale + disp (RW_HOOK_MEM; base RW_REG_IP: the next
+ * instruction's address). Registers are numbered as x86-64 encodes them,
+ * plus one (RW_REG_*); x86-64 only.
+ */
+#define RW_HOOK_SITES 4 /* per function, at most */
+#define RW_HOOK_REG 1
+#define RW_HOOK_MEM 2
+#define RW_REG_NONE 0
+#define RW_REG_IP 17
+#define RW_MAX_HOOK_FUNCS 4096
+
+struct rw_hook_site {
+	/* the jump's offset in its page: the same in the file and in memory */
+	__u16 page_off;
+	__u8 kind; /* RW_HOOK_REG, RW_HOOK_MEM; 0: no site */
+	__u8 len;  /* of the instruction */
+	__u8 base, index, scale;
+	__u8 pad;
+	__s32 disp;
+};
+_Static_assert(sizeof(struct rw_hook_site) == 12, "rw_hook_site layout");
+
+struct rw_hooks {
+	struct rw_hook_site site[RW_HOOK_SITES];
+};
+
+/* A target of a function's hook jump in a process, sent once (hook_seen). */
+struct rw_hook_target {
+	__u32 tgid;
+	__u32 fn_id;
+	__u64 target;
+};
+_Static_assert(sizeof(struct rw_hook_target) == 16, "rw_hook_target layout");
+
+/*
+ * What rw_hook sends: the target, keyed by the process that lent the hit's
+ * process its histograms where it was forked by a followed one (its address
+ * space is the child's as forked, and it outlives a short-lived child: one
+ * event for all its children), else by the hit's own; and the hit's.
+ */
+struct rw_hook_event {
+	struct rw_hook_target k;
+	__u32 tgid;
+	__u32 pad;
+};
+_Static_assert(sizeof(struct rw_hook_event) == 24, "rw_hook_event layout");
+
 /* A call at least as slow as its function's threshold. */
 struct rw_event {
 	__u64 start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
@@ -549,6 +602,9 @@ enum rw_stat {
 	/* processes forked by a followed one that the follow map had no room
 	 * for: counted from when userspace attaches them, as without it */
 	RW_STAT_FOLLOW_FULL,
+	/* targets of hook jumps sent to userspace, and those the ring had no room for */
+	RW_STAT_HOOK_TARGETS,
+	RW_STAT_HOOK_LOST,
 	RW_STAT__MAX,
 };
 

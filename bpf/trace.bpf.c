@@ -629,6 +629,105 @@ int rw_ret(struct pt_regs *regs)
 	return 0;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* A general-purpose register by its RW_REG_* number; the next instruction's address for RW_REG_IP. */
+static __always_inline __u64 regs__gp(struct pt_regs *regs, __u8 r, __u8 len)
+{
+	switch (r) {
+	case 1: return regs->ax;
+	case 2: return regs->cx;
+	case 3: return regs->dx;
+	case 4: return regs->bx;
+	case 5: return regs->sp;
+	case 6: return regs->bp;
+	case 7: return regs->si;
+	case 8: return regs->di;
+	case 9: return regs->r8;
+	case 10: return regs->r9;
+	case 11: return regs->r10;
+	case 12: return regs->r11;
+	case 13: return regs->r12;
+	case 14: return regs->r13;
+	case 15: return regs->r14;
+	case 16: return regs->r15;
+	case RW_REG_IP: return regs->ip + len;
+	}
+	return 0;
+}
+
+/* Where the hook jump site h (the instruction at the probe) goes; 0 when unread. */
+static __always_inline __u64 hook__target(struct pt_regs *regs, const struct rw_hook_site *h)
+{
+	__u64 addr, target = 0;
+
+	if (h->kind == RW_HOOK_REG)
+		return regs__gp(regs, h->base, h->len);
+	addr = regs__gp(regs, h->base, h->len) + regs__gp(regs, h->index, h->len) * h->scale +
+	       (__s64)h->disp;
+	if (bpf_probe_read_user(&target, sizeof(target), (void *)addr))
+		return 0;
+	return target;
+}
+#endif
+
+/*
+ * A jump of a traced function through a function pointer (struct
+ * rw_hooks): where it goes is sent to userspace, once per (process,
+ * function, target) while hook_seen remembers it (the children of a
+ * followed process count as it), for its RETs to be probed as the call's
+ * exits. The jump itself is left alone: the call is
+ * still in flight, at its entry's depth, and ends at such a RET.
+ */
+SEC("uprobe")
+int rw_hook(struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 cookie = bpf_get_attach_cookie(regs), ip = REG_IP(regs);
+	__u32 fn_id = cookie & RW_COOKIE_FN_MASK;
+	struct rw_hook_target k = { .fn_id = fn_id };
+	const struct rw_follow *lent;
+	const struct rw_hooks *hooks;
+	struct rw_hook_event *ev;
+	const struct rw_func *fn;
+	__u32 tgid;
+	__u8 one = 1;
+
+	fn = func__lookup(fn_id);
+	if (!fn || !hit__counts(fn, cookie))
+		return 0;
+	hooks = bpf_map_lookup_elem(&hook_sites, &fn_id);
+	if (!hooks)
+		return 0;
+	for (int i = 0; i < RW_HOOK_SITES; i++) {
+		const struct rw_hook_site *h = &hooks->site[i];
+
+		if (!h->kind || h->page_off != (ip & 0xfff))
+			continue;
+		k.target = hook__target(regs, h);
+		break;
+	}
+	if (!k.target)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	lent = bpf_map_lookup_elem(&follow, &tgid);
+	k.tgid = lent && lent->lender ? lent->lender : tgid;
+	if (bpf_map_lookup_elem(&hook_seen, &k))
+		return 0;
+	ev = bpf_ringbuf_reserve(&hook_events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(RW_STAT_HOOK_LOST);
+		return 0;
+	}
+	ev->k = k;
+	ev->tgid = tgid;
+	ev->pad = 0;
+	bpf_ringbuf_submit(ev, 0);
+	bpf_map_update_elem(&hook_seen, &k, &one, BPF_ANY);
+	stat_inc(RW_STAT_HOOK_TARGETS);
+#endif
+	return 0;
+}
+
 /*
  * A process forked by a followed one is followed too, lent the same
  * histograms (struct rw_follow): the tracepoint fires before the child

@@ -237,6 +237,8 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_json_uint(o, "tail_calls_followed", f->ntail_followed);
 	out_json_uint(o, "tail_untimed", f->ntail_untimed);
 	out_json_uint(o, "indirect_jumps", f->nindirect_jumps);
+	/* of its own jumps through a pointer, those whose target is read where they run */
+	out_json_uint(o, "hook_jumps", f->nhooks);
 	out_key(o, "ranges", false);
 	out_char(o, '[');
 	for (size_t i = 0; i < f->nranges; i++) {

@@ -1282,13 +1282,31 @@ static int preflight(struct trace_run *r, const struct trace_args *args)
 	return 0;
 }
 
+/* A hook jump followed (tracer_opts.hook_fn): said once, as it happens. */
+static void hook_said(const char *fn, const char *target, const char *file, size_t nrets,
+		      const char *error, void *ctx)
+{
+	(void)ctx;
+	if (error)
+		fprintf(stderr,
+			"retwatch: calls of %s that jump through a pointer to %s (%s) stay "
+			"untimed: %s\n",
+			fn, target, file, error);
+	else
+		fprintf(stderr,
+			"retwatch: calls of %s that jump through a pointer to %s (%s) end at its "
+			"%zu RETs\n",
+			fn, target, file, nrets);
+}
+
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
 				     .slow_calls_per_sec = args->slow_per_sec,
 				     .entry_at_start = args->entry_at_start,
 				     .capture_args = args->args,
-				     .follow = args->follow };
+				     .follow = args->follow,
+				     .hook_fn = hook_said };
 	struct rw_error err = {};
 
 	r->json = args->json;

@@ -345,7 +345,8 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 				     /* a pre-fork server's workers (a PostgreSQL
 				      * backend) can live less than a scan of /proc
 				      * apart: counted from their fork */
-				     .follow = true };
+				     .follow = true,
+				     .hook_fn = traceset__hook_said };
 	struct agent *a = calloc(1, sizeof(*a));
 	struct utsname u;
 

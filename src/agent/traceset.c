@@ -919,3 +919,15 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 	}
 	env->spent_ns += clock__mono_ns() - start;
 }
+
+void traceset__hook_said(const char *fn, const char *target, const char *file, size_t nrets,
+			 const char *error, void *ctx)
+{
+	(void)ctx;
+	if (error)
+		log_warn("calls of %s that jump through a pointer to %s (%s) stay untimed: %s", fn,
+			 target, file, error);
+	else
+		log_info("calls of %s that jump through a pointer to %s (%s) end at its %zu RETs",
+			 fn, target, file, nrets);
+}

@@ -121,4 +121,8 @@ void traceset__share_errors(const struct traceset *ts, struct errlist *errs);
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx);
 
+/* A hook jump followed, or not (tracer_opts.hook_fn): in the log, once per process and target. */
+void traceset__hook_said(const char *fn, const char *target, const char *file, size_t nrets,
+			 const char *error, void *ctx);
+
 #endif

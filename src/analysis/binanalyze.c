@@ -54,6 +54,22 @@ static int read_table(void *ctx, uint64_t addr, void *buf, size_t len)
 	return elfbin__read(b->eb, addr, buf, len);
 }
 
+/* The jumps through a register that are a switch table's are not hooks. */
+static void drop_table_hooks(struct disasm_result *dis, uint64_t entry, const struct jumptable *jt)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < dis->nhooks; i++) {
+		bool table = false;
+
+		for (size_t k = 0; k < jt->ntables_at && !table; k++)
+			table = jt->tables_at[k] == entry + (uint64_t)dis->hooks[i].off;
+		if (!table)
+			dis->hooks[n++] = dis->hooks[i];
+	}
+	dis->nhooks = n;
+}
+
 /*
  * Sweeps fi's ranges into f->dis, and chooses its entry site. 0; 1 when they
  * cannot be read (fi->reason says why); or -ENOMEM.
@@ -105,6 +121,8 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 		/* a function with a jump through a register: is each a switch table's? */
 		if (f->dis->nindirect_jumps)
 			ret = jumptable__read(cr, n, read_table, b, &jt);
+		if (!ret)
+			drop_table_hooks(f->dis, f->addr, &jt);
 		if (!ret)
 			fi->entry_site = entrysite__choose(&cr[0], f->dis, fi->go, is_morestack, b,
 							   &jt, &fi->entry_sp);
@@ -290,6 +308,9 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->tail_targets = f->dis->tail_targets;
 	fi->ntail_calls = f->dis->ntail_calls;
 	fi->nindirect_jumps = f->dis->nindirect_jumps;
+	/* Go's jumps through registers are the runtime's and its wrappers' */
+	fi->hooks = fi->go ? NULL : f->dis->hooks;
+	fi->nhooks = fi->go ? 0 : f->dis->nhooks;
 	fi->exits_known = !f->dis->undecodable && !f->dis->over_budget;
 	if (f->dis->reason)
 		fi->reason = f->dis->reason;
@@ -361,6 +382,17 @@ static const struct func_info *anon_func_at(struct binary *b, uint64_t addr)
 	if (analyze(b, f))
 		return NULL;
 	return f->info;
+}
+
+const struct func_info *binary__entry_at(struct binary *b, uint64_t vaddr)
+{
+	const struct func_info *g = binary__func_at(b, vaddr);
+
+	if (!g || g->address != vaddr)
+		g = anon_func_at(b, vaddr);
+	if (!g || g->address != vaddr || g->go || !g->exits_known || !g->nreturns)
+		return NULL;
+	return g;
 }
 
 /*

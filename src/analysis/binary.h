@@ -98,6 +98,11 @@ struct func_info {
 	 * table, or a tail call through a function pointer (not decidable);
 	 * calls never seen returning are tail exits too */
 	size_t nindirect_jumps;
+	/* of its own jumps through a register or memory that may leave it (not
+	 * a switch table's; native x86-64 code): where each goes is read where
+	 * it runs, and the RETs there end the call */
+	const struct disasm_hook *hooks;
+	size_t nhooks;
 	bool exits_known;	    /* the sweep of every range completed */
 	struct func_params *params; /* binary__params' answer, made when asked */
 };
@@ -260,6 +265,12 @@ void binary_list__clear(struct binary_list *l);
  * builds an address index.
  */
 const struct func_info *binary__func_at(struct binary *b, uint64_t vaddr);
+/*
+ * The native function entered at vaddr, named by a symbol or, with none, by
+ * the unwind table entry that starts there in a function's entry state,
+ * with its RETs known; NULL when there is none.
+ */
+const struct func_info *binary__entry_at(struct binary *b, uint64_t vaddr);
 /* Virtual address of a file offset (elfbin__offset_to_addr). 0 or -ERANGE. */
 int binary__offset_to_addr(const struct binary *b, uint64_t off, uint64_t *ret_addr);
 /*

@@ -297,6 +297,55 @@ static enum jump_kind jump_kind(const ZydisDecodedInstruction *insn, const Zydis
 	return uncond ? JUMP_INDIRECT : JUMP_NONE;
 }
 
+/* A 64-bit general-purpose register as struct disasm_hook numbers it; 0: none or another. */
+static uint8_t hook_reg(ZydisRegister r)
+{
+	if (r == ZYDIS_REGISTER_RIP)
+		return DISASM_REG_IP;
+	if (r == ZYDIS_REGISTER_NONE || ZydisRegisterGetClass(r) != ZYDIS_REGCLASS_GPR64)
+		return 0;
+	return (uint8_t)(ZydisRegisterGetId(r) + 1);
+}
+
+/*
+ * The operand of a jump through a register or memory, as a hook jump site
+ * (struct disasm_hook); false when it is of another form (a segment
+ * override, a vector index, a register not 64 bits wide).
+ */
+static bool hook_of(const ZydisDecodedInstruction *insn, const ZydisDecodedOperand *op, int64_t off,
+		    struct disasm_hook *ret)
+{
+	*ret = (struct disasm_hook){ .off = off, .len = insn->length };
+	if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		ret->kind = DISASM_HOOK_REG;
+		ret->base = hook_reg(op->reg.value);
+		return ret->base && ret->base != DISASM_REG_IP;
+	}
+	if (op->type != ZYDIS_OPERAND_TYPE_MEMORY || op->size != 64 ||
+	    (op->mem.segment != ZYDIS_REGISTER_DS && op->mem.segment != ZYDIS_REGISTER_SS &&
+	     op->mem.segment != ZYDIS_REGISTER_NONE) ||
+	    op->mem.disp.value < INT32_MIN || op->mem.disp.value > INT32_MAX)
+		return false;
+	ret->kind = DISASM_HOOK_MEM;
+	ret->base = hook_reg(op->mem.base);
+	ret->index = hook_reg(op->mem.index);
+	ret->scale = op->mem.index == ZYDIS_REGISTER_NONE ? 0 : op->mem.scale;
+	ret->disp = (int32_t)op->mem.disp.value;
+	return (ret->base || op->mem.base == ZYDIS_REGISTER_NONE) &&
+	       (ret->index || op->mem.index == ZYDIS_REGISTER_NONE) && ret->index != DISASM_REG_IP;
+}
+
+static int push_hook(struct disasm_result *res, const struct disasm_hook *h)
+{
+	struct disasm_hook *p = realloc(res->hooks, (res->nhooks + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	res->hooks = p;
+	res->hooks[res->nhooks++] = *h;
+	return 0;
+}
+
 enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
 {
 	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
@@ -428,6 +477,7 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 		struct disasm_insn insn;
 		uint64_t addr = r->addr + off, target = 0;
 		enum jump_kind jk = JUMP_NONE;
+		struct disasm_hook hook = { 0 };
 		bool jump;
 
 		if (cancel__every(res->ninsns))
@@ -442,6 +492,10 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 				      &jump)) {
 			if (jump)
 				jk = jump_kind(&full, ops, addr, ranges, nranges, &target);
+			/* through a register or memory: where it goes is read where it runs */
+			if ((jk == JUMP_INDIRECT || (jk == JUMP_LEAVES && !target)) &&
+			    !hook_of(&full, &ops[0], (int64_t)(addr - entry), &hook))
+				hook.kind = 0;
 		} else {
 			return describe_bad(res, r, off, entry);
 		}
@@ -463,6 +517,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 		} else if (jk == JUMP_INSIDE && disasm__note_entry_jump(res, entry, addr, target)) {
 			return -ENOMEM;
 		}
+		if (hook.kind && push_hook(res, &hook))
+			return -ENOMEM;
 		off += insn.length;
 		if (idx == 0 && insn.kind != DISASM_INT3)
 			res->code_end = r->addr + off;
@@ -544,16 +600,20 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 		free(res->tail_calls);
 		free(res->tail_targets);
 		free(res->entry_jumps);
+		free(res->hooks);
 		res->returns = res->tail_calls = NULL;
 		res->tail_targets = NULL;
 		res->entry_jumps = NULL;
+		res->hooks = NULL;
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
+		res->nhooks = 0;
 		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
 		return 0;
 	}
 	if (res->undecodable) {
 		/* never report sites found before the failure: the sweep is not trusted */
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
+		res->nhooks = 0;
 		return 0;
 	}
 	if (res->nreturns)
@@ -589,6 +649,7 @@ void disasm_result__clear(struct disasm_result *res)
 	free(res->tail_calls);
 	free(res->tail_targets);
 	free(res->entry_jumps);
+	free(res->hooks);
 	free(res->reason);
 	memset(res, 0, sizeof(*res));
 }

@@ -44,6 +44,23 @@ struct disasm_jump {
 	uint64_t from, to; /* virtual addresses */
 };
 
+/*
+ * A jump that leaves through a function pointer (a hook), x86-64: through a
+ * register (DISASM_HOOK_REG, base), or through the word at base + index *
+ * scale + disp (DISASM_HOOK_MEM). Registers are numbered as x86-64 encodes
+ * them plus one (RAX 1 ... R15 16), DISASM_REG_IP for RIP-relative (the next
+ * instruction's address), 0 for none.
+ */
+#define DISASM_HOOK_REG 1
+#define DISASM_HOOK_MEM 2
+#define DISASM_REG_IP 17
+
+struct disasm_hook {
+	int64_t off; /* from the entry */
+	uint8_t len, kind, base, index, scale;
+	int32_t disp;
+};
+
 struct disasm_result {
 	int64_t *returns; /* return instructions, as offsets from the entry */
 	size_t nreturns;
@@ -59,6 +76,10 @@ struct disasm_result {
 	 * not decidable from the instruction).
 	 */
 	size_t nindirect_jumps;
+	/* of those, and of the jumps through RIP-relative memory in tail_calls:
+	 * the ones that could be read where they run (x86-64) */
+	struct disasm_hook *hooks;
+	size_t nhooks;
 	/* direct JMPs and Jccs of the function to [entry, entry + DISASM_ENTRY_RUN) */
 	struct disasm_jump *entry_jumps;
 	size_t nentry_jumps;

@@ -191,13 +191,27 @@ static int resolve(struct sweep *s, const struct insn *x)
 	uint64_t table;
 	int e = 1;
 
+	bool form = false;
+
 	if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && reg64(o->reg.value) == o->reg.value &&
-	    gcc_table(s, o->reg.value, &table))
+	    gcc_table(s, o->reg.value, &table)) {
+		form = true;
 		e = read_table(s, table, 4);
-	else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && address_table(s, o, &table))
+	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && address_table(s, o, &table)) {
+		form = true;
 		e = read_table(s, table, 8);
+	}
 	if (e < 0)
 		return e;
+	/* of a table's form, read or not: a switch, not a hook */
+	if (form) {
+		uint64_t *p = realloc(s->jt->tables_at, (s->jt->ntables_at + 1) * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->jt->tables_at = p;
+		p[s->jt->ntables_at++] = x->addr;
+	}
 	if (e)
 		s->jt->ntargets = before; /* a table not read whole adds nothing */
 	else
@@ -251,5 +265,6 @@ int jumptable__read(const struct code_range *ranges, size_t nranges, jumptable_r
 void jumptable__clear(struct jumptable *jt)
 {
 	free(jt->targets);
+	free(jt->tables_at);
 	memset(jt, 0, sizeof(*jt));
 }

@@ -40,6 +40,9 @@ struct jumptable {
 	size_t ntargets;
 	size_t njumps;	  /* the jumps through a register or memory found */
 	size_t nresolved; /* of them, switch tables read */
+	/* where the jumps of a table's form are, read or not (not hooks) */
+	uint64_t *tables_at;
+	size_t ntables_at;
 };
 
 /*

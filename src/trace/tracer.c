@@ -43,6 +43,8 @@ static const char *const stat_names[] = {
 	[RW_STAT_SLOW_LIMITED] = "slow_limited",
 	[RW_STAT_TAIL_CLOSED] = "tail_closed",
 	[RW_STAT_TAIL_EXITS] = "tail_exits",
+	[RW_STAT_HOOK_TARGETS] = "hook_targets",
+	[RW_STAT_HOOK_LOST] = "hook_lost",
 	[RW_STAT_SHARE_CONTEXTS] = "share_contexts",
 	[RW_STAT_SHARE_EVENTS] = "share_events",
 	[RW_STAT_CONTEXTS_HASHED] = "contexts_hashed",
@@ -145,6 +147,7 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	bpf_program__set_autoload(t->skel->progs.rw_fork, t->follow);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
+	bpf_program__set_expected_attach_type(t->skel->progs.rw_hook, type);
 	e = trace__load(t->skel);
 	if (e) {
 		trace__destroy(t->skel);
@@ -293,6 +296,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->share_events = opts ? opts->share_slow_calls_per_sec : 0;
 	t->tenant_of = opts ? opts->tenant_of : NULL;
 	t->tenant_ctx = opts ? opts->tenant_ctx : NULL;
+	t->hook_fn = opts ? opts->hook_fn : NULL;
+	t->hook_ctx = opts ? opts->hook_ctx : NULL;
 	t->starttimes = !clock__boottime_shifted();
 	t->site_kinds = opts && opts->entry_at_start ? 0 : TRACER_SITE_KINDS_ALL;
 	t->capture_args = opts && opts->capture_args;
@@ -336,7 +341,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 		goto fail;
 	}
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event, t, NULL);
-	if (!t->rb) {
+	if (!t->rb ||
+	    ring_buffer__add(t->rb, bpf_map__fd(t->skel->maps.hook_events), hooks__on_target, t)) {
 		e = rw_error_set(err, errno, "failed to create the ring buffer: %s",
 				 strerror(errno));
 		goto fail;

@@ -75,6 +75,15 @@ struct tracer_opts {
 	 * server's short-lived workers are counted whole.
 	 */
 	bool follow;
+	/*
+	 * Told when calls of function fn that leave through a jump through a
+	 * pointer (a hook) are followed to the function target of file: its
+	 * nrets RETs end them from now on; or, with error set, why they stay
+	 * tail exits. May be NULL.
+	 */
+	void (*hook_fn)(const char *fn, const char *target, const char *file, size_t nrets,
+			const char *error, void *ctx);
+	void *hook_ctx;
 };
 
 /* Calls in flight untouched this long will not return (tracer__tick). */

@@ -232,10 +232,10 @@ static void follow_target(struct tracer *t, struct slot *s, struct batch *b,
 	struct stat st;
 	int fd, e;
 
-	/* a short-lived process may be gone: its lender maps the same there */
+	/* the lender (a short-lived child may be gone), else the child */
 	fd = mapped_file((pid_t)ev->k.tgid, ev->k.target, &off, name, sizeof(name));
-	if (fd < 0 && ev->lender)
-		fd = mapped_file((pid_t)ev->lender, ev->k.target, &off, name, sizeof(name));
+	if (fd < 0 && ev->tgid != ev->k.tgid)
+		fd = mapped_file((pid_t)ev->tgid, ev->k.target, &off, name, sizeof(name));
 	if (fd < 0)
 		return; /* gone, or not code: the calls stay tail exits */
 	if (fstat(fd, &st))

@@ -79,9 +79,20 @@ struct dropped_pid {
 	uint64_t ns;
 };
 
+/* The RETs of a function a hook jump went to, probed as exits of the batch's calls. */
+struct hook_exit {
+	dev_t dev;
+	ino_t ino;
+	uint64_t offset; /* the function's entry, in its file */
+	struct uprobe_links links;
+	struct hook_exit *next;
+};
+
 /* Probes attached together, in one process (or every process: shared). */
 struct batch {
 	struct uprobe_links entry, ret;
+	struct uprobe_links hook; /* at the function's hook jumps (rw_hook) */
+	struct hook_exit *exits;
 	pid_t pid;	/* they trap in this process alone; -1: in every process */
 	uint32_t fn_id; /* a function's: its slot, with pid the key of proc_hists */
 	/* a function's: the histogram slot of (function, pid), in the cookies */
@@ -217,6 +228,9 @@ struct tracer {
 	uint64_t next_share_check_ns;
 	const char *(*tenant_of)(pid_t pid, void *ctx);
 	void *tenant_ctx;
+	void (*hook_fn)(const char *fn, const char *target, const char *file, size_t nrets,
+			const char *error, void *ctx);
+	void *hook_ctx;
 	uint64_t share_changes, share_change_failures;
 	/* tracer_opts.capture_args; each function slot's parameters while its
 	 * arguments are captured (RW_MAX_FUNCS, made when first asked) */
@@ -262,6 +276,18 @@ void idpool__release(struct idpool *p, uint32_t id, bool quarantine);
 void idpool__clear(struct idpool *p);
 void ids__take_back(struct tracer *t, struct idpool *p, bool wait);
 void hist_pages__trim(struct tracer *t, uint64_t budget_ns);
+uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags);
+
+/* ---- hook jumps (tracer_hooks.c) ---- */
+/* Attaches rw_hook at slot s's hook jumps in b's process (cookie: b's), their sites in the kernel's map. */
+int hooks__attach(struct tracer *t, struct attached_file *f, const struct slot *s, struct batch *b,
+		  uint64_t cookie, struct rw_error *err);
+/* Function slot fn_id is gone: its hook sites too. */
+void hooks__forget(struct tracer *t, uint32_t fn_id);
+/* Closes b's probes at hook targets' RETs. */
+void hook_exits__free(struct batch *b);
+/* A hook target sent by rw_hook (ring_buffer callback). */
+int hooks__on_target(void *ctx, void *data, size_t len);
 int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id);
 int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
 		     struct rw_error *err);

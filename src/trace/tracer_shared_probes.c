@@ -169,6 +169,7 @@ int slot__share(struct tracer *t, struct attached_file *f, struct slot *s, struc
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&sh->entry);
 	uprobe_links__init(&sh->ret);
+	uprobe_links__init(&sh->hook);
 	sh->pid = -1;
 	e = batch__attach(t, f, s, sh, err);
 	if (e) {

@@ -30,6 +30,8 @@ void batch__free(struct tracer *t, struct batch *b)
 		return;
 	uprobe_links__close(&b->entry);
 	uprobe_links__close(&b->ret);
+	uprobe_links__close(&b->hook);
+	hook_exits__free(b);
 	if (b->has_hist) {
 		struct rw_hist_key k = { .fn_id = b->fn_id, .tgid = (uint32_t)b->pid };
 
@@ -202,7 +204,7 @@ void file__drop(struct tracer *t, struct attached_file *f)
 }
 
 /* The cookie of a probe of function slot fn_id, histogram slot hist, in process pid (bpf/retwatch.h). */
-static uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags)
+uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags)
 {
 	return fn_id | (uint64_t)hist << RW_COOKIE_HIST_SHIFT | flags |
 	       (uint64_t)(uint32_t)pid << RW_COOKIE_TGID_SHIFT;
@@ -251,6 +253,7 @@ static struct batch *morestack__attach(struct tracer *t, struct attached_file *f
 		goto out;
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
+	uprobe_links__init(&b->hook);
 	b->pid = pid;
 	offset = m.funcs[0]->file_offset;
 	if (vouch(f, MORESTACK, &offset, 1, NULL) ||
@@ -407,6 +410,17 @@ static int slot__check_sites(struct tracer *t, const struct attached_file *f, co
 	return e ? e : check_inline_sites(f, s, err);
 }
 
+/* err's message, naming the file as the user gave it, not our descriptor. */
+static void name_file(const struct attached_file *f, int e, struct rw_error *err)
+{
+	char msg[sizeof(err->msg)];
+
+	if (!err)
+		return;
+	snprintf(msg, sizeof(msg), "%s", err->msg);
+	rw_error_set(err, -e, "%s: %s", f->name, msg);
+}
+
 /*
  * Attaches slot s's probes in b's process, each with the cookie of the
  * function and its histogram slot in that process.
@@ -476,16 +490,14 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 	if (nr)
 		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
 				      f->path, roff, rcookie, nr, b->pid, err);
+	/* where its hook jumps go is read before the call leaves */
+	if (!e)
+		e = hooks__attach(t, f, s, b, cookie, err);
 	if (!e)
 		e = uprobe_attach_pid(&b->entry, bpf_program__fd(t->skel->progs.rw_entry), t->multi,
 				      f->path, eoff, ecookie, ne, b->pid, err);
-	if (e && err) {
-		/* name the file as the user gave it, not our descriptor */
-		char msg[sizeof(err->msg)];
-
-		snprintf(msg, sizeof(msg), "%s", err->msg);
-		rw_error_set(err, -e, "%s: %s", f->name, msg);
-	}
+	if (e)
+		name_file(f, e, err);
 out:
 	free(eoff);
 	free(ecookie);
@@ -551,6 +563,7 @@ void file__drop_slots(struct tracer *t, struct attached_file *f, struct slot **s
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &slots[i]->fn_id, &off,
 				    BPF_ANY);
 		slot__forget_args(t, slots[i]->fn_id);
+		hooks__forget(t, slots[i]->fn_id);
 		idpool__release(&t->fn_ids, slots[i]->fn_id, true);
 		for (size_t k = 0; k < f->nslots; k++) {
 			if (f->slots[k] == slots[i]) {
@@ -630,6 +643,7 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
+	uprobe_links__init(&b->hook);
 	b->pid = pid;
 	b->fn_id = s->fn_id;
 	e = hist_slot__alloc(t, s->fn_id, (uint32_t)pid, &b->hist, err);
@@ -821,6 +835,7 @@ void slot__unuse(struct tracer *t, struct attached_file *f, struct slot *s, pid_
 	if (--s->users)
 		return;
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.funcs), &s->fn_id, &off, BPF_ANY);
+	hooks__forget(t, s->fn_id);
 	while (s->pids)
 		slot__drop_pid(t, s, s->pids->pid);
 	batch__free(t, s->shared);

@@ -130,12 +130,15 @@ def test_library_refused_for_the_share_is_attached_once_it_has_room(cluster, mak
 
 def test_calls_that_leave_through_a_hook_are_counted_and_said(cluster, make_pod):
     """Issue 47: dbpod's executor_run leaves through a jump to the hook an
-    extension set (as PostgreSQL's ExecutorRun with pg_stat_statements):
-    its calls count in calls, tailExits says they were not timed, and so
-    does the Timed condition in words, with the numbers, and the plugin's
-    table. Traced with the hook, the jump lands on a traced function and
-    the calls are timed (all but one the attach caught between the two
-    functions' probes, at most)."""
+    extension set (as PostgreSQL's ExecutorRun with pg_stat_statements),
+    through a pointer. Where the jump goes is read as it runs, and the RETs
+    there end the calls from then on: every call counts in calls, the
+    first ones (before those RETs were probed) as tail exits, the others
+    timed; the log says so, and the Timed condition and the plugin's table
+    say what was not timed, in words, with the numbers. Traced with the
+    hook, the jump lands on a traced function and the calls are timed (all
+    but one the attach caught between the two functions' probes, at
+    most)."""
     from test_plugin import kubeconfig_in, run
     ns = cluster.namespace()
     make_pod(ns, "db-1", {"app": "db"}, "node-a", containers={"app": ["/app/dbpod"]})
@@ -152,18 +155,27 @@ def test_calls_that_leave_through_a_hook_are_counted_and_said(cluster, make_pod)
         (c,) = [c for c in status["conditions"] if c["type"] == "Timed"]
         return c
 
-    with cluster.agent("node-a"):
+    with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "hook", spec(selector=db, functions=["executor_run"]))
+        wait_for("the hook followed", lambda: agent.find(
+            msg_has="calls of executor_run that jump through a pointer to pgss_run (/app/dbpod) "
+            "end at its "), timeout=30)
         status = counted("hook", ["executor_run"])
         f = fns(status["summary"])["executor_run"]
-        assert f["tailExits"] == f["calls"] and f["orphans"] == 0, f
+        exits, closed = f.get("tailExits", 0), f.get("tailClosed", 0)
+        # one call may be in flight as the report is written
+        assert f["orphans"] == 0 and closed >= 1 and exits <= 2, f
+        assert f["calls"] - 1 <= exits + closed <= f["calls"], f
         c = timed(status)
-        assert (c["status"], c["reason"]) == ("False", "CallsNotTimed"), c
-        assert re.fullmatch(r"executor_run: (\d+) of its (\d+) calls left through a jump to "
-                            r"code not probed \(tailExits\): percentiles are of the timed "
-                            r"calls only", c["message"]), c
-        rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "get", "hook")
-        assert rc == 0 and "\nCallsNotTimed: executor_run: " in out, (out, err)
+        if exits:
+            assert (c["status"], c["reason"]) == ("False", "CallsNotTimed"), c
+            assert re.fullmatch(rf"executor_run: {exits} of its (\d+) calls left through a jump "
+                                r"to code not probed \(tailExits\): percentiles are of the "
+                                r"timed calls only", c["message"]), c
+            rc, out, err = run(cluster, kubeconfig_in(cluster, ns), "get", "hook")
+            assert rc == 0 and "\nCallsNotTimed: executor_run: " in out, (out, err)
+        else:
+            assert (c["status"], c["reason"]) == ("True", "EveryCallTimed"), c
 
         cluster.apply_probe(ns, "both", spec(selector=db,
                                              functions=["executor_run", "pgss_run"]))

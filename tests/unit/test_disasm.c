@@ -92,6 +92,37 @@ TEST(disasm_tail_calls)
 	return ok;
 }
 
+/* Jumps through a pointer: their operands, for the kernel to read where each goes. */
+TEST(disasm_hook_sites)
+{
+	static const uint8_t code[] = {
+		0x48, 0x85, 0xc0,		    /* test rax, rax */
+		0x74, 0x02,			    /* je +2 */
+		0xff, 0xe0,			    /* jmp rax @5 */
+		0x41, 0xff, 0xe3,		    /* jmp r11 @7 */
+		0xff, 0x25, 0x10, 0x00, 0x00, 0x00, /* jmp [rip+0x10] @10 */
+		0xff, 0x64, 0xd8, 0x20,		    /* jmp [rax+rbx*8+0x20] @16 */
+		0x64, 0xff, 0x20,		    /* jmp fs:[rax]: not read */
+		0xe9, 0xf7, 0x0f, 0x00, 0x00,	    /* jmp 0x2000: direct, not a hook */
+		0xc3,				    /* ret */
+	};
+	struct disasm_result res;
+	bool ok = scan(code, sizeof(code), &res) && ASSERT_EQ(res.nhooks, 4) &&
+		  ASSERT_EQ(res.hooks[0].off, 5) && ASSERT_EQ(res.hooks[0].kind, DISASM_HOOK_REG) &&
+		  ASSERT_EQ(res.hooks[0].base, 1) && ASSERT_EQ(res.hooks[0].len, 2) &&
+		  ASSERT_EQ(res.hooks[1].off, 7) && ASSERT_EQ(res.hooks[1].base, 12) &&
+		  ASSERT_EQ(res.hooks[2].off, 10) &&
+		  ASSERT_EQ(res.hooks[2].kind, DISASM_HOOK_MEM) &&
+		  ASSERT_EQ(res.hooks[2].base, DISASM_REG_IP) &&
+		  ASSERT_EQ(res.hooks[2].disp, 0x10) && ASSERT_EQ(res.hooks[2].len, 6) &&
+		  ASSERT_EQ(res.hooks[2].index, 0) && ASSERT_EQ(res.hooks[3].off, 16) &&
+		  ASSERT_EQ(res.hooks[3].base, 1) && ASSERT_EQ(res.hooks[3].index, 4) &&
+		  ASSERT_EQ(res.hooks[3].scale, 8) && ASSERT_EQ(res.hooks[3].disp, 0x20);
+
+	disasm_result__clear(&res);
+	return ok;
+}
+
 /* Tail calls found in a cold range before the entry come out sorted, targets alongside. */
 TEST(disasm_tail_targets_sorted)
 {

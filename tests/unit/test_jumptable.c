@@ -93,7 +93,9 @@ TEST(jumptable_gcc_pic)
 	rel32_table(cases, 4);
 	ok = ASSERT_OK(read_fn(gcc_fn, sizeof(gcc_fn), &jt)) && ASSERT_EQ(jt.njumps, 1) &&
 	     ASSERT_EQ(jt.nresolved, 1) && ASSERT_EQ(jt.ntargets, 4) &&
-	     ASSERT_EQ(jt.targets[0], ENTRY + 27) && ASSERT_EQ(jt.targets[3], ENTRY + 48);
+	     ASSERT_EQ(jt.targets[0], ENTRY + 27) && ASSERT_EQ(jt.targets[3], ENTRY + 48) &&
+	     /* a switch's jump, not a hook's */
+	     ASSERT_EQ(jt.ntables_at, 1) && ASSERT_EQ(jt.tables_at[0], ENTRY + 24);
 	jumptable__clear(&jt);
 	return ok;
 }
@@ -106,7 +108,8 @@ TEST(jumptable_go)
 
 	abs64_table(cases, 3);
 	ok = ASSERT_OK(read_fn(go_fn, sizeof(go_fn), &jt)) && ASSERT_EQ(jt.nresolved, 1) &&
-	     ASSERT_EQ(jt.ntargets, 3) && ASSERT_EQ(jt.targets[2], ENTRY + 21);
+	     ASSERT_EQ(jt.ntargets, 3) && ASSERT_EQ(jt.targets[2], ENTRY + 21) &&
+	     ASSERT_EQ(jt.ntables_at, 1) && ASSERT_EQ(jt.tables_at[0], ENTRY + 14);
 	jumptable__clear(&jt);
 	return ok;
 }
@@ -137,7 +140,9 @@ TEST(jumptable_not_read)
 
 	rel32_table(cases, 4);
 	ok = ASSERT_OK(read_fn(pointer, sizeof(pointer), &jt)) && ASSERT_EQ(jt.njumps, 1) &&
-	     ASSERT_EQ(jt.nresolved, 0) && ASSERT_EQ(jt.ntargets, 0);
+	     ASSERT_EQ(jt.nresolved, 0) && ASSERT_EQ(jt.ntargets, 0) &&
+	     /* a hook's jump: no table's form */
+	     ASSERT_EQ(jt.ntables_at, 0);
 	jumptable__clear(&jt);
 	/* the entries loaded through another register than the table's */
 	memcpy(other_base, gcc_fn, sizeof(other_base));
