@@ -249,6 +249,13 @@ static void follow_target(struct tracer *t, struct slot *s, struct batch *b,
 	if (!g || (g == s->info) || exit_find(b, &st, g->file_offset))
 		goto out;
 	e = exit_attach(t, s, b, bin, fd, &st, g, &err);
+	/*
+	 * Followed: the jump's probe goes, a trap each call (7 us here) that
+	 * would be inside every duration. A hook set once stays; calls to
+	 * another target set later are tail exits, and say so.
+	 */
+	if (!e)
+		uprobe_links__close(&b->hook);
 	/* a function without a symbol (a stripped file's static one): where it is */
 	if (g->name[0] == '(')
 		snprintf(gname, sizeof(gname), "the function at 0x%" PRIx64, g->file_offset);
