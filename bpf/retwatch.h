@@ -534,10 +534,14 @@ struct rw_event {
 	/* bytes of str[i] read (of rw_func.str_args' string i), or -errno */
 	__s32 str_len[RW_MAX_STR_ARGS];
 	__u8 str[RW_MAX_STR_ARGS][RW_STR_BYTES];
+	/* the followed process that lent pid its histograms (pid forked by it,
+	 * not traced itself): its mappings are pid's as forked; 0: none */
+	__u32 lender;
+	__u32 pad;
 };
 _Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16 + 8 * RW_ARG_REGS +
 						  4 * RW_MAX_STR_ARGS +
-						  RW_MAX_STR_ARGS * RW_STR_BYTES,
+						  RW_MAX_STR_ARGS * RW_STR_BYTES + 8,
 	       "rw_event layout");
 
 /* A native slow call's record: the event, then the top of its user stack. */

@@ -389,7 +389,11 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 					    __u32 fn_id, __u64 start, __u64 dur)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(); /* the tid: a Go hit has not asked */
+	__u32 tgid = pid_tgid >> 32;
+	const struct rw_follow *lent = bpf_map_lookup_elem(&follow, &tgid);
 
+	e->lender = lent ? lent->lender : 0;
+	e->pad = 0;
 	e->start_ns = start;
 	e->duration_ns = dur;
 	e->goid = goid__read(c, fn);

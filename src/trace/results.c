@@ -408,24 +408,46 @@ void results__read(struct results *r, size_t k, const char *pod, const char *con
 	}
 }
 
-bool results__find_call(const struct results *r, const struct tracer_event *ev,
-			struct results_call *ret)
+/* The member of process pid measuring ev's function, and its function's index there. */
+static const struct member *member_of(const struct results *r, const struct tracer_event *ev,
+				      pid_t pid, size_t *ret_i)
 {
 	for (const struct member *m = r->members; m; m = m->next) {
-		if (tracer_target__pid(m->target) != ev->pid)
+		if (tracer_target__pid(m->target) != pid)
 			continue;
 		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++) {
 			/* a detached function's slot may be another's now */
 			if (tracer_target__func(m->target, i)->fn_id != ev->fn_id ||
 			    tracer_target__detached(m->target, i))
 				continue;
-			ret->function = r->rows[m->rows[i]].name;
-			ret->pod = m->pod;
-			ret->container = m->container;
-			return true;
+			*ret_i = i;
+			return m;
 		}
 	}
-	return false;
+	return NULL;
+}
+
+/* ev's member: its process's, or for one followed from its fork, the one it was forked by. */
+static const struct member *member_for(const struct results *r, const struct tracer_event *ev,
+				       size_t *ret_i)
+{
+	const struct member *m = member_of(r, ev, ev->pid, ret_i);
+
+	return m || ev->lender <= 0 ? m : member_of(r, ev, ev->lender, ret_i);
+}
+
+bool results__find_call(const struct results *r, const struct tracer_event *ev,
+			struct results_call *ret)
+{
+	size_t i;
+	const struct member *m = member_for(r, ev, &i);
+
+	if (!m)
+		return false;
+	ret->function = r->rows[m->rows[i]].name;
+	ret->pod = m->pod;
+	ret->container = m->container;
+	return true;
 }
 
 int results__keep_slowest(struct results *r, size_t keep, uint64_t window_ns,
@@ -505,27 +527,14 @@ bool results__offer(struct results *r, const struct tracer_event *ev, uint64_t n
 	const struct member *m;
 	struct slowest *s;
 	char frame[512];
-	size_t k = 0, n, fi = 0;
-	bool found = false;
+	size_t k, n, fi = 0;
 
 	if (!r->keep)
 		return false;
-	for (m = r->members; m && !found; m = m->next) {
-		if (tracer_target__pid(m->target) != ev->pid)
-			continue;
-		for (size_t i = 0; i < tracer_target__nfuncs(m->target); i++)
-			if (tracer_target__func(m->target, i)->fn_id == ev->fn_id &&
-			    !tracer_target__detached(m->target, i)) {
-				k = m->rows[i];
-				fi = i;
-				found = true;
-				break;
-			}
-		if (found)
-			break;
-	}
-	if (!found)
+	m = member_for(r, ev, &fi);
+	if (!m)
 		return false;
+	k = m->rows[fi];
 	s = r->rows[k].slowest;
 	if (slowest__roll(s, now_ns))
 		row_floor(r, k, true);

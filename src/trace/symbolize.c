@@ -64,6 +64,9 @@ struct sym_proc {
 	 * &no_file: its open failed (not retried) */
 	struct map_file **files;
 	struct symbolizer *s;
+	/* the process it was forked by and counted for (tracer_event.lender):
+	 * its mappings stand for this one's once this one is gone */
+	pid_t stand_in;
 };
 
 struct symbolizer {
@@ -174,6 +177,26 @@ static struct sym_proc *proc_get(struct symbolizer *s, pid_t pid, bool *ret_load
 	*head = p;
 	*ret_loaded = true;
 	return p;
+}
+
+/*
+ * pid's entry, as proc_get; for a process gone (or a zombie) whose slow
+ * call came with the process it was forked by (stand_in), that one's: a pre-fork server's
+ * worker that ended before its call was read maps what its server mapped.
+ */
+static struct sym_proc *proc_use(struct symbolizer *s, pid_t pid, bool *ret_loaded)
+{
+	struct sym_proc *p = proc_get(s, pid, ret_loaded), *q;
+	bool loaded;
+
+	/* gone, or a zombie (its maps read empty) */
+	if (!p || p->nmaps || p->stand_in <= 0 || p->stand_in == pid)
+		return p;
+	q = proc_get(s, p->stand_in, &loaded);
+	if (!q || !q->maps)
+		return p;
+	*ret_loaded = loaded;
+	return q;
 }
 
 /*
@@ -510,7 +533,7 @@ int symbolizer__resolve(struct symbolizer *s, pid_t pid, uint64_t addr, bool is_
 	bool loaded;
 	int ret;
 
-	p = proc_get(s, pid, &loaded);
+	p = proc_use(s, pid, &loaded);
 	if (!p) {
 		snprintf(buf, len, "0x%" PRIx64 " (?)", addr);
 		return -ENOMEM;
@@ -571,7 +594,7 @@ size_t symbolizer__unwind(struct symbolizer *s, pid_t pid, const struct unwind_r
 {
 	struct unwind_ctx u = {};
 
-	u.p = proc_get(s, pid, &u.loaded);
+	u.p = proc_use(s, pid, &u.loaded);
 	if (!u.p)
 		return 0;
 	return unwind__stack(regs, stack, len, base, find_cfi, &u, ret_pcs, max);
@@ -581,7 +604,12 @@ size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *
 			       uint64_t *ret_pcs, size_t max)
 {
 	size_t n = ev->nstack < max ? ev->nstack : max;
+	struct sym_proc *p;
+	bool loaded;
 
+	/* a followed process: its server's mappings stand for it once it is gone */
+	if (ev->lender > 0 && (p = proc_get(s, ev->pid, &loaded)))
+		p->stand_in = ev->lender;
 	if (ev->stack_copy_len)
 		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,
 					  ev->stack_copy_addr, ret_pcs, max);

@@ -199,6 +199,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	ev = (struct tracer_event){
 		.pid = e->pid,
 		.tid = e->tid,
+		.lender = (pid_t)e->lender,
 		.goid = e->goid,
 		.start_ns = e->start_ns,
 		.duration_ns = e->duration_ns,

@@ -127,6 +127,9 @@ struct tracer_args {
 struct tracer_event {
 	pid_t pid;
 	pid_t tid;
+	/* the traced process pid was forked by and counts for (followed, not
+	 * traced itself): its mappings stand for pid's once pid is gone; 0: none */
+	pid_t lender;
 	uint64_t goid; /* 0: not Go or unknown */
 	uint64_t start_ns;
 	uint64_t duration_ns;

@@ -58,3 +58,29 @@ def test_workers_of_a_prefork_server_are_counted_from_their_fork(cluster, make_p
         time.sleep(2.5)  # a report later, nothing more or less
         assert fns(cluster.node_entry(ns, "pre", "node-a"))["serve"]["calls"] == short + long
     assert e["pods"][0]["name"] == "pg-1", e["pods"]
+
+
+def test_a_worker_gone_before_its_slow_call_is_read_has_it_named(cluster, make_pod):
+    """Issue 47: workers that make one slow call and exit as soon as it
+    returns, so the agent reads each call after its worker is gone, most
+    never attached themselves (counted from their fork): each call's stack
+    is named through the server's mappings, which the worker had as
+    forked."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "pg-1", {"app": "pg"}, "node-a", containers={"app": ["/app/preforkd"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                        "functions": ["serve"], "reportInterval": "2s",
+                                        "slowThreshold": "100ms"})
+        attached_log(agent, c.pid, timeout=15)
+        assert round_of(c, 1, 4, 1, 300000, at_once=False) == 4
+        try:
+            slow = wait_for("the four slow calls logged",
+                            lambda: len(e := agent.find(event="slow_call", count=0)) >= 4 and e,
+                            timeout=20)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nthe agent's log:\n{agent.tail()}") from None
+    raw = [ev["stack"] for ev in slow if not ev["stack"][0].startswith("serve+")]
+    assert not raw, raw
+    assert all(any(f.startswith("main+") for f in ev["stack"]) for ev in slow), slow
