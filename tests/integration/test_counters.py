@@ -37,7 +37,7 @@ ALL = {
     "no_hist", "unmatched_ret", "orphans_purged", "goid_changed", "restarts", "ringbuf_full",
     "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
     "share_contexts", "share_events", "contexts_hashed", "untraced_hits", "reused_pid_hits",
-    "keep_sent", "keep_refused", "follow_full",
+    "keep_sent", "keep_refused", "follow_full", "hook_targets", "hook_lost",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {
