@@ -70,6 +70,7 @@ def schema_errors(doc):
             "tail_calls_followed": is_int,
             "tail_untimed": is_int,
             "indirect_jumps": is_int,
+            "hook_jumps": is_int,
             "ranges": lambda x: isinstance(x, list) and x and all(
                 isinstance(r, dict) and set(r) == {"address", "size"}
                 and is_int(r["address"]) and is_int(r["size"]) for r in x),
