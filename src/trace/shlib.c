@@ -157,6 +157,16 @@ int shlib__open(pid_t pid, const struct shlib *lib, const char *host_root, struc
 	return fd;
 }
 
+int shlib__open_map(pid_t pid, const struct procmap *map, const char *host_root,
+		    struct rw_error *err)
+{
+	struct shlib lib = { .name = map->path, .path = map->path, .map = map };
+
+	if (!map->inode || !map->path[0])
+		return -ENOENT;
+	return shlib__open(pid, &lib, host_root, err);
+}
+
 /* The executable's path as its mappings name it, to skip it. */
 static void exe_path(pid_t pid, char *buf, size_t len)
 {

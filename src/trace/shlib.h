@@ -59,6 +59,12 @@ bool shlib__matches(const struct shlib *l, const char *lib);
  * set.
  */
 int shlib__open(pid_t pid, const struct shlib *lib, const char *host_root, struct rw_error *err);
+/*
+ * shlib__open of the file mapped at map in process pid (its path as the
+ * process sees it). An fd, or -errno (-ENOENT: no file there).
+ */
+int shlib__open_map(pid_t pid, const struct procmap *map, const char *host_root,
+		    struct rw_error *err);
 
 /*
  * A library of pid where pattern (a function name or glob, no library part)

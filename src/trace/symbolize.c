@@ -208,13 +208,10 @@ static struct sym_proc *proc_use(struct symbolizer *s, pid_t pid, bool *ret_load
  */
 static int map_open(const struct symbolizer *s, pid_t pid, const struct procmap *map)
 {
-	struct shlib lib = { .name = map->path, .path = map->path, .map = map };
 	char root[64];
 
-	if (!map->inode || !map->path[0])
-		return -ENOENT;
-	return shlib__open(pid, &lib,
-			   s->root_of && s->root_of(pid, root, sizeof(root)) ? root : NULL, NULL);
+	return shlib__open_map(
+		pid, map, s->root_of && s->root_of(pid, root, sizeof(root)) ? root : NULL, NULL);
 }
 
 void symbolizer__set_root_fn(struct symbolizer *s, symbolizer_root_fn fn)

@@ -150,15 +150,8 @@ static int mapped_file(pid_t pid, uint64_t addr, uint64_t *ret_off, char *name, 
 {
 	struct procmaps *maps = procmaps__load(pid, NULL);
 	const struct procmap *m = maps ? procmaps__find(maps, addr) : NULL;
-	struct shlib lib;
-	int fd;
+	int fd = m ? shlib__open_map(pid, m, NULL, NULL) : -ENOENT;
 
-	if (!m || !m->inode || !m->path[0]) {
-		procmaps__free(maps);
-		return -ENOENT;
-	}
-	lib = (struct shlib){ .name = m->path, .path = m->path, .map = m };
-	fd = shlib__open(pid, &lib, NULL, NULL);
 	if (fd >= 0) {
 		*ret_off = addr - m->start + m->offset;
 		snprintf(name, size, "%s", m->path);

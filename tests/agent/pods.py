@@ -149,11 +149,16 @@ def add_shpod(root, bindir):
     runtime its loader needs (what ldd lists) at the same paths."""
     for f in SHPOD_FILES:
         _install(os.path.join(bindir, f), os.path.join(root, "app", f))
-    out = subprocess.run(["ldd", os.path.join(bindir, "shpod")], capture_output=True, text=True,
-                         check=True).stdout
+    add_libraries(root, os.path.join(bindir, "shpod"), skip=bindir)
+
+
+def add_libraries(root, binary, skip):
+    """Install in root, at the same paths, what the loader maps for binary
+    (what ldd lists), but for what lies under skip."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         path = next((w for w in line.split() if w.startswith("/")), None)
-        if not path or os.path.dirname(path) == bindir:
+        if not path or path.startswith(skip.rstrip("/") + "/"):
             continue
         dst = os.path.join(root, path.lstrip("/"))
         os.makedirs(os.path.dirname(dst), exist_ok=True)

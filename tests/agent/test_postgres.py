@@ -17,7 +17,6 @@ lists). The server runs as nobody, on a Unix socket in the pod's /tmp."""
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -63,13 +62,7 @@ def make_pg_image(root, podapp):
     bins = [os.path.join(pkg, PG, p) for p in ("bin/postgres", "bin/pgbench", "bin/initdb",
                                                 "lib/pg_stat_statements.so")]
     for b in bins:
-        out = subprocess.run(["ldd", b], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            path = next((w for w in line.split() if w.startswith("/")), None)
-            if path and not path.startswith(pkg):
-                dst = os.path.join(root, path.lstrip("/"))
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                shutil.copy2(os.path.realpath(path), dst)
+        pods.add_libraries(root, b, skip=pkg)
     os.makedirs(os.path.join(root, "etc"), exist_ok=True)
     with open(os.path.join(root, "etc", "passwd"), "w") as f:
         f.write("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n")
