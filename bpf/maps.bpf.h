@@ -189,11 +189,21 @@ static __always_inline bool follow__lends(__u32 tgid, __u32 lender)
 	return f && lender && f->lender == lender;
 }
 
-/* tgid's share (share 0 when it has none of its own); NULL only if the map is broken. */
+/*
+ * tgid's share: its own, or, for a process followed from its fork and not
+ * given its own yet, its lender's (a pre-fork server's workers are held to
+ * their namespace's share); else share 0. NULL only if the map is broken.
+ */
 static __always_inline struct rw_share *share__of(__u32 tgid)
 {
 	__u32 *idx = bpf_map_lookup_elem(&proc_share, &tgid), zero = 0;
+	const struct rw_follow *f;
 
+	if (!idx) {
+		f = bpf_map_lookup_elem(&follow, &tgid);
+		if (f)
+			idx = bpf_map_lookup_elem(&proc_share, &f->lender);
+	}
 	return bpf_map_lookup_elem(&shares, idx ? idx : &zero);
 }
 

@@ -108,15 +108,16 @@ pid_t follow__lender_of(const struct tracer *t, pid_t pid)
 	return (pid_t)f.lender;
 }
 
-void follow__sweep(struct tracer *t)
+size_t follow__retire_gone(struct tracer *t, uint32_t **ret)
 {
 	int fd = bpf_map__fd(t->skel->maps.follow);
 	uint32_t key, next, *prev = NULL, *doomed = NULL;
 	size_t ndoomed = 0, cap = 0;
 	struct rw_follow f;
 
+	*ret = NULL;
 	if (!t->follow)
-		return;
+		return 0;
 	/* deleting while walking would restart the walk: collect first */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -135,6 +136,14 @@ void follow__sweep(struct tracer *t)
 		doomed[ndoomed++] = key;
 	}
 	for (size_t i = 0; i < ndoomed; i++)
-		bpf_map_delete_elem(fd, &doomed[i]);
-	free(doomed);
+		pid__retire(t, (pid_t)doomed[i]);
+	*ret = doomed;
+	return ndoomed;
+}
+
+void follow__forget(struct tracer *t, uint32_t *gone, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.follow), &gone[i]);
+	free(gone);
 }

@@ -257,8 +257,14 @@ void follow__add(struct tracer *t, pid_t pid);
 void follow__drop(struct tracer *t, pid_t pid);
 /* The process whose histograms process pid counts in, forked by it; 0: none. */
 pid_t follow__lender_of(const struct tracer *t, pid_t pid);
-/* Drops the entries of children that ended, or whose lender is traced no more. */
-void follow__sweep(struct tracer *t);
+/*
+ * The children that ended, or whose lender is traced no more, retired (the
+ * sweep that follows drops their frames, given back to the share they were
+ * taken from: their lender's) into *ret for follow__forget; their count.
+ */
+size_t follow__retire_gone(struct tracer *t, uint32_t **ret);
+/* Drops the follow entries of the n children in gone (follow__retire_gone), then gone. */
+void follow__forget(struct tracer *t, uint32_t *gone, size_t n);
 
 /* tracer_args.c: a slot's arguments no longer captured (its id is given back). */
 void slot__forget_args(struct tracer *t, uint32_t fn_id);
@@ -365,6 +371,8 @@ void share__check(struct tracer *t, uint64_t now);
  * buffer.
  */
 uint32_t share__idx_of(const struct tracer *t, uint32_t tgid);
+/* The share tgid's contexts and chunks are taken from, as the kernel's share__of finds it. */
+uint32_t share__charged_idx(const struct tracer *t, uint32_t tgid);
 const char *share__name_of(const struct tracer *t, pid_t pid);
 void share__put(__u64 *n);
 void share__drop_pid(struct tracer *t, pid_t pid);

@@ -35,6 +35,20 @@ uint32_t share__idx_of(const struct tracer *t, uint32_t tgid)
 	return idx;
 }
 
+/*
+ * tgid's own share, or, for a process followed from its fork without one,
+ * its lender's: as the programs' share__of chose it when they took from it.
+ */
+uint32_t share__charged_idx(const struct tracer *t, uint32_t tgid)
+{
+	uint32_t idx = share__idx_of(t, tgid);
+	struct rw_follow f;
+
+	if (idx || !t->follow || bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.follow), &tgid, &f))
+		return idx;
+	return share__idx_of(t, f.lender);
+}
+
 /* The name of process pid's share, or NULL when it has none. */
 const char *share__name_of(const struct tracer *t, pid_t pid)
 {

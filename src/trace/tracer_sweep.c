@@ -174,7 +174,7 @@ static int sweep_idx(struct tracer *t, uint32_t pid, uint64_t max_age_ns, uint64
 		sl->tgid = 0;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		sl->id = RW_IDX_TOMB;
-		share__put(&t->shares_mm[share__idx_of(t, key.tgid)].contexts);
+		share__put(&t->shares_mm[share__charged_idx(t, key.tgid)].contexts);
 		dropped += count_swept_frames(t, &key, &fr);
 	}
 	return dropped;
@@ -209,7 +209,7 @@ static void sweep_chunks(struct tracer *t, uint32_t pid)
 	}
 	for (size_t i = 0; i < ndoomed; i++)
 		if (!bpf_map_delete_elem(fd, &doomed[i]))
-			share__put(&t->shares_mm[share__idx_of(t, doomed[i].tgid)].chunks);
+			share__put(&t->shares_mm[share__charged_idx(t, doomed[i].tgid)].chunks);
 	free(doomed);
 }
 
@@ -250,7 +250,7 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 			continue;
 		if (bpf_map_delete_elem(fd, &doomed[i]))
 			continue;
-		share__put(&t->shares_mm[share__idx_of(t, doomed[i].tgid)].contexts);
+		share__put(&t->shares_mm[share__charged_idx(t, doomed[i].tgid)].contexts);
 		dropped += count_swept_frames(t, &doomed[i], &fr);
 	}
 	free(doomed);
@@ -266,13 +266,19 @@ static int sweep(struct tracer *t, uint32_t pid, uint64_t max_age_ns)
 int tracer__tick(struct tracer *t)
 {
 	uint64_t now = clock__mono_ns();
+	uint32_t *gone = NULL;
+	size_t ngone;
+	int dropped;
 
 	share__check(t, now);
 	if (now < t->next_sweep_ns)
 		return 0;
 	t->next_sweep_ns = now + SWEEP_EVERY_NS;
-	follow__sweep(t);
-	return sweep(t, 0, t->sweep_age_ns);
+	ngone = follow__retire_gone(t, &gone);
+	dropped = sweep(t, 0, t->sweep_age_ns);
+	/* after the sweep: their frames were given back to their lenders' shares */
+	follow__forget(t, gone, ngone);
+	return dropped;
 }
 
 int tracer__reap(struct tracer *t, struct tracer_target *tt)

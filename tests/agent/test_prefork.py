@@ -84,3 +84,67 @@ def test_a_worker_gone_before_its_slow_call_is_read_has_it_named(cluster, make_p
     raw = [ev["stack"] for ev in slow if not ev["stack"][0].startswith("serve+")]
     assert not raw, raw
     assert all(any(f.startswith("main+") for f in ev["stack"]) for ev in slow), slow
+
+
+def test_workers_followed_from_their_fork_count_against_their_namespace_share(cluster, make_pod):
+    """--slow-calls-per-namespace 20: 100 workers forked one after another,
+    each making 10 slow calls (slowThreshold 1ns) and gone within some 15 ms,
+    too soon for the scan to give any its own share: their slow calls count
+    against their server's namespace's share, as the server's own would, so
+    the share runs out, said in the report, and every call is still counted.
+    Held to share 0 (no share's limit) instead, none would be dropped."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "pg-1", {"app": "pg"}, "node-a", containers={"app": ["/app/preforkd"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a", extra=("--slow-calls-per-namespace", "20")) as agent:
+        cluster.apply_probe(ns, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                        "functions": ["serve"], "reportInterval": "2s",
+                                        "slowThreshold": "1ns", "maxOverhead": "0"})
+        attached_log(agent, c.pid, timeout=15)
+        assert round_of(c, 1, 100, 10, 1000, at_once=False) == 1000
+
+        def dropped():
+            e = cluster.node_entry(ns, "pre", "node-a")
+            serve = e and fns(e).get("serve", {})
+            return serve and serve.get("calls") == 1000 and serve.get("slowDropped") and e
+        try:
+            e = wait_for("the workers' slow calls held to the namespace's share", dropped,
+                         timeout=15)
+        except AssertionError as err:
+            e = cluster.node_entry(ns, "pre", "node-a")
+            raise AssertionError(f"{err}\nreport: {e}\nthe agent's log:\n{agent.tail()}") \
+                from None
+    assert any(f"namespace {ns} on this node passed its share of 20 slow calls a second" in m
+               for m in e["errors"]), e["errors"]
+
+
+def test_contexts_of_workers_followed_from_their_fork_come_back_to_their_share(cluster, make_pod):
+    """--max-inflight-per-namespace 4: 20 workers one after another, each
+    holding a context of its namespace's share until the sweep after it
+    ends, run the share out (calls lost); once swept, the share is whole
+    again: 4 workers at once lose nothing."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "pg-1", {"app": "pg"}, "node-a", containers={"app": ["/app/preforkd"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a", extra=("--max-inflight-per-namespace", "4")) as agent:
+        cluster.apply_probe(ns, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                        "functions": ["serve"], "reportInterval": "2s"})
+        attached_log(agent, c.pid, timeout=15)
+        assert round_of(c, 1, 20, 10, 1000, at_once=False) == 200
+
+        def serve():
+            e = cluster.node_entry(ns, "pre", "node-a")
+            return fns(e).get("serve", {}) if e else {}
+        first = wait_for("the first round's calls counted or lost",
+                         lambda: (s := serve()) and s.get("calls", 0) + s.get("lost", 0) == 200
+                         and s, timeout=15)
+        assert first.get("lost", 0) > 0, first
+        time.sleep(11)  # two sweeps: the workers' contexts are given back
+        assert round_of(c, 2, 4, 10, 1000, at_once=True) == 40
+        try:
+            wait_for("the second round's calls all counted",
+                     lambda: serve().get("calls") == first["calls"] + 40, timeout=15)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{serve()} after {first}\nthe agent's log:\n"
+                                 f"{agent.tail()}") from None
+        assert serve().get("lost", 0) == first["lost"], (serve(), first)
