@@ -390,6 +390,18 @@ static __always_inline bool frame__tail_exit(const struct rw_frame *f, bool same
 }
 
 /*
+ * A tail exit of a call entered after its function's hook target was
+ * followed (struct rw_hooks): the hook went somewhere else.
+ */
+static __always_inline void hook__missed(const struct rw_frame *f)
+{
+	struct rw_hooks *hooks = bpf_map_lookup_elem(&hook_sites, &f->fn_id);
+
+	if (hooks && hooks->followed_ns && f->start_ns > hooks->followed_ns)
+		__sync_fetch_and_add(&hooks->missed, 1);
+}
+
+/*
  * A dead frame: an orphan of its function, counted once under why; or a
  * tail exit (frame__tail_exit). Only dead frames pay for the distinction.
  */
@@ -403,6 +415,7 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	if (h && tail) {
 		h->tail_exits++;
 		h->calls++;
+		hook__missed(f);
 	} else if (h)
 		h->orphans++;
 	stat_inc(tail ? RW_STAT_TAIL_EXITS : why);

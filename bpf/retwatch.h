@@ -487,9 +487,20 @@ struct rw_hook_site {
 };
 _Static_assert(sizeof(struct rw_hook_site) == 12, "rw_hook_site layout");
 
+/*
+ * A function's hook jumps, and what tells userspace that a hook went
+ * somewhere new after it followed one: followed_ns, the time (the kernel's
+ * monotonic clock) the last target's RETs were probed, written by
+ * userspace; missed, the calls entered since then that still left as tail
+ * exits, counted by the programs (their jump went to a target not
+ * followed: userspace attaches the jump's probe again to read it).
+ */
 struct rw_hooks {
 	struct rw_hook_site site[RW_HOOK_SITES];
+	__u64 followed_ns;
+	__u64 missed;
 };
+_Static_assert(sizeof(struct rw_hooks) == 64, "rw_hooks layout");
 
 /* A target of a function's hook jump in a process, sent once (hook_seen). */
 struct rw_hook_target {

@@ -10,6 +10,11 @@
  * it only at the call's entry depth). Calls that jumped before those probes
  * were in stay tail exits: counted, not timed.
  *
+ * A hook set anew later (another extension loaded, a hook reset) makes the
+ * calls tail exits again: the programs count those entered after the last
+ * follow (rw_hooks.missed), and the jump's probe is attached again until it
+ * reads the new target (hooks__tick).
+ *
  * The target's file is the one mapped at that address in the process
  * (/proc/PID/map_files, never a path a container could redirect); the
  * function must start exactly at the target by the file's own tables, and
@@ -27,6 +32,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "base/clock.h"
 #include "base/procmaps.h"
 #include "trace/shlib.h"
 #include "trace/tracer_impl.h"
@@ -174,8 +180,7 @@ static int exit_attach(struct tracer *t, struct slot *s, struct batch *b, struct
 		       int fd, const struct stat *st, const struct func_info *g,
 		       struct rw_error *err)
 {
-	uint64_t cookie = b->pid < 0 ? s->fn_id | RW_COOKIE_SHARED | RW_COOKIE_TAIL
-				     : cookie__make(s->fn_id, b->hist, b->pid, RW_COOKIE_TAIL);
+	uint64_t cookie = batch__cookie(s, b, RW_COOKIE_TAIL);
 	uint64_t *offs = calloc(g->nreturns, sizeof(*offs)), *cookies;
 	struct hook_exit *x = calloc(1, sizeof(*x));
 	char path[64];
@@ -213,6 +218,37 @@ out:
 	return e;
 }
 
+/* How often a slot's hook probes are attached again, at most, for calls gone elsewhere. */
+#define HOOK_REARMS 8
+/* How long they stay attached again while reading no new target. */
+#define HOOK_REARMED_NS (NS_PER_S / 2)
+/* How often rw_hooks.missed is looked at. */
+#define HOOK_CHECK_NS (NS_PER_S / 5)
+
+static bool hook__attached(const struct uprobe_links *l)
+{
+	return l->multi_fd >= 0 || l->n;
+}
+
+/*
+ * Slot s's hook probes in batch b go: the programs count the calls entered
+ * from now on that still leave as tail exits (rw_hooks.missed).
+ */
+static void hook__close(struct tracer *t, struct slot *s, struct batch *b)
+{
+	int fd = bpf_map__fd(t->skel->maps.hook_sites);
+	struct rw_hooks h;
+
+	uprobe_links__close(&b->hook);
+	b->hook_rearmed_ns = 0;
+	if (bpf_map_lookup_elem(fd, &s->fn_id, &h))
+		return;
+	/* after the close: a call entered later that still leaves as a tail exit jumped elsewhere */
+	h.followed_ns = clock__mono_ns();
+	s->hook_missed = h.missed;
+	bpf_map_update_elem(fd, &s->fn_id, &h, BPF_EXIST);
+}
+
 /* Where a call of s in tgid went through its hook: that function's RETs end such calls. */
 static void follow_target(struct tracer *t, struct slot *s, struct batch *b,
 			  const struct rw_hook_event *ev)
@@ -248,7 +284,7 @@ static void follow_target(struct tracer *t, struct slot *s, struct batch *b,
 	 * another target set later are tail exits, and say so.
 	 */
 	if (!e)
-		uprobe_links__close(&b->hook);
+		hook__close(t, s, b);
 	/* a function without a symbol (a stripped file's static one): where it is */
 	if (g->name[0] == '(')
 		snprintf(gname, sizeof(gname), "the function at 0x%" PRIx64, g->file_offset);
@@ -275,4 +311,55 @@ int hooks__on_target(void *ctx, void *data, size_t len)
 	if (b)
 		follow_target(t, s, b, ev);
 	return 0;
+}
+
+/* Attaches s's hook probes in b again, or closes them when attached again for long enough. */
+static void hook__check(struct tracer *t, struct attached_file *f, struct slot *s, struct batch *b,
+			bool missed, uint64_t now)
+{
+	struct rw_error err = { "" };
+
+	/* followed at least once: else its probes are still attached, or never were */
+	if (!b || !b->exits)
+		return;
+	if (hook__attached(&b->hook)) {
+		if (b->hook_rearmed_ns && now - b->hook_rearmed_ns >= HOOK_REARMED_NS)
+			hook__close(t, s, b);
+		return;
+	}
+	if (!missed)
+		return;
+	if (hooks__attach(t, f, s, b, batch__cookie(s, b, 0), &err))
+		return; /* the calls stay tail exits, as before */
+	b->hook_rearmed_ns = now ? now : 1;
+}
+
+void hooks__tick(struct tracer *t, uint64_t now)
+{
+	int fd = bpf_map__fd(t->skel->maps.hook_sites);
+
+	if (now < t->hook_check_ns)
+		return;
+	t->hook_check_ns = now + HOOK_CHECK_NS;
+	for (struct attached_file *f = t->files; f; f = f->next) {
+		for (size_t i = 0; i < f->nslots; i++) {
+			struct slot *s = f->slots[i];
+			struct rw_hooks h;
+			bool missed;
+
+			if (!s->info->nhooks || bpf_map_lookup_elem(fd, &s->fn_id, &h))
+				continue;
+			missed = h.missed > s->hook_missed && s->hook_rearms < HOOK_REARMS;
+			if (missed) {
+				s->hook_missed = h.missed;
+				s->hook_rearms++;
+			}
+			/* shared, the batches' probes do not count */
+			if (s->meta.flags & RW_FUNC_SHARED)
+				hook__check(t, f, s, s->shared, missed, now);
+			else
+				for (struct batch *b = s->pids; b; b = b->next)
+					hook__check(t, f, s, b, missed, now);
+		}
+	}
 }

@@ -71,6 +71,10 @@ struct slot {
 	/* processes that stopped being traced for it lately: their grace */
 	struct dropped_pid *dropped;
 	size_t ndropped;
+	/* its hook's missed calls (struct rw_hooks) when last looked at, and
+	 * how often its hook probes were attached again for them */
+	uint64_t hook_missed;
+	uint32_t hook_rearms;
 };
 
 struct dropped_pid {
@@ -93,8 +97,9 @@ struct batch {
 	struct uprobe_links entry, ret;
 	struct uprobe_links hook; /* at the function's hook jumps (rw_hook) */
 	struct hook_exit *exits;
-	pid_t pid;	/* they trap in this process alone; -1: in every process */
-	uint32_t fn_id; /* a function's: its slot, with pid the key of proc_hists */
+	uint64_t hook_rearmed_ns; /* hook attached again at (0: not), to read a new target */
+	pid_t pid;		  /* they trap in this process alone; -1: in every process */
+	uint32_t fn_id;		  /* a function's: its slot, with pid the key of proc_hists */
 	/* a function's: the histogram slot of (function, pid), in the cookies */
 	bool has_hist;
 	uint32_t hist;
@@ -204,6 +209,7 @@ struct tracer {
 	int ncpus;
 	void *percpu_buf;
 	uint64_t next_sweep_ns;	    /* tracer__tick's next sweep, on clock__mono_ns */
+	uint64_t hook_check_ns;	    /* hooks__tick's next look */
 	uint64_t swept;		    /* frames the sweeps dropped */
 	struct rw_share *shares_mm; /* the shares map, mapped */
 	/* the context index (retwatch.h, RW_IDX_*), mapped; its frames are
@@ -283,6 +289,8 @@ void idpool__clear(struct idpool *p);
 void ids__take_back(struct tracer *t, struct idpool *p, bool wait);
 void hist_pages__trim(struct tracer *t, uint64_t budget_ns);
 uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags);
+/* The cookie of slot s's probes in batch b, with flags (RW_COOKIE_*). */
+uint64_t batch__cookie(const struct slot *s, const struct batch *b, uint64_t flags);
 
 /* ---- hook jumps (tracer_hooks.c) ---- */
 /* Attaches rw_hook at slot s's hook jumps in b's process (cookie: b's), their sites in the kernel's map. */
@@ -294,6 +302,12 @@ void hooks__forget(struct tracer *t, uint32_t fn_id);
 void hook_exits__free(struct batch *b);
 /* A hook target sent by rw_hook (ring_buffer callback). */
 int hooks__on_target(void *ctx, void *data, size_t len);
+/*
+ * Where a followed hook's calls went somewhere new (rw_hooks.missed), its
+ * probes are attached again to read where, a few times at most; attached
+ * again and reading nothing new, they go after a while.
+ */
+void hooks__tick(struct tracer *t, uint64_t now);
 int ids__alloc(struct tracer *t, struct idpool *p, uint32_t *ret_id);
 int hist_slot__alloc(struct tracer *t, uint32_t fn_id, uint32_t tgid, uint32_t *ret,
 		     struct rw_error *err);

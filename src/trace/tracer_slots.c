@@ -210,6 +210,12 @@ uint64_t cookie__make(uint32_t fn_id, uint32_t hist, pid_t pid, uint64_t flags)
 	       (uint64_t)(uint32_t)pid << RW_COOKIE_TGID_SHIFT;
 }
 
+uint64_t batch__cookie(const struct slot *s, const struct batch *b, uint64_t flags)
+{
+	return b->pid < 0 ? s->fn_id | RW_COOKIE_SHARED | flags
+			  : cookie__make(s->fn_id, b->hist, b->pid, flags);
+}
+
 /*
  * The last word before a probe goes in: each of offs (file offsets) is an
  * instruction of the file's own code (binary__vouch), whichever table
@@ -429,8 +435,7 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 		  struct rw_error *err)
 {
 	uint64_t *eoff = NULL, *ecookie = NULL, *roff = NULL, *rcookie = NULL;
-	uint64_t cookie = b->pid < 0 ? s->fn_id | RW_COOKIE_SHARED
-				     : cookie__make(s->fn_id, b->hist, b->pid, 0);
+	uint64_t cookie = batch__cookie(s, b, 0);
 	struct slot **slots = &s;
 	size_t ne = 0, nr = 0, nret = 0, nent = 0, n = 1;
 	int e = -ENOMEM;

@@ -271,6 +271,7 @@ int tracer__tick(struct tracer *t)
 	int dropped;
 
 	share__check(t, now);
+	hooks__tick(t, now);
 	if (now < t->next_sweep_ns)
 		return 0;
 	t->next_sweep_ns = now + SWEEP_EVERY_NS;

@@ -143,6 +143,34 @@ def test_tail_calls_timed(attach, stripped):
     assert outer["min_ns"] >= r.report["nap_ns"] and outer["orphans"] == 0, outer
 
 
+@pytest.mark.parametrize("attach", ["uprobe_multi", "perf_event"])
+def test_a_hook_set_anew_is_followed_again(attach):
+    """indirect's hook followed to nap (the 5 calls after it timed); then set
+    to nap2 while traced: its calls to nap2 leave as tail exits until the
+    jump's probe, attached again, reads where they go, and then end at
+    nap2's RET. Every call is counted; the ten after the second follow are
+    all timed."""
+    def release(result, started):
+        (t,) = started
+        for target in ("nap", "nap2"):
+            t.release()
+            assert result.err_stream.wait_for(lambda l: l.startswith(
+                f"retwatch: calls of indirect that jump through a pointer to {target} ("), 60), \
+                f"retwatch did not say the hook went to {target}\n{result.err_stream.text}"
+        t.release()
+        result.reports[0] = t.finish()
+
+    r = trace(("indirect",), ("--attach", attach), scenario="rehook", release=release)
+    rep, f = r.report, r.function("indirect")
+    assert f["calls"] == rep["calls"]["indirect"] and f["orphans"] == 0, f"{f}\n{r.describe()}"
+    assert f["tail_exits"] + f["tail_closed"] == f["calls"], f
+    # the first call to nap may be a tail exit, and the calls to nap2
+    # before the jump's probe read where they went
+    assert 1 <= f["tail_exits"] and f["tail_closed"] >= 5 + 10, f
+    assert rep["nap_ns"] <= f["min_ns"] and f["max_ns"] <= rep["max_ns"]["indirect"] + SLACK_NS, \
+        f"{f} vs {rep}"
+
+
 def test_tail_target_traced_too():
     """A traced function the call jumps to (relay, nap) is timed on its own,
     and the caller's call ends with it at the same RET, whether the jump
