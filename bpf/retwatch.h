@@ -359,9 +359,13 @@ _Static_assert(sizeof(struct rw_proc_hist) == 16, "rw_proc_hist layout");
  */
 struct rw_follow {
 	__u32 lender;
-	__u32 pad;
+	__u32 flags; /* RW_FOLLOW_* */
 	__u64 starttime;
 };
+/* A child userspace traced on its own since (with its own probes, histograms). */
+#define RW_FOLLOW_TRACED (1U << 0)
+/* A child that ran another program (exec): not a worker of its lender's. */
+#define RW_FOLLOW_EXECED (1U << 1)
 _Static_assert(sizeof(struct rw_follow) == 16, "rw_follow layout");
 #define RW_MAX_FOLLOWED 16384
 /* USER_HZ, the ticks of /proc/PID/stat's start time, on every architecture we build for */

@@ -756,3 +756,19 @@ int BPF_PROG(rw_fork, struct task_struct *parent, struct task_struct *child)
 		stat_inc(RW_STAT_FOLLOW_FULL);
 	return 0;
 }
+
+/*
+ * A followed child that runs another program is marked so (a shell a
+ * server forks is not one of its workers): userspace counts the children
+ * that ended before they could be probed, and leaves those out.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(rw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid;
+	struct rw_follow *f = bpf_map_lookup_elem(&follow, &tgid);
+
+	if (f && f->lender != tgid)
+		f->flags |= RW_FOLLOW_EXECED;
+	return 0;
+}

@@ -257,6 +257,7 @@ void fprobe__place(struct fprobe *p, const struct pod *pods, size_t npods, struc
 				 : p->expired ? "the probe's lifetime ended"
 					      : "its pod, container or process is gone");
 	traceset__share_errors(p->traces, &p->errors);
+	traceset__fork_errors(p->traces, &p->errors);
 	keep_errors(p);
 	/* a list is sent as soon as an executable is listed */
 	if (p->list && funclist__end(p->list))

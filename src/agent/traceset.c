@@ -384,6 +384,33 @@ void traceset__share_errors(const struct traceset *ts, struct errlist *errs)
 			     ts->ns, sh.max_events);
 }
 
+void traceset__fork_errors(const struct traceset *ts, struct errlist *errs)
+{
+	const char *pod = NULL;
+	bool more = false;
+	uint64_t n = 0;
+
+	for (const struct trace *t = ts->traces; t; t = t->next) {
+		uint64_t k = t->target ? tracer_target__children_unprobed(t->target) : 0;
+
+		if (!k)
+			continue;
+		n += k;
+		more |= pod && strcmp(pod, t->pub.pod);
+		pod = pod ? pod : t->pub.pod;
+	}
+	if (n)
+		errlist__add(
+			errs,
+			"calls not counted: %" PRIu64 " processes forked by the traced "
+			"processes of pod %s%s on this node ended before they could be probed: "
+			"another process on this node runs the same executable without this "
+			"probe, so each traced process has probes of its own, which the "
+			"processes it forks do not inherit (where every process of the "
+			"executable on the node is traced, they are counted from their fork)",
+			n, pod, more ? " and others" : "");
+}
+
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx)
 {

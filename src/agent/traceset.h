@@ -118,6 +118,8 @@ size_t traceset__waiting(const struct traceset *ts);
 size_t traceset__ns_funcs(const struct traceset_env *env, const char *ns);
 /* Says in errs when the namespace's share of the in-flight map or of slow-call events ran out. */
 void traceset__share_errors(const struct traceset *ts, struct errlist *errs);
+/* Says in errs how many processes the traced ones forked ended before they could be probed. */
+void traceset__fork_errors(const struct traceset *ts, struct errlist *errs);
 void traceset__foreach(const struct traceset *ts, void (*fn)(const struct traced *t, void *ctx),
 		       void *ctx);
 

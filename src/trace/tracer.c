@@ -379,6 +379,7 @@ void tracer__free(struct tracer *t)
 	if (!t)
 		return;
 	bpf_link__destroy(t->fork_link);
+	bpf_link__destroy(t->exec_link);
 	while (t->targets)
 		tracer__remove(t, t->targets);
 	while (t->files) {
@@ -861,6 +862,11 @@ int tracer_target__read(struct tracer *t, const struct tracer_target *tt, size_t
 	ret->tail_exits += tt->swept_tail_exits[i];
 	ret->calls += tt->swept_tail_exits[i];
 	return 0;
+}
+
+uint64_t tracer_target__children_unprobed(const struct tracer_target *tt)
+{
+	return tt->children_unprobed;
 }
 
 size_t tracer_target__nunmatched(const struct tracer_target *tt)

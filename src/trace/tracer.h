@@ -268,6 +268,13 @@ struct tracer_inlined {
  */
 void tracer_target__inlined(const struct tracer_target *target, size_t i,
 			    struct tracer_inlined *ret);
+/*
+ * Processes target's process forked that ended before they could be
+ * probed, never counted: its probes were its own (another process runs
+ * its executable untraced), and a child does not inherit those. Children
+ * that ran another program are not among them.
+ */
+uint64_t tracer_target__children_unprobed(const struct tracer_target *target);
 /* Patterns left out under tracer_opts.partial, with suggestions. */
 size_t tracer_target__nunmatched(const struct tracer_target *target);
 const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *target,

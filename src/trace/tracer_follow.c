@@ -73,11 +73,17 @@ void follow__add(struct tracer *t, pid_t pid)
 		log_warn("cannot follow the processes %d forks (the sched_process_fork "
 			 "tracepoint): %s",
 			 (int)pid, strerror(errno));
+	/* without it, children that ran another program count as unprobed workers */
+	if (!t->exec_link)
+		t->exec_link = bpf_program__attach(t->skel->progs.rw_exec);
 	/* forked by a followed process: it keeps its lender, so that its calls
 	 * begun in the lender's histograms end there */
 	if (!bpf_map_lookup_elem(fd, &key, &had) && had.lender != key &&
-	    pid_traced(t, had.lender) && follow__current(t, pid, &had))
+	    pid_traced(t, had.lender) && follow__current(t, pid, &had)) {
+		had.flags |= RW_FOLLOW_TRACED;
+		bpf_map_update_elem(fd, &key, &had, BPF_EXIST);
 		return;
+	}
 	if (follow__starttime(t, pid, &f.starttime))
 		return;
 	bpf_map_update_elem(fd, &key, &f, BPF_ANY);
@@ -93,7 +99,8 @@ void follow__drop(struct tracer *t, pid_t pid)
 	/* tracing nothing, it holds nothing in the kernel */
 	if (!t->targets) {
 		bpf_link__destroy(t->fork_link);
-		t->fork_link = NULL;
+		bpf_link__destroy(t->exec_link);
+		t->fork_link = t->exec_link = NULL;
 	}
 }
 
@@ -106,6 +113,34 @@ pid_t follow__lender_of(const struct tracer *t, pid_t pid)
 	    f.lender == key || !follow__current(t, pid, &f))
 		return 0;
 	return (pid_t)f.lender;
+}
+
+/*
+ * Whether the calls of process pid's children were counted from their fork:
+ * each of its functions' probes is shared (a per-process probe is not
+ * inherited: its program does not run in the child).
+ */
+static bool follow__counted(const struct tracer *t, pid_t pid)
+{
+	for (const struct tracer_target *tt = t->targets; tt; tt = tt->next)
+		for (size_t i = 0; tt->pid == pid && i < tt->nfuncs; i++)
+			if (tt->slots[i] && !(tt->slots[i]->meta.flags & RW_FUNC_SHARED))
+				return false;
+	return true;
+}
+
+/* Child of f's lender, never traced on its own, ended: counted if its calls were not. */
+static void follow__count_unprobed(struct tracer *t, const struct rw_follow *f)
+{
+	struct tracer_target *tt = t->targets;
+
+	if (f->flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED) ||
+	    follow__counted(t, (pid_t)f->lender))
+		return;
+	while (tt && (uint32_t)tt->pid != f->lender)
+		tt = tt->next;
+	if (tt)
+		tt->children_unprobed++;
 }
 
 size_t follow__retire_gone(struct tracer *t, uint32_t **ret)
@@ -134,6 +169,9 @@ size_t follow__retire_gone(struct tracer *t, uint32_t **ret)
 			cap = cap * 2 + 16;
 		}
 		doomed[ndoomed++] = key;
+		/* its lender still traced: it ended */
+		if (f.lender != key && pid_traced(t, f.lender))
+			follow__count_unprobed(t, &f);
 	}
 	for (size_t i = 0; i < ndoomed; i++)
 		pid__retire(t, (pid_t)doomed[i]);

@@ -172,6 +172,9 @@ struct tracer_target {
 		bool args;
 	} * keep;
 	size_t nfuncs;
+	/* processes it forked that ended before they could be probed, while
+	 * its probes were its own (follow__retire_gone) */
+	uint64_t children_unprobed;
 	struct tracer_target *next;
 };
 
@@ -245,6 +248,7 @@ struct tracer {
 	/* tracer_opts.follow: the fork program's link (tracer_follow.c) */
 	bool follow;
 	struct bpf_link *fork_link;
+	struct bpf_link *exec_link;
 };
 
 /* Where the entry probe of fi (of binary b) goes: tracer__entry_site's answer. */

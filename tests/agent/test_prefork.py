@@ -52,6 +52,8 @@ def test_workers_of_a_prefork_server_are_counted_from_their_fork(cluster, make_p
             e = cluster.node_entry(ns, "pre", "node-a")
             raise AssertionError(f"{err}\nreport: {e}\nthe agent's log:\n{agent.tail()}") \
                 from None
+        # counted from their fork, so none is said to be lost
+        assert not any(m.startswith("calls not counted") for m in e["errors"]), e["errors"]
         # the long-lived workers were found and traced on their own (the
         # server and at least one of them)
         assert len(agent.find(msg_has="attached to process", count=0)) >= 2, agent.tail()
@@ -148,3 +150,50 @@ def test_contexts_of_workers_followed_from_their_fork_come_back_to_their_share(c
             raise AssertionError(f"{err}\n{serve()} after {first}\nthe agent's log:\n"
                                  f"{agent.tail()}") from None
         assert serve().get("lost", 0) == first["lost"], (serve(), first)
+
+
+def code_changed(pid, rootfs, path):
+    """How many bytes of the code mapped from path (as process pid sees it)
+    differ in its memory from the file: the breakpoints written into it."""
+    changed = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(rootfs + path, "rb") as f:
+        for line in maps:
+            fields = line.split()
+            if len(fields) < 6 or fields[5] != path or "x" not in fields[1]:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            mem.seek(start)
+            f.seek(int(fields[2], 16))
+            have, want = mem.read(end - start), f.read(end - start)
+            changed += sum(a != b for a, b in zip(have, want))
+    return changed
+
+
+def test_a_pod_of_the_same_image_not_selected_is_left_untouched(cluster, make_pod):
+    """Two namespaces' pods run one image; a probe selects one: breakpoints
+    are written into the selected server's code, and not one byte of the
+    other's changes (its calls never trap). The probes are then the
+    server's own, which its workers do not inherit: their calls are not
+    counted, and the report says how many workers went so, never a silent
+    zero."""
+    a, b = cluster.namespace(), cluster.namespace()
+    mine = make_pod(a, "pg-1", {"app": "pg"}, "node-a",
+                    containers={"app": ["/app/preforkd"]}).containers["app"]
+    other = make_pod(b, "pg-1", {"app": "pg"}, "node-a",
+                     containers={"app": ["/app/preforkd"]}).containers["app"]
+    assert code_changed(mine.pid, mine.rootfs, "/app/preforkd") == 0
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(a, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                       "functions": ["serve"], "reportInterval": "2s"})
+        attached_log(agent, mine.pid, timeout=15)
+        assert round_of(mine, 1, 3, 10, 1000, at_once=False) == 30
+        assert round_of(other, 1, 3, 10, 1000, at_once=False) == 30
+        # per process, the probes are not inherited: the workers' calls are
+        # not counted, and the report says so, with their number
+        said = f"calls not counted: 3 processes forked by the traced processes of pod pg-1 on "
+        e = wait_for("the workers said", lambda: (e := cluster.node_entry(a, "pre", "node-a"))
+                     and any(m.startswith(said) for m in e["errors"]) and e, timeout=20)
+        assert fns(e)["serve"]["calls"] == 0, e
+        assert code_changed(mine.pid, mine.rootfs, "/app/preforkd") > 0
+        assert code_changed(other.pid, other.rootfs, "/app/preforkd") == 0
