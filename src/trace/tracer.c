@@ -79,7 +79,7 @@ static const enum rw_stat unmeasured_stats[] = {
 
 size_t tracer__other_links(const struct tracer *t)
 {
-	return t->fork_link != NULL;
+	return (t->fork_link != NULL) + (t->exec_link != NULL);
 }
 
 const char *tracer__attach_mode(const struct tracer *t)

@@ -162,8 +162,8 @@ struct binary_cache *tracer__cache(const struct tracer *t);
 int tracer_attach_mode__parse(const char *s, enum tracer_attach_mode *ret);
 /* "uprobe_multi" or "perf_event". */
 const char *tracer__attach_mode(const struct tracer *t);
-/* BPF links t holds besides its uprobes' (the fork program's while it
- * follows a traced process's forks): 0 or 1. */
+/* BPF links t holds besides its uprobes' (the fork and exec programs' while
+ * it follows a traced process's forks): 0 to 2. */
 size_t tracer__other_links(const struct tracer *t);
 /*
  * Why that mode, for a user reading the log on a node whose kernel is not

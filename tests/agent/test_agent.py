@@ -589,8 +589,8 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
     ns, other_ns = cluster.namespace(), cluster.namespace()
     pods = [make_pod(ns, f"web-{i}", {"app": "web"}, "node-a") for i in range(3)]
     per_file = 2 * len(FUNCS) + 1
-    # and the fork program's, held while any process is traced (test_prefork.py)
-    shared = per_file + 1
+    # and the fork and exec programs', held while any process is traced (test_prefork.py)
+    shared = per_file + 2
     with cluster.agent("node-a") as agent:
         cluster.apply_probe(ns, "image", spec())
         for p in pods:
@@ -599,7 +599,7 @@ def test_pods_of_one_image_share_probes_and_count_exactly(cluster, make_pod):
                  lambda: len(agent.links()) == shared, timeout=5)
         neighbour = make_pod(other_ns, "web-0", {"app": "web"}, "node-a")
         wait_for("links of each traced process's own, with another namespace's pod of the image",
-                 lambda: len(agent.links()) == 3 * per_file + 1, timeout=8)
+                 lambda: len(agent.links()) == 3 * per_file + 2, timeout=8)
         neighbour.delete()
         wait_for("shared links again once it is gone",
                  lambda: len(agent.links()) == shared, timeout=8)

@@ -123,16 +123,20 @@ def attaching(cluster, agent, ns, many, funcs, apply, steps):
     assert len(set(traced)) > steps, traced
     pending = [metric(body, "retwatch_attach_pending") for _, _, _, body in page]
     assert max(pending) > 0 and pending[-1] == 0, pending
-    cleared = wait_for("the backlog's end in the log",
-                       lambda: agent.find(event="attach_backlog_cleared",
-                                          count=cleared_before + 1), timeout=2)[-1]
-    print(f"{cleared['msg']} ({cleared['seconds']:.1f} s)")
-    assert cleared["turns"] >= (2 if steps > 1 else 1), cleared
-    assert cleared["processes"] >= len(many), cleared
+    # one backlog, or (a scan catching the first pods alone) a few
+    backlogs = wait_for("the backlog's end in the log",
+                        lambda: agent.find(event="attach_backlog_cleared",
+                                           count=cleared_before + 1), timeout=2)[cleared_before:]
+    for cleared in backlogs:
+        print(f"{cleared['msg']} ({cleared['seconds']:.1f} s)")
+    assert max(c["turns"] for c in backlogs) >= (2 if steps > 1 else 1), backlogs
+    assert sum(c["processes"] for c in backlogs) >= len(many), backlogs
 
+    # within the report interval (10 s): that it came as the last pod went
+    # live is asked of its lastUpdate below, not of this wait
     entry = wait_for("every pod in the node's report",
                      lambda: (e := report(cluster, ns, "many")) and len(e["pods"]) == len(many)
-                     and e, timeout=5)
+                     and e, timeout=9)
     assert {p["name"] for p in entry["pods"]} == {p.name for p in many}
     assert entry["errors"] == [], entry["errors"]
     # written as the last pod went live, not a report interval later
