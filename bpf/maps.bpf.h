@@ -116,6 +116,14 @@ struct {
 	__type(value, struct rw_follow);
 } follow SEC(".maps");
 
+/* Traced processes lending to those started anew beside them (struct rw_exec_key). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_EXEC_LENDERS);
+	__type(key, struct rw_exec_key);
+	__type(value, __u32);
+} exec_lend SEC(".maps");
+
 /*
  * Which calls of each histogram slot, that is of each (function, process)
  * traced, are sent (struct rw_threshold): a process's own probes' choice,

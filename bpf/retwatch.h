@@ -366,8 +366,29 @@ struct rw_follow {
 #define RW_FOLLOW_TRACED (1U << 0)
 /* A child that ran another program (exec): not a worker of its lender's. */
 #define RW_FOLLOW_EXECED (1U << 1)
+/*
+ * Not forked by its lender: started anew (exec) in the lender's cgroup,
+ * running the lender's executable (struct rw_exec_key). Its mappings are
+ * its own, not its lender's as forked.
+ */
+#define RW_FOLLOW_STARTED (1U << 2)
 _Static_assert(sizeof(struct rw_follow) == 16, "rw_follow layout");
 #define RW_MAX_FOLLOWED 16384
+
+/*
+ * A traced process's cgroup (its cgroup v2 id) and executable (the kernel's
+ * inode of the file it runs, an opaque number: one per file per mount, so
+ * per container of an image), where userspace asks that processes started
+ * anew there, running that file, be counted from their first instruction
+ * as the process's forked ones are (tracer_opts.follow_started). The
+ * exec_lend map holds such a key's traced process.
+ */
+struct rw_exec_key {
+	__u64 cgid;
+	__u64 exe;
+};
+_Static_assert(sizeof(struct rw_exec_key) == 16, "rw_exec_key layout");
+#define RW_MAX_EXEC_LENDERS 4096
 /* USER_HZ, the ticks of /proc/PID/stat's start time, on every architecture we build for */
 #define RW_NS_PER_TICK 10000000ULL
 
@@ -550,10 +571,12 @@ struct rw_event {
 	__s32 str_len[RW_MAX_STR_ARGS];
 	__u8 str[RW_MAX_STR_ARGS][RW_STR_BYTES];
 	/* the followed process that lent pid its histograms (pid forked by it,
-	 * not traced itself): its mappings are pid's as forked; 0: none */
+	 * or started anew in its cgroup, not traced itself); 0: none */
 	__u32 lender;
-	__u32 pad;
+	__u32 flags; /* RW_EVENT_* */
 };
+/* lender's mappings are not pid's (RW_FOLLOW_STARTED): they do not stand for them */
+#define RW_EVENT_OWN_MAPS (1U << 0)
 _Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16 + 8 * RW_ARG_REGS +
 						  4 * RW_MAX_STR_ARGS +
 						  RW_MAX_STR_ARGS * RW_STR_BYTES + 8,

@@ -393,7 +393,7 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 	const struct rw_follow *lent = bpf_map_lookup_elem(&follow, &tgid);
 
 	e->lender = lent ? lent->lender : 0;
-	e->pad = 0;
+	e->flags = lent && (lent->flags & RW_FOLLOW_STARTED) ? RW_EVENT_OWN_MAPS : 0;
 	e->start_ns = start;
 	e->duration_ns = dur;
 	e->goid = goid__read(c, fn);
@@ -714,7 +714,8 @@ int rw_hook(struct pt_regs *regs)
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	lent = bpf_map_lookup_elem(&follow, &tgid);
-	k.tgid = lent && lent->lender ? lent->lender : tgid;
+	/* where it jumped is read in the lender's mappings, the child's as forked */
+	k.tgid = lent && lent->lender && !(lent->flags & RW_FOLLOW_STARTED) ? lent->lender : tgid;
 	if (bpf_map_lookup_elem(&hook_seen, &k))
 		return 0;
 	ev = bpf_ringbuf_reserve(&hook_events, sizeof(*ev), 0);
@@ -751,6 +752,8 @@ int BPF_PROG(rw_fork, struct task_struct *parent, struct task_struct *child)
 	if (!p)
 		return 0;
 	f.lender = p->lender;
+	/* a child of one started anew has its mappings, not the lender's */
+	f.flags = p->flags & RW_FOLLOW_STARTED;
 	f.starttime = p->starttime ? child->start_boottime / RW_NS_PER_TICK : 0;
 	if (bpf_map_update_elem(&follow, &ctgid, &f, BPF_ANY))
 		stat_inc(RW_STAT_FOLLOW_FULL);
@@ -758,7 +761,11 @@ int BPF_PROG(rw_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /*
- * A followed child that runs another program is marked so (a shell a
+ * A process that runs a program anew (exec): where the caller asked (a
+ * traced process's cgroup and executable in exec_lend) it is followed from
+ * its first instruction, lent that process's histograms as if forked by it
+ * (a program a pod's shell starts again and again, each run gone before a
+ * scan of /proc sees it). Else a followed child is marked so (a shell a
  * server forks is not one of its workers): userspace counts the children
  * that ended before they could be probed, and leaves those out.
  */
@@ -767,8 +774,44 @@ int BPF_PROG(rw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	__u32 tgid = p->tgid;
 	struct rw_follow *f = bpf_map_lookup_elem(&follow, &tgid);
+	struct rw_exec_key k = { .cgid = bpf_get_current_cgroup_id() };
+	const struct rw_follow *lf;
+	struct rw_follow started = {};
+	const __u32 *lender;
 
-	if (f && f->lender != tgid)
+	/* a traced process runs its own histograms, whatever it runs */
+	if (f && (f->lender == tgid || (f->flags & RW_FOLLOW_TRACED)))
+		return 0;
+	k.exe = (__u64)p->mm->exe_file->f_inode;
+	lender = bpf_map_lookup_elem(&exec_lend, &k);
+	if (lender && *lender != tgid && (lf = bpf_map_lookup_elem(&follow, lender))) {
+		started.lender = *lender;
+		started.flags = RW_FOLLOW_STARTED;
+		started.starttime = lf->starttime ? p->start_boottime / RW_NS_PER_TICK : 0;
+		if (!bpf_map_update_elem(&follow, &tgid, &started, BPF_ANY))
+			return 0;
+		stat_inc(RW_STAT_FOLLOW_FULL);
+	}
+	if (f)
 		f->flags |= RW_FOLLOW_EXECED;
+	return 0;
+}
+
+/*
+ * The caller's question for a process it traces (tracer_opts.follow_started,
+ * iterating its threads): its cgroup and executable, a struct rw_exec_key
+ * per thread that has an address space.
+ */
+SEC("iter/task")
+int rw_task_key(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct rw_exec_key k;
+
+	if (!task || !task->mm)
+		return 0;
+	k.cgid = task->cgroups->dfl_cgrp->kn->id;
+	k.exe = (__u64)task->mm->exe_file->f_inode;
+	bpf_seq_write(ctx->meta->seq, &k, sizeof(k));
 	return 0;
 }

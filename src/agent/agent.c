@@ -346,6 +346,9 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 				      * backend) can live less than a scan of /proc
 				      * apart: counted from their fork */
 				     .follow = true,
+				     /* and a program a container starts again
+				      * and again, beside a traced run of it */
+				     .follow_started = true,
 				     .hook_fn = traceset__hook_said };
 	struct agent *a = calloc(1, sizeof(*a));
 	struct utsname u;

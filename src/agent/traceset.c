@@ -403,11 +403,12 @@ void traceset__fork_errors(const struct traceset *ts, struct errlist *errs)
 		errlist__add(
 			errs,
 			"calls not counted: %" PRIu64 " processes forked by the traced "
-			"processes of pod %s%s on this node ended before they could be probed: "
-			"another process on this node runs the same executable without this "
-			"probe, so each traced process has probes of its own, which the "
-			"processes it forks do not inherit (where every process of the "
-			"executable on the node is traced, they are counted from their fork)",
+			"processes of pod %s%s on this node, or started there running their "
+			"executable, ended before they could be probed: another process on this "
+			"node runs the same executable without this probe, so each traced "
+			"process has probes of its own, which the processes it forks or that "
+			"start beside it do not inherit (where every process of the executable "
+			"on the node is traced, they are counted from their start)",
 			n, pod, more ? " and others" : "");
 }
 

@@ -605,7 +605,7 @@ size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *
 	bool loaded;
 
 	/* a followed process: its server's mappings stand for it once it is gone */
-	if (ev->lender > 0 && (p = proc_get(s, ev->pid, &loaded)))
+	if (ev->lender > 0 && ev->lender_maps && (p = proc_get(s, ev->pid, &loaded)))
 		p->stand_in = ev->lender;
 	if (ev->stack_copy_len)
 		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,

@@ -145,6 +145,7 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	if (!t->capture_args)
 		bpf_map__set_max_entries(t->skel->maps.ctx_args, 1);
 	bpf_program__set_autoload(t->skel->progs.rw_fork, t->follow);
+	bpf_program__set_autoload(t->skel->progs.rw_task_key, t->follow_started);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_hook, type);
@@ -200,6 +201,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		.pid = e->pid,
 		.tid = e->tid,
 		.lender = (pid_t)e->lender,
+		.lender_maps = e->lender && !(e->flags & RW_EVENT_OWN_MAPS),
 		.goid = e->goid,
 		.start_ns = e->start_ns,
 		.duration_ns = e->duration_ns,
@@ -303,6 +305,7 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->site_kinds = opts && opts->entry_at_start ? 0 : TRACER_SITE_KINDS_ALL;
 	t->capture_args = opts && opts->capture_args;
 	t->follow = opts && opts->follow;
+	t->follow_started = t->follow && opts->follow_started;
 	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;
 	if (!t->cache) {
 		t->cache = binary_cache__new(64);
@@ -720,7 +723,7 @@ struct tracer_target *tracer__add_bounded(struct tracer *t, pid_t pid, const cha
 		errno = -e;
 		return NULL;
 	}
-	follow__add(t, pid);
+	follow__add(t, tt);
 	return tt;
 fail:
 	if (!pid_traced_elsewhere(t, tt))
@@ -768,7 +771,7 @@ void tracer__remove(struct tracer *t, struct tracer_target *tt)
 	/* its probes are gone: no hit will end its calls in flight */
 	if (last) {
 		pid__retire(t, tt->pid);
-		follow__drop(t, tt->pid);
+		follow__drop(t, tt);
 	}
 	if (tt->file && --tt->file->users == 0)
 		file__drop(t, tt->file);

@@ -76,6 +76,15 @@ struct tracer_opts {
 	 */
 	bool follow;
 	/*
+	 * With follow: a process started anew (exec) in a traced process's
+	 * cgroup, running its executable, is counted from its first instruction
+	 * too, as if that process had forked it (a pod's selected container,
+	 * where a shell runs the traced program again and again, each run gone
+	 * before the caller sees it). Not for a tracer of a process and its
+	 * descendants alone: an unrelated process of that cgroup would count.
+	 */
+	bool follow_started;
+	/*
 	 * Told when calls of function fn that leave through a jump through a
 	 * pointer (a hook) are followed to the function target of file: its
 	 * nrets RETs end them from now on; or, with error set, why they stay
@@ -127,9 +136,12 @@ struct tracer_args {
 struct tracer_event {
 	pid_t pid;
 	pid_t tid;
-	/* the traced process pid was forked by and counts for (followed, not
-	 * traced itself): its mappings stand for pid's once pid is gone; 0: none */
+	/* the traced process pid counts for (followed, not traced itself:
+	 * forked by it, or started anew beside it where the caller asked
+	 * tracer_opts.follow_started); 0: none */
 	pid_t lender;
+	/* lender forked pid: its mappings stand for pid's once pid is gone */
+	bool lender_maps;
 	uint64_t goid; /* 0: not Go or unknown */
 	uint64_t start_ns;
 	uint64_t duration_ns;

@@ -3,13 +3,17 @@
  * Processes followed from their fork (tracer_opts.follow): each traced
  * process is a lender in the follow map, and the kernel's fork program
  * adds each process it forks, lent its histograms (struct rw_follow) until
- * the caller traces the child itself. Entries of children the caller never
- * traced (they ended first) are swept here.
+ * the caller traces the child itself. Where tracer_opts.follow_started
+ * asks, a process that starts anew in a traced process's cgroup, running
+ * its executable, is lent its histograms too (the exec program, by
+ * exec_lend). Entries of children the caller never traced (they ended
+ * first) are swept here.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -60,9 +64,92 @@ int follow__start(struct tracer *t, struct rw_error *err)
 	return 0;
 }
 
-void follow__add(struct tracer *t, pid_t pid)
+/*
+ * Process pid's cgroup and executable as the kernel knows them: the
+ * rw_task_key iterator over its threads. 0 (all 0 where it has no address
+ * space), or -errno.
+ */
+static int exec_key__read(struct tracer *t, pid_t pid, struct rw_exec_key *ret)
+{
+	union bpf_iter_link_info li = { .task.pid = (__u32)pid };
+	LIBBPF_OPTS(bpf_iter_attach_opts, o, .link_info = &li, .link_info_len = sizeof(li));
+	struct bpf_link *l = bpf_program__attach_iter(t->skel->progs.rw_task_key, &o);
+	struct rw_exec_key k[4];
+	int fd, e = 0;
+	ssize_t n;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!l)
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(l));
+	if (fd < 0) {
+		e = -errno;
+		goto out;
+	}
+	/* a record per thread, all the same: the first */
+	n = read(fd, k, sizeof(k));
+	if (n < 0)
+		e = -errno;
+	else if ((size_t)n >= sizeof(k[0]))
+		*ret = k[0];
+	close(fd);
+out:
+	bpf_link__destroy(l);
+	return e;
+}
+
+/* Lends tt's histograms to the processes started beside it, unless another traced process does. */
+static void follow__lend_started(struct tracer *t, struct tracer_target *tt)
+{
+	int fd = bpf_map__fd(t->skel->maps.exec_lend), e;
+	uint32_t pid = (uint32_t)tt->pid, had;
+
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o != tt && o->pid == tt->pid && o->exec_key.exe) {
+			tt->exec_key = o->exec_key;
+			return;
+		}
+	e = exec_key__read(t, tt->pid, &tt->exec_key);
+	if (e) {
+		/* the kernel cannot iterate one process's threads (before 6.1) */
+		if (e != -ESRCH && e != -ENOENT) {
+			log_warn("processes started anew beside a traced one are counted only once "
+				 "found in /proc: cannot read process %d's cgroup and executable "
+				 "(a task iterator): %s",
+				 (int)tt->pid, strerror(-e));
+			t->follow_started = false;
+		}
+		return;
+	}
+	if (!tt->exec_key.exe ||
+	    (!bpf_map_lookup_elem(fd, &tt->exec_key, &had) && pid_traced(t, had)))
+		return;
+	bpf_map_update_elem(fd, &tt->exec_key, &pid, BPF_ANY);
+}
+
+/* tt's process, traced no more, lends to no process started beside it: another traced one there does. */
+static void follow__unlend_started(struct tracer *t, const struct tracer_target *tt)
+{
+	int fd = bpf_map__fd(t->skel->maps.exec_lend);
+	uint32_t had;
+
+	if (!tt->exec_key.exe || bpf_map_lookup_elem(fd, &tt->exec_key, &had) ||
+	    had != (uint32_t)tt->pid)
+		return;
+	for (const struct tracer_target *o = t->targets; o; o = o->next)
+		if (o->pid != tt->pid &&
+		    !memcmp(&o->exec_key, &tt->exec_key, sizeof(o->exec_key))) {
+			had = (uint32_t)o->pid;
+			bpf_map_update_elem(fd, &tt->exec_key, &had, BPF_ANY);
+			return;
+		}
+	bpf_map_delete_elem(fd, &tt->exec_key);
+}
+
+void follow__add(struct tracer *t, struct tracer_target *tt)
 {
 	int fd = bpf_map__fd(t->skel->maps.follow);
+	pid_t pid = tt->pid;
 	struct rw_follow f = { .lender = (uint32_t)pid };
 	uint32_t key = (uint32_t)pid;
 	struct rw_follow had;
@@ -76,6 +163,8 @@ void follow__add(struct tracer *t, pid_t pid)
 	/* without it, children that ran another program count as unprobed workers */
 	if (!t->exec_link)
 		t->exec_link = bpf_program__attach(t->skel->progs.rw_exec);
+	if (t->follow_started)
+		follow__lend_started(t, tt);
 	/* forked by a followed process: it keeps its lender, so that its calls
 	 * begun in the lender's histograms end there */
 	if (!bpf_map_lookup_elem(fd, &key, &had) && had.lender != key &&
@@ -89,12 +178,13 @@ void follow__add(struct tracer *t, pid_t pid)
 	bpf_map_update_elem(fd, &key, &f, BPF_ANY);
 }
 
-void follow__drop(struct tracer *t, pid_t pid)
+void follow__drop(struct tracer *t, struct tracer_target *tt)
 {
-	uint32_t key = (uint32_t)pid;
+	uint32_t key = (uint32_t)tt->pid;
 
 	if (!t->follow)
 		return;
+	follow__unlend_started(t, tt);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.follow), &key);
 	/* tracing nothing, it holds nothing in the kernel */
 	if (!t->targets) {
@@ -116,31 +206,29 @@ pid_t follow__lender_of(const struct tracer *t, pid_t pid)
 }
 
 /*
- * Whether the calls of process pid's children were counted from their fork:
- * each of its functions' probes is shared (a per-process probe is not
- * inherited: its program does not run in the child).
+ * Whether the calls of tt's process's children in tt's file were counted
+ * from their start: each of its functions' probes is shared (a per-process
+ * probe is not inherited: its program does not run in the child).
  */
-static bool follow__counted(const struct tracer *t, pid_t pid)
+static bool follow__counted(const struct tracer_target *tt)
 {
-	for (const struct tracer_target *tt = t->targets; tt; tt = tt->next)
-		for (size_t i = 0; tt->pid == pid && i < tt->nfuncs; i++)
-			if (tt->slots[i] && !(tt->slots[i]->meta.flags & RW_FUNC_SHARED))
-				return false;
+	for (size_t i = 0; i < tt->nfuncs; i++)
+		if (tt->slots[i] && !(tt->slots[i]->meta.flags & RW_FUNC_SHARED))
+			return false;
 	return true;
 }
 
 /* Child of f's lender, never traced on its own, ended: counted if its calls were not. */
 static void follow__count_unprobed(struct tracer *t, const struct rw_follow *f)
 {
-	struct tracer_target *tt = t->targets;
-
-	if (f->flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED) ||
-	    follow__counted(t, (pid_t)f->lender))
+	if (f->flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED))
 		return;
-	while (tt && (uint32_t)tt->pid != f->lender)
-		tt = tt->next;
-	if (tt)
-		tt->children_unprobed++;
+	/* any of the lender's targets (its executable, its libraries) */
+	for (struct tracer_target *tt = t->targets; tt; tt = tt->next)
+		if ((uint32_t)tt->pid == f->lender && !follow__counted(tt)) {
+			tt->children_unprobed++;
+			return;
+		}
 }
 
 size_t follow__retire_gone(struct tracer *t, uint32_t **ret)

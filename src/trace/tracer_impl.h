@@ -175,6 +175,9 @@ struct tracer_target {
 	/* processes it forked that ended before they could be probed, while
 	 * its probes were its own (follow__retire_gone) */
 	uint64_t children_unprobed;
+	/* its cgroup and executable, where tracer_opts.follow_started (all 0:
+	 * unknown): processes started there lent its histograms */
+	struct rw_exec_key exec_key;
 	struct tracer_target *next;
 };
 
@@ -247,6 +250,7 @@ struct tracer {
 	const struct func_params **args_of;
 	/* tracer_opts.follow: the fork program's link (tracer_follow.c) */
 	bool follow;
+	bool follow_started; /* tracer_opts.follow_started, where the kernel can */
 	struct bpf_link *fork_link;
 	struct bpf_link *exec_link;
 };
@@ -261,10 +265,12 @@ int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func
 /* Checks that the fork program attaches (it is attached while a process is
  * traced: a tracer tracing nothing holds no link). */
 int follow__start(struct tracer *t, struct rw_error *err);
-/* Process pid is traced: the processes it forks are lent its histograms. */
-void follow__add(struct tracer *t, pid_t pid);
-/* Process pid is traced no more; the fork program detached after the last. */
-void follow__drop(struct tracer *t, pid_t pid);
+/* Target tt is traced: the processes its process forks (or, where
+ * tracer_opts.follow_started, that start beside it) are lent its histograms. */
+void follow__add(struct tracer *t, struct tracer_target *tt);
+/* tt, the last target of its process, unlinked: the process is traced no
+ * more; the fork program detached after the last. */
+void follow__drop(struct tracer *t, struct tracer_target *tt);
 /* The process whose histograms process pid counts in, forked by it; 0: none. */
 pid_t follow__lender_of(const struct tracer *t, pid_t pid);
 /*

@@ -62,6 +62,39 @@ def test_workers_of_a_prefork_server_are_counted_from_their_fork(cluster, make_p
     assert e["pods"][0]["name"] == "pg-1", e["pods"]
 
 
+def test_a_program_started_again_and_again_beside_a_traced_run_is_counted_whole(
+        cluster, make_pod):
+    """A container starts the traced program again and again (runc exec, as
+    kubectl exec or a pod's shell loop would), each run some 65 ms, most
+    gone before a scan of /proc sees them; their parent is not traced. A
+    traced run of the program in the same container lends them its numbers
+    from their first instruction: every call of every run is counted."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "pg-1", {"app": "pg"}, "node-a", containers={"app": ["/app/preforkd"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                        "functions": ["serve"], "reportInterval": "2s"})
+        attached_log(agent, c.pid, timeout=15)
+        runs = 20
+        for _ in range(runs):
+            r = c.run(["/app/preforkd", "--serve", "50", "1200"])
+            assert r.returncode == 0, r
+
+        def counted():
+            e = cluster.node_entry(ns, "pre", "node-a")
+            return e and fns(e).get("serve", {}).get("calls") == runs * 50 and e
+        try:
+            e = wait_for("every run's calls in the report", counted, timeout=15)
+        except AssertionError as err:
+            e = cluster.node_entry(ns, "pre", "node-a")
+            raise AssertionError(f"{err}\nreport: {e}\nthe agent's log:\n{agent.tail()}") \
+                from None
+        assert not any(m.startswith("calls not counted") for m in e["errors"]), e["errors"]
+        time.sleep(2.5)  # a report later, nothing more or less
+        assert fns(cluster.node_entry(ns, "pre", "node-a"))["serve"]["calls"] == runs * 50
+
+
 def test_a_worker_gone_before_its_slow_call_is_read_has_it_named(cluster, make_pod):
     """Issue 47: workers that make one slow call and exit as soon as it
     returns, so the agent reads each call after its worker is gone, most
@@ -189,9 +222,14 @@ def test_a_pod_of_the_same_image_not_selected_is_left_untouched(cluster, make_po
         attached_log(agent, mine.pid, timeout=15)
         assert round_of(mine, 1, 3, 10, 1000, at_once=False) == 30
         assert round_of(other, 1, 3, 10, 1000, at_once=False) == 30
+        # and two runs started anew in each pod (their parent not traced)
+        for c in (mine, other, mine, other):
+            r = c.run(["/app/preforkd", "--serve", "10", "1000"])
+            assert r.returncode == 0, r
         # per process, the probes are not inherited: the workers' calls are
         # not counted, and the report says so, with their number
-        said = f"calls not counted: 3 processes forked by the traced processes of pod pg-1 on "
+        said = ("calls not counted: 5 processes forked by the traced processes of pod pg-1 on "
+                "this node, or started there running their executable, ended before")
         e = wait_for("the workers said", lambda: (e := cluster.node_entry(a, "pre", "node-a"))
                      and any(m.startswith(said) for m in e["errors"]) and e, timeout=20)
         assert fns(e)["serve"]["calls"] == 0, e
