@@ -388,6 +388,13 @@ struct rw_exec_key {
 	__u64 exe;
 };
 _Static_assert(sizeof(struct rw_exec_key) == 16, "rw_exec_key layout");
+/* What the rw_task_key iterator writes, per thread: its process's key. */
+struct rw_task_key {
+	struct rw_exec_key k;
+	__u32 tgid;
+	__u32 pad;
+};
+_Static_assert(sizeof(struct rw_task_key) == 24, "rw_task_key layout");
 #define RW_MAX_EXEC_LENDERS 4096
 /* USER_HZ, the ticks of /proc/PID/stat's start time, on every architecture we build for */
 #define RW_NS_PER_TICK 10000000ULL

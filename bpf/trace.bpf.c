@@ -799,19 +799,21 @@ int BPF_PROG(rw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 /*
  * The caller's question for a process it traces (tracer_opts.follow_started,
- * iterating its threads): its cgroup and executable, a struct rw_exec_key
- * per thread that has an address space.
+ * iterating its threads, or every thread where the kernel cannot iterate
+ * one process's: the record names its process): its cgroup and executable,
+ * a struct rw_task_key per thread that has an address space.
  */
 SEC("iter/task")
 int rw_task_key(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
-	struct rw_exec_key k;
+	struct rw_task_key r = {};
 
 	if (!task || !task->mm)
 		return 0;
-	k.cgid = task->cgroups->dfl_cgrp->kn->id;
-	k.exe = (__u64)task->mm->exe_file->f_inode;
-	bpf_seq_write(ctx->meta->seq, &k, sizeof(k));
+	r.k.cgid = task->cgroups->dfl_cgrp->kn->id;
+	r.k.exe = (__u64)task->mm->exe_file->f_inode;
+	r.tgid = task->tgid;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

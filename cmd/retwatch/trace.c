@@ -137,7 +137,9 @@ static void trace_usage(FILE *f)
 		"  --comm NAME           every process named NAME (/proc/PID/comm), now and\n"
 		"                        later; repeatable, without --pid too\n"
 		"  --cgroup PATH         every process of this cgroup (as /proc/PID/cgroup\n"
-		"                        names it), now and later; repeatable\n"
+		"                        names it), now and later; repeatable. Alone, a\n"
+		"                        process a traced one forks, or that starts there\n"
+		"                        running its executable, counts from its start.\n"
 		"                        New processes are attached within a second; with\n"
 		"                        --comm or --cgroup, tracing goes on until the\n"
 		"                        duration ends or a signal, even with none running\n"
@@ -1301,11 +1303,16 @@ static void hook_said(const char *fn, const char *target, const char *file, size
 
 static int trace_start(struct trace_run *r, const struct trace_args *args)
 {
+	bool by_cgroup = args->ncgroups && !args->npids && !args->ncomms;
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
 				     .slow_calls_per_sec = args->slow_per_sec,
 				     .entry_at_start = args->entry_at_start,
 				     .capture_args = args->args,
-				     .follow = args->follow,
+				     /* --cgroup alone: a process started there
+				      * running a traced one's executable, or
+				      * forked by it, counts from its start */
+				     .follow = args->follow || by_cgroup,
+				     .follow_started = by_cgroup,
 				     .hook_fn = hook_said };
 	struct rw_error err = {};
 

@@ -66,15 +66,16 @@ int follow__start(struct tracer *t, struct rw_error *err)
 
 /*
  * Process pid's cgroup and executable as the kernel knows them: the
- * rw_task_key iterator over its threads. 0 (all 0 where it has no address
- * space), or -errno.
+ * rw_task_key iterator over its threads (over every thread where the kernel
+ * ignores which process is asked, before 6.1: its record is looked for).
+ * 0 (all 0 where it has no address space), or -errno.
  */
 static int exec_key__read(struct tracer *t, pid_t pid, struct rw_exec_key *ret)
 {
 	union bpf_iter_link_info li = { .task.pid = (__u32)pid };
 	LIBBPF_OPTS(bpf_iter_attach_opts, o, .link_info = &li, .link_info_len = sizeof(li));
 	struct bpf_link *l = bpf_program__attach_iter(t->skel->progs.rw_task_key, &o);
-	struct rw_exec_key k[4];
+	struct rw_task_key r[64];
 	int fd, e = 0;
 	ssize_t n;
 
@@ -86,12 +87,16 @@ static int exec_key__read(struct tracer *t, pid_t pid, struct rw_exec_key *ret)
 		e = -errno;
 		goto out;
 	}
-	/* a record per thread, all the same: the first */
-	n = read(fd, k, sizeof(k));
+	/* reads of a multiple of the record size: the records stay whole */
+	while ((n = read(fd, r, sizeof(r))) > 0)
+		for (size_t i = 0; i < (size_t)n / sizeof(r[0]); i++)
+			if (r[i].tgid == (uint32_t)pid) {
+				*ret = r[i].k;
+				goto done;
+			}
 	if (n < 0)
 		e = -errno;
-	else if ((size_t)n >= sizeof(k[0]))
-		*ret = k[0];
+done:
 	close(fd);
 out:
 	bpf_link__destroy(l);

@@ -11,7 +11,9 @@ mode they do not wait, and end within milliseconds. Needs root.
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import harness
 import tracing
@@ -94,3 +96,79 @@ def test_comm_and_cgroup_are_checked():
     run = subprocess.run([harness.RETWATCH, "trace", "--follow", "--comm", "x", "work"],
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2 and "--follow follows the processes --pid names" in run.stderr
+
+
+def unified_cgroups():
+    """Where the unified (v2) cgroup hierarchy is mounted on this machine."""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "/sys/fs/cgroup"
+    return "/sys/fs/cgroup/unified"
+
+
+def rmdir_when_empty(cg, timeout=10):
+    """Removes cgroup cg once the processes that were in it are gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.rmdir(cg)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_cgroup_counts_a_program_started_there_again_and_again():
+    """--cgroup alone: a program a shell starts again and again in the
+    cgroup, each run gone within milliseconds (long before /proc is read
+    again), is counted from its first instruction, lent the numbers of a
+    traced process there running the same executable; its parent is not
+    traced. Every call of the server, its workers and the 20 runs."""
+    cg = os.path.join(unified_cgroups(), f"retwatch-itest-{os.getpid()}")
+    os.mkdir(cg)
+
+    def join():
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write("0")
+    path = prefork().path
+    server = subprocess.Popen([path, "follow"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, preexec_fn=join)
+    proc = None
+    try:
+        ready = server.stdout.readline()
+        assert ready.startswith("ready "), ready
+        with open(f"/proc/{server.pid}/cgroup") as f:
+            where = next(l[3:].strip() for l in f if l.startswith("0::"))
+        # the overhead guard off: under emulation (the kernel matrix's VMs)
+        # each call's traps cost more than it allows
+        proc = subprocess.Popen([harness.RETWATCH, "trace", "--json", "--max-overhead", "0",
+                                 "--cgroup", where, "work", "serve"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err = tracing.Stream(proc.stderr)
+        line = err.wait_for(lambda l: l.startswith(tracing.TRACING_LINE), tracing.ATTACH_TIMEOUT)
+        assert line is not None, f"no '{tracing.TRACING_LINE}' line: {err.text}"
+        runs = 0
+        for _ in range(20):
+            run = subprocess.run([path, "once"], capture_output=True, text=True, timeout=60,
+                                 preexec_fn=join)
+            assert run.returncode == 0, run
+            runs += json.loads(run.stdout)["calls"]["work"]
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        out, _ = server.communicate(timeout=60)
+        assert server.returncode == 0, out
+        served = json.loads(out.splitlines()[-1])["calls"]
+        proc.send_signal(signal.SIGINT)
+        doc = json.loads(proc.stdout.read())
+        proc.wait(timeout=60)
+        err.join()
+    finally:
+        for p in (server, proc):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        rmdir_when_empty(cg)
+    work = next(f for f in doc["functions"] if f["name"] == "work")
+    assert work["calls"] == served["work"] + runs, \
+        f"{work}\nthe server's {served}, the runs' {runs}\nretwatch's stderr:\n{err.text}"
+    assert work["orphans"] == 0, work

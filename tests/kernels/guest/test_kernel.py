@@ -193,3 +193,9 @@ def test_cgo_go_and_c_calls_counted_alike():
     assert n >= 5, f"{calls}\n{run.describe()}"
     assert calls == {name: (n, 0, "entry+ret") for name in ("main.checkout", "main.Fee", "fee_cents")}, \
         f"{calls}\n{run.describe()}"
+
+
+# A program started again and again in a traced process's cgroup, counted
+# from its first instruction: the exec program's lookup and the task
+# iterator that reads a traced process's cgroup and executable.
+from test_follow import test_cgroup_counts_a_program_started_there_again_and_again  # noqa: E402,F401,I001
