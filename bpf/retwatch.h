@@ -372,6 +372,8 @@ struct rw_follow {
  * its own, not its lender's as forked.
  */
 #define RW_FOLLOW_STARTED (1U << 2)
+/* Userspace's: ended, and counted as such (tracer__count_children). */
+#define RW_FOLLOW_SAID (1U << 3)
 _Static_assert(sizeof(struct rw_follow) == 16, "rw_follow layout");
 #define RW_MAX_FOLLOWED 16384
 

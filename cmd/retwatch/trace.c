@@ -62,6 +62,7 @@ struct proc {
 	int pidfd;
 	struct tracer_target *target; /* NULL once it exited */
 	struct shlib_procs *libs;     /* its library targets */
+	uint64_t unprobed_said;	      /* children uncounted, said (say_unprobed) */
 };
 
 struct trace_run {
@@ -77,6 +78,7 @@ struct trace_run {
 	size_t nrefused, refused_cap;
 	char *refused_exes[MAX_REFUSED_EXES];
 	size_t nrefused_exes;
+	uint64_t children_unprobed; /* say_unprobed's, in all */
 	bool json;
 	bool stacks;	       /* slow calls are shown with their stacks */
 	bool args;	       /* --args */
@@ -626,6 +628,7 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "slow_calls", json_u64(r->slow_calls));
 	cJSON_AddItemToObject(root, "lost_events", json_u64(c->lost_events));
 	cJSON_AddItemToObject(root, "slow_limited", json_u64(c->slow_limited));
+	cJSON_AddItemToObject(root, "children_unprobed", json_u64(r->children_unprobed));
 	cJSON_AddItemToObject(root, "probe_bias_ns", json_u64(r->cal.bias_ns));
 	cJSON_AddItemToObject(root, "probe_bias_lo_ns", json_u64(r->cal.bias_lo_ns));
 	cJSON_AddItemToObject(root, "probe_bias_hi_ns", json_u64(r->cal.bias_hi_ns));
@@ -640,9 +643,37 @@ static void print_json(struct trace_run *r, const struct tracer_counters *c)
 	fflush(stdout);
 }
 
+/*
+ * Says how many more of pr's children ended uncounted: its probes are its
+ * own (another process runs its executable untraced), which a child does
+ * not inherit. Never a silent zero.
+ */
+static void say_unprobed(struct trace_run *r, struct proc *pr)
+{
+	uint64_t n = tracer_target__children_unprobed(pr->target);
+
+	for (size_t i = 0; i < shlib_procs__ntargets(pr->libs); i++)
+		n += tracer_target__children_unprobed(shlib_procs__target(pr->libs, i));
+	if (n <= pr->unprobed_said)
+		return;
+	fprintf(stderr,
+		"retwatch: calls not counted: %" PRIu64 " more processes forked by process %d "
+		"(or by those it forked) "
+		"ended before they could be probed (%" PRIu64 " in all): another process runs "
+		"its executable untraced, so its probes are its own, which the processes it "
+		"forks do not inherit\n",
+		n - pr->unprobed_said, pr->pid, n);
+	r->children_unprobed += n - pr->unprobed_said;
+	pr->unprobed_said = n;
+}
+
 /* The process is gone: keep what it measured, count what it left in flight. */
 static void proc_exited(struct trace_run *r, struct proc *pr)
 {
+	tracer__count_children(r->t, pr->target);
+	for (size_t i = 0; i < shlib_procs__ntargets(pr->libs); i++)
+		tracer__count_children(r->t, shlib_procs__target(pr->libs, i));
+	say_unprobed(r, pr);
 	results__retire(r->results, pr->target, true);
 	for (size_t i = 0; i < shlib_procs__ntargets(pr->libs); i++)
 		results__retire(r->results, shlib_procs__target(pr->libs, i), true);
@@ -1413,6 +1444,9 @@ static void trace_loop(struct trace_run *r, const struct trace_args *args)
 			break;
 		tracer__tick(r->t);
 		if (now >= next_scan) {
+			for (size_t p = 0; p < r->nprocs; p++)
+				if (r->procs[p].target)
+					say_unprobed(r, &r->procs[p]);
 			scan_procs(r, args);
 			next_scan = now + SCAN_EVERY_NS;
 		}

@@ -281,12 +281,20 @@ struct tracer_inlined {
 void tracer_target__inlined(const struct tracer_target *target, size_t i,
 			    struct tracer_inlined *ret);
 /*
- * Processes target's process forked that ended before they could be
- * probed, never counted: its probes were its own (another process runs
- * its executable untraced), and a child does not inherit those. Children
- * that ran another program are not among them.
+ * Processes target's process forked (or, with tracer_opts.follow_started,
+ * that started beside it running its executable) that ended before they
+ * could be probed, never counted: its probes were its own (another process
+ * runs its executable untraced), and a child does not inherit those.
+ * Children that ran another program are not among them. Counted at the
+ * tracer's sweep, a few seconds apart, while target is traced.
  */
 uint64_t tracer_target__children_unprobed(const struct tracer_target *target);
+/*
+ * target's process exited: its children that ended are counted now
+ * (tracer_target__children_unprobed), not left to a sweep that would find
+ * it traced no more. Before tracer__remove.
+ */
+void tracer__count_children(struct tracer *t, struct tracer_target *target);
 /* Patterns left out under tracer_opts.partial, with suggestions. */
 size_t tracer_target__nunmatched(const struct tracer_target *target);
 const struct binary_unmatched *tracer_target__unmatched(const struct tracer_target *target,

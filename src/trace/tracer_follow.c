@@ -226,7 +226,7 @@ static bool follow__counted(const struct tracer_target *tt)
 /* Child of f's lender, never traced on its own, ended: counted if its calls were not. */
 static void follow__count_unprobed(struct tracer *t, const struct rw_follow *f)
 {
-	if (f->flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED))
+	if (f->flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED | RW_FOLLOW_SAID))
 		return;
 	/* any of the lender's targets (its executable, its libraries) */
 	for (struct tracer_target *tt = t->targets; tt; tt = tt->next)
@@ -234,6 +234,29 @@ static void follow__count_unprobed(struct tracer *t, const struct rw_follow *f)
 			tt->children_unprobed++;
 			return;
 		}
+}
+
+void tracer__count_children(struct tracer *t, struct tracer_target *tt)
+{
+	int fd = bpf_map__fd(t->skel->maps.follow);
+	uint32_t key, next, *prev = NULL;
+	struct rw_follow f;
+
+	if (!t->follow || follow__counted(tt))
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &f) || f.lender != (uint32_t)tt->pid ||
+		    key == f.lender ||
+		    f.flags & (RW_FOLLOW_TRACED | RW_FOLLOW_EXECED | RW_FOLLOW_SAID) ||
+		    follow__current(t, (pid_t)key, &f))
+			continue;
+		tt->children_unprobed++;
+		/* the sweep retires it, not counted again */
+		f.flags |= RW_FOLLOW_SAID;
+		bpf_map_update_elem(fd, &key, &f, BPF_EXIST);
+	}
 }
 
 size_t follow__retire_gone(struct tracer *t, uint32_t **ret)

@@ -53,6 +53,27 @@ def test_follow_counts_workers_from_their_fork():
     assert serve["calls"] == rep["calls"]["serve"], f"{serve}\n{r.describe()}"
 
 
+def test_follow_says_the_workers_it_could_not_count():
+    """Where another process runs the same executable untraced, each traced
+    process's probes are its own, which the workers it forks do not
+    inherit: workers gone within a millisecond are not counted, and retwatch
+    says how many, on stderr and in the document, never a silent zero."""
+    other = tracing.TraceeProcess(prefork(), "follow")
+    try:
+        r = tracing.run_ok([(prefork(), "burst")], ("work", "serve"), options=("--follow",))
+    finally:
+        other.kill()
+    rep = r.report
+    assert rep["failed"] == 0 and rep["workers"] == 52, r.describe()
+    # 25 workers and their 25 children, each gone within a millisecond or
+    # so; a scan a second apart may find one or two of them alive, which
+    # are then traced (or gone before their probes are), not said
+    assert 45 <= r.doc["children_unprobed"] <= 50, r.describe()
+    assert "calls not counted: " in r.retwatch.stderr, r.describe()
+    assert "more processes forked by process" in r.retwatch.stderr, r.describe()
+    assert r.function("work")["calls"] < rep["calls"]["work"], r.describe()
+
+
 def test_without_follow_only_the_server_counts():
     """And retwatch says why: the server has workers running its executable."""
     r = tracing.run_ok([(prefork(), "follow")], ("work", "serve"))

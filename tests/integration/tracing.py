@@ -553,7 +553,8 @@ def check_schema(doc):
 
     errors = []
     for key, ok in (("functions", lambda x: isinstance(x, list)), ("slow_calls", is_int),
-                    ("lost_events", is_int), ("slow_limited", is_int)):
+                    ("lost_events", is_int), ("slow_limited", is_int),
+                    ("children_unprobed", is_int)):
         if key not in doc or not ok(doc[key]):
             errors.append(f"document: bad {key}: {doc.get(key, '<missing>')!r}")
     kernel = doc.get("kernel")
