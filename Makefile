@@ -262,7 +262,7 @@ fuzz: fuzz-build fixtures
 # root, read-only, running tests/kernels/guest with build/retwatch; the two
 # side by side, each ending with its own `N passed, N failed` line.
 kerneltest: all fixtures
-	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12
+	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12 5.10
 
 # arm64's tracees: tests/fixtures/tracee (a stripped PIE) and c/tracee.c with
 # frame pointers (slow calls' stacks are walked through the frame records).

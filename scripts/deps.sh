@@ -117,9 +117,10 @@ fetch_deb redis redis-tools libjemalloc2 liblzf1
 fetch_deb postgresql postgresql-15
 
 # The kernel matrix's kernels (tests/kernels/vm.py): Debian's 6.1 and 6.12
-# images, through apt with the script's own lists, kept in the cache. A
-# failed download fails here: `make test` runs them.
-python3 tests/kernels/vm.py fetch 6.1 6.12 arm64-6.1
+# images, and Debian 11's 5.10 (refused in words), through apt with the
+# script's own lists, kept in the cache. A failed download fails here:
+# `make test` runs them.
+python3 tests/kernels/vm.py fetch 6.1 6.12 5.10 arm64-6.1
 # Debian's arm64 libc, read by the AArch64 analysis' tests (not installed:
 # dpkg gets no second architecture)
 python3 tests/kernels/vm.py debs arm64 libc libc6 >/dev/null

@@ -374,29 +374,23 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	    !a->env.keep || !a->manager)
 		goto nomem;
 	topts.cache = a->cache;
-	a->tracer = a->env.tracer = tracer__new(&topts, err);
-	if (!a->tracer) {
-		/* its fork program may be what this kernel refuses: again without */
-		log_warn("%s: trying again without following processes from their fork (a "
-			 "short-lived worker, such as a PostgreSQL backend, may then be missed)",
-			 err->msg);
-		topts.follow = false;
-		a->tracer = a->env.tracer = tracer__new(&topts, err);
-	}
-	if (!a->tracer)
+	if (agent_kernel__tracer(a, &topts, err))
 		goto fail;
 	a->page = (struct metrics_page){ .version = o->version,
-					 .attach_mode = tracer__attach_mode(a->tracer),
+					 .attach_mode = a->tracer ? tracer__attach_mode(a->tracer)
+								  : "none",
 					 .max_series = o->max_series,
 					 .cal = &a->env.cal };
-	agent_calib__run(a);
-	tracer__set_event_fn(a->tracer, agent_slow__on_call, a);
+	if (a->tracer) {
+		agent_calib__run(a);
+		tracer__set_event_fn(a->tracer, agent_slow__on_call, a);
+	}
 	if (start_watching(a))
 		goto nomem;
 	log_info("agent on node %s: watching FunctionProbes and this node's pods at %s "
 		 "(and ClusterFunctionProbes); kernel %s: %s",
 		 o->node, kube__server(k), uname(&u) ? "unknown" : u.release,
-		 tracer__attach_why(a->tracer));
+		 a->tracer ? tracer__attach_why(a->tracer) : a->no_tracer);
 	return a;
 nomem:
 	rw_error_set(err, ENOMEM, "out of memory");
@@ -416,13 +410,13 @@ static bool woken(struct agent *a)
 static int wait_events(struct agent *a, int timeout_ms)
 {
 	struct pollfd fds[2] = {
-		{ .fd = tracer__fd(a->tracer), .events = POLLIN },
+		{ .fd = a->tracer ? tracer__fd(a->tracer) : -1, .events = POLLIN },
 		{ .fd = a->o.metrics ? metrics_server__fd(a->o.metrics) : -1, .events = POLLIN },
 	};
 
 	if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
 		return -errno;
-	return tracer__poll(a->tracer, 0);
+	return a->tracer ? tracer__poll(a->tracer, 0) : 0;
 }
 
 int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
@@ -453,8 +447,10 @@ int agent__run(struct agent *a, const volatile sig_atomic_t *exiting,
 			a->seeds = cJSON_CreateArray();
 			a->next_scan = now + SCAN_EVERY_NS;
 		}
-		tracer__tick(a->tracer);
-		agent_calib__tick(a, now);
+		if (a->tracer) {
+			tracer__tick(a->tracer);
+			agent_calib__tick(a, now);
+		}
 		write_statuses(a);
 	}
 	return 0;
@@ -482,6 +478,7 @@ void agent__free(struct agent *a)
 	analyzer__free(a->env.analyzer);
 	calibrator__free(a->calibrator);
 	tracer__free(a->tracer);
+	free(a->no_tracer);
 	symbolizer__free(a->env.sym);
 	nodeprocs__free(a->env.procs);
 	binary_cache__free(a->cache);

@@ -24,8 +24,10 @@ void agent_health__counters(struct agent *a, struct agent_counters *ret)
 	publisher__counters(a->pub, &ret->pub);
 	if (a->sum)
 		summarizer__counters(a->sum, &ret->sum);
-	tracer__counters(a->tracer, &ret->tracer);
-	ret->inflight = tracer__inflight(a->tracer);
+	if (a->tracer) {
+		tracer__counters(a->tracer, &ret->tracer);
+		ret->inflight = tracer__inflight(a->tracer);
+	}
 	ret->api_requests = kube__requests(a->k);
 	ret->attach_failures = a->env.attach_failures;
 	ret->nlimited = a->nlimited;
@@ -34,7 +36,7 @@ void agent_health__counters(struct agent *a, struct agent_counters *ret)
 	ret->detach_pending = a->env.detach_waiting;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
 	ret->leader = publisher__leader(a->pub);
-	ret->bpf_links = uprobe_links__open() + tracer__other_links(a->tracer);
+	ret->bpf_links = uprobe_links__open() + (a->tracer ? tracer__other_links(a->tracer) : 0);
 	open_files__read(&ret->files);
 	for (struct fprobe *p = a->probes; p; p = p->next) {
 		ret->nprobes++;

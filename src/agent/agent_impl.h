@@ -2,7 +2,7 @@
 /*
  * The node agent's insides, shared by agent.c (lifecycle, main loop,
  * reconcile) and the pieces beside it: agent_seeds.c, agent_slow.c,
- * agent_health.c, agent_calib.c. No other module includes it.
+ * agent_health.c, agent_calib.c, agent_kernel.c. No other module includes it.
  */
 #ifndef RETWATCH_AGENT_IMPL_H
 #define RETWATCH_AGENT_IMPL_H
@@ -21,7 +21,8 @@
 struct agent {
 	struct agent_opts o;
 	struct kube *k;
-	struct tracer *tracer;
+	struct tracer *tracer; /* NULL: the kernel lacks what it needs (no_tracer says) */
+	char *no_tracer;
 	struct binary_cache *cache;
 	struct traceset_env env;
 	struct informer *probes_inf, *pods_inf;
@@ -55,6 +56,13 @@ struct agent {
 	struct calibrator *calibrator;
 	uint64_t next_calibration;
 };
+
+/*
+ * agent_kernel.c: a->tracer made from topts; where the kernel lacks what
+ * the programs need, none (a->no_tracer says why) and 0 all the same; -1
+ * with err set when it cannot be made otherwise.
+ */
+int agent_kernel__tracer(struct agent *a, struct tracer_opts *topts, struct rw_error *err);
 
 /* agent_cluster.c: ClusterFunctionProbes, each a probe per namespace it selects */
 int agent_cluster__start(struct agent *a);

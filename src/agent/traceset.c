@@ -806,6 +806,17 @@ static void trace_libs(struct traceset *ts, const struct placement_proc *pp,
 	update_libs(ts, t, errs);
 }
 
+/* Where the kernel lacks what the programs need: pp fails with that. */
+static void attach_refused(struct traceset *ts, const struct placement_proc *pp, struct failure *f,
+			   const char *key, struct errlist *errs)
+{
+	struct rw_error err = { "" };
+
+	rw_error_set(&err, EOPNOTSUPP, "%s: nothing is traced on this node",
+		     ts->env->no_tracer ? ts->env->no_tracer : "no tracer");
+	attach_failed(ts, pp, f, key, &err, errs);
+}
+
 /*
  * Attaches a process placement found for the first time (or again after a
  * failure, f). False when its executable is being read: the loop is woken
@@ -940,7 +951,9 @@ void traceset__want(struct traceset *ts, const struct placement_proc *pp,
 		return;
 	}
 	start = clock__mono_ns();
-	if (attach(ts, pp, spec, f, key, errs)) {
+	if (!env->tracer) {
+		attach_refused(ts, pp, f, key, errs);
+	} else if (attach(ts, pp, spec, f, key, errs)) {
 		env->attach_tries++;
 	} else {
 		env->attach_reading++;

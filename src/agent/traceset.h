@@ -45,7 +45,10 @@ void traceset__host_root(pid_t pid, char *buf, size_t len);
 struct keepshare;
 
 struct traceset_env {
+	/* NULL where the kernel lacks what the programs need (no_tracer says
+	 * what): every attach fails with that, and the agent stays up to say it */
 	struct tracer *tracer;
+	const char *no_tracer;
 	struct nodeprocs *procs;
 	struct symbolizer *sym;
 	/* reads executables off the main loop; NULL: the tracer reads them */

@@ -135,7 +135,7 @@ void tracer__set_site_kinds(struct tracer *t, uint32_t kinds)
 static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 {
 	enum bpf_attach_type type = multi ? UPROBE_MULTI_ATTACH_TYPE : 0;
-	int e;
+	int e, k;
 
 	t->skel = trace__open();
 	if (!t->skel)
@@ -153,6 +153,9 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	if (e) {
 		trace__destroy(t->skel);
 		t->skel = NULL;
+		/* an older kernel: what it lacks, in words */
+		if (e != -EPERM && (k = tracer__kernel_lacks(err)))
+			return k;
 		if (e == -EACCES || e == -EINVAL)
 			return rw_error_set(err, -e,
 					    "the kernel's verifier rejected the BPF programs: %s "

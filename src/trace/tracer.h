@@ -95,6 +95,16 @@ struct tracer_opts {
 	void *hook_ctx;
 };
 
+/* The oldest kernel the programs are tested on (tests/kernels). */
+#define TRACER_LOWEST_KERNEL "6.1"
+/*
+ * 0 where this kernel has what the BPF programs need, as far as can be
+ * probed; else -EOPNOTSUPP with err naming each missing feature, the
+ * release that brought it, and this kernel. tracer__new asks it when the
+ * programs fail to load.
+ */
+int tracer__kernel_lacks(struct rw_error *err);
+
 /* Calls in flight untouched this long will not return (tracer__tick). */
 #define TRACER_SWEEP_AGE_NS (60ULL * 1000000000ULL)
 

@@ -130,6 +130,12 @@ class Binary:
         return tuple(self.spell(n) for n in self.go_funcs()) + self.c_funcs()
 
 
+def kernel_version():
+    """This machine's kernel release as (major, minor)."""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return int(m.group(1)), int(m.group(2))
+
+
 def go_version(toolchain):
     m = re.match(r"go(\d+)\.(\d+)", toolchain)
     return (int(m.group(1)), int(m.group(2)))

@@ -1,12 +1,12 @@
 """Debian's kernels under QEMU, running a command on this machine's root.
 
-    python3 tests/kernels/vm.py fetch 6.1 6.12
+    python3 tests/kernels/vm.py fetch 6.1 6.12 5.10
     python3 tests/kernels/vm.py run 6.1 -- CMD [ARG...]
-    python3 tests/kernels/vm.py matrix 6.1 6.12
+    python3 tests/kernels/vm.py matrix 6.1 6.12 5.10
     python3 tests/kernels/vm.py debs arm64 NAME PACKAGE...
 
 `fetch` downloads Debian's `linux-image-amd64` of a release (6.1 is
-bookworm's, 6.12 bookworm-backports') through apt with a private list and
+bookworm's, 6.12 bookworm-backports', 5.10 bullseye's) through apt with a private list and
 cache (the host's apt sources and its /boot are not touched), and keeps the
 kernel, its config and the modules the VM needs under
 $RETWATCH_CACHE/kernels (~/.cache/retwatch/kernels).
@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(os.environ.get("RETWATCH_CACHE", os.path.expanduser("~/.cache/retwatch")), "kernels")
 
 # Release -> the apt suite whose linux-image-amd64 is that kernel.
-SUITES = {"6.1": "bookworm", "6.12": "bookworm-backports"}
+SUITES = {"5.10": "bullseye", "6.1": "bookworm", "6.12": "bookworm-backports"}
 # Each architecture's QEMU (its machine and CPU), console and accelerator. A release
 # named arm64-6.1 is arm64's 6.1 kernel, run on the arm64 sysroot (below)
 # with this machine's root at /host.
