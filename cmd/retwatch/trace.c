@@ -67,7 +67,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	if (calibrate__run(r->t, &r->cal, &err)) {
 		fprintf(stderr,
 			"retwatch: warning: cannot calibrate the probes' bias and cost (durations "
-			"are trace_shown as measured, --max-overhead is off, entry probes at each "
+			"are shown as measured, --max-overhead is off, entry probes at each "
 			"function's first byte): %s\n",
 			err.msg);
 		tracer__set_site_kinds(r->t, 0);
@@ -79,7 +79,7 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 	fprintf(stderr,
 		"retwatch: probe bias %s (rounds %s to %s), %s per traced call; for functions "
 		"entered at a PUSH %s, at a NOP %s, at a 5-byte NOP %s, at a jump %s, at a call "
-		"%s; durations trace_shown %s\n",
+		"%s; durations shown %s\n",
 		latency__format_ns(r->cal.bias_ns, bias, sizeof(bias)),
 		latency__format_ns(r->cal.bias_lo_ns, lo, sizeof(lo)),
 		latency__format_ns(r->cal.bias_hi_ns, hi, sizeof(hi)),

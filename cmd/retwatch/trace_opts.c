@@ -124,7 +124,7 @@ static int parse_pid(const char *s, struct trace_args *a)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* --redact NAME, --no-redact: which arguments' values are trace_shown (callargs.h). */
+/* --redact NAME, --no-redact: which arguments' values are shown (callargs.h). */
 static int parse_redact(int c, const char *arg)
 {
 	if (c == 'N') {

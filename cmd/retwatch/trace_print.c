@@ -87,7 +87,7 @@ static uint64_t row_bias(const struct trace_run *r, const struct results_row *w)
 	return r->bias_ns ? calibrate__bias(&r->cal, w->entry) : 0;
 }
 
-/* A duration of w as trace_shown: less the calibrated bias of its probes, never below zero. */
+/* A duration of w as shown: less the calibrated bias of its probes, never below zero. */
 uint64_t trace_shown(const struct trace_run *r, const struct results_row *w, uint64_t ns)
 {
 	return latency__less(ns, row_bias(r, w));
@@ -313,7 +313,7 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 		o, "p99_ns",
 		json_u64(durations ? trace_shown(r, w, latency__percentile(l, 0.99)) : 0));
 	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? trace_shown(r, w, l->max_ns) : 0));
-	/* the bias its durations are trace_shown without, by the kind of its entry */
+	/* the bias its durations are shown without, by the kind of its entry */
 	cJSON_AddStringToObject(o, "entry", probe_entry__str(w->entry));
 	cJSON_AddItemToObject(o, "probe_bias_ns", json_u64(calibrate__bias(&r->cal, w->entry)));
 	/* as measured, whatever --raw says: nothing is hidden */

@@ -59,13 +59,13 @@ struct trace_run {
 	size_t nrefused_exes;
 	uint64_t children_unprobed; /* trace_say_unprobed's, in all */
 	bool json;
-	bool stacks;	       /* slow calls are trace_shown with their stacks */
+	bool stacks;	       /* slow calls are shown with their stacks */
 	bool args;	       /* --args */
 	uint64_t threshold_ns; /* --threshold: events this slow are slow calls */
 	uint64_t slow_calls;
 	struct calibration cal;
 	bool calibrated;
-	uint64_t bias_ns; /* taken out of every duration trace_shown; 0 with --raw */
+	uint64_t bias_ns; /* taken out of every duration shown; 0 with --raw */
 	char kernel[sizeof(((struct utsname *)0)->release)]; /* uname -r */
 	/* each row's counts when the last interval's table was printed, and when */
 	struct latency *last;
