@@ -775,6 +775,25 @@ static void changed(struct traceset *ts, const struct placement_proc *pp, const 
 }
 
 /*
+ * Whether pp's process exited, or left its container, while its links were
+ * made (tt, made; or its attach failed with e, ESRCH where the kernel found
+ * no such process): they go, it is said, not taken for a failure, and a
+ * later turn places it again where it is still there.
+ */
+static bool gone_meanwhile(struct traceset *ts, const struct placement_proc *pp,
+			   struct tracer_target *tt, int e)
+{
+	if (tt ? nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)
+	       : e != ESRCH && nodeprocs__alive(ts->env->procs, &pp->proc))
+		return false;
+	tracer__remove(ts->env->tracer, tt);
+	if (!nodeprocs__alive(ts->env->procs, &pp->proc))
+		tracer__forget_pid(ts->env->tracer, pp->proc.pid);
+	changed(ts, pp, "while");
+	return true;
+}
+
+/*
  * The path the tracer opens for pp's executable into path (traceset.h): the image
  * layer's file, shared by every container of the image, when it is found
  * (its descriptor is returned, for the caller to close), else the
@@ -878,6 +897,8 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 	free(pats);
 	if (real >= 0)
 		close(real);
+	if (gone_meanwhile(ts, pp, tt, e))
+		return true;
 	if (!tt) {
 		if (refused)
 			ns_refused(ts, &err);
@@ -887,14 +908,6 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		/* the hint's libraries are being read: try again soon, for it */
 		if (hints_pending && (f = failure_find(ts, key)))
 			f->retry_ns = clock__mono_ns() + HINT_RETRY_NS;
-		return true;
-	}
-	/* ... or while its links were made: they go, and a later turn places it again */
-	if (!nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)) {
-		tracer__remove(ts->env->tracer, tt);
-		if (!nodeprocs__alive(ts->env->procs, &pp->proc))
-			tracer__forget_pid(ts->env->tracer, pp->proc.pid);
-		changed(ts, pp, "while");
 		return true;
 	}
 	traced_new(ts, pp, tt, real >= 0, errs);

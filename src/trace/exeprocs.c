@@ -27,6 +27,16 @@ bool exeprocs__runs(const char *proc, pid_t pid, dev_t dev, ino_t ino)
 	return !stat(path, &st) && st.st_dev == dev && st.st_ino == ino;
 }
 
+bool exeprocs__gone(const char *proc, pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%d/exe", proc, (int)pid);
+	/* EACCES and the like: running, as far as can be told */
+	return stat(path, &st) && (errno == ENOENT || errno == ESRCH);
+}
+
 const struct exeproc *exeprocs__find(const struct exeprocs *ep, pid_t pid)
 {
 	struct exeproc key = { .pid = pid };

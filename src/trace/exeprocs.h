@@ -53,5 +53,11 @@ const struct exeproc *exeprocs__current(const struct exeprocs *ep, const char *p
 void exeprocs__clear(struct exeprocs *ep);
 /* Whether process pid runs the file (dev, ino) now (its /proc/PID/exe, read now). */
 bool exeprocs__runs(const char *proc, pid_t pid, dev_t dev, ino_t ino);
+/*
+ * Whether process pid runs no file now: it exited, or is exiting (its
+ * memory released; a zombie). A scan listed it a moment ago, perhaps; a
+ * probe of its file can no longer trap in it.
+ */
+bool exeprocs__gone(const char *proc, pid_t pid);
 
 #endif

@@ -105,20 +105,6 @@ static bool slot__graced(const struct tracer *t, const struct slot *s, const str
 }
 
 /*
- * Whether process pid, listed by the last scan, is gone (reaped) since: a
- * pre-fork server's worker of a millisecond ends between the scan and the
- * check of its lender (whose start time can no longer be read), and runs
- * nothing now.
- */
-static bool gone(pid_t pid)
-{
-	char path[32];
-
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	return access(path, F_OK) && errno == ENOENT;
-}
-
-/*
  * Whether s's probes may be one attachment for every process mapping its
  * file: the file is the executable of each process traced for s, and every
  * process running it is traced for s (or about to be: slot__graced), at
@@ -144,7 +130,10 @@ bool slot__shareable(const struct tracer *t, const struct attached_file *f, cons
 		if (!exe__is(m, f))
 			continue;
 		if (!slot__batch(s, m->pid) && !slot__graced(t, s, m, now)) {
-			if (gone(m->pid))
+			/* a pre-fork server's worker of a millisecond ends between
+			 * the scan and the check of its lender (whose start time
+			 * can no longer be read), and traps on nothing */
+			if (exeprocs__gone("/proc", m->pid))
 				continue;
 			return false;
 		}

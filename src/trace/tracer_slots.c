@@ -683,7 +683,12 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 		/* the shared probes count it now; unless it maps the file as a library */
 		if (ep && exe__is(ep, f))
 			return 0;
-		e = slot__unshare(t, f, s, err);
+		/* not listed, as it exited: the probes stay shared, or the processes
+		 * forked by traced ones would trap on nothing until the next check */
+		if (!ep && exeprocs__gone("/proc", pid))
+			e = rw_error_set(err, ESRCH, "process %d exited", (int)pid);
+		else
+			e = slot__unshare(t, f, s, err);
 	} else if (slot__shareable(t, f, s, clock__mono_ns()) && !slot__share(t, f, s, NULL)) {
 		return 0;
 	}

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "trace/exeprocs.h"
@@ -54,4 +55,25 @@ TEST(exeprocs_pid_reuse)
 	exeprocs__clear(&ep);
 	test__rm_tree(proc);
 	return ok;
+}
+
+/* The real /proc: a zombie (exited, not reaped) and a reaped process run
+ * nothing; this one runs its executable. */
+TEST(exeprocs_gone)
+{
+	pid_t child = fork();
+	siginfo_t info;
+	int status;
+	bool ok;
+
+	if (child == 0)
+		_exit(0);
+	if (!ASSERT_TRUE(child > 0))
+		return false;
+	/* a zombie once its exit is seen: waitid with WNOWAIT leaves it unreaped */
+	ok = ASSERT_OK(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT)) &&
+	     ASSERT_TRUE(exeprocs__gone("/proc", child)) &&
+	     ASSERT_FALSE(exeprocs__gone("/proc", getpid()));
+	ok = ASSERT_EQ(waitpid(child, &status, 0), child) && ok;
+	return ok && ASSERT_TRUE(exeprocs__gone("/proc", child));
 }
