@@ -73,11 +73,19 @@ void agent_health__serve(struct agent *a)
 	struct agent_counters c;
 	char why_not[128];
 	size_t len = 0;
+	bool is_ready;
 	char *text;
 
 	if (!ms)
 		return;
-	metrics_server__beat(ms, ready(a, why_not, sizeof(why_not)), why_not);
+	is_ready = ready(a, why_not, sizeof(why_not));
+	/* said once each way: a /readyz answered 503 can be read against it */
+	if (is_ready && !a->was_ready)
+		log_info("ready: the probes are placed and the processes found at start attached");
+	else if (!is_ready && a->was_ready)
+		log_info("not ready: %s", why_not);
+	a->was_ready = is_ready;
+	metrics_server__beat(ms, is_ready, why_not);
 	if (!metrics_server__wanted(ms))
 		return;
 	agent_health__counters(a, &c);

@@ -51,6 +51,7 @@ struct agent {
 	 * left to make */
 	bool reconciled;
 	size_t start_left;
+	bool was_ready; /* readiness as last said in the log */
 	bool series_warned;
 	/* calibrating again: a round a turn of the loop (agent_calib__tick) */
 	struct calibrator *calibrator;
