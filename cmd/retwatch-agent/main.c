@@ -42,6 +42,9 @@
 #define DEFAULT_NS_INFLIGHT (TRACER_MAX_CONTEXTS / 8)
 #define DEFAULT_NS_SLOW_CALLS 500
 #define DEFAULT_CALIBRATE_EVERY_NS (600 * NS_PER_S)
+/* a quarter of the chart's memory limit (256Mi): two big Go files, or a
+ * dozen C programs with their debug files */
+#define DEFAULT_ANALYSIS_CACHE_BYTES ((size_t)64 << 20)
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -73,6 +76,7 @@ static void usage_synopsis(FILE *f)
 		   "                      [--max-kept-bytes-per-namespace BYTES]\n"
 		   "                      [--max-kept-bytes BYTES]\n"
 		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
+		   "                      [--analysis-cache-bytes BYTES]\n"
 		   "                      [--calibrate-every DURATION]\n"
 		   "                      [--argument-capture allow|deny]\n"
 		   "                      [--redact NAME...] [--no-redact]\n"
@@ -191,6 +195,10 @@ static void usage_limits(FILE *f)
 		"                         tables and the functions probed) may take this\n"
 		"                         long, off the main loop; past it the process is not\n"
 		"                         traced, with an error (default 5s)\n"
+		"  --analysis-cache-bytes BYTES\n"
+		"                         analyses of files no process runs now, kept for the\n"
+		"                         next, hold at most BYTES; the least recently used go\n"
+		"                         first (default 64Mi; 0: no limit but 64 files)\n"
 		"  --calibrate-every DURATION\n"
 		"                         measure the probes' bias and cost again this often,\n"
 		"                         a few milliseconds at a time (default 10m; 0: at\n"
@@ -329,6 +337,14 @@ static int parse_count_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
+	case 'M':
+		if (parse_bytes(optarg, &cli->ao.analysis_cache_bytes)) {
+			fprintf(stderr,
+				"retwatch-agent: --analysis-cache-bytes takes a size, such "
+				"as 64Mi, 512Ki or 1048576 (bytes; 0: 64 files, whatever their size)\n");
+			return 2;
+		}
+		break;
 	case 'Y':
 		if (call_args__redact_add(optarg)) {
 			fprintf(stderr,
@@ -383,7 +399,7 @@ static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
 
-	if (c > 0 && strchr("PSWbFGQqYy", c))
+	if (c > 0 && strchr("PSWbFGQqMYy", c))
 		return parse_count_option(c, cli);
 	if (c > 0 && strchr("sIETB", c))
 		return parse_rate_option(c, cli);
@@ -506,6 +522,7 @@ static const struct option long_opts[] = {
 	{ "redact", required_argument, NULL, 'Y' },
 	{ "no-redact", no_argument, NULL, 'y' },
 	{ "analysis-timeout", required_argument, NULL, 'T' },
+	{ "analysis-cache-bytes", required_argument, NULL, 'M' },
 	{ "calibrate-every", required_argument, NULL, 'B' },
 	{ "argument-capture", required_argument, NULL, 'X' },
 	{ "debug-dir", required_argument, NULL, 'g' },
@@ -536,6 +553,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.ns_inflight = DEFAULT_NS_INFLIGHT,
 			.ns_slow_calls_per_sec = DEFAULT_NS_SLOW_CALLS,
 			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,
+			.analysis_cache_bytes = DEFAULT_ANALYSIS_CACHE_BYTES,
 			.calibrate_every_ns = DEFAULT_CALIBRATE_EVERY_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,

@@ -35,6 +35,7 @@ void agent_health__counters(struct agent *a, struct agent_counters *ret)
 	ret->attach_pending = a->env.attach_waiting + a->env.attach_reading;
 	ret->detach_pending = a->env.detach_waiting;
 	analyzer__counters(a->env.analyzer, &ret->analyzer);
+	binary_cache__use(a->cache, &ret->analyses);
 	ret->leader = publisher__leader(a->pub);
 	ret->bpf_links = uprobe_links__open() + (a->tracer ? tracer__other_links(a->tracer) : 0);
 	open_files__read(&ret->files);

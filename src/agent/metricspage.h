@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "analysis/analyzer.h"
+#include "analysis/binary.h"
 #include "trace/calibrate.h"
 #include "agent/fprobe.h"
 #include "agent/informer.h"
@@ -33,6 +34,7 @@ struct agent_counters {
 	size_t attach_pending, detach_pending;
 	size_t ns_refused; /* processes over their namespace's --max-functions-per-namespace */
 	struct analyzer_counters analyzer;
+	struct binary_cache_use analyses; /* the analysis cache (--analysis-cache-bytes) */
 	bool leader;
 	size_t bpf_links; /* uprobe link and perf-event descriptors open */
 	struct open_files files;

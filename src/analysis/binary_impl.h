@@ -68,6 +68,8 @@ struct binary {
 	struct binary *next; /* in the cache */
 	int refs;
 	uint64_t last_use;
+	size_t bytes;		 /* binary__bytes when last measured: at its open and each put */
+	uint64_t fresh_until_ns; /* adopted, not opened since: held till then (bincache.c) */
 	char *path;
 	dev_t dev;
 	ino_t ino;
@@ -156,6 +158,7 @@ struct fn_range {
 struct binary_cache {
 	struct binary *head;
 	size_t count, max;
+	size_t max_bytes, evicted;
 	size_t hits, misses;
 	uint64_t clock;
 };

@@ -19,13 +19,19 @@
 #include "analysis/binary_impl.h"
 #include "analysis/debugfile.h"
 #include "base/cancel.h"
+#include "base/clock.h"
 #include "base/rootpath.h"
 #include "base/demangle.h"
 #include "analysis/disasm.h"
+#include "analysis/dwarfinfo.h"
 #include "analysis/elfbin.h"
 #include "analysis/gopclntab.h"
 
 /* ---- lifecycle and cache ---- */
+
+/* An adopted analysis is kept this long for its caller to open it, whatever
+ * the byte bound (the count bound still applies). */
+#define ADOPTED_FRESH_NS (60 * NS_PER_S)
 
 static void binary_free(struct binary *b)
 {
@@ -92,13 +98,54 @@ static bool same_id(const struct file_id *a, const struct file_id *b)
 	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
+size_t binary__bytes(const struct binary *b)
+{
+	size_t n = sizeof(*b) + b->cap * sizeof(*b->fns) + b->nkeys * sizeof(*b->keys) +
+		   b->nanon * (sizeof(*b->anon) + sizeof(**b->anon)) +
+		   b->nby_addr * sizeof(*b->by_addr) + b->ncold * sizeof(*b->cold) +
+		   b->names_cap * sizeof(*b->names);
+
+	for (size_t i = 0; i < b->nnames; i++)
+		n += strlen(b->names[i]) + 1;
+	return n + elfbin__bytes(b->eb) + elfbin__bytes(b->dbg) + dwarfinfo__bytes(b->dwarf) +
+	       dwarfinfo__bytes(b->go_dwarf) + gopclntab__bytes(b->pcln);
+}
+
+/*
+ * Whether b counts against the byte bound, and may go for it: no one uses
+ * it, and it is not an analysis read off the caller's thread that the
+ * caller has not opened yet (binary_cache__adopt): dropped at once, it
+ * would be read again where the caller opens it, on its main loop.
+ */
+static bool unused(const struct binary *b, uint64_t now)
+{
+	return !b->refs && now >= b->fresh_until_ns;
+}
+
+/* The bytes of the analyses no one uses. */
+static size_t unused_bytes(const struct binary_cache *c, uint64_t now)
+{
+	size_t n = 0;
+
+	for (const struct binary *b = c->head; b; b = b->next)
+		n += unused(b, now) ? b->bytes : 0;
+	return n;
+}
+
 static void cache_evict(struct binary_cache *c)
 {
-	while (c->count > c->max) {
+	uint64_t now = clock__mono_ns();
+
+	for (;;) {
+		bool by_count = c->count > c->max;
 		struct binary **pp, **victim = NULL;
 
+		if (!by_count && !(c->max_bytes && unused_bytes(c, now) > c->max_bytes))
+			return;
+		/* the count bound takes any analysis no one uses, the byte bound unused() ones */
 		for (pp = &c->head; *pp; pp = &(*pp)->next)
-			if (!(*pp)->refs && (!victim || (*pp)->last_use < (*victim)->last_use))
+			if ((by_count ? !(*pp)->refs : unused(*pp, now)) &&
+			    (!victim || (*pp)->last_use < (*victim)->last_use))
 				victim = pp;
 		if (!victim)
 			return; /* everything is in use */
@@ -106,6 +153,7 @@ static void cache_evict(struct binary_cache *c)
 
 		*victim = v->next;
 		c->count--;
+		c->evicted++;
 		binary_free(v);
 	}
 }
@@ -343,6 +391,7 @@ static struct binary *cache_find(struct binary_cache *cache, const char *path,
 		if (cache_answers(b, path, st, &view, &view_known)) {
 			b->refs++;
 			b->last_use = ++cache->clock;
+			b->fresh_until_ns = 0;
 			cache->hits++;
 			return b;
 		}
@@ -416,6 +465,7 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		errno = -ret;
 		return NULL;
 	}
+	b->bytes = binary__bytes(b);
 	if (cache) {
 		b->cache = cache;
 		b->next = cache->head;
@@ -451,10 +501,13 @@ void binary__put(struct binary *b)
 		return;
 	if (--b->refs > 0)
 		return;
-	if (!b->cache)
+	if (!b->cache) {
 		binary_free(b);
-	else
-		cache_evict(b->cache);
+		return;
+	}
+	/* what it read since, for the functions analysed */
+	b->bytes = binary__bytes(b);
+	cache_evict(b->cache);
 }
 
 struct binary_cache *binary_cache__new(size_t max_entries)
@@ -524,8 +577,29 @@ void binary_cache__adopt(struct binary_cache *c, struct binary *b)
 	c->head = b;
 	c->count++;
 	b->last_use = ++c->clock;
+	b->fresh_until_ns = clock__mono_ns() + ADOPTED_FRESH_NS;
 	b->refs--; /* the cache holds it now, unused */
 	cache_evict(c);
+}
+
+void binary_cache__set_max_bytes(struct binary_cache *c, size_t max_bytes)
+{
+	c->max_bytes = max_bytes;
+	cache_evict(c);
+}
+
+void binary_cache__use(const struct binary_cache *c, struct binary_cache_use *ret)
+{
+	uint64_t now = clock__mono_ns();
+
+	memset(ret, 0, sizeof(*ret));
+	for (const struct binary *b = c->head; b; b = b->next) {
+		ret->count++;
+		ret->bytes += b->bytes;
+		ret->unused += unused(b, now);
+		ret->unused_bytes += unused(b, now) ? b->bytes : 0;
+	}
+	ret->evicted = c->evicted;
 }
 
 void binary_cache__stats(const struct binary_cache *c, size_t *ret_hits, size_t *ret_misses)

@@ -145,6 +145,18 @@ static int func_cmp(const void *a, const void *b)
 	return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
+size_t dwarfinfo__bytes(const struct dwarfinfo *di)
+{
+	size_t n;
+
+	if (!di)
+		return 0;
+	n = sizeof(*di) + di->cap * sizeof(*di->funcs);
+	for (size_t i = 0; i < di->nspans; i++)
+		n += di->spans[i].n;
+	return n;
+}
+
 int dwarfinfo__open(Elf *elf, struct dwarfinfo **ret_di)
 {
 	struct dwarfinfo *di = calloc(1, sizeof(*di));

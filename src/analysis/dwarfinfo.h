@@ -39,6 +39,9 @@ int dwarfinfo__load(Elf *elf, struct dwarfinfo **ret_di, struct rw_error *err);
  */
 int dwarfinfo__open(Elf *elf, struct dwarfinfo **ret_di);
 void dwarfinfo__free(struct dwarfinfo *di);
+/* The memory di holds, as counted for the analysis cache's budget: the
+ * debug sections libdw read (held until the end) and the functions. */
+size_t dwarfinfo__bytes(const struct dwarfinfo *di);
 /* Sorted by entry. */
 const struct dwarf_func *dwarfinfo__funcs(const struct dwarfinfo *di, size_t *ret_n);
 const struct dwarf_func *dwarfinfo__find_entry(const struct dwarfinfo *di, uint64_t entry);

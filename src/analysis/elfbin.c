@@ -36,6 +36,7 @@ struct elfbin {
 	bool fdes_read;
 	Dwarf_CFI *cfi; /* the same table for libdw's rules, made on first use */
 	bool cfi_tried;
+	size_t held; /* section bytes libelf read and holds until the end */
 };
 
 struct fde_range {
@@ -157,6 +158,15 @@ static int sym_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* The size in the file of section ndx (a symbol table's strings). */
+static size_t section_size(Elf *elf, size_t ndx)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = elf_getscn(elf, ndx);
+
+	return scn && gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS ? sh.sh_size : 0;
+}
+
 static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t *cap)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
@@ -166,6 +176,7 @@ static int add_syms(struct elfbin *eb, Elf_Scn *scn, const GElf_Shdr *sh, size_t
 	if (!data || !data->d_buf || !sh->sh_entsize)
 		return 0;
 	n = data->d_size / sizeof(Elf64_Sym);
+	eb->held += data->d_size + section_size(eb->elf, sh->sh_link);
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		const char *name;
@@ -408,6 +419,14 @@ Elf *elfbin__elf(const struct elfbin *eb)
 	return eb->elf;
 }
 
+size_t elfbin__bytes(const struct elfbin *eb)
+{
+	if (!eb)
+		return 0;
+	return sizeof(*eb) + eb->held + eb->nsyms * sizeof(*eb->syms) +
+	       eb->nfdes * sizeof(*eb->fdes) + eb->nloads * sizeof(*eb->loads);
+}
+
 unsigned int elfbin__machine(const struct elfbin *eb)
 {
 	return eb->machine;
@@ -635,6 +654,7 @@ static int read_fdes(struct elfbin *eb)
 	}
 	if (!d || !d->d_buf)
 		return 0;
+	eb->held += d->d_size;
 	/* each entry is at least 4 bytes long and next > off: the loop ends */
 	for (Dwarf_CFI_Entry e; dwarf_next_cfi(ident, d, true, off, &next, &e) == 0 && next > off;
 	     off = next) {

@@ -41,6 +41,9 @@ struct elfbin *elfbin__open_fd(int fd, const char *path, struct rw_error *err);
  */
 struct elfbin *elfbin__open_debug_fd(int fd, const char *path, struct rw_error *err);
 void elfbin__free(struct elfbin *eb);
+/* The memory eb holds: its symbols, its FDEs, and the sections libelf read
+ * for them (held until the end); the analysis cache's budget counts it. */
+size_t elfbin__bytes(const struct elfbin *eb);
 
 Elf *elfbin__elf(const struct elfbin *eb);
 bool elfbin__has_symtab(const struct elfbin *eb);

@@ -56,6 +56,11 @@ const struct pcln_layout *pcln_layout_of(uint32_t magic)
 	return NULL;
 }
 
+size_t gopclntab__bytes(const struct gopclntab *tab)
+{
+	return tab ? sizeof(*tab) + tab->nfuncs * sizeof(*tab->funcs) + tab->strings_len : 0;
+}
+
 void gopclntab__free(struct gopclntab *tab)
 {
 	if (!tab)
@@ -459,6 +464,7 @@ static int pcln_fill_table(const struct pcln_hdr *h, const struct parse_ctx *ctx
 		return rw_error_set(err, ENOMEM,
 				    "cannot parse .gopclntab: out of memory for %zu functions", n);
 	memcpy(tab->strings, ctx->names, used);
+	tab->strings_len = used + 1;
 	tab->strings[used] = '\0';
 
 	/* The functab is sorted by entry, so the output is too. */

@@ -41,6 +41,7 @@ struct gopclntab {
 			       * (the ABI0 or the ABIInternal one: see gopclntab.c) */
 	size_t nfuncs;
 	char *strings; /* owned storage for the names */
+	size_t strings_len;
 };
 
 /*
@@ -73,6 +74,8 @@ int gopclntab__parse(const uint8_t *data, size_t size, uint64_t text_start,
 int gopclntab__load(Elf *elf, int fd, struct gopclntab **ret_tab, struct rw_error *err);
 
 void gopclntab__free(struct gopclntab *tab);
+/* The memory tab holds (the analysis cache's budget counts it). */
+size_t gopclntab__bytes(const struct gopclntab *tab);
 
 /*
  * The Go version ("go1.26.8") from the build info (.go.buildinfo), or NULL.

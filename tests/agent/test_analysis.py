@@ -7,7 +7,8 @@ import struct
 import time
 
 from agentproc import wait_for
-from test_agent import has_calls, spec
+from test_agent import attached_log, has_calls, spec
+from test_metrics import value
 
 BASE, TEXT_OFF = 0x10000000, 0x1000
 # mov eax, 34 (pause); syscall; jmp back: a process that waits without CPU
@@ -129,3 +130,32 @@ def test_a_costly_glob_is_refused_naming_the_limit(cluster, make_pod):
         wait_for("calls of the calm probe", lambda: has_calls(cluster, ns, "calm", "node-a"),
                  timeout=20)
         assert agent.proc.poll() is None
+
+
+def test_unused_analyses_held_within_their_byte_bound(cluster, make_pod):
+    """Issue 45: the analysis of a file no traced process runs any more is
+    kept for the next process only within --analysis-cache-bytes (a tenant
+    could have the agent read many large files in turn); one in use is held
+    whatever the bound, and one dropped is read again when a process needs
+    it."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    pid = pod.containers["app"].pid
+    with cluster.agent("node-a", extra=("--analysis-cache-bytes", "1Ki")) as agent:
+        cluster.apply_probe(ns, "cache", spec())
+        attached_log(agent, pid, timeout=20)
+        text = agent.get("/metrics")[1]
+        assert value(text, "retwatch_analysis_cache_bytes") > 1024, text
+        assert value(text, "retwatch_analysis_cache_unused_bytes") == 0, text
+        reads = value(text, "retwatch_analyses_total")
+        cluster.kubectl("delete", "functionprobe", "cache", "-n", ns)
+        wait_for("the unused analysis dropped", lambda: value(
+            agent.get("/metrics")[1], "retwatch_analysis_cache_evictions_total") >= 1, timeout=20)
+        assert value(agent.get("/metrics")[1], "retwatch_analysis_cache_unused_bytes") <= 1024
+        since = len(agent.find(msg_has=f"attached to process {pid}:", count=0))
+        cluster.apply_probe(ns, "again", spec())
+        wait_for("the process attached again", lambda: len(
+            agent.find(msg_has=f"attached to process {pid}:", count=0)) > since, timeout=20)
+        wait_for("calls counted again", lambda: has_calls(cluster, ns, "again", "node-a"),
+                 timeout=20)
+        assert value(agent.get("/metrics")[1], "retwatch_analyses_total") > reads

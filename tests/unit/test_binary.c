@@ -569,3 +569,63 @@ TEST(binary_func_at_nopie)
 	binary__put(b);
 	return ok;
 }
+
+/* The analyses no one uses are bounded in bytes, the least recently used
+ * dropped first; one in use is never dropped, nor counted against it. */
+TEST(binary_cache_bounded_in_bytes)
+{
+	const char *go = test__fixture("go/native/demo"), *c = test__fixture("c/nopie/cfix");
+	struct binary_cache *cache = binary_cache__new(64);
+	struct rw_error err = { "" };
+	struct binary_cache_use use;
+	struct binary *g, *x;
+	size_t go_bytes, c_bytes, hits, misses;
+	bool ok;
+
+	if (!go || !c)
+		return true;
+	if (!ASSERT_TRUE(cache) || !ASSERT_TRUE((g = binary__open(cache, go, &err))))
+		return false;
+	x = binary__open(cache, c, &err);
+	go_bytes = binary__bytes(g);
+	c_bytes = x ? binary__bytes(x) : 0;
+	/* a Go program's function table and symbols, more than a small C one's */
+	ok = ASSERT_TRUE(x) && ASSERT_TRUE(c_bytes > 0 && go_bytes > c_bytes);
+	binary_cache__set_max_bytes(cache, go_bytes + c_bytes);
+	binary__put(g);
+	binary__put(x);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.count, 2) && ASSERT_EQ(use.unused, 2) &&
+	     ASSERT_EQ(use.unused_bytes, go_bytes + c_bytes) && ASSERT_EQ(use.evicted, 0);
+	/* room for the C one alone: the Go one, used longer ago, goes */
+	binary_cache__set_max_bytes(cache, c_bytes);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.count, 1) && ASSERT_EQ(use.unused_bytes, c_bytes) &&
+	     ASSERT_EQ(use.evicted, 1);
+	/* in use: held whatever the bound, then dropped once put */
+	binary_cache__set_max_bytes(cache, 1);
+	g = binary__open(cache, go, &err);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_TRUE(g) && ASSERT_EQ(use.count, 1) && ASSERT_EQ(use.unused, 0) &&
+	     ASSERT_EQ(use.evicted, 2);
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_EQ(misses, 3) && ASSERT_EQ(hits, 0);
+	binary__put(g);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.count, 0) && ASSERT_EQ(use.evicted, 3);
+	/* read off the cache (the analyzer's thread) and adopted: kept for its
+	 * caller's open, not read again there; dropped once that one is done */
+	g = binary__open(NULL, go, &err);
+	if (g)
+		binary_cache__adopt(cache, g);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_TRUE(g) && ASSERT_EQ(use.count, 1) && ASSERT_EQ(use.unused, 0);
+	g = binary__open(cache, go, &err);
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(g) && ASSERT_EQ(hits, 1);
+	binary__put(g);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.count, 0) && ASSERT_EQ(use.evicted, 4);
+	binary_cache__free(cache);
+	return ok;
+}
