@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/overlay.h"
+#include "trace/exeprocs.h"
 #include "trace/shlib.h"
 #include "agent/traceset.h"
 
@@ -777,14 +778,15 @@ static void changed(struct traceset *ts, const struct placement_proc *pp, const 
 /*
  * Whether pp's process exited, or left its container, while its links were
  * made (tt, made; or its attach failed with e, ESRCH where the kernel found
- * no such process): they go, it is said, not taken for a failure, and a
- * later turn places it again where it is still there.
+ * no such process, or it is exiting): they go, it is said, not taken for a
+ * failure, and a later turn places it again where it is still there.
  */
 static bool gone_meanwhile(struct traceset *ts, const struct placement_proc *pp,
 			   struct tracer_target *tt, int e)
 {
 	if (tt ? nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)
-	       : e != ESRCH && nodeprocs__alive(ts->env->procs, &pp->proc))
+	       : nodeprocs__alive(ts->env->procs, &pp->proc) &&
+			    !(e == ESRCH && exeprocs__gone("/proc", pp->proc.pid)))
 		return false;
 	tracer__remove(ts->env->tracer, tt);
 	if (!nodeprocs__alive(ts->env->procs, &pp->proc))
