@@ -37,6 +37,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -230,7 +231,18 @@ class ControlPlane:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        return urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout)
+        # a GET whose connection failed before an answer (once in a CI run, a
+        # TLS handshake's "bad record mac" on a loaded machine) is asked again
+        for attempt in range(3):
+            try:
+                return urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout)
+            except urllib.error.HTTPError:
+                raise
+            except urllib.error.URLError as e:
+                if method != "GET" or attempt == 2 or not isinstance(
+                        e.reason, (ssl.SSLError, ConnectionError)):
+                    raise
+                time.sleep(0.2)
 
     # -- etcd -------------------------------------------------------------
 
