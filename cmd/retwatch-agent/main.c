@@ -45,6 +45,7 @@
 /* a quarter of the chart's memory limit (256Mi): two big Go files, or a
  * dozen C programs with their debug files */
 #define DEFAULT_ANALYSIS_CACHE_BYTES ((size_t)64 << 20)
+#define DEFAULT_ANALYSIS_MAX_BYTES ((size_t)128 << 20)
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -59,35 +60,36 @@ static void on_signal(int sig)
 /* The synopsis and what the agent does. */
 static void usage_synopsis(FILE *f)
 {
-	fprintf(f, "usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
-		   "                      [--lease-namespace NS] [--log-level LEVEL]\n"
-		   "                      [--attach auto|uprobe_multi|perf_event]\n"
-		   "                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
-		   "                      [--health-address ADDR:PORT|none]\n"
-		   "                      [--metrics-auth kube|none]\n"
-		   "                      [--metrics-tls self-signed|none]\n"
-		   "                      [--metrics-tls-cert FILE --metrics-tls-key FILE]\n"
-		   "                      [--metrics-max-series N] [--report-writes-per-second N]\n"
-		   "                      [--report-budget BYTES]\n"
-		   "                      [--slow-calls-per-second N]\n"
-		   "                      [--max-functions-per-namespace N]\n"
-		   "                      [--max-inflight-per-namespace N]\n"
-		   "                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
-		   "                      [--max-kept-bytes-per-namespace BYTES]\n"
-		   "                      [--max-kept-bytes BYTES]\n"
-		   "                      [--list-page-size N] [--analysis-timeout DURATION]\n"
-		   "                      [--analysis-cache-bytes BYTES]\n"
-		   "                      [--calibrate-every DURATION]\n"
-		   "                      [--argument-capture allow|deny]\n"
-		   "                      [--redact NAME...] [--no-redact]\n"
-		   "                      [--debug-dir DIR...]\n"
-		   "       retwatch-agent --self-check | --version\n"
-		   "\n"
-		   "Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
-		   "in the pods of this node and writes their latency into a FunctionProbeReport\n"
-		   "per probe and node; the agent holding the Lease merges them into each\n"
-		   "probe's status.\n"
-		   "\n");
+	fprintf(f,
+		"usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
+		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
+		"                      [--attach auto|uprobe_multi|perf_event]\n"
+		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
+		"                      [--health-address ADDR:PORT|none]\n"
+		"                      [--metrics-auth kube|none]\n"
+		"                      [--metrics-tls self-signed|none]\n"
+		"                      [--metrics-tls-cert FILE --metrics-tls-key FILE]\n"
+		"                      [--metrics-max-series N] [--report-writes-per-second N]\n"
+		"                      [--report-budget BYTES]\n"
+		"                      [--slow-calls-per-second N]\n"
+		"                      [--max-functions-per-namespace N]\n"
+		"                      [--max-inflight-per-namespace N]\n"
+		"                      [--slow-calls-per-namespace N] [--layer-root DIR...]\n"
+		"                      [--max-kept-bytes-per-namespace BYTES]\n"
+		"                      [--max-kept-bytes BYTES]\n"
+		"                      [--list-page-size N] [--analysis-timeout DURATION]\n"
+		"                      [--analysis-cache-bytes BYTES] [--analysis-max-bytes BYTES]\n"
+		"                      [--calibrate-every DURATION]\n"
+		"                      [--argument-capture allow|deny]\n"
+		"                      [--redact NAME...] [--no-redact]\n"
+		"                      [--debug-dir DIR...]\n"
+		"       retwatch-agent --self-check | --version\n"
+		"\n"
+		"Probes the functions named by FunctionProbe resources (retwatch.io/v1alpha1)\n"
+		"in the pods of this node and writes their latency into a FunctionProbeReport\n"
+		"per probe and node; the agent holding the Lease merges them into each\n"
+		"probe's status.\n"
+		"\n");
 }
 
 /* The options of the API server, the node, logging, attaching and /metrics. */
@@ -127,6 +129,25 @@ static void usage_connections(FILE *f)
 		"  --metrics-max-series N export at most N per-function series (default 5000;\n"
 		"                         0: no limit); retwatch_metrics_series_dropped counts\n"
 		"                         the rest\n");
+}
+
+/* The bounds on reading the traced files. */
+static void usage_analysis(FILE *f)
+{
+	fprintf(f, "  --analysis-timeout DURATION\n"
+		   "                         reading one executable or library (its symbols,\n"
+		   "                         tables and the functions probed) may take this\n"
+		   "                         long, off the main loop; past it the process is not\n"
+		   "                         traced, with an error (default 5s)\n"
+		   "  --analysis-cache-bytes BYTES\n"
+		   "                         analyses of files no process runs now, kept for the\n"
+		   "                         next, hold at most BYTES; the least recently used go\n"
+		   "                         first (default 64Mi; 0: no limit but 64 files)\n"
+		   "  --analysis-max-bytes BYTES\n"
+		   "                         all analyses together hold at most BYTES: those\n"
+		   "                         unused go first; a file whose analysis would take\n"
+		   "                         those in use over it is not traced, with an error\n"
+		   "                         (default 128Mi; 0: no limit)\n");
 }
 
 /* The limits the agent keeps to on the node and the cluster, and the rest. */
@@ -190,15 +211,6 @@ static void usage_limits(FILE *f)
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"
 		"  --list-page-size N     list FunctionProbes and pods N objects per request\n"
 		"                         (default 500)\n"
-		"  --analysis-timeout DURATION\n"
-		"                         reading one executable or library (its symbols,\n"
-		"                         tables and the functions probed) may take this\n"
-		"                         long, off the main loop; past it the process is not\n"
-		"                         traced, with an error (default 5s)\n"
-		"  --analysis-cache-bytes BYTES\n"
-		"                         analyses of files no process runs now, kept for the\n"
-		"                         next, hold at most BYTES; the least recently used go\n"
-		"                         first (default 64Mi; 0: no limit but 64 files)\n"
 		"  --calibrate-every DURATION\n"
 		"                         measure the probes' bias and cost again this often,\n"
 		"                         a few milliseconds at a time (default 10m; 0: at\n"
@@ -216,6 +228,7 @@ static void usage(FILE *f)
 {
 	usage_synopsis(f);
 	usage_connections(f);
+	usage_analysis(f);
 	usage_limits(f);
 }
 
@@ -286,7 +299,40 @@ static int parse_limit(const char *arg, const char *flag, uint32_t *ret)
 	return CLI_GO_ON;
 }
 
-/* The counts and sizes: CLI_GO_ON, or 2 with a message. */
+/* The bounds on memory: CLI_GO_ON, or 2 with a message. */
+static int parse_memory_option(int c, struct cli *cli)
+{
+	switch (c) {
+	case 'Q':
+	case 'q':
+		if (parse_bytes(optarg, c == 'Q' ? &cli->ao.max_ns_kept : &cli->ao.max_kept)) {
+			fprintf(stderr,
+				"retwatch-agent: --max-kept-bytes%s takes a size, such as "
+				"16Mi, 512Ki or 1048576 (bytes; 0: no limit)\n",
+				c == 'Q' ? "-per-namespace" : "");
+			return 2;
+		}
+		break;
+	case 'M':
+		if (parse_bytes(optarg, &cli->ao.analysis_cache_bytes)) {
+			fprintf(stderr,
+				"retwatch-agent: --analysis-cache-bytes takes a size, such "
+				"as 64Mi, 512Ki or 1048576 (bytes; 0: 64 files, whatever their size)\n");
+			return 2;
+		}
+		break;
+	case 'U':
+		if (parse_bytes(optarg, &cli->ao.analysis_max_bytes)) {
+			fprintf(stderr, "retwatch-agent: --analysis-max-bytes takes a size, such "
+					"as 128Mi, 512Ki or 1048576 (bytes; 0: no limit)\n");
+			return 2;
+		}
+		break;
+	}
+	return CLI_GO_ON;
+}
+
+/* The counts and sizes, and what arguments may be read: CLI_GO_ON, or 2 with a message. */
 static int parse_count_option(int c, struct cli *cli)
 {
 	size_t writes;
@@ -327,24 +373,6 @@ static int parse_count_option(int c, struct cli *cli)
 			return 2;
 		}
 		break;
-	case 'Q':
-	case 'q':
-		if (parse_bytes(optarg, c == 'Q' ? &cli->ao.max_ns_kept : &cli->ao.max_kept)) {
-			fprintf(stderr,
-				"retwatch-agent: --max-kept-bytes%s takes a size, such as "
-				"16Mi, 512Ki or 1048576 (bytes; 0: no limit)\n",
-				c == 'Q' ? "-per-namespace" : "");
-			return 2;
-		}
-		break;
-	case 'M':
-		if (parse_bytes(optarg, &cli->ao.analysis_cache_bytes)) {
-			fprintf(stderr,
-				"retwatch-agent: --analysis-cache-bytes takes a size, such "
-				"as 64Mi, 512Ki or 1048576 (bytes; 0: 64 files, whatever their size)\n");
-			return 2;
-		}
-		break;
 	case 'Y':
 		if (call_args__redact_add(optarg)) {
 			fprintf(stderr,
@@ -355,6 +383,14 @@ static int parse_count_option(int c, struct cli *cli)
 		}
 		break;
 	case 'y': call_args__redact_defaults(false); break;
+	case 'X':
+		if (strcmp(optarg, "allow") && strcmp(optarg, "deny")) {
+			fprintf(stderr,
+				"retwatch-agent: --argument-capture must be allow or deny\n");
+			return 2;
+		}
+		cli->ao.deny_args = !strcmp(optarg, "deny");
+		break;
 	case 'G':
 		if (parse_count(optarg, &cli->ao.list_page) || !cli->ao.list_page) {
 			fprintf(stderr,
@@ -399,7 +435,9 @@ static int parse_option(int c, struct cli *cli)
 {
 	enum log_level level;
 
-	if (c > 0 && strchr("PSWbFGQqMYy", c))
+	if (c > 0 && strchr("QqMU", c))
+		return parse_memory_option(c, cli);
+	if (c > 0 && strchr("PSWbFGYyX", c))
 		return parse_count_option(c, cli);
 	if (c > 0 && strchr("sIETB", c))
 		return parse_rate_option(c, cli);
@@ -451,14 +489,6 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		cli->layer_roots[cli->nlayer_roots++] = optarg;
-		break;
-	case 'X':
-		if (strcmp(optarg, "allow") && strcmp(optarg, "deny")) {
-			fprintf(stderr,
-				"retwatch-agent: --argument-capture must be allow or deny\n");
-			return 2;
-		}
-		cli->ao.deny_args = !strcmp(optarg, "deny");
 		break;
 	case 'g':
 		if (debugfile__add_dir(optarg)) {
@@ -523,6 +553,7 @@ static const struct option long_opts[] = {
 	{ "no-redact", no_argument, NULL, 'y' },
 	{ "analysis-timeout", required_argument, NULL, 'T' },
 	{ "analysis-cache-bytes", required_argument, NULL, 'M' },
+	{ "analysis-max-bytes", required_argument, NULL, 'U' },
 	{ "calibrate-every", required_argument, NULL, 'B' },
 	{ "argument-capture", required_argument, NULL, 'X' },
 	{ "debug-dir", required_argument, NULL, 'g' },
@@ -554,6 +585,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.ns_slow_calls_per_sec = DEFAULT_NS_SLOW_CALLS,
 			.analysis_timeout_ns = ANALYZER_DEFAULT_TIMEOUT_NS,
 			.analysis_cache_bytes = DEFAULT_ANALYSIS_CACHE_BYTES,
+			.analysis_max_bytes = DEFAULT_ANALYSIS_MAX_BYTES,
 			.calibrate_every_ns = DEFAULT_CALIBRATE_EVERY_NS,
 		},
 		.metrics_address = DEFAULT_METRICS_ADDRESS,

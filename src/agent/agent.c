@@ -360,8 +360,11 @@ struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_e
 	a->k = k;
 	a->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	a->cache = binary_cache__new(64);
-	if (a->cache)
+	if (a->cache) {
 		binary_cache__set_max_bytes(a->cache, o->analysis_cache_bytes);
+		binary_cache__set_max_total(a->cache, o->analysis_max_bytes,
+					    "the agent's --analysis-max-bytes");
+	}
 	a->env.sym = symbolizer__new(a->cache);
 	/* the pods of one image share one analysis of each file in the cache */
 	if (a->env.sym)

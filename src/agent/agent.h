@@ -41,6 +41,7 @@ struct agent_opts {
 	/* the time limit of one binary's analysis (analyzer.h) */
 	uint64_t analysis_timeout_ns;
 	size_t analysis_cache_bytes; /* binary_cache__set_max_bytes; 0: by count alone */
+	size_t analysis_max_bytes;   /* binary_cache__set_max_total; 0: none */
 	/* the probes' bias and cost are calibrated at start and again this
 	 * often (calibrate.h); 0: at start only */
 	uint64_t calibrate_every_ns;

@@ -237,7 +237,8 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	      "Executables whose reading took longer than --analysis-timeout: not traced.",
 	      c->analyzer.timeouts);
 	gauge(f, "retwatch_analysis_cache_bytes", "gauge",
-	      "Memory the executables' analyses hold (their index, symbols and debug sections).",
+	      "Memory the executables' analyses hold (their index, symbols and debug sections): "
+	      "at most --analysis-max-bytes but for one being read.",
 	      c->analyses.bytes);
 	gauge(f, "retwatch_analysis_cache_unused_bytes", "gauge",
 	      "Of it, analyses no traced process uses, kept for the next: at most "
@@ -246,6 +247,10 @@ static void render_counters(FILE *f, const struct agent_counters *c)
 	gauge(f, "retwatch_analysis_cache_evictions_total", "counter",
 	      "Analyses no process used dropped for the cache's bounds (read again when needed).",
 	      c->analyses.evicted);
+	gauge(f, "retwatch_analysis_refusals_total", "counter",
+	      "Files not analysed, or their analysis not used: it would take the analyses "
+	      "in use over --analysis-max-bytes (the process is not traced, with an error).",
+	      c->analyses.refused);
 	gauge(f, "retwatch_api_requests_total", "counter", "Requests to the Kubernetes API server.",
 	      c->api_requests);
 	gauge(f, "retwatch_status_patches_total", "counter", "FunctionProbe status patches sent.",

@@ -144,6 +144,7 @@ struct binary_list {
 
 struct binary;
 struct binary_cache;
+struct stat;
 
 struct binary_cache *binary_cache__new(size_t max_entries);
 /*
@@ -154,6 +155,24 @@ struct binary_cache *binary_cache__new(size_t max_entries);
  * or until it is opened (it was read for a caller about to open it).
  */
 void binary_cache__set_max_bytes(struct binary_cache *cache, size_t max_bytes);
+/*
+ * Bounds the memory of all the analyses together to max_total (0: no bound):
+ * those no one uses are dropped, least recently used first, to make room;
+ * a file whose analysis would take the ones in use (and adopted, above)
+ * over it is refused, with ENOSPC and a message naming name (what sets the
+ * bound, such as a flag): binary__open fails, and so does the analysis a
+ * full cache would start (binary_cache__full). A file is read before its
+ * size is known, so the bound can be passed by one file's analysis while
+ * it is read and refused.
+ */
+void binary_cache__set_max_total(struct binary_cache *cache, size_t max_total, const char *name);
+/*
+ * 0 while the analyses in use leave room for the file st describes (one
+ * refused before, for the bytes its analysis held then); else -ENOSPC, with
+ * a message in err that names path as the file not read.
+ */
+int binary_cache__full(struct binary_cache *cache, const struct stat *st, const char *path,
+		       struct rw_error *err);
 /* Frees the cache; binaries still held stay valid until put. */
 void binary_cache__free(struct binary_cache *cache);
 /*
@@ -184,6 +203,7 @@ struct binary_cache_use {
 	size_t count, unused;
 	size_t bytes, unused_bytes;
 	size_t evicted; /* dropped for the bounds so far */
+	size_t refused; /* files not analysed or not used for binary_cache__set_max_total */
 };
 void binary_cache__use(const struct binary_cache *cache, struct binary_cache_use *ret);
 /*

@@ -158,7 +158,18 @@ struct fn_range {
 struct binary_cache {
 	struct binary *head;
 	size_t count, max;
-	size_t max_bytes, evicted;
+	size_t max_bytes, evicted, refused;
+	size_t max_total;    /* binary_cache__set_max_total; 0: none */
+	char total_name[48]; /* what sets it, for the refusal's message */
+	/* the last files refused for it, with what their analysis held: not read again in vain */
+	struct refused_file {
+		dev_t dev;
+		ino_t ino;
+		off_t size;
+		struct timespec mtime;
+		size_t bytes;
+	} refused_files[8];
+	unsigned refused_next;
 	size_t hits, misses;
 	uint64_t clock;
 };

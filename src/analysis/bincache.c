@@ -132,6 +132,25 @@ static size_t unused_bytes(const struct binary_cache *c, uint64_t now)
 	return n;
 }
 
+/* The bytes of the analyses that are used (or about to be), but for except's. */
+static size_t held_bytes(const struct binary_cache *c, const struct binary *except, uint64_t now)
+{
+	size_t n = 0;
+
+	for (const struct binary *b = c->head; b; b = b->next)
+		n += b != except && !unused(b, now) ? b->bytes : 0;
+	return n;
+}
+
+/* Whether the cache holds more than one of its byte bounds allows. */
+static bool over_bytes(const struct binary_cache *c, uint64_t now)
+{
+	size_t free_ = unused_bytes(c, now);
+
+	return (c->max_bytes && free_ > c->max_bytes) ||
+	       (c->max_total && free_ && held_bytes(c, NULL, now) + free_ > c->max_total);
+}
+
 static void cache_evict(struct binary_cache *c)
 {
 	uint64_t now = clock__mono_ns();
@@ -140,7 +159,7 @@ static void cache_evict(struct binary_cache *c)
 		bool by_count = c->count > c->max;
 		struct binary **pp, **victim = NULL;
 
-		if (!by_count && !(c->max_bytes && unused_bytes(c, now) > c->max_bytes))
+		if (!by_count && !over_bytes(c, now))
 			return;
 		/* the count bound takes any analysis no one uses, the byte bound unused() ones */
 		for (pp = &c->head; *pp; pp = &(*pp)->next)
@@ -156,6 +175,81 @@ static void cache_evict(struct binary_cache *c)
 		c->evicted++;
 		binary_free(v);
 	}
+}
+
+/* n bytes for a message: "38.2 MiB", "12 KiB". */
+static const char *size_text(char buf[32], size_t n)
+{
+	if (n >= 1024 * 1024)
+		snprintf(buf, 32, "%.1f MiB", (double)n / (1024 * 1024));
+	else
+		snprintf(buf, 32, "%zu KiB", (n + 1023) / 1024);
+	return buf;
+}
+
+/*
+ * 0 when taking an analysis of bytes (0: one not read yet) into use keeps
+ * those in use but for b within the cache's total; else -ENOSPC, said.
+ */
+static int room_for(struct binary_cache *c, const struct binary *b, size_t bytes, const char *path,
+		    struct rw_error *err)
+{
+	size_t held = c && c->max_total ? held_bytes(c, b, clock__mono_ns()) : 0;
+
+	char b1[32], b2[32], b3[32];
+
+	if (!c || !c->max_total || (bytes ? held + bytes <= c->max_total : held < c->max_total))
+		return 0;
+	c->refused++;
+	if (!bytes)
+		return rw_error_set(err, ENOSPC,
+				    "%s is not analysed: the analyses of the files traced now "
+				    "hold %s, all that %s allows; it is when fewer are traced, or "
+				    "with a larger bound",
+				    path, size_text(b1, held), c->total_name);
+	return rw_error_set(err, ENOSPC,
+			    "%s is not traced: its analysis holds %s, and those of the files "
+			    "traced now %s, over the %s that %s allows; it is when fewer are "
+			    "traced, or with a larger bound",
+			    path, size_text(b1, bytes), size_text(b2, held),
+			    size_text(b3, c->max_total), c->total_name);
+}
+
+#define NREFUSED (sizeof(((struct binary_cache *)0)->refused_files) / sizeof(struct refused_file))
+
+/* The entry of refused_files for the file st describes, or NULL. */
+static struct refused_file *refused_file(struct binary_cache *c, const struct stat *st)
+{
+	for (size_t i = 0; i < NREFUSED; i++) {
+		struct refused_file *r = &c->refused_files[i];
+
+		if (r->bytes && r->dev == st->st_dev && r->ino == st->st_ino &&
+		    r->size == st->st_size && r->mtime.tv_sec == st->st_mtim.tv_sec &&
+		    r->mtime.tv_nsec == st->st_mtim.tv_nsec)
+			return r;
+	}
+	return NULL;
+}
+
+/* Remembers that b's file was refused, with the bytes its analysis holds. */
+static void remember_refused(struct binary_cache *c, const struct binary *b)
+{
+	struct stat st = {
+		.st_dev = b->dev, .st_ino = b->ino, .st_size = b->size, .st_mtim = b->mtime
+	};
+	struct refused_file *r = refused_file(c, &st);
+
+	if (!r)
+		r = &c->refused_files[c->refused_next++ % NREFUSED];
+	*r = (struct refused_file){ b->dev, b->ino, b->size, b->mtime, b->bytes };
+}
+
+int binary_cache__full(struct binary_cache *c, const struct stat *st, const char *path,
+		       struct rw_error *err)
+{
+	const struct refused_file *r = c && st ? refused_file(c, st) : NULL;
+
+	return room_for(c, NULL, r ? r->bytes : 0, path, err);
 }
 
 /* What a path that is not a regular file names, for an error. */
@@ -382,13 +476,20 @@ static int open_debug_file(struct binary *b, const char *path, const struct stat
 
 /* The cached analysis that answers for the file at path (cache_answers), with a reference. */
 static struct binary *cache_find(struct binary_cache *cache, const char *path,
-				 const struct stat *st)
+				 const struct stat *st, bool *ret_refused, struct rw_error *err)
 {
 	struct file_id view;
 	bool view_known = false;
 
 	for (struct binary *b = cache ? cache->head : NULL; b; b = b->next) {
 		if (cache_answers(b, path, st, &view, &view_known)) {
+			if (!b->refs && room_for(cache, b, b->bytes, b->path, err)) {
+				remember_refused(cache, b);
+				b->fresh_until_ns = 0; /* refused: it may go */
+				cache_evict(cache);
+				*ret_refused = true;
+				return NULL;
+			}
 			b->refs++;
 			b->last_use = ++cache->clock;
 			b->fresh_until_ns = 0;
@@ -399,9 +500,31 @@ static struct binary *cache_find(struct binary_cache *cache, const char *path,
 	return NULL;
 }
 
+/* Puts b, just read, into cache: b, or NULL (ENOSPC) when there is no room to use it. */
+static struct binary *cache_insert(struct binary_cache *cache, struct binary *b, const char *path,
+				   struct rw_error *err)
+{
+	b->cache = cache;
+	b->next = cache->head;
+	cache->head = b;
+	cache->count++;
+	cache->misses++;
+	b->last_use = ++cache->clock;
+	if (room_for(cache, b, b->bytes, path, err)) {
+		remember_refused(cache, b);
+		b->refs = 0; /* kept, unused, for when there is room */
+		cache_evict(cache);
+		errno = ENOSPC;
+		return NULL;
+	}
+	cache_evict(cache);
+	return b;
+}
+
 static struct binary *open_binary(struct binary_cache *cache, const char *path, const char *origin,
 				  const char *debug_path, struct rw_error *err)
 {
+	bool refused = false;
 	struct binary *b;
 	struct stat st;
 	int fd, ret;
@@ -429,9 +552,10 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		errno = EINVAL;
 		return NULL;
 	}
-	b = cache_find(cache, origin ? origin : path, &st);
-	if (b) {
+	b = cache_find(cache, origin ? origin : path, &st, &refused, err);
+	if (b || refused || binary_cache__full(cache, &st, path, err)) {
 		close(fd);
+		errno = b ? 0 : ENOSPC;
 		return b;
 	}
 	b = calloc(1, sizeof(*b));
@@ -466,16 +590,7 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		return NULL;
 	}
 	b->bytes = binary__bytes(b);
-	if (cache) {
-		b->cache = cache;
-		b->next = cache->head;
-		cache->head = b;
-		cache->count++;
-		cache->misses++;
-		b->last_use = ++cache->clock;
-		cache_evict(cache);
-	}
-	return b;
+	return cache ? cache_insert(cache, b, path, err) : b;
 }
 
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)
@@ -588,6 +703,13 @@ void binary_cache__set_max_bytes(struct binary_cache *c, size_t max_bytes)
 	cache_evict(c);
 }
 
+void binary_cache__set_max_total(struct binary_cache *c, size_t max_total, const char *name)
+{
+	c->max_total = max_total;
+	snprintf(c->total_name, sizeof(c->total_name), "%s", name ? name : "the cache's bound");
+	cache_evict(c);
+}
+
 void binary_cache__use(const struct binary_cache *c, struct binary_cache_use *ret)
 {
 	uint64_t now = clock__mono_ns();
@@ -600,6 +722,7 @@ void binary_cache__use(const struct binary_cache *c, struct binary_cache_use *re
 		ret->unused_bytes += unused(b, now) ? b->bytes : 0;
 	}
 	ret->evicted = c->evicted;
+	ret->refused = c->refused;
 }
 
 void binary_cache__stats(const struct binary_cache *c, size_t *ret_hits, size_t *ret_misses)

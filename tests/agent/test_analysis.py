@@ -159,3 +159,32 @@ def test_unused_analyses_held_within_their_byte_bound(cluster, make_pod):
         wait_for("calls counted again", lambda: has_calls(cluster, ns, "again", "node-a"),
                  timeout=20)
         assert value(agent.get("/metrics")[1], "retwatch_analyses_total") > reads
+
+
+def test_analyses_in_use_held_within_their_total_bound(cluster, make_pod):
+    """Issue 45: all analyses together, those in use included, hold at most
+    --analysis-max-bytes, so that the files of many probes cannot take the
+    agent past its memory limit: a file whose analysis does not fit is not
+    traced, the probe's status says why and names the bound, and the agent
+    goes on serving."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "web-1", {"app": "web"}, "node-a")
+    pid = pod.containers["app"].pid
+    with cluster.agent("node-a", extra=("--analysis-max-bytes", "1Ki")) as agent:
+        cluster.apply_probe(ns, "big", spec())
+        try:
+            entry = wait_for("the probe's error", lambda: (
+                e := cluster.node_entry(ns, "big", "node-a")) and e["errors"] and e, timeout=20)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{agent.tail(15)}") from None
+        (err,) = entry["errors"]
+        print(f"the probe's error: {err}")
+        for part in ("is not traced: its analysis holds", "over the 1 KiB that the agent's "
+                     "--analysis-max-bytes allows", "with a larger bound"):
+            assert part in err, (part, err)
+        text = agent.get("/metrics")[1]
+        assert value(text, "retwatch_analysis_refusals_total") >= 1, text
+        assert value(text, "retwatch_analysis_cache_bytes") <= 1024, text
+        assert not agent.find(msg_has=f"attached to process {pid}:", count=0)
+        assert agent.get("/healthz")[0] == 200
+        assert agent.proc.poll() is None

@@ -629,3 +629,81 @@ TEST(binary_cache_bounded_in_bytes)
 	binary_cache__free(cache);
 	return ok;
 }
+
+/*
+ * All analyses together within binary_cache__set_max_total: the unused
+ * ones make room; a file whose analysis would take those in use over it is
+ * refused with ENOSPC and a message naming the bound, and one is not read
+ * at all while those in use fill it.
+ */
+TEST(binary_cache_bounded_in_total)
+{
+	const char *go = test__fixture("go/native/demo"), *c = test__fixture("c/nopie/cfix");
+	struct binary_cache *cache = binary_cache__new(64);
+	struct rw_error err = { "" };
+	struct binary_cache_use use;
+	size_t go_bytes, c_bytes, hits, misses, misses0;
+	struct binary *g, *x;
+	struct stat st;
+	bool ok;
+
+	if (!go || !c)
+		return true;
+	if (!ASSERT_TRUE(cache) || !ASSERT_TRUE((x = binary__open(cache, c, &err))))
+		return false;
+	binary_cache__use(cache, &use);
+	c_bytes = use.bytes;
+	g = binary__open(cache, go, &err);
+	binary_cache__use(cache, &use);
+	go_bytes = use.bytes - c_bytes;
+	ok = ASSERT_TRUE(g) && ASSERT_TRUE(go_bytes > c_bytes);
+	/* the unused C one makes room for the Go one in use */
+	binary__put(x);
+	binary_cache__set_max_total(cache, go_bytes + c_bytes - 1, "the test's bound");
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.count, 1) && ASSERT_EQ(use.evicted, 1);
+	/* read, and refused: both in use would be over the bound */
+	errno = 0;
+	x = binary__open(cache, c, &err);
+	ok = ok && ASSERT_TRUE(!x) && ASSERT_EQ(errno, ENOSPC) &&
+	     ASSERT_TRUE(strstr(err.msg, "the test's bound") && strstr(err.msg, c));
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_EQ(use.refused, 1) && ASSERT_EQ(use.count, 1);
+	/* asked again: refused without reading it, for the bytes it held */
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_TRUE(!stat(c, &st)) &&
+	     ASSERT_EQ(binary_cache__full(cache, &st, c, &err), -ENOSPC) &&
+	     ASSERT_TRUE(!binary__open(cache, c, &err)) && ASSERT_EQ(errno, ENOSPC);
+	misses0 = misses;
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_EQ(misses, misses0);
+	/* with the Go one put, there is room */
+	binary__put(g);
+	x = binary__open(cache, c, &err);
+	ok = ok && ASSERT_TRUE(x);
+	/* those in use fill the bound: the Go one is not even read */
+	binary_cache__set_max_total(cache, c_bytes, "the test's bound");
+	binary_cache__stats(cache, &hits, &misses);
+	err.msg[0] = '\0';
+	g = binary__open(cache, go, &err);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_TRUE(!g) && ASSERT_EQ(use.refused, 4) &&
+	     ASSERT_TRUE(strstr(err.msg, "is not analysed") != NULL) &&
+	     ASSERT_EQ(binary_cache__full(cache, NULL, go, &err), -ENOSPC);
+	binary_cache__stats(cache, &hits, &misses);
+	ok = ok && ASSERT_EQ(misses, 4);
+	/* read off the cache (the analyzer) and adopted: refused at its open, then dropped */
+	g = binary__open(NULL, go, &err);
+	if (g)
+		binary_cache__adopt(cache, g);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_TRUE(g) && ASSERT_EQ(use.count, 2);
+	errno = 0;
+	g = binary__open(cache, go, &err);
+	binary_cache__use(cache, &use);
+	ok = ok && ASSERT_TRUE(!g) && ASSERT_EQ(errno, ENOSPC) && ASSERT_EQ(use.refused, 6) &&
+	     ASSERT_EQ(use.count, 1);
+	binary__put(x);
+	binary_cache__free(cache);
+	return ok;
+}
