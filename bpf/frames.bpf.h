@@ -25,6 +25,7 @@ struct call_ctx {
 	__u32 hist; /* the entry's histogram slot (its cookie's), for a new frame */
 	__u32 slot; /* of the context index holding its frames; RW_IDX_SLOTS: none */
 	bool go;
+	bool after_ret; /* the call returned already (the kernel's return trampoline) */
 #ifdef REG_LR
 	__u64 lr; /* the return address at an entry */
 #endif
@@ -45,6 +46,7 @@ static __always_inline void call_ctx__init(struct call_ctx *c, struct pt_regs *r
 	c->depth = 0 - c->sp; /* native: the stack grows down, deeper is larger */
 	c->hist = 0;
 	c->slot = RW_IDX_SLOTS;
+	c->after_ret = false;
 }
 
 /*
@@ -56,6 +58,14 @@ static __always_inline void call_ctx__at_entry(struct call_ctx *c, __u32 sp)
 {
 	c->sp += sp;
 	c->depth = 0 - c->sp;
+}
+
+/* Keys a call just returned from at the depth it was entered at: its RET popped the return address. */
+static __always_inline void call_ctx__after_ret(struct call_ctx *c)
+{
+	c->sp -= CALL_PUSHES;
+	c->depth = 0 - c->sp;
+	c->after_ret = true;
 }
 
 /*
@@ -648,7 +658,7 @@ static __always_inline void frames__push(struct rw_frames *fr, const struct call
 	}
 	top->depth = c->depth;
 	top->start_ns = bpf_ktime_get_ns();
-	if (c->go)
+	if (c->go || (fn->flags & RW_FUNC_TRAMPOLINE))
 		top->entry_ip = ip;
 	else
 		top->ret_addr = fn->flags & RW_FUNC_TAIL_UNTIMED ? call__ret_addr(c) : 0;

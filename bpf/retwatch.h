@@ -169,6 +169,13 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * the call under way, and is not marked as restarting.
  */
 #define RW_FUNC_ENTRY_PAST_CHECK (1U << 7)
+/*
+ * Native code whose calls end at the kernel's return trampoline (rw_uret),
+ * not at its RETs: it calls nothing and jumps nowhere, so its frame keeps
+ * its entry's address (rw_frame.entry_ip), its own frame in a slow call's
+ * stack.
+ */
+#define RW_FUNC_TRAMPOLINE (1U << 8)
 
 /* The registers kept: RAX, RBX, RCX, RDX, RSI, RDI, R8-R11 (Go's and the
  * System V ABI's integer argument registers), in this order. */
@@ -229,7 +236,8 @@ struct rw_frame {
 	__u64 depth; /* Go: g.stack.hi - SP; native: -SP; deeper frames are larger */
 	__u64 start_ns;
 	union {
-		/* Go: the entry's address, which a morestack return address is checked against */
+		/* Go: the entry's address, which a morestack return address is
+		 * checked against; RW_FUNC_TRAMPOLINE: the entry probe's address */
 		__u64 entry_ip;
 		/*
 		 * Native code that may leave by a jump that cannot be followed
@@ -586,6 +594,13 @@ struct rw_event {
 };
 /* lender's mappings are not pid's (RW_FOLLOW_STARTED): they do not stand for them */
 #define RW_EVENT_OWN_MAPS (1U << 0)
+/*
+ * Sent after the call returned, through the kernel's return trampoline
+ * (rw_uret): regs, stack[] and the copy are the caller's, just returned to,
+ * and ret_addr is where the call entered (its entry probe's address), the
+ * function's own frame, which userspace puts first.
+ */
+#define RW_EVENT_AFTER_RET (1U << 1)
 _Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16 + 8 * RW_ARG_REGS +
 						  4 * RW_MAX_STR_ARGS +
 						  RW_MAX_STR_ARGS * RW_STR_BYTES + 8,

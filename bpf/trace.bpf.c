@@ -386,7 +386,7 @@ static __always_inline __u32 stack_copy__read(__u8 *dst, __u64 base)
 
 static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *regs,
 					    const struct call_ctx *c, const struct rw_func *fn,
-					    __u32 fn_id, __u64 start, __u64 dur)
+					    __u32 fn_id, __u64 start, __u64 dur, __u64 entry_ip)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(); /* the tid: a Go hit has not asked */
 	__u32 tgid = pid_tgid >> 32;
@@ -394,14 +394,17 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 
 	e->lender = lent ? lent->lender : 0;
 	e->flags = lent && (lent->flags & RW_FOLLOW_STARTED) ? RW_EVENT_OWN_MAPS : 0;
+	if (c->after_ret)
+		e->flags |= RW_EVENT_AFTER_RET;
 	e->start_ns = start;
 	e->duration_ns = dur;
 	e->goid = goid__read(c, fn);
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->fn_id = fn_id;
-	/* at a RET, BP already holds the caller's frame: the walk starts one up */
-	e->ret_addr = regs__ret_addr(regs);
+	/* at a RET, BP already holds the caller's frame: the walk starts one up;
+	 * returned, the walk starts in the caller, and the call's frame is its entry */
+	e->ret_addr = c->after_ret ? entry_ip : regs__ret_addr(regs);
 	e->stack_bytes = bpf_get_stack(regs, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
 	e->regs.ip = REG_IP(regs);
 	e->regs.sp = REG_SP(regs);
@@ -474,7 +477,7 @@ static __always_inline void slow_call__args(struct rw_event *e, const struct cal
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u32 fn_id, __u64 start,
 					    __u64 dur, struct rw_hist *h, bool slow, __u32 idx,
-					    __u32 frame_flags)
+					    __u32 frame_flags, __u64 entry_ip)
 {
 	struct rw_event_copy *ec;
 	struct rw_event *e;
@@ -483,7 +486,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e)
 			goto full;
-		slow_call__fill(e, regs, c, fn, fn_id, start, dur);
+		slow_call__fill(e, regs, c, fn, fn_id, start, dur, entry_ip);
 		slow_call__args(e, c, fn, idx, frame_flags);
 		bpf_ringbuf_submit(e, 0);
 		goto sent;
@@ -491,7 +494,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	ec = bpf_ringbuf_reserve(&events, sizeof(*ec), 0);
 	if (!ec)
 		goto full;
-	slow_call__fill(&ec->e, regs, c, fn, fn_id, start, dur);
+	slow_call__fill(&ec->e, regs, c, fn, fn_id, start, dur, entry_ip);
 	slow_call__args(&ec->e, c, fn, idx, frame_flags);
 	ec->e.copy_bytes = stack_copy__read(ec->copy, ec->e.copy_addr);
 	bpf_ringbuf_submit(ec, 0);
@@ -550,7 +553,7 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 					  bool tail, bool inl)
 {
 	__u32 fn_id = top->fn_id, flags = top->flags, idx = fr->n - 1;
-	__u64 start = top->start_ns, dur = now - start;
+	__u64 start = top->start_ns, dur = now - start, entry_ip = top->entry_ip;
 	const struct rw_threshold *th;
 	struct rw_hist *h;
 	bool slow, keep;
@@ -575,15 +578,19 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 	keep = th->keep && dur >= th->keep_ns && keep__enter(h, th, dur);
 	if ((slow || keep) && slow_call__admit(h, fn, now, slow) &&
 	    share__admit_event(h, c->key.tgid, now, slow))
-		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow, idx, flags);
+		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow, idx, flags, entry_ip);
 	return flags;
 }
 
 /* Callers stacked under a closed frame at its depth tail-called it: their calls end too. */
 #define RW_MAX_TAIL_OVER 4
 
-SEC("uprobe")
-int rw_ret(struct pt_regs *regs)
+/*
+ * A call of the cookie's function ends: at one of its RETs (rw_ret), or
+ * just after it returned through the kernel's return trampoline (after_ret,
+ * rw_uret: the RET popped the return address, and SP is 8 above the entry's).
+ */
+static __always_inline int on_ret(struct pt_regs *regs, bool after_ret)
 {
 	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(regs), pid_tgid;
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK, flags;
@@ -598,6 +605,8 @@ int rw_ret(struct pt_regs *regs)
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
+	if (after_ret)
+		call_ctx__after_ret(&c);
 	fr = frames__lookup(&c.key, &c.slot);
 	if (!fr) {
 		if (!tail && !inl)
@@ -631,6 +640,24 @@ int rw_ret(struct pt_regs *regs)
 		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true, false);
 	}
 	return 0;
+}
+
+SEC("uprobe")
+int rw_ret(struct pt_regs *regs)
+{
+	return on_ret(regs, false);
+}
+
+/*
+ * The return of a function the kernel's return trampoline brings back
+ * (attached as a uretprobe at its entry): native code that calls nothing
+ * (binary__trampoline_refusal), so no frame can be deeper than its own and
+ * no tail or inlined copy's exit comes here.
+ */
+SEC("uretprobe")
+int rw_uret(struct pt_regs *regs)
+{
+	return on_ret(regs, true);
 }
 
 #if defined(__TARGET_ARCH_x86)

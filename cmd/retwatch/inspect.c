@@ -162,6 +162,17 @@ static enum probe_entry entry_kind(const struct binary *b, const struct func_inf
 	return site_kind(b, f->address + (uint64_t)f->entry_site);
 }
 
+/*
+ * Why f's calls would not end at the kernel's return trampoline with
+ * --returns trampoline on this kernel, or NULL when they would.
+ */
+static const char *trampoline_refusal(const struct binary *b, const struct func_info *f)
+{
+	const char *why = tracer__kernel_trampoline_refusal();
+
+	return why ? why : tracer__func_trampoline_refusal(b, f, f->entry_site);
+}
+
 /* How many of m's functions have their entry probe on an instruction the kernel emulates. */
 static size_t entries_emulated(const struct binary *b, const struct binary_match *m)
 {
@@ -222,6 +233,11 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_json_clobbers(o, f->entry_clobbers);
 	/* how far below the entry's the stack pointer is at the entry site */
 	out_json_uint(o, "entry_sp", f->entry_sp);
+	/* how its calls end with --returns trampoline, and why not at the trampoline */
+	out_key(o, "return", false);
+	out_json_str(o, trampoline_refusal(b, f) ? "ret" : "trampoline");
+	out_key(o, "return_reason", false);
+	out_json_str_or_null(o, trampoline_refusal(b, f));
 	out_key(o, "source", false);
 	out_json_str(o, func_source__str(f->source));
 	out_key(o, "names_from", false);
@@ -410,6 +426,14 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 		out_str(o, " bytes");
 	}
 	out_str(o, ")\n");
+	out_str(o, "    return      ");
+	if (trampoline_refusal(b, f)) {
+		out_str(o, "at its RETs (not the kernel's trampoline: ");
+		out_str(o, trampoline_refusal(b, f));
+		out_str(o, ")\n");
+	} else {
+		out_str(o, "the kernel's trampoline, with --returns trampoline\n");
+	}
 	out_str(o, "    source      ");
 	out_str(o, func_source__str(f->source));
 	if (names_from(b, f) != binary__path(b)) {

@@ -138,6 +138,7 @@ static int trace_start(struct trace_run *r, const struct trace_args *args)
 	struct tracer_opts topts = { .attach_mode = args->attach_mode,
 				     .slow_calls_per_sec = args->slow_per_sec,
 				     .entry_at_start = args->entry_at_start,
+				     .trampoline = args->trampoline,
 				     .capture_args = args->args,
 				     /* --cgroup alone: a process started there
 				      * running a traced one's executable, or

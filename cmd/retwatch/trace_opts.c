@@ -20,7 +20,8 @@ static void trace_usage(FILE *f)
 		"                      [--interval SECONDS] [--json] [--raw] [--slowest N]\n"
 		"                      [--args [--redact NAME...] [--no-redact]]\n"
 		"                      [--max-overhead BUDGET] [--attach MODE]\n"
-		"                      [--entry-at-start] [--debug-dir DIR...] PATTERN...\n"
+		"                      [--entry-at-start] [--returns ret|trampoline]\n"
+		"                      [--debug-dir DIR...] PATTERN...\n"
 		"\n"
 		"Measures every call of the functions matching PATTERN (names or globs, as\n"
 		"`retwatch inspect` takes them) in the given processes, until the duration\n"
@@ -71,6 +72,11 @@ static void trace_usage(FILE *f)
 		"                        calibrated at start and taken out)\n"
 		"  --attach MODE         auto (default), uprobe_multi (Linux 6.6+, one link per\n"
 		"                        file) or perf_event (one uprobe per offset)\n"
+		"  --returns MODE        ret (default): a call ends at probes on its RETs;\n"
+		"                        trampoline: one that calls nothing ends at the\n"
+		"                        kernel's return trampoline where that is safe\n"
+		"                        (Linux 6.14+; `retwatch inspect` says which), at\n"
+		"                        less cost\n"
 		"  --entry-at-start      put each entry probe at the function's first byte, not\n"
 		"                        on the instruction the kernel emulates a few bytes on\n"
 		"                        (`retwatch inspect` shows where): to compare costs\n"
@@ -78,6 +84,17 @@ static void trace_usage(FILE *f)
 		"                        functions' names) in DIR/.build-id/ and DIR/<the\n"
 		"                        file's directory>/ before /usr/lib/debug; repeatable\n",
 		MAX_PIDS, TRACER_SLOW_CALLS_PER_SEC, SLOWEST_MAX_KEEP, DEFAULT_SLOWEST);
+}
+
+/* --returns: ret or trampoline. */
+static int parse_returns(const char *arg, struct trace_args *a)
+{
+	if (strcmp(arg, "ret") && strcmp(arg, "trampoline")) {
+		fprintf(stderr, "retwatch: invalid --returns '%s': give ret or trampoline\n", arg);
+		return -EINVAL;
+	}
+	a->trampoline = !strcmp(arg, "trampoline");
+	return 0;
 }
 
 /* Seconds, as a number ("5", "0.5") or a duration with its unit ("5s", "2m", "1m30s"). */
@@ -213,6 +230,7 @@ static int parse_option(int c, const char *arg, struct trace_args *a)
 	case 'R':
 	case 'N': return parse_redact(c, arg);
 	case 'e': a->entry_at_start = true; return 0;
+	case 'T': return parse_returns(arg, a);
 	case 'D': return cmd_debug_dir(arg) ? -EINVAL : 0;
 	case 'o':
 		if (calibrate__parse_overhead(arg, &a->max_overhead)) {
@@ -257,13 +275,14 @@ int trace_parse_args(int argc, char **argv, struct trace_args *a)
 		{ "max-overhead", required_argument, NULL, 'o' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "entry-at-start", no_argument, NULL, 'e' },
+		{ "returns", required_argument, NULL, 'T' },
 		{ "debug-dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:rAR:No:a:eD:h", opts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "+p:fc:g:d:t:i:s:jS:rAR:No:a:eT:D:h", opts, NULL)) !=
 	       -1) {
 		if (c == 'h') {
 			trace_usage(stdout);

@@ -84,7 +84,7 @@ static struct latency *collect(struct trace_run *r)
 /* The bias taken out of w's durations: its entry's kind's (0 with --raw). */
 static uint64_t row_bias(const struct trace_run *r, const struct results_row *w)
 {
-	return r->bias_ns ? calibrate__bias(&r->cal, w->entry) : 0;
+	return r->bias_ns ? calibrate__bias(&r->cal, w->entry, w->trampoline) : 0;
 }
 
 /* A duration of w as shown: less the calibrated bias of its probes, never below zero. */
@@ -315,7 +315,13 @@ static cJSON *json_row(const struct trace_run *r, size_t i, const struct latency
 	cJSON_AddItemToObject(o, "max_ns", json_u64(durations ? trace_shown(r, w, l->max_ns) : 0));
 	/* the bias its durations are shown without, by the kind of its entry */
 	cJSON_AddStringToObject(o, "entry", probe_entry__str(w->entry));
-	cJSON_AddItemToObject(o, "probe_bias_ns", json_u64(calibrate__bias(&r->cal, w->entry)));
+	cJSON_AddItemToObject(o, "probe_bias_ns",
+			      json_u64(calibrate__bias(&r->cal, w->entry, w->trampoline)));
+	/* where its calls end: its RETs, or the kernel's return trampoline (and why not) */
+	cJSON_AddStringToObject(o, "return", w->trampoline ? "trampoline" : "ret");
+	cJSON_AddItemToObject(o, "return_reason",
+			      w->trampoline_why ? cJSON_CreateString(w->trampoline_why)
+						: cJSON_CreateNull());
 	/* as measured, whatever --raw says: nothing is hidden */
 	cJSON_AddItemToObject(o, "raw_p50_ns",
 			      json_u64(durations ? latency__percentile(l, 0.50) : 0));
@@ -467,6 +473,10 @@ void trace_print_json(struct trace_run *r, const struct tracer_counters *c)
 	cJSON_AddItemToObject(root, "entry_only_call_cost_ns", json_u64(r->cal.entry_only_cost_ns));
 	json_by_entry(root, "probe_bias_by_entry", r->cal.entry_bias_ns);
 	json_by_entry(root, "call_cost_by_entry", r->cal.entry_cost_ns);
+	/* a function entered at a PUSH whose calls end at the return trampoline (0: not used) */
+	cJSON_AddItemToObject(root, "probe_bias_trampoline_ns",
+			      json_u64(r->cal.trampoline_bias_ns));
+	cJSON_AddItemToObject(root, "call_cost_trampoline_ns", json_u64(r->cal.trampoline_cost_ns));
 	cJSON_AddBoolToObject(root, "raw", !r->bias_ns);
 	cJSON_AddItemToObject(root, "kernel", json_kernel(r));
 	termsafe__print_json(stdout, root, false);

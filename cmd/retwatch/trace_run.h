@@ -89,6 +89,7 @@ struct trace_args {
 	bool raw;	     /* durations as measured, the probes' bias left in */
 	bool args;	     /* --args: the slow and slowest calls' arguments */
 	bool entry_at_start; /* entry probes at the first byte (tracer_opts) */
+	bool trampoline;     /* --returns trampoline (tracer_opts) */
 	double max_overhead; /* of one CPU per function and process; 0: no guard */
 	char **patterns;
 	size_t npatterns;

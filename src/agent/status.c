@@ -249,8 +249,8 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 	cJSON_ArrayForEach(fn, cJSON_GetObjectItemCaseSensitive(entry, "functions"))
 	{
 		/* its own: the bias of the kind of instruction at its entry */
-		uint64_t bias = calibrate__bias(cal,
-						probe_entry__parse(kobj_str(fn, "probeEntry")));
+		uint64_t bias = calibrate__bias(cal, probe_entry__parse(kobj_str(fn, "probeEntry")),
+						false);
 
 		cJSON_AddNumberToObject((cJSON *)fn, "probeBiasNs", (double)bias);
 		status__take_bias((cJSON *)fn, bias);

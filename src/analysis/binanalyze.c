@@ -308,6 +308,7 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->tail_targets = f->dis->tail_targets;
 	fi->ntail_calls = f->dis->ntail_calls;
 	fi->nindirect_jumps = f->dis->nindirect_jumps;
+	fi->ncalls = f->dis->ncalls;
 	/* Go's jumps through registers are the runtime's and its wrappers' */
 	fi->hooks = fi->go ? NULL : f->dis->hooks;
 	fi->nhooks = fi->go ? 0 : f->dis->nhooks;
@@ -317,6 +318,21 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	else
 		fi->mode = fi->ntail_calls ? FUNC_MODE_ENTRY_RET_TAILCALL : FUNC_MODE_ENTRY_RET;
 	return 0;
+}
+
+const char *binary__trampoline_refusal(const struct binary *b, const struct func_info *fi)
+{
+	if (binary__arch(b) != DISASM_X86_64)
+		return "arm64 code: the return trampoline is used on x86-64 alone";
+	if (fi->go || binary__is_go(b))
+		return "Go code: the runtime walks goroutine stacks at any time";
+	if (fi->mode == FUNC_MODE_ENTRY_ONLY || !fi->exits_known || !fi->nreturns)
+		return "its returns are not all known";
+	if (fi->ncalls)
+		return "it calls other code, which may unwind through its frame";
+	if (fi->ntail_calls || fi->nindirect_jumps || fi->nhooks)
+		return "it jumps out of itself (a tail call or a jump through a register)";
+	return NULL;
 }
 
 int bin_analysis__analyzed(struct binary *b, struct fn_entry *f)

@@ -98,6 +98,7 @@ struct func_info {
 	 * table, or a tail call through a function pointer (not decidable);
 	 * calls never seen returning are tail exits too */
 	size_t nindirect_jumps;
+	size_t ncalls; /* its CALL instructions, of any form */
 	/* of its own jumps through a register or memory that may leave it (not
 	 * a switch table's; native x86-64 code): where each goes is read where
 	 * it runs, and the RETs there end the call */
@@ -242,6 +243,19 @@ void binary__put(struct binary *b);
 const char *binary__path(const struct binary *b);
 const char *binary__go_version(const struct binary *b); /* NULL if not Go */
 const char *binary__build_id(const struct binary *b);	/* NULL if none */
+/*
+ * Why a call of fi cannot return through the kernel's return trampoline
+ * (a uretprobe hijacks the return address on the stack while the call runs),
+ * or NULL when it can: only where nothing can read that address before the
+ * call returns. An unwinder walks a frame only from code the frame calls
+ * (a C++ throw, Rust's panic, a profiler or a Go traceback from a callee, a
+ * signal handler's backtrace aside), so fi must call nothing and leave only
+ * by its own RETs: no CALL, no jump out of it or through a register, its
+ * every instruction read; native x86-64 code of a file with no Go in it
+ * (Go's runtime walks its stacks from anywhere: preemption, the GC).
+ */
+const char *binary__trampoline_refusal(const struct binary *b, const struct func_info *fi);
+
 /* "x86-64" or "aarch64": the instruction set its code is read as. */
 const char *binary__machine(const struct binary *b);
 enum disasm_arch binary__arch(const struct binary *b);

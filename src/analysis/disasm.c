@@ -73,6 +73,7 @@ enum {
 	Q_JUMP = 1 << 11,     /* a relative JMP or Jcc: its immediate is the displacement */
 	Q_RET = 1 << 12,
 	Q_INT3 = 1 << 13,
+	Q_CALL = 1 << 14,
 };
 
 #define Q_RM (Q_KNOWN | Q_MODRM)
@@ -128,7 +129,7 @@ static const uint16_t quick_table[2][256] = {
 		[0xc7] = Q_RM | Q_IMM32 | Q_REG0, /* MOV r/m, imm32 */
 		[0xcc] = Q_KNOWN | Q_INT3,
 		[0xd0 ... 0xd3] = Q_RM | Q_NOT_REG6, /* shifts by 1 or CL */
-		[0xe8] = Q_KNOWN | Q_IMM32,	     /* CALL rel32: a call, no jump */
+		[0xe8] = Q_KNOWN | Q_IMM32 | Q_CALL, /* CALL rel32: a call, no jump */
 		[0xe9] = Q_KNOWN | Q_IMM32 | Q_JUMP, /* JMP rel32 */
 		[0xeb] = Q_KNOWN | Q_IMM8 | Q_JUMP,  /* JMP rel8 */
 		[0xf6] = Q_RM | Q_IMM8 | Q_GRP3,
@@ -231,6 +232,8 @@ bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret)
 		ret->kind = DISASM_RET;
 	} else if (q & Q_INT3) {
 		ret->kind = DISASM_INT3;
+	} else if (q & Q_CALL) {
+		ret->kind = DISASM_CALL;
 	}
 	return true;
 }
@@ -258,6 +261,8 @@ static bool zydis_read(const struct decoders *dec, const uint8_t *bytes, size_t 
 		ret->kind = DISASM_RET;
 	else if (brief.mnemonic == ZYDIS_MNEMONIC_INT3)
 		ret->kind = DISASM_INT3;
+	else if (brief.meta.category == ZYDIS_CATEGORY_CALL)
+		ret->kind = DISASM_CALL;
 	if (brief.meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
 	    brief.meta.category != ZYDIS_CATEGORY_COND_BR)
 		return true;
@@ -514,6 +519,8 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 				return -ENOMEM;
 		} else if (jk == JUMP_INDIRECT) {
 			res->nindirect_jumps++;
+		} else if (insn.kind == DISASM_CALL) {
+			res->ncalls++;
 		} else if (jk == JUMP_INSIDE && disasm__note_entry_jump(res, entry, addr, target)) {
 			return -ENOMEM;
 		}
@@ -606,6 +613,7 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 		res->entry_jumps = NULL;
 		res->hooks = NULL;
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
+		res->ncalls = 0;
 		res->nhooks = 0;
 		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
 		return 0;
@@ -613,6 +621,7 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 	if (res->undecodable) {
 		/* never report sites found before the failure: the sweep is not trusted */
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
+		res->ncalls = 0;
 		res->nhooks = 0;
 		return 0;
 	}

@@ -76,6 +76,7 @@ struct disasm_result {
 	 * not decidable from the instruction).
 	 */
 	size_t nindirect_jumps;
+	size_t ncalls; /* CALL instructions, of any form */
 	/* of those, and of the jumps through RIP-relative memory in tail_calls:
 	 * the ones that could be read where they run (x86-64) */
 	struct disasm_hook *hooks;
@@ -98,6 +99,7 @@ enum disasm_kind {
 	DISASM_RET,
 	DISASM_INT3,
 	DISASM_JUMP_REL, /* a JMP or Jcc to rel bytes from its end */
+	DISASM_CALL,	 /* a CALL of any form */
 };
 
 struct disasm_insn {

@@ -41,16 +41,33 @@ int retwatch_calibrate_nop5(int x);
 int retwatch_calibrate_jump(int x);
 int retwatch_calibrate_call(int x);
 int retwatch_calibrate_entry_only(int x);
+int retwatch_calibrate_leaf(int x);
 #if defined(__x86_64__)
-/* Entered at a LEA (stepped), a PUSH, a NOP, a five-byte NOP, a Jcc and a
- * CALL (of a function that only returns, not probed). */
+/*
+ * Entered at a LEA (stepped), a PUSH, a NOP, a five-byte NOP, a Jcc and a
+ * CALL (of a function that only returns, not probed). Each holds a CALL
+ * after its RET, never run: a function that calls is one whose calls end
+ * at probes on its RETs (binary__trampoline_refusal), the kind these
+ * calibrate; retwatch_calibrate_leaf, which calls nothing, ends at the
+ * kernel's return trampoline where the tracer uses it.
+ */
 #define CALL_TARGET(fn, x) (fn)(x)
 __asm__(".text\n"
+	".globl retwatch_calibrate_leaf\n"
+	".type retwatch_calibrate_leaf, @function\n"
+	"retwatch_calibrate_leaf:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	lea 1(%rdi), %eax\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size retwatch_calibrate_leaf, . - retwatch_calibrate_leaf\n"
 	".globl retwatch_calibrate_target\n"
 	".type retwatch_calibrate_target, @function\n"
 	"retwatch_calibrate_target:\n"
 	"	lea 1(%rdi), %eax\n"
 	"	ret\n"
+	"	call retwatch_calibrate_callee\n"
 	".size retwatch_calibrate_target, . - retwatch_calibrate_target\n"
 	".globl retwatch_calibrate_push\n"
 	".type retwatch_calibrate_push, @function\n"
@@ -60,6 +77,7 @@ __asm__(".text\n"
 	"	lea 1(%rdi), %eax\n"
 	"	pop %rbp\n"
 	"	ret\n"
+	"	call retwatch_calibrate_callee\n"
 	".size retwatch_calibrate_push, . - retwatch_calibrate_push\n"
 	".globl retwatch_calibrate_nop\n"
 	".type retwatch_calibrate_nop, @function\n"
@@ -67,6 +85,7 @@ __asm__(".text\n"
 	"	.byte 0x90\n"
 	"	lea 1(%rdi), %eax\n"
 	"	ret\n"
+	"	call retwatch_calibrate_callee\n"
 	".size retwatch_calibrate_nop, . - retwatch_calibrate_nop\n"
 	".globl retwatch_calibrate_nop5\n"
 	".type retwatch_calibrate_nop5, @function\n"
@@ -74,6 +93,7 @@ __asm__(".text\n"
 	"	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
 	"	lea 1(%rdi), %eax\n"
 	"	ret\n"
+	"	call retwatch_calibrate_callee\n"
 	".size retwatch_calibrate_nop5, . - retwatch_calibrate_nop5\n"
 	/* either way to the next instruction, whatever the flags */
 	".globl retwatch_calibrate_jump\n"
@@ -82,6 +102,7 @@ __asm__(".text\n"
 	"	js 1f\n"
 	"1:	lea 1(%rdi), %eax\n"
 	"	ret\n"
+	"	call retwatch_calibrate_callee\n"
 	".size retwatch_calibrate_jump, . - retwatch_calibrate_jump\n"
 	/* its callee is a function of its own: a RET inside its range would
 	 * be one of its return sites */
@@ -135,6 +156,13 @@ __asm__(".text\n"
 	"	add w0, w0, #1\n"
 	"	ret x9\n"
 	".size retwatch_calibrate_target, . - retwatch_calibrate_target\n"
+	/* the same: arm64 calls never end at the return trampoline */
+	".globl retwatch_calibrate_leaf\n"
+	".type retwatch_calibrate_leaf, %function\n"
+	"retwatch_calibrate_leaf:\n"
+	"	add w0, w0, #1\n"
+	"	ret x9\n"
+	".size retwatch_calibrate_leaf, . - retwatch_calibrate_leaf\n"
 	".globl retwatch_calibrate_push\n"
 	".type retwatch_calibrate_push, %function\n"
 	"retwatch_calibrate_push:\n"
@@ -188,9 +216,15 @@ __asm__(".text\n"
 #error "calibrate.c has its targets for x86-64 and AArch64"
 #endif
 
-/* The targets: one per kind of entry, then one probed at its entry only. */
+/*
+ * The targets: one per kind of entry, then one probed at its entry only,
+ * then one entered at a PUSH whose calls may end at the trampoline (an
+ * emulated entry: a stepped one's figures vary by more than the two
+ * ways of ending differ).
+ */
 #define CAL_ENTRY_ONLY PROBE_ENTRY__N
-#define CAL_TARGETS (PROBE_ENTRY__N + 1)
+#define CAL_LEAF (PROBE_ENTRY__N + 1)
+#define CAL_TARGETS (PROBE_ENTRY__N + 2)
 
 static int (*const targets[CAL_TARGETS])(int) = {
 	[PROBE_ENTRY_STEPPED] = retwatch_calibrate_target,
@@ -200,6 +234,7 @@ static int (*const targets[CAL_TARGETS])(int) = {
 	[PROBE_ENTRY_JUMP] = retwatch_calibrate_jump,
 	[PROBE_ENTRY_CALL] = retwatch_calibrate_call,
 	[CAL_ENTRY_ONLY] = retwatch_calibrate_entry_only,
+	[CAL_LEAF] = retwatch_calibrate_leaf,
 };
 static const char *const target_names[CAL_TARGETS] = {
 	[PROBE_ENTRY_STEPPED] = "retwatch_calibrate_target",
@@ -209,6 +244,7 @@ static const char *const target_names[CAL_TARGETS] = {
 	[PROBE_ENTRY_JUMP] = "retwatch_calibrate_jump",
 	[PROBE_ENTRY_CALL] = "retwatch_calibrate_call",
 	[CAL_ENTRY_ONLY] = "retwatch_calibrate_entry_only",
+	[CAL_LEAF] = "retwatch_calibrate_leaf",
 };
 
 enum probe_entry calibrate__entry_kind(enum disasm_arch arch, const uint8_t *code, size_t len)
@@ -296,10 +332,10 @@ struct calibrator {
 	struct tracer_target *tt;
 	size_t fn[CAL_TARGETS];
 	uint64_t untraced[CAL_TARGETS][ROUNDS], traced[CAL_TARGETS][ROUNDS];
-	uint64_t p50[PROBE_ENTRY__N][ROUNDS];
+	uint64_t p50[CAL_TARGETS][ROUNDS]; /* CAL_ENTRY_ONLY's: 0 */
 	struct latency prev[CAL_TARGETS];
 	/* the figures over the rounds so far, after each round (settled) */
-	uint64_t figures[ROUNDS][CAL_TARGETS + PROBE_ENTRY__N];
+	uint64_t figures[ROUNDS][2 * CAL_TARGETS];
 	uint64_t calls;
 	int round, sum;
 };
@@ -377,6 +413,8 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 			ret->entry_only_cost_ns = cost;
 			continue;
 		}
+		if (k == CAL_LEAF)
+			continue; /* below */
 		ret->entry_bias_ns[k] = lower_median(c->p50[k], rounds);
 		ret->entry_cost_ns[k] = cost;
 	}
@@ -391,6 +429,13 @@ static int calibrator__result(struct calibrator *c, struct calibration *ret, str
 		ret->entry_only_ns[k] = k == PROBE_ENTRY_STEPPED
 						? ret->entry_only_cost_ns
 						: latency__less(ret->entry_cost_ns[k], ret_cost);
+	/* the leaf is the PUSH target but for the way its calls end */
+	if (tracer_target__func(c->tt, c->fn[CAL_LEAF])->trampoline) {
+		ret->trampoline_bias_ns = lower_median(c->p50[CAL_LEAF], rounds);
+		ret->trampoline_cost_ns = latency__less(
+			lower_median(c->traced[CAL_LEAF], rounds),
+			lower_median(c->untraced[CAL_LEAF], ROUNDS));
+	}
 	return 0;
 }
 
@@ -417,12 +462,12 @@ static bool settled(struct calibrator *c)
 
 	for (int k = 0; k < CAL_TARGETS; k++)
 		now[k] = lower_median_of(c->traced[k], c->round);
-	for (int k = 0; k < PROBE_ENTRY__N; k++)
+	for (int k = 0; k < CAL_TARGETS; k++)
 		now[CAL_TARGETS + k] = lower_median_of(c->p50[k], c->round);
 	if (c->round < MIN_ROUNDS)
 		return false;
 	then = c->figures[c->round - 1 - SETTLE_LAG];
-	return calibrate__settled(now, then, CAL_TARGETS + PROBE_ENTRY__N);
+	return calibrate__settled(now, then, 2 * CAL_TARGETS);
 }
 
 int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_error *err)
@@ -438,7 +483,7 @@ int calibrator__step(struct calibrator *c, struct calibration *ret, struct rw_er
 			return rw_error_set(err, -e, "failed to read the calibration histogram: %s",
 					    strerror(-e));
 		c->calls += latency__count(&now) - latency__count(&c->prev[k]);
-		if (k < PROBE_ENTRY__N) {
+		if (k != CAL_ENTRY_ONLY) {
 			/* this round's calls alone */
 			round = now;
 			latency__subtract(&round, &c->prev[k]);

@@ -76,25 +76,57 @@ struct calibration {
 	 * one program): measured on one entered at a LEA; for the other kinds,
 	 * their call cost less the RET's share that measurement shows */
 	uint64_t entry_only_cost_ns, entry_only_ns[PROBE_ENTRY__N];
+	/* the bias and the call cost of a function entered at a PUSH whose
+	 * calls end at the kernel's return trampoline (tracer_opts.trampoline);
+	 * 0: not measured (not used) */
+	uint64_t trampoline_bias_ns, trampoline_cost_ns;
 };
 
-/* The bias and the call cost of a function entered at an instruction of kind e. */
-static inline uint64_t calibrate__bias(const struct calibration *cal, enum probe_entry e)
+/*
+ * A figure of a function entered at kind e (at) for one whose calls end at
+ * the trampoline: at with the RET's share of it replaced by the
+ * trampoline's, the difference both make on a function entered at a PUSH
+ * (push: with RET probes, tramp: with the trampoline). The two traps' shares
+ * add up. at itself where the trampoline was not measured.
+ */
+static inline uint64_t calibrate__to_trampoline(uint64_t at, uint64_t push, uint64_t tramp)
 {
-	return e < PROBE_ENTRY__N && cal->entry_bias_ns[e] ? cal->entry_bias_ns[e] : cal->bias_ns;
+	int64_t v = (int64_t)at - (int64_t)push + (int64_t)tramp;
+
+	return !tramp || !push ? at : v > 0 ? (uint64_t)v : 0;
 }
 
-static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe_entry e)
+/*
+ * The bias and the call cost of a function entered at an instruction of
+ * kind e, whose calls end at its RETs or at the return trampoline.
+ */
+static inline uint64_t calibrate__bias(const struct calibration *cal, enum probe_entry e,
+				       bool trampoline)
 {
-	return e < PROBE_ENTRY__N && cal->entry_cost_ns[e] ? cal->entry_cost_ns[e]
-							   : cal->call_cost_ns;
+	uint64_t b = e < PROBE_ENTRY__N && cal->entry_bias_ns[e] ? cal->entry_bias_ns[e]
+								 : cal->bias_ns;
+
+	return trampoline ? calibrate__to_trampoline(b, cal->entry_bias_ns[PROBE_ENTRY_PUSH],
+						     cal->trampoline_bias_ns)
+			  : b;
+}
+
+static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe_entry e,
+				       bool trampoline)
+{
+	uint64_t c = e < PROBE_ENTRY__N && cal->entry_cost_ns[e] ? cal->entry_cost_ns[e]
+								 : cal->call_cost_ns;
+
+	return trampoline ? calibrate__to_trampoline(c, cal->entry_cost_ns[PROBE_ENTRY_PUSH],
+						     cal->trampoline_cost_ns)
+			  : c;
 }
 
 /* The call cost of a function entered at kind e and probed at its entry alone. */
 static inline uint64_t calibrate__entry_only_cost(const struct calibration *cal, enum probe_entry e)
 {
 	return e < PROBE_ENTRY__N && cal->entry_only_ns[e] ? cal->entry_only_ns[e]
-							   : calibrate__cost(cal, e);
+							   : calibrate__cost(cal, e, false);
 }
 
 /*

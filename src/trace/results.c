@@ -196,12 +196,18 @@ int results__add(struct results *r, struct tracer_target *tt, const char *pod,
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		const struct func_info *fi = tracer_target__func(tt, i)->info;
+		struct results_row *row;
 		uint8_t code[8];
 
 		m->rows[i] = results__describe(r, fi);
 		if (m->rows[i] == SIZE_MAX)
 			goto nomem;
 		row__inlined(&r->rows[m->rows[i]], tt, i);
+		row = &r->rows[m->rows[i]];
+		row->trampoline = tracer_target__func(tt, i)->trampoline;
+		row->trampoline_why = tracer_target__func(tt, i)->trampoline_why;
+		if (row->trampoline)
+			row->nreturns = 0; /* none probed: the trampoline ends its calls */
 		/* where its entry probe sits: its cost inside a duration depends on it */
 		if (!binary__read(tracer_target__binary(tt),
 				  fi->address + (uint64_t)tracer__entry_site(tt, fi), code,
@@ -654,7 +660,7 @@ static void guard_one(struct results *r, struct member *m, size_t i, uint64_t no
 	const struct results_row *row = &r->rows[m->rows[i]];
 	uint64_t cost_ns = row->mode == FUNC_MODE_ENTRY_ONLY
 				   ? calibrate__entry_only_cost(cal, row->entry)
-				   : calibrate__cost(cal, row->entry);
+				   : calibrate__cost(cal, row->entry, row->trampoline);
 	struct guard *g = &m->guard[i];
 	struct rw_error err = { "" };
 	struct results_guard ev = {

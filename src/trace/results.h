@@ -28,7 +28,9 @@ struct results_row {
 	/* the kind of its first instruction: what part of the probes' cost
 	 * falls inside its durations, and what a call costs (calibrate.h) */
 	enum probe_entry entry;
-	struct latency done; /* from processes no longer traced */
+	bool trampoline; /* its calls end at the kernel's return trampoline, not its RETs */
+	const char *trampoline_why; /* else why not (static text), NULL: not asked */
+	struct latency done;	    /* from processes no longer traced */
 	/* processes no longer traced that the overhead guard had detached the
 	 * function on; the first's pid and pod (NULL without groups), and rate
 	 * and cost when detached: said until results__prune_groups drops the pod */

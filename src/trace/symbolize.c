@@ -607,9 +607,15 @@ size_t symbolizer__event_stack(struct symbolizer *s, const struct tracer_event *
 	/* a followed process: its server's mappings stand for it once it is gone */
 	if (ev->lender > 0 && ev->lender_maps && (p = proc_get(s, ev->pid, &loaded)))
 		p->stand_in = ev->lender;
-	if (ev->stack_copy_len)
-		return symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy, ev->stack_copy_len,
-					  ev->stack_copy_addr, ret_pcs, max);
+	if (ev->stack_copy_len) {
+		size_t lead = ev->lead_pc && max ? 1 : 0;
+
+		if (lead)
+			ret_pcs[0] = ev->lead_pc; /* the returned call's own frame */
+		return lead + symbolizer__unwind(s, ev->pid, &ev->regs, ev->stack_copy,
+						 ev->stack_copy_len, ev->stack_copy_addr,
+						 ret_pcs + lead, max - lead);
+	}
 	memcpy(ret_pcs, ev->stack, n * sizeof(*ret_pcs));
 	return n;
 }

@@ -148,6 +148,7 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	bpf_program__set_autoload(t->skel->progs.rw_task_key, t->follow_started);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
+	bpf_program__set_expected_attach_type(t->skel->progs.rw_uret, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_hook, type);
 	e = trace__load(t->skel);
 	if (e) {
@@ -186,18 +187,23 @@ static int on_event(void *ctx, void *data, size_t len)
 	uint64_t stack[RW_STACK_DEPTH + 1];
 	size_t n = 0, fp;
 	struct tracer_event ev;
+	bool after_ret;
 
 	if (len < sizeof(*e) || !t->event_fn)
 		return polled(t);
+	after_ret = e->flags & RW_EVENT_AFTER_RET;
 	fp = e->stack_bytes > 0 ? (size_t)e->stack_bytes / sizeof(__u64) : 0;
 	if (fp > RW_STACK_DEPTH)
 		fp = RW_STACK_DEPTH;
 	/* the RET's own address, then its caller, then the frame-pointer walk,
 	 * up to the first address no user code can have (a walk through code
-	 * without frame pointers reads garbage) */
+	 * without frame pointers reads garbage); returned, the call's entry,
+	 * then the walk from where it returned to */
+	if (after_ret && e->ret_addr && unwind__canonical(e->ret_addr))
+		stack[n++] = e->ret_addr;
 	for (size_t i = 0; i < fp && unwind__canonical(e->stack[i]); i++) {
 		stack[n++] = e->stack[i];
-		if (i == 0 && e->ret_addr && unwind__canonical(e->ret_addr))
+		if (i == 0 && !after_ret && e->ret_addr && unwind__canonical(e->ret_addr))
 			stack[n++] = e->ret_addr;
 	}
 	ev = (struct tracer_event){
@@ -213,6 +219,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		.nstack = n,
 		.regs = { e->regs.ip, e->regs.sp, e->regs.bp, e->regs.bx, e->regs.r12, e->regs.r13,
 			  e->regs.r14, e->regs.r15 },
+		.lead_pc = after_ret ? e->ret_addr : 0,
 	};
 	/* the record is a struct rw_event_copy when it says it carries a copy */
 	if (e->copy_bytes && e->copy_bytes <= RW_STACK_COPY &&
@@ -307,6 +314,8 @@ struct tracer *tracer__new(const struct tracer_opts *opts, struct rw_error *err)
 	t->starttimes = !clock__boottime_shifted();
 	t->site_kinds = opts && opts->entry_at_start ? 0 : TRACER_SITE_KINDS_ALL;
 	t->capture_args = opts && opts->capture_args;
+	t->trampoline_why = opts && opts->trampoline ? tracer__kernel_trampoline_refusal() : NULL;
+	t->trampoline = opts && opts->trampoline && !t->trampoline_why;
 	t->follow = opts && opts->follow;
 	t->follow_started = t->follow && opts->follow_started;
 	t->sweep_age_ns = opts && opts->sweep_age_ns ? opts->sweep_age_ns : TRACER_SWEEP_AGE_NS;

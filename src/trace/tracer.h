@@ -62,6 +62,14 @@ struct tracer_opts {
 	/* every entry probe at its function's first byte, not at the entry
 	 * site the analysis chose (func_info.entry_site): to compare the two */
 	bool entry_at_start;
+	/*
+	 * Time the calls of functions that may (binary__trampoline_refusal)
+	 * from their entry probe to the kernel's return trampoline (a
+	 * uretprobe at the entry) where this kernel allows it
+	 * (tracer__kernel_trampoline_refusal), not to probes on their RETs:
+	 * one trap a call, not a trap and a single step.
+	 */
+	bool trampoline;
 	/* tracer__tick drops calls in flight untouched this long (0:
 	 * TRACER_SWEEP_AGE_NS): a test's shorter age times the same sweep */
 	uint64_t sweep_age_ns;
@@ -104,6 +112,20 @@ struct tracer_opts {
  * programs fail to load.
  */
 int tracer__kernel_lacks(struct rw_error *err);
+/*
+ * Why calls on this kernel and CPU cannot return through the kernel's
+ * return trampoline (tracer_opts.trampoline), or NULL when they can.
+ */
+const char *tracer__kernel_trampoline_refusal(void);
+/*
+ * Why fi's calls cannot return through the trampoline with its entry probe
+ * at site (an offset from its address, tracer__site's), or NULL: the
+ * analysis' reason (binary__trampoline_refusal), or the probe's place. The
+ * kernel takes the return address from the top of the stack when the entry
+ * probe traps, so that probe must sit where SP is still the entry's.
+ */
+const char *tracer__func_trampoline_refusal(const struct binary *b, const struct func_info *fi,
+					    int64_t site);
 
 /* Calls in flight untouched this long will not return (tracer__tick). */
 #define TRACER_SWEEP_AGE_NS (60ULL * 1000000000ULL)
@@ -125,6 +147,10 @@ struct tracer_func {
 	const struct func_info *info; /* valid while the target lives */
 	uint32_t fn_id;		      /* slot in the kernel; the cookie of its probes */
 	bool go_key;		      /* keyed by goroutine, else by thread */
+	/* its calls end at the kernel's return trampoline (tracer_opts.trampoline),
+	 * else at probes on its RETs, trampoline_why saying why (NULL: not asked) */
+	bool trampoline;
+	const char *trampoline_why;
 };
 
 /* Arguments of a call (tracer_target__capture_args), as its entry probe read them. */
@@ -169,6 +195,12 @@ struct tracer_event {
 	const uint8_t *stack_copy;
 	size_t stack_copy_len;
 	uint64_t stack_copy_addr;
+	/*
+	 * A call that returned through the kernel's return trampoline: regs
+	 * and the copy are its caller's, after the return, and lead_pc (its
+	 * entry) stands for its own frame, before the unwinding; 0: none.
+	 */
+	uint64_t lead_pc;
 	struct tracer_args args;
 };
 

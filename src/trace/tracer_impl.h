@@ -48,6 +48,10 @@ struct inl_probes {
 struct slot {
 	uint32_t fn_id;
 	uint64_t address;
+	/* its calls return through the kernel's trampoline (rw_uret at the entry site), not
+	 * at probes on its RETs; else why not (NULL: not asked) */
+	bool trampoline;
+	const char *trampoline_why;
 	const struct func_info *info; /* owned by the file's binary, or by inl */
 	const struct inl_probes *inl; /* its inlined copies' probes, or NULL */
 	unsigned int users;
@@ -95,6 +99,7 @@ struct hook_exit {
 /* Probes attached together, in one process (or every process: shared). */
 struct batch {
 	struct uprobe_links entry, ret;
+	struct uprobe_links uret; /* at the entry, as a uretprobe: slot.trampoline */
 	struct uprobe_links hook; /* at the function's hook jumps (rw_hook) */
 	struct hook_exit *exits;
 	uint64_t hook_rearmed_ns; /* hook attached again at (0: not), to read a new target */
@@ -192,6 +197,9 @@ struct share {
 struct tracer {
 	struct trace *skel;
 	bool multi;
+	/* tracer_opts.trampoline where the kernel allows it; else why not (NULL: not asked) */
+	bool trampoline;
+	const char *trampoline_why;
 	const char *attach_why; /* why this attach mode: tracer__attach_why */
 	int has_multi;		/* tracer__has_uprobe_multi */
 	struct binary_cache *cache;

@@ -158,6 +158,7 @@ int slot__share(struct tracer *t, struct attached_file *f, struct slot *s, struc
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&sh->entry);
 	uprobe_links__init(&sh->ret);
+	uprobe_links__init(&sh->uret);
 	uprobe_links__init(&sh->hook);
 	sh->pid = -1;
 	e = batch__attach(t, f, s, sh, err);
@@ -177,6 +178,7 @@ int slot__share(struct tracer *t, struct attached_file *f, struct slot *s, struc
 	for (struct batch *b = s->pids; b; b = b->next) {
 		uprobe_links__close(&b->entry);
 		uprobe_links__close(&b->ret);
+		uprobe_links__close(&b->uret);
 	}
 	t->share_changes++;
 	return 0;
@@ -202,6 +204,7 @@ int slot__unshare(struct tracer *t, struct attached_file *f, struct slot *s, str
 		for (struct batch *b = s->pids; b; b = b->next) {
 			uprobe_links__close(&b->entry);
 			uprobe_links__close(&b->ret);
+			uprobe_links__close(&b->uret);
 		}
 		return e;
 	}

@@ -30,6 +30,7 @@ void batch__free(struct tracer *t, struct batch *b)
 		return;
 	uprobe_links__close(&b->entry);
 	uprobe_links__close(&b->ret);
+	uprobe_links__close(&b->uret);
 	uprobe_links__close(&b->hook);
 	hook_exits__free(b);
 	if (b->has_hist) {
@@ -259,6 +260,7 @@ static struct batch *morestack__attach(struct tracer *t, struct attached_file *f
 		goto out;
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
+	uprobe_links__init(&b->uret);
 	uprobe_links__init(&b->hook);
 	b->pid = pid;
 	offset = m.funcs[0]->file_offset;
@@ -476,7 +478,7 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 			roff[nr] = ip->exits[k];
 			rcookie[nr++] = cookie | RW_COOKIE_INLINE;
 		}
-		for (size_t k = 0; k < fi->nreturns && nr < nret; k++) {
+		for (size_t k = 0; !slots[i]->trampoline && k < fi->nreturns && nr < nret; k++) {
 			roff[nr] = fi->file_offset + fi->returns[k];
 			rcookie[nr++] = cookie;
 		}
@@ -495,6 +497,9 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 	if (nr)
 		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
 				      f->path, roff, rcookie, nr, b->pid, err);
+	if (!e && s->trampoline)
+		e = uretprobe_attach_pid(&b->uret, bpf_program__fd(t->skel->progs.rw_uret),
+					 t->multi, f->path, eoff, ecookie, 1, b->pid, err);
 	/* where its hook jumps go is read before the call leaves */
 	if (!e)
 		e = hooks__attach(t, f, s, b, cookie, err);
@@ -509,6 +514,32 @@ out:
 	free(roff);
 	free(rcookie);
 	return e;
+}
+
+/* func_info.entry_clobbers' bit for RSP. */
+#define CLOBBERS_SP (1U << 4)
+
+const char *tracer__func_trampoline_refusal(const struct binary *b, const struct func_info *fi,
+					    int64_t site)
+{
+	const char *why = binary__trampoline_refusal(b, fi);
+
+	if (why)
+		return why;
+	if (site > 0 && (fi->entry_sp || (fi->entry_clobbers & CLOBBERS_SP)))
+		return "its entry probe is past where the stack pointer moves";
+	return NULL;
+}
+
+/* Why s's calls cannot return through the kernel's trampoline, or NULL. */
+static const char *trampoline_refusal(const struct tracer *t, const struct attached_file *f,
+				      const struct slot *s, int64_t site)
+{
+	if (!t->trampoline)
+		return t->trampoline_why;
+	if (s->inl && !s->inl->has_own)
+		return "it has no code of its own, only inlined copies";
+	return tracer__func_trampoline_refusal(f->bin, s->info, site);
 }
 
 /* A new slot for fi in f, not yet live: its probes are not attached. */
@@ -547,6 +578,11 @@ int file__new_slot(struct tracer *t, struct attached_file *f, const struct func_
 		s->meta.flags |= RW_FUNC_TAIL_CALLS;
 	if (!fi->go && (fi->ntail_untimed || fi->nindirect_jumps))
 		s->meta.flags |= RW_FUNC_TAIL_UNTIMED;
+	s->trampoline_why = trampoline_refusal(t, f, s, site);
+	s->trampoline = t->trampoline && !s->trampoline_why &&
+			!(s->meta.flags & RW_FUNC_ENTRY_ONLY);
+	if (s->trampoline)
+		s->meta.flags |= RW_FUNC_TRAMPOLINE;
 	if (func_uses_go_key(f->bin, fi)) {
 		minor = go_minor(f->bin);
 		s->meta.flags |= RW_FUNC_GO;
@@ -648,6 +684,7 @@ int slot__attach_pid(struct tracer *t, struct attached_file *f, struct slot *s, 
 		return rw_error_set(err, ENOMEM, "out of memory");
 	uprobe_links__init(&b->entry);
 	uprobe_links__init(&b->ret);
+	uprobe_links__init(&b->uret);
 	uprobe_links__init(&b->hook);
 	b->pid = pid;
 	b->fn_id = s->fn_id;
@@ -750,6 +787,8 @@ int target__attach(struct tracer *t, struct tracer_target *tt, uint64_t threshol
 		}
 		tt->funcs[i].fn_id = s->fn_id;
 		tt->funcs[i].go_key = s->meta.flags & RW_FUNC_GO;
+		tt->funcs[i].trampoline = s->trampoline;
+		tt->funcs[i].trampoline_why = s->trampoline_why;
 		tt->slots[i] = s;
 	}
 	for (size_t i = 0; !e && i < nfresh; i++)

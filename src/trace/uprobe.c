@@ -65,8 +65,11 @@ static const char *cause(int e)
 	return strerror(e);
 }
 
+/* BPF_F_UPROBE_MULTI_RETURN: the link's programs run at the functions' returns. */
+#define UPROBE_MULTI_RETURN 1U
+
 static int link_create_multi(int prog_fd, const char *path, const uint64_t *offsets,
-			     const uint64_t *cookies, size_t n, pid_t pid)
+			     const uint64_t *cookies, size_t n, pid_t pid, bool ret)
 {
 	struct link_create_uprobe_multi attr = {
 		.pid = pid > 0 ? (uint32_t)pid : 0,
@@ -76,6 +79,7 @@ static int link_create_multi(int prog_fd, const char *path, const uint64_t *offs
 		.offsets = (uintptr_t)offsets,
 		.cookies = (uintptr_t)cookies,
 		.cnt = n,
+		.multi_flags = ret ? UPROBE_MULTI_RETURN : 0,
 	};
 	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 
@@ -85,7 +89,7 @@ static int link_create_multi(int prog_fd, const char *path, const uint64_t *offs
 bool uprobe_multi_supported(int prog_fd)
 {
 	uint64_t offset = 0, cookie = 0;
-	int fd = link_create_multi(prog_fd, "/", &offset, &cookie, 1, -1);
+	int fd = link_create_multi(prog_fd, "/", &offset, &cookie, 1, -1, false);
 
 	/* "/" is no regular file: a kernel that knows the link type says so */
 	if (fd >= 0)
@@ -220,11 +224,32 @@ static int uprobe_pmu_type(void)
 	return type >= 0 ? type : -EINVAL;
 }
 
-static int perf_uprobe_open(int type, const char *path, uint64_t offset, pid_t pid)
+/*
+ * The bit of a uprobe perf event's config that makes it a uretprobe, from
+ * the PMU's format ("config:0"); -errno.
+ */
+static int uretprobe_bit(void)
+{
+	static int bit = -1;
+	FILE *f;
+
+	if (bit >= 0)
+		return bit;
+	f = fopen("/sys/bus/event_source/devices/uprobe/format/retprobe", "re");
+	if (!f)
+		return -errno;
+	if (fscanf(f, "config:%d", &bit) != 1 || bit < 0 || bit > 63)
+		bit = -1;
+	fclose(f);
+	return bit >= 0 ? bit : -EINVAL;
+}
+
+static int perf_uprobe_open(int type, const char *path, uint64_t offset, pid_t pid, int ret_bit)
 {
 	struct perf_event_attr attr = {
 		.size = sizeof(attr),
 		.type = type,
+		.config = ret_bit >= 0 ? 1ULL << ret_bit : 0,
 		.config1 = (uintptr_t)path,
 		.config2 = offset,
 	};
@@ -237,19 +262,22 @@ static int perf_uprobe_open(int type, const char *path, uint64_t offset, pid_t p
 
 static int attach_perf(struct uprobe_links *l, int prog_fd, const char *path,
 		       const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
-		       struct rw_error *err)
+		       bool ret, struct rw_error *err)
 {
-	int type = uprobe_pmu_type();
+	int type = uprobe_pmu_type(), ret_bit = ret ? uretprobe_bit() : -1;
 
 	if (type < 0)
 		return rw_error_set(err, -type, "uprobes are not available: %s", strerror(-type));
+	if (ret && ret_bit < 0)
+		return rw_error_set(err, -ret_bit, "uretprobes are not available: %s",
+				    strerror(-ret_bit));
 	l->perf_fds = malloc(n * sizeof(int));
 	l->link_fds = malloc(n * sizeof(int));
 	if (!l->perf_fds || !l->link_fds)
 		return rw_error_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event.bpf_cookie = cookies[i]);
-		int pfd = perf_uprobe_open(type, path, offsets[i], pid), lfd;
+		int pfd = perf_uprobe_open(type, path, offsets[i], pid, ret_bit), lfd;
 
 		if (pfd < 0)
 			return rw_error_set(err, -pfd,
@@ -276,9 +304,9 @@ int uprobe_attach(struct uprobe_links *l, int prog_fd, bool multi, const char *p
 	return uprobe_attach_pid(l, prog_fd, multi, path, offsets, cookies, n, -1, err);
 }
 
-int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
-		      const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
-		      struct rw_error *err)
+static int attach(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		  const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid, bool ret,
+		  struct rw_error *err)
 {
 	int e;
 
@@ -286,17 +314,31 @@ int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const cha
 	if (!n)
 		return 0;
 	if (multi) {
-		e = link_create_multi(prog_fd, path, offsets, cookies, n, pid);
+		e = link_create_multi(prog_fd, path, offsets, cookies, n, pid, ret);
 		if (e < 0)
 			return rw_error_set(err, -e,
-					    "failed to attach %zu uprobes in %s (uprobe_multi): %s",
-					    n, path, strerror(-e));
+					    "failed to attach %zu %s in %s (uprobe_multi): %s", n,
+					    ret ? "uretprobes" : "uprobes", path, strerror(-e));
 		l->multi_fd = e;
 		l->n = n;
 		return 0;
 	}
-	e = attach_perf(l, prog_fd, path, offsets, cookies, n, pid, err);
+	e = attach_perf(l, prog_fd, path, offsets, cookies, n, pid, ret, err);
 	if (e)
 		uprobe_links__close(l);
 	return e;
+}
+
+int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+		      const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
+		      struct rw_error *err)
+{
+	return attach(l, prog_fd, multi, path, offsets, cookies, n, pid, false, err);
+}
+
+int uretprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+			 const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
+			 struct rw_error *err)
+{
+	return attach(l, prog_fd, multi, path, offsets, cookies, n, pid, true, err);
 }

@@ -60,6 +60,15 @@ int uprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const cha
 		      const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
 		      struct rw_error *err);
 
+/*
+ * The same as uretprobes: prog_fd runs as each function whose entry is at
+ * an offset returns, through the kernel's return trampoline (the return
+ * address on the stack is the trampoline's while the call runs).
+ */
+int uretprobe_attach_pid(struct uprobe_links *l, int prog_fd, bool multi, const char *path,
+			 const uint64_t *offsets, const uint64_t *cookies, size_t n, pid_t pid,
+			 struct rw_error *err);
+
 /* Whether the kernel takes uprobe_multi links for a program loaded for them. */
 bool uprobe_multi_supported(int prog_fd);
 

@@ -59,6 +59,8 @@ def schema_errors(doc):
             "entry_kind": lambda x: x in ("stepped", "push", "nop", "nop5", "jump", "call"),
             # how far below the entry's the stack pointer is there (a SUB RSP skipped)
             "entry_sp": lambda x: is_int(x) and 0 <= x < 1 << 20,
+            "return": lambda x: x in ("ret", "trampoline"),
+            "return_reason": lambda x: x is None or isinstance(x, str) and x,
             "source": lambda x: x in SOURCES,
             # the file that named it: the binary, or its debug file
             "names_from": lambda x: isinstance(x, str) and x,
@@ -91,6 +93,13 @@ def schema_errors(doc):
         if f.get("entry_sp") and not (f.get("entry_site") and "rsp" in (clobbers or [])):
             errors.append(f"{f.get('name')}: entry_sp {f['entry_sp']} with entry_site "
                           f"{f.get('entry_site')} and entry_clobbers {clobbers!r}")
+        # the trampoline exactly where nothing refuses it
+        if (f.get("return") == "trampoline") != (f.get("return_reason") is None):
+            errors.append(f"{f.get('name')}: return {f.get('return')!r} with reason "
+                          f"{f.get('return_reason')!r}")
+        if f.get("return") == "trampoline" and (f.get("mode") == "entry-only"
+                                                 or not f.get("returns")):
+            errors.append(f"{f.get('name')}: the trampoline without a RET of its own")
         extra = set(f) - set(checks) - {"entry_clobbers"}
         if extra:
             errors.append(f"{f.get('name')}: unexpected keys {sorted(extra)}")

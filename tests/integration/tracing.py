@@ -581,6 +581,8 @@ def check_schema(doc):
             "reason": lambda x: x is None or isinstance(x, str),
             "entry": lambda x: x in ("stepped", "push", "nop", "nop5", "jump", "call"),
             "probe_bias_ns": is_int,
+            "return": lambda x: x in ("ret", "trampoline"),
+            "return_reason": lambda x: x is None or isinstance(x, str) and x,
         }
         for key, ok in checks.items():
             if key not in f or not ok(f[key]):

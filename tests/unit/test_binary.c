@@ -707,3 +707,43 @@ TEST(binary_cache_bounded_in_total)
 	binary_cache__free(cache);
 	return ok;
 }
+
+/*
+ * The kernel's return trampoline hijacks the return address while a call
+ * runs: only for native functions that call nothing and leave by their own
+ * RETs. Each refusal is the rule's: a caller, a jump out, Go.
+ */
+TEST(trampoline_only_where_nothing_unwinds)
+{
+	const char *c = test__fixture("c/nopie/cfix"), *go = test__fixture("go/native/demo");
+	struct binary_match m = {};
+	struct rw_error err = {};
+	const struct func_info *f;
+	struct binary *b, *g;
+	bool ok;
+
+	if (!c || !go)
+		return true;
+	b = binary__open(NULL, c, &err);
+	g = binary__open(NULL, go, &err);
+	if (!ASSERT_TRUE(b && g))
+		return false;
+	f = find1(b, "parse_int", &m); /* a leaf */
+	ok = ASSERT_TRUE(f) && ASSERT_EQ(f->ncalls, 0) &&
+	     ASSERT_TRUE(binary__trampoline_refusal(b, f) == NULL);
+	binary_match__clear(&m);
+	f = find1(b, "main", &m);
+	ok = ok && ASSERT_TRUE(f) && ASSERT_TRUE(f->ncalls > 0) &&
+	     ASSERT_STRCONTAINS(binary__trampoline_refusal(b, f), "calls other code");
+	binary_match__clear(&m);
+	f = find1(b, "dispatch", &m); /* a tail call */
+	ok = ok && ASSERT_TRUE(f) &&
+	     ASSERT_STRCONTAINS(binary__trampoline_refusal(b, f), "jumps out of itself");
+	binary_match__clear(&m);
+	f = find1(g, "main.main", &m);
+	ok = ok && ASSERT_TRUE(f) && ASSERT_STRCONTAINS(binary__trampoline_refusal(g, f), "Go");
+	binary_match__clear(&m);
+	binary__put(b);
+	binary__put(g);
+	return ok;
+}

@@ -92,6 +92,33 @@ TEST(disasm_tail_calls)
 	return ok;
 }
 
+/*
+ * Every form of CALL is counted (a function that calls nothing is one whose
+ * calls may end at the kernel's return trampoline: one that calls, never).
+ */
+TEST(disasm_counts_calls)
+{
+	static const uint8_t code[] = {
+		0xe8, 0x00, 0x00, 0x00, 0x00,	    /* call rel32 (quick table) */
+		0xff, 0xd0,			    /* call rax */
+		0xff, 0x15, 0x00, 0x10, 0x00, 0x00, /* call [rip+0x1000] */
+		0x41, 0xff, 0x54, 0x24, 0x08,	    /* call [r12+8] */
+		0xc3,				    /* ret */
+	};
+	static const uint8_t leaf[] = {
+		0x48, 0x8d, 0x47, 0x01, /* lea rax, [rdi+1] */
+		0xc3,			/* ret */
+	};
+	struct disasm_result res;
+	bool ok = scan(code, sizeof(code), &res) && ASSERT_EQ(res.ncalls, 4) &&
+		  ASSERT_EQ(res.nreturns, 1) && ASSERT_EQ(res.ntail_calls, 0);
+
+	disasm_result__clear(&res);
+	ok = ok && scan(leaf, sizeof(leaf), &res) && ASSERT_EQ(res.ncalls, 0);
+	disasm_result__clear(&res);
+	return ok;
+}
+
 /* Jumps through a pointer: their operands, for the kernel to read where each goes. */
 TEST(disasm_hook_sites)
 {
@@ -233,8 +260,8 @@ TEST(disasm_return_site_budget)
 /*
  * Whether Zydis, configured as the sweep's full decoder, reads the same
  * instruction from p (n bytes) as disasm__quick did: decodes it, at the same
- * length, a RET or INT3 or relative jump (to the same target) exactly when
- * q says so. Prints the bytes when not.
+ * length, a RET or INT3 or CALL or relative jump (to the same target)
+ * exactly when q says so. Prints the bytes when not.
  */
 static bool zydis_agrees(const uint8_t *p, size_t n, const struct disasm_insn *q)
 {
@@ -251,6 +278,8 @@ static bool zydis_agrees(const uint8_t *p, size_t n, const struct disasm_insn *q
 		kind = DISASM_RET;
 	else if (ok && insn.mnemonic == ZYDIS_MNEMONIC_INT3)
 		kind = DISASM_INT3;
+	else if (ok && insn.meta.category == ZYDIS_CATEGORY_CALL)
+		kind = DISASM_CALL;
 	else if (ok && (insn.meta.category == ZYDIS_CATEGORY_COND_BR ||
 			insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR))
 		kind = ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative &&
@@ -343,7 +372,7 @@ TEST(disasm_quick_reads_common_forms)
 		{ { 0x48, 0x81, 0xec, 0x80, 0, 0, 0 }, 7, DISASM_OTHER, 0 }, /* sub rsp, 128 */
 		{ { 0xf7, 0xd8 }, 2, DISASM_OTHER, 0 },			     /* neg eax */
 		{ { 0xf7, 0xc0, 1, 0, 0, 0 }, 6, DISASM_OTHER, 0 },	     /* test eax, 1 */
-		{ { 0xe8, 0, 0, 0, 0 }, 5, DISASM_OTHER, 0 },		     /* call */
+		{ { 0xe8, 0, 0, 0, 0 }, 5, DISASM_CALL, 0 },		     /* call */
 		{ { 0xc3 }, 1, DISASM_RET, 0 },
 		{ { 0xcc }, 1, DISASM_INT3, 0 },
 		{ { 0x74, 0xfe }, 2, DISASM_JUMP_REL, -2 },
