@@ -10,6 +10,7 @@ trampoline just after. Counts exact, the program's output unchanged
 (run_ok), the slow call's stack its own frame then its caller."""
 
 import os
+import subprocess
 
 import harness
 import tracing
@@ -63,3 +64,93 @@ def test_leaf_calls_end_at_the_trampoline_counted_once():
         stack = call["stack"]
         assert stack[0].startswith(C.fn("mix")), call
         assert len(stack) > 1 and not stack[1].startswith(C.fn("mix")), call
+
+
+UNWINDING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                         "unwinding")
+
+
+def build(tmp_path, source, compiler, *flags):
+    out = str(tmp_path / os.path.splitext(source)[0])
+    subprocess.run([compiler, "-O2", "-g", "-Wall", "-Wextra", "-Werror", *flags,
+                    os.path.join(UNWINDING, source), "-o", out], check=True)
+    return out
+
+
+def untraced_output(path):
+    return subprocess.run([path], input="go\n", capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+
+
+def traced_output(path, functions):
+    """path's output run under `retwatch trace --returns trampoline` on
+    functions (attached before it starts its work), and retwatch's
+    functions by name."""
+    prog = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    out = []
+
+    def workload():
+        out.append(prog.communicate("go\n", timeout=60)[0])
+    try:
+        _, funcs = tracing.trace_during([prog.pid], functions, workload,
+                                        options=("--returns", "trampoline", "--max-overhead",
+                                                 "0"))
+    finally:
+        if prog.poll() is None:
+            prog.kill()
+            prog.wait()
+    assert prog.returncode == 0, out
+    return out[0], funcs
+
+
+def counts(output):
+    """The calls a fixture says it made, by function."""
+    words = output.split()
+    return {w: int(n) for w, n in zip(words, words[1:]) if n.isdigit()}
+
+
+def test_cxx_exceptions_through_traced_functions(tmp_path):
+    """throwfix: outer catches what thrower throws through middle. They
+    call, so they keep their RET probes; cheap, a leaf, ends at the
+    trampoline. The program prints, traced, what it prints untraced; every
+    call is counted, those left by the exception as orphans or not."""
+    path = build(tmp_path, "throwfix.cc", "g++")
+    want = untraced_output(path)
+    got, funcs = traced_output(path, ["cheap", "thrower", "middle", "outer"])
+    assert got == want
+    made = counts(want)
+    for name in ("thrower", "middle", "outer"):
+        f = funcs[name]
+        assert f["return"] == "ret" and "calls other code" in f["return_reason"], f
+        assert f["calls"] + f["orphans"] == made[name], (name, f, made)
+    cheap = funcs["cheap"]
+    assert cheap["calls"] == made["cheap"] and cheap["orphans"] == 0, cheap
+    assert cheap["return"] == ("trampoline" if kernel_has_trampoline() else "ret"), cheap
+    # the calls that returned, timed; every third one left by the exception
+    assert funcs["outer"]["calls"] == made["outer"], funcs["outer"]
+
+
+def test_pthread_exit_from_under_a_traced_function(tmp_path):
+    """exitfix: each thread's step calls finish, which ends the thread on
+    its 100th step; the thread's cleanup handler runs. The output is the
+    same traced; leaf's calls all end at the trampoline and are counted."""
+    path = build(tmp_path, "exitfix.c", "gcc", "-pthread")
+    want = untraced_output(path)
+    got, funcs = traced_output(path, ["leaf", "step", "finish"])
+    assert got == want
+    made = counts(want)
+    leaf, step = funcs["leaf"], funcs["step"]
+    assert leaf["calls"] == made["leaf"] and leaf["orphans"] == 0, leaf
+    assert leaf["return"] == ("trampoline" if kernel_has_trampoline() else "ret"), leaf
+    # the last step of each thread never returns
+    assert step["calls"] + step["orphans"] == made["step"], step
+
+
+def test_go_keeps_its_ret_probes():
+    """A Go program with --returns trampoline: every function keeps its RET
+    probes (the runtime walks goroutine stacks at any time), and computes
+    what it computes untraced (run_ok)."""
+    t = tracing.go_tracee("native", "default")
+    r = tracing.scenario(t, "recursive", ("deep",), options=("--returns", "trampoline"))
+    f = assert_calls(r, "deep", t, r.report["calls"][t.fn("deep")])
+    assert f["return"] == "ret" and "Go" in f["return_reason"], f
