@@ -309,6 +309,8 @@ static int analyze(struct binary *b, struct fn_entry *f)
 	fi->ntail_calls = f->dis->ntail_calls;
 	fi->nindirect_jumps = f->dis->nindirect_jumps;
 	fi->ncalls = f->dis->ncalls;
+	fi->nstack_switches = f->dis->nstack_switches;
+	fi->return_slot_used = f->dis->return_slot_used;
 	/* Go's jumps through registers are the runtime's and its wrappers' */
 	fi->hooks = fi->go ? NULL : f->dis->hooks;
 	fi->nhooks = fi->go ? 0 : f->dis->nhooks;
@@ -330,6 +332,10 @@ const char *binary__trampoline_refusal(const struct binary *b, const struct func
 		return "its returns are not all known";
 	if (fi->ncalls)
 		return "it calls other code, which may unwind through its frame";
+	if (fi->nstack_switches)
+		return "it switches stacks (its RET may return on another one)";
+	if (fi->return_slot_used)
+		return "it reads or moves its own return address";
 	if (fi->ntail_calls || fi->nindirect_jumps || fi->nhooks)
 		return "it jumps out of itself (a tail call or a jump through a register)";
 	return NULL;

@@ -99,6 +99,10 @@ struct func_info {
 	 * calls never seen returning are tail exits too */
 	size_t nindirect_jumps;
 	size_t ncalls; /* its CALL instructions, of any form */
+	/* its instructions that switch stacks (disasm_insn.switches_stack) */
+	size_t nstack_switches;
+	/* its code may reach its return slot (disasm__return_slot_used) */
+	bool return_slot_used;
 	/* of its own jumps through a register or memory that may leave it (not
 	 * a switch table's; native x86-64 code): where each goes is read where
 	 * it runs, and the RETs there end the call */
@@ -250,8 +254,11 @@ const char *binary__build_id(const struct binary *b);	/* NULL if none */
  * call returns. An unwinder walks a frame only from code the frame calls
  * (a C++ throw, Rust's panic, a profiler or a Go traceback from a callee, a
  * signal handler's backtrace aside), so fi must call nothing and leave only
- * by its own RETs: no CALL, no jump out of it or through a register, its
- * every instruction read; native x86-64 code of a file with no Go in it
+ * by its own RETs: no CALL, no jump out of it or through a register, no
+ * switch to another stack (a RET there would not reach the trampoline, and
+ * the kernel would match a later one with the wrong call), no use of its
+ * return slot (which holds the trampoline's address meanwhile), its every
+ * instruction read; native x86-64 code of a file with no Go in it
  * (Go's runtime walks its stacks from anywhere: preemption, the GC).
  */
 const char *binary__trampoline_refusal(const struct binary *b, const struct func_info *fi);

@@ -182,6 +182,50 @@ static bool modrm_fits(uint16_t q, uint8_t modrm)
 	       !((q & Q_GRP3) && reg == 1) && !((q & Q_GRP5) && reg > 1 && reg != 6);
 }
 
+/*
+ * Whether LEA's memory operand (ModRM m, then a SIB at p when it has one;
+ * rex its REX) is based on RSP or RBP: a frame's address, on the stack.
+ */
+static bool lea_on_stack(uint8_t m, const uint8_t *p, size_t n, uint8_t rex)
+{
+	uint8_t mod = m >> 6, rm = m & 7;
+
+	if (rex & 1)
+		return false; /* R12 or R13 */
+	if (rm == 4)
+		return n >= 1 && (p[0] & 7) == 4; /* SIB based on RSP */
+	return rm == 5 && mod != 0;		  /* RBP plus a displacement */
+}
+
+/* Whether the quick-decoded instruction at p (len bytes) switches stacks (disasm_insn). */
+static bool quick_switches_stack(const uint8_t *p, size_t len)
+{
+	size_t i = 0;
+	uint8_t rex = 0, m, reg, rm;
+
+	if (len && (p[0] & 0xf0) == 0x40)
+		rex = p[i++];
+	if (i >= len)
+		return false;
+	if ((p[i] == 0x5c || p[i] == 0x94) && !(rex & 1))
+		return true; /* POP RSP, XCHG eAX with RSP */
+	if (i + 1 >= len)
+		return false;
+	if (p[i] == 0x0f) /* CMOVcc into RSP */
+		return p[i + 1] >= 0x40 && p[i + 1] <= 0x4f && i + 2 < len &&
+		       ((p[i + 2] >> 3) & 7) == 4 && !(rex & 4);
+	m = p[i + 1];
+	reg = ((m >> 3) & 7) | (rex & 4 ? 8 : 0);
+	rm = (m & 7) | (rex & 1 ? 8 : 0);
+	switch (p[i]) {
+	case 0x8b: return reg == 4 && !(m >> 6 == 3 && rm == 5); /* MOV RSP, r/m; not RBP */
+	case 0x89: return m >> 6 == 3 && rm == 4 && reg != 5;	 /* MOV RSP, r; not RBP */
+	case 0x8d: return reg == 4 && !lea_on_stack(m, p + i + 2, len - i - 2, rex);
+	case 0x87: return reg == 4 || (m >> 6 == 3 && rm == 4); /* XCHG */
+	default: return false;
+	}
+}
+
 bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret)
 {
 	size_t i = 0, imm = 0;
@@ -218,6 +262,7 @@ bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret)
 	if (n - i < imm)
 		return false;
 	*ret = (struct disasm_insn){ .length = i + imm, .kind = DISASM_OTHER };
+	ret->switches_stack = quick_switches_stack(p, ret->length);
 	if (q & Q_JUMP) {
 		int32_t rel32;
 
@@ -239,6 +284,39 @@ bool disasm__quick(const uint8_t *p, size_t n, struct disasm_insn *ret)
 }
 
 /* ---- Zydis ---- */
+
+/*
+ * Whether an instruction Zydis read (in its minimal mode) writes RSP as an
+ * explicit operand, other than by ADD, SUB or AND: decoded in full only
+ * when its ModRM names RSP, which few do.
+ */
+static bool zydis_switches_stack(const struct decoders *dec, const uint8_t *bytes, size_t len,
+				 const ZydisDecodedInstruction *brief)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedInstruction full;
+	ZydisDecoderContext ctx;
+	uint8_t reg = brief->raw.modrm.reg | brief->raw.rex.R << 3;
+	uint8_t rm = brief->raw.modrm.rm | brief->raw.rex.B << 3;
+
+	if (!(brief->attributes & ZYDIS_ATTRIB_HAS_MODRM) ||
+	    (reg != 4 && !(brief->raw.modrm.mod == 3 && rm == 4)))
+		return false;
+	if (brief->mnemonic == ZYDIS_MNEMONIC_ADD || brief->mnemonic == ZYDIS_MNEMONIC_SUB ||
+	    brief->mnemonic == ZYDIS_MNEMONIC_AND)
+		return false;
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec->full, &ctx, bytes, len, &full)) ||
+	    !ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&dec->full, &ctx, &full, ops,
+						     full.operand_count_visible)))
+		return true; /* not known: taken for one */
+	for (size_t i = 0; i < full.operand_count_visible; i++)
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+		    ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64,
+						     ops[i].reg.value) == ZYDIS_REGISTER_RSP)
+			return true;
+	return false;
+}
 
 /*
  * The instruction at bytes (len of them) as Zydis reads it; false when it
@@ -263,6 +341,7 @@ static bool zydis_read(const struct decoders *dec, const uint8_t *bytes, size_t 
 		ret->kind = DISASM_INT3;
 	else if (brief.meta.category == ZYDIS_CATEGORY_CALL)
 		ret->kind = DISASM_CALL;
+	ret->switches_stack = zydis_switches_stack(dec, bytes, len, &brief);
 	if (brief.meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
 	    brief.meta.category != ZYDIS_CATEGORY_COND_BR)
 		return true;
@@ -521,6 +600,9 @@ static int scan_range(const struct decoders *dec, const struct code_range *range
 			res->nindirect_jumps++;
 		} else if (insn.kind == DISASM_CALL) {
 			res->ncalls++;
+		}
+		if (insn.switches_stack) {
+			res->nstack_switches++;
 		} else if (jk == JUMP_INSIDE && disasm__note_entry_jump(res, entry, addr, target)) {
 			return -ENOMEM;
 		}
@@ -568,6 +650,24 @@ static int sort_tail_calls(struct disasm_result *res)
 	return 0;
 }
 
+static bool decoders_init(struct decoders *dec)
+{
+	return ZYAN_SUCCESS(ZydisDecoderInit(&dec->brief, ZYDIS_MACHINE_MODE_LONG_64,
+					     ZYDIS_STACK_WIDTH_64)) &&
+	       ZYAN_SUCCESS(ZydisDecoderEnableMode(&dec->brief, ZYDIS_DECODER_MODE_MINIMAL,
+						   ZYAN_TRUE)) &&
+	       ZYAN_SUCCESS(ZydisDecoderInit(&dec->full, ZYDIS_MACHINE_MODE_LONG_64,
+					     ZYDIS_STACK_WIDTH_64));
+}
+
+/* Whether res, read to its end, is of x86-64 code that calls nothing and stays on its stack:
+ * a candidate for the kernel's return trampoline, whose return slot is looked at. */
+static bool may_use_trampoline(enum disasm_arch arch, const struct disasm_result *res)
+{
+	return arch == DISASM_X86_64 && !res->undecodable && !res->over_budget && !res->ncalls &&
+	       !res->ntail_calls && !res->nindirect_jumps && !res->nstack_switches;
+}
+
 int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t nranges,
 		 uint64_t entry, struct disasm_result *res)
 {
@@ -579,12 +679,7 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 	if (!nranges)
 		return -EINVAL;
 	res->code_end = ranges[0].addr;
-	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec.brief, ZYDIS_MACHINE_MODE_LONG_64,
-					   ZYDIS_STACK_WIDTH_64)) ||
-	    !ZYAN_SUCCESS(
-		    ZydisDecoderEnableMode(&dec.brief, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE)) ||
-	    !ZYAN_SUCCESS(
-		    ZydisDecoderInit(&dec.full, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+	if (!decoders_init(&dec))
 		return -EINVAL;
 	for (size_t i = 0; i < nranges; i++)
 		if (__builtin_add_overflow(total, ranges[i].len, &total))
@@ -602,6 +697,8 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 		disasm_result__clear(res);
 		return err;
 	}
+	res->return_slot_used = may_use_trampoline(arch, res) &&
+				disasm__return_slot_used(ranges, nranges);
 	if (res->over_budget) {
 		free(res->returns);
 		free(res->tail_calls);
@@ -613,7 +710,7 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 		res->entry_jumps = NULL;
 		res->hooks = NULL;
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
-		res->ncalls = 0;
+		res->ncalls = res->nstack_switches = 0;
 		res->nhooks = 0;
 		res->code_end = ranges[0].addr; /* not known: the sweep stopped */
 		return 0;
@@ -621,7 +718,7 @@ int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t 
 	if (res->undecodable) {
 		/* never report sites found before the failure: the sweep is not trusted */
 		res->nreturns = res->ntail_calls = res->nindirect_jumps = res->nentry_jumps = 0;
-		res->ncalls = 0;
+		res->ncalls = res->nstack_switches = 0;
 		res->nhooks = 0;
 		return 0;
 	}

@@ -76,7 +76,11 @@ struct disasm_result {
 	 * not decidable from the instruction).
 	 */
 	size_t nindirect_jumps;
-	size_t ncalls; /* CALL instructions, of any form */
+	size_t ncalls;		/* CALL instructions, of any form */
+	size_t nstack_switches; /* instructions that switch stacks (disasm_insn) */
+	/* x86-64 code that calls nothing: whether it reaches its return slot
+	 * (disasm__return_slot_used); false where not looked at */
+	bool return_slot_used;
 	/* of those, and of the jumps through RIP-relative memory in tail_calls:
 	 * the ones that could be read where they run (x86-64) */
 	struct disasm_hook *hooks;
@@ -106,6 +110,13 @@ struct disasm_insn {
 	size_t length;
 	enum disasm_kind kind;
 	int64_t rel;
+	/*
+	 * It loads the stack pointer from elsewhere than the stack itself (a
+	 * MOV, LEA, XCHG, CMOV or POP into RSP not from RSP or RBP): a switch
+	 * to another stack, as swapcontext makes. ADD, SUB and AND of RSP,
+	 * PUSH, POP, LEAVE and `mov %rbp,%rsp` stay on the stack.
+	 */
+	bool switches_stack;
 };
 
 /*
@@ -159,6 +170,14 @@ enum disasm_arch {
 int disasm__scan(enum disasm_arch arch, const struct code_range *ranges, size_t nranges,
 		 uint64_t entry, struct disasm_result *ret_res);
 void disasm_result__clear(struct disasm_result *res);
+
+/*
+ * Whether x86-64 code in ranges (ranges[0] holding the entry) may reach
+ * its return slot, the word at the entry's stack pointer: a POP of it, a
+ * read or write of it, its address taken (retslot.c). Ers towards true: a
+ * depth it cannot follow, bytes it cannot decode.
+ */
+bool disasm__return_slot_used(const struct code_range *ranges, size_t nranges);
 
 /*
  * Whether each of addrs (ascending, n of them, each in [start, start + len))

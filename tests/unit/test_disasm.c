@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <stdlib.h>
+#include <string.h>
 
 #include <Zydis/Zydis.h>
 
@@ -116,6 +117,107 @@ TEST(disasm_counts_calls)
 	disasm_result__clear(&res);
 	ok = ok && scan(leaf, sizeof(leaf), &res) && ASSERT_EQ(res.ncalls, 0);
 	disasm_result__clear(&res);
+	return ok;
+}
+
+/*
+ * A load of the stack pointer from off the stack is a switch of stacks
+ * (swapcontext's `mov 0xa0(%rdx),%rsp`), by the quick table and by Zydis;
+ * a frame's own moves of it are not.
+ */
+TEST(disasm_stack_switches)
+{
+	static const struct {
+		uint8_t bytes[12];
+		size_t len;
+		bool switches;
+	} forms[] = {
+		{ { 0x48, 0x8b, 0xa2, 0xa0, 0, 0, 0 }, 7, true }, /* mov 0xa0(%rdx),%rsp */
+		{ { 0x5c }, 1, true },				  /* pop %rsp */
+		{ { 0x48, 0x94 }, 2, true },			  /* xchg %rax,%rsp */
+		{ { 0x48, 0x89, 0xfc }, 3, true },		  /* mov %rdi,%rsp */
+		{ { 0x48, 0x8d, 0x67, 0x08 }, 4, true },	  /* lea 8(%rdi),%rsp */
+		{ { 0x48, 0x0f, 0x45, 0xe0 }, 4, true },	  /* cmovne %rax,%rsp */
+		{ { 0x64, 0x48, 0x8b, 0x24, 0x25, 0x10, 0, 0, 0 }, 9, true }, /* mov %fs:0x10,%rsp */
+		{ { 0x48, 0x89, 0xec }, 3, false },			      /* mov %rbp,%rsp */
+		{ { 0x48, 0x8d, 0x65, 0xf0 }, 4, false },	/* lea -0x10(%rbp),%rsp */
+		{ { 0x48, 0x8d, 0x64, 0x24, 0x08 }, 5, false }, /* lea 8(%rsp),%rsp */
+		{ { 0x48, 0x83, 0xc4, 0x08 }, 4, false },	/* add $8,%rsp */
+		{ { 0x48, 0x83, 0xe4, 0xf0 }, 4, false },	/* and $-16,%rsp */
+		{ { 0x48, 0x29, 0xc4 }, 3, false },		/* sub %rax,%rsp */
+		{ { 0xc9 }, 1, false },				/* leave */
+		{ { 0x5d }, 1, false },				/* pop %rbp */
+	};
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < sizeof(forms) / sizeof(forms[0]); i++) {
+		uint8_t code[16];
+		struct disasm_result res;
+
+		memcpy(code, forms[i].bytes, forms[i].len);
+		code[forms[i].len] = 0xc3; /* ret */
+		ok = scan(code, forms[i].len + 1, &res) &&
+		     CHECK(res.nstack_switches == (forms[i].switches ? 1U : 0U),
+			   "form %zu: %zu stack switches", i, res.nstack_switches);
+		disasm_result__clear(&res);
+	}
+	return ok;
+}
+
+/*
+ * A leaf that reaches its return slot, which holds the trampoline's address
+ * while a uretprobe'd call runs: vfork's POP of it, a read of it through
+ * RSP or a frame pointer, its address taken. A frame's own locals, stack
+ * arguments above the slot and an early return's other depth do not.
+ */
+TEST(disasm_return_slot)
+{
+	static const struct {
+		uint8_t bytes[32];
+		size_t len;
+		bool used;
+	} forms[] = {
+		/* pop %rdi; mov $58,%eax; syscall; push %rdi; ret */
+		{ { 0x5f, 0xb8, 0x3a, 0, 0, 0, 0x0f, 0x05, 0x57, 0xc3 }, 10, true },
+		/* mov (%rsp),%rax; ret */
+		{ { 0x48, 0x8b, 0x04, 0x24, 0xc3 }, 5, true },
+		/* push %rbp; mov %rsp,%rbp; mov 8(%rbp),%rax; pop %rbp; ret */
+		{ { 0x55, 0x48, 0x89, 0xe5, 0x48, 0x8b, 0x45, 0x08, 0x5d, 0xc3 }, 10, true },
+		/* sub $0x18,%rsp; mov 0x18(%rsp),%rax; add $0x18,%rsp; ret */
+		{ { 0x48, 0x83, 0xec, 0x18, 0x48, 0x8b, 0x44, 0x24, 0x18, 0x48, 0x83, 0xc4, 0x18,
+		    0xc3 },
+		  14,
+		  true },
+		/* lea (%rsp),%rax; ret */
+		{ { 0x48, 0x8d, 0x04, 0x24, 0xc3 }, 5, true },
+		/* push %rbp; mov %rsp,%rbp; mov %rdi,-8(%rbp); mov -8(%rbp),%rax; pop %rbp; ret */
+		{ { 0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0x7d, 0xf8, 0x48, 0x8b, 0x45, 0xf8, 0x5d,
+		    0xc3 },
+		  14,
+		  false },
+		/* sub $0x18,%rsp; mov %rdi,8(%rsp); mov 8(%rsp),%rax; add $0x18,%rsp; ret */
+		{ { 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x44, 0x24,
+		    0x08, 0x48, 0x83, 0xc4, 0x18, 0xc3 },
+		  19,
+		  false },
+		/* test %edi,%edi; je 1f; push %rbx; mov %rdi,%rbx; pop %rbx; ret; 1: mov %rdi,%rax; ret */
+		{ { 0x85, 0xff, 0x74, 0x06, 0x53, 0x48, 0x89, 0xfb, 0x5b, 0xc3, 0x48, 0x89, 0xf8,
+		    0xc3 },
+		  14,
+		  false },
+		/* mov 8(%rsp),%rax (a stack argument); ret */
+		{ { 0x48, 0x8b, 0x44, 0x24, 0x08, 0xc3 }, 6, false },
+	};
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct disasm_result res;
+
+		ok = scan(forms[i].bytes, forms[i].len, &res) &&
+		     CHECK(res.return_slot_used == forms[i].used, "form %zu: return slot used %d",
+			   i, res.return_slot_used);
+		disasm_result__clear(&res);
+	}
 	return ok;
 }
 
