@@ -52,13 +52,15 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 # src/ in layers, lowest first; a layer includes only its own headers and
-# those of the layers below it (scripts/layers.sh checks, in make lint).
-LAYERS := base analysis trace agent plugin
-LIB_SRCS := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+# those of the layers it stands on (scripts/layers.sh checks, in make lint).
+LAYERS := base analysis kube trace report agent plugin
+layer_srcs = $(wildcard src/$(1)/*.c src/$(1)/*/*.c)
+LIB_SRCS := $(foreach l,$(LAYERS),$(call layer_srcs,$(l)))
 # Archives, highest layer first as the linker wants them.
 TRACE_ARS := $(OUTPUT)/libretwatch-trace.a $(OUTPUT)/libretwatch-analysis.a \
 	$(OUTPUT)/libretwatch-base.a
-AGENT_ARS := $(OUTPUT)/libretwatch-agent.a $(TRACE_ARS)
+AGENT_ARS := $(OUTPUT)/libretwatch-agent.a $(OUTPUT)/libretwatch-report.a \
+	$(OUTPUT)/libretwatch-kube.a $(TRACE_ARS)
 ALL_ARS := $(OUTPUT)/libretwatch-plugin.a $(AGENT_ARS)
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -108,7 +110,7 @@ $(OUTPUT)/obj/%.o: %.c $(BPF_SKELS)
 CFLAGS_tests := -Itests/unit
 
 define layer_archive
-$(OUTPUT)/libretwatch-$(1).a: $(patsubst %.c,$(OUTPUT)/obj/%.o,$(wildcard src/$(1)/*.c))
+$(OUTPUT)/libretwatch-$(1).a: $(patsubst %.c,$(OUTPUT)/obj/%.o,$(call layer_srcs,$(1)))
 	$$(call msg,AR,$$@)
 	$$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
 endef
@@ -285,7 +287,7 @@ arm64test: arm64 $(ARM64_TRACEES)
 
 test: deps lint all unit itest kerneltest arm64test agenttest imagetest clustertest fuzz
 
-FORMATTED := $(wildcard src/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
+FORMATTED := $(wildcard src/*/*.[ch] src/*/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMATTED)
 	$(Q)bash scripts/layers.sh

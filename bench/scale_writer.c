@@ -19,8 +19,8 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "agent/kube.h"
-#include "agent/kubeconfig.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "synthetic.h"
 
 static char *legacy_body(const struct status_probe *p, const char *node, cJSON *entry)

@@ -12,9 +12,9 @@
 #include <time.h>
 #include <sys/resource.h>
 #include "base/clock.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/status.h"
-#include "agent/summary.h"
+#include "report/summary.h"
 #include "synthetic.h"
 
 int main(int argc, char **argv)

@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
 # The layer rule of src/ (docs/development.md): a file includes headers of its
-# own layer and of the layers below it, never above. Run by make lint; prints
-# each include that breaks the rule and fails.
+# own layer and of the layers it stands on, never of one above or beside it.
+# Run by make lint; prints each include that breaks the rule and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-layers=(base analysis trace agent plugin)
-rank() {
-	local i
-	for i in "${!layers[@]}"; do
-		[[ ${layers[$i]} == "$1" ]] && { echo "$i"; return; }
-	done
-	echo -1
+# Each layer of src/, lowest first, and the layers it may include: its own
+# and those below it. kube (the Kubernetes client) stands beside analysis and
+# trace, report (what reports and summaries are on the wire) on kube and
+# analysis; the plugin uses kube and report, never the agent.
+layers=(base analysis kube trace report agent plugin)
+declare -A reach=(
+	[base]="base"
+	[analysis]="base analysis"
+	[kube]="base kube"
+	[trace]="base analysis trace"
+	[report]="base analysis kube report"
+	[agent]="base analysis kube trace report agent"
+	[plugin]="base analysis kube trace report plugin"
+	[all]="base analysis kube trace report agent plugin"
+)
+
+# What each place may include: a layer what it reaches; the CLI the engine
+# (trace); the agent's program the agent; the kubectl plugin's, the tests
+# and the benches everything.
+reach_of() {
+	case $1 in
+	src/*) echo "${reach[$(cut -d/ -f2 <<<"$1")]}" ;;
+	cmd/retwatch/*) echo "${reach[trace]}" ;;
+	cmd/retwatch-agent/*) echo "${reach[agent]}" ;;
+	*) echo "${reach[all]}" ;;
+	esac
 }
 
-# The highest layer each place may include: a layer itself; the CLI the
-# engine (trace); the agent's program the agent; the kubectl plugin and the
-# tests everything.
-top_of() {
-	case $1 in
-	src/*) rank "$(cut -d/ -f2 <<<"$1")" ;;
-	cmd/retwatch/*) rank trace ;;
-	cmd/retwatch-agent/*) rank agent ;;
-	*) rank plugin ;;
-	esac
+is_layer() {
+	local l
+	for l in "${layers[@]}"; do
+		[[ $l == "$1" ]] && return 0
+	done
+	return 1
 }
 
 bad=0
 while IFS= read -r file; do
-	top=$(top_of "$file")
+	allowed=" $(reach_of "$file") "
 	while IFS=: read -r line inc; do
 		layer=${inc%%/*}
 		if [[ $inc != */* ]]; then
@@ -41,10 +56,9 @@ while IFS= read -r file; do
 			done
 			continue
 		fi
-		r=$(rank "$layer")
-		((r >= 0)) || continue
-		if ((r > top)); then
-			echo "$file:$line: includes $inc: layer $layer is above ${file%/*}" >&2
+		is_layer "$layer" || continue
+		if [[ $allowed != *" $layer "* ]]; then
+			echo "$file:$line: includes $inc: ${file%/*} may include only$allowed" >&2
 			bad=1
 		fi
 	done < <(grep -n '^#include "' "$file" | sed 's/^\([0-9]*\):#include "\([^"]*\)".*/\1:\2/')

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/termsafe.h"
 #include "plugin/cli.h"
 #include "plugin/functions.h"

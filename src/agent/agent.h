@@ -10,7 +10,7 @@
 
 #include <signal.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "base/rwerr.h"
 #include "trace/tracer.h"
 

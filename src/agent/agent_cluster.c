@@ -10,10 +10,10 @@
 
 #include "agent/agent_impl.h"
 #include "agent/cfprobe.h"
-#include "agent/informer.h"
-#include "agent/kobj.h"
+#include "kube/informer.h"
+#include "kube/kobj.h"
 #include "agent/publisher.h"
-#include "agent/statuswire.h"
+#include "report/statuswire.h"
 #include "agent/summarizer.h"
 
 /* What the agent never reads of them (agent.c's reasons) */

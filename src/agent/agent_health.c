@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "agent/fprobe.h"
-#include "agent/informer.h"
-#include "agent/metrics.h"
+#include "kube/informer.h"
+#include "agent/http/metrics.h"
 #include "agent/publisher.h"
 #include "agent/summarizer.h"
 #include "base/log.h"

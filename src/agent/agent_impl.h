@@ -15,7 +15,7 @@
 #include "agent/agent.h"
 #include "agent/cfprobe.h"
 #include "agent/fprobe.h"
-#include "agent/metricspage.h"
+#include "agent/http/metricspage.h"
 #include "agent/traceset.h"
 
 struct agent {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/kobj.h"
-#include "agent/kube.h"
-#include "agent/statuswire.h"
+#include "kube/kobj.h"
+#include "kube/kube.h"
+#include "report/statuswire.h"
 #include "base/log.h"
 #include "agent/agent_impl.h"
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "agent/cfprobe.h"
-#include "agent/kobj.h"
-#include "agent/statuswire.h"
+#include "kube/kobj.h"
+#include "report/statuswire.h"
 #include "base/clock.h"
 #include "base/labels.h"
 #include "base/log.h"

@@ -10,7 +10,7 @@
 #include "agent/keepshare.h"
 #include "base/log.h"
 #include "agent/placement.h"
-#include "agent/reportfit.h"
+#include "report/reportfit.h"
 #include "agent/status.h"
 #include "agent/summarizer.h"
 

@@ -15,7 +15,7 @@
 
 #include "base/errlist.h"
 #include "agent/funclist.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/nodeprocs.h"
 #include "agent/probe.h"
 #include "agent/publisher.h"

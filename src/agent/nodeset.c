@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
-#include "agent/kube.h"
+#include "kube/kobj.h"
+#include "kube/kube.h"
 #include "agent/nodeset.h"
 #include "base/log.h"
 

@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 #include "base/errlist.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/nodeprocs.h"
 #include "agent/probe.h"
 

@@ -8,7 +8,7 @@
 #include "analysis/binary.h"
 #include "trace/calibrate.h"
 #include "base/latency.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/probe.h"
 #include "trace/shlib.h"
 

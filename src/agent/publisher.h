@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 struct publisher;
 

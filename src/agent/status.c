@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "agent/status.h"
-#include "agent/statuswire.h"
+#include "report/statuswire.h"
 #include "trace/callargs.h"
 
 /* ---- this node's entry ---- */

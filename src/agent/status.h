@@ -19,9 +19,9 @@
 
 #include "trace/calibrate.h"
 #include "base/errlist.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "trace/results.h"
-#include "agent/statuswire.h"
+#include "report/statuswire.h"
 #include "agent/traceset.h"
 
 /*

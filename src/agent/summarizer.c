@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/nodeset.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "agent/reportfit.h"
-#include "agent/statuswire.h"
+#include "report/reportfit.h"
+#include "report/statuswire.h"
 #include "agent/summarizer.h"
 
 /* Reports per list request: a page is all the memory a summary's input takes. */

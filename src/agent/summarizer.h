@@ -14,9 +14,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "agent/publisher.h"
-#include "agent/summary.h"
+#include "report/summary.h"
 
 struct summarizer;
 

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/termsafe.h"
-#include "agent/statuswire.h"
+#include "report/statuswire.h"
 #include "plugin/functions.h"
 #include "plugin/selector.h"
 #include "plugin/trace.h"

@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "base/rwerr.h"
 #include "plugin/cli.h"
 

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/latency.h"
 #include "base/termsafe.h"
 #include "plugin/selector.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/termsafe.h"
 #include "base/latency.h"
 #include "plugin/view.h"

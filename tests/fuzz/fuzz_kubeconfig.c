@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "agent/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 static bool printable(const char *s)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "plugin/functions.h"
 #include "plugin/selector.h"
 #include "plugin/view.h"

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "agent/cfprobe.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/probe.h"
 #include "agent/status.h"
-#include "agent/summary.h"
+#include "report/summary.h"
 
 /* A ClusterFunctionProbe in doc: trimmed as the informer does (twice: the
  * trim changes nothing of what it trimmed), parsed and expanded over the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "test.h"
 
 TEST(backoff_doubles_up_to_the_cap)

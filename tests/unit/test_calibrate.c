@@ -5,7 +5,7 @@
 #include <cjson/cJSON.h>
 
 #include "trace/calibrate.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/probe.h"
 #include "agent/status.h"
 #include "test.h"

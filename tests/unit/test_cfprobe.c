@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "agent/cfprobe.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "test.h"
 
 #define NAMESPACES                                                                              \

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/kube.h"
-#include "agent/kubeconfig.h"
-#include "agent/kubeexec.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "kube/kubeexec.h"
 #include "test.h"
 
 #define CA_PEM                                                               \

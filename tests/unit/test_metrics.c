@@ -14,8 +14,8 @@
 
 #include <curl/curl.h>
 
-#include "agent/metrics.h"
-#include "agent/metricsauth.h"
+#include "agent/http/metrics.h"
+#include "agent/http/metricsauth.h"
 #include "test.h"
 
 TEST(metrics_parse_address)

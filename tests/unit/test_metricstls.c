@@ -9,8 +9,8 @@
 
 #include <curl/curl.h>
 
-#include "agent/metrics.h"
-#include "agent/metricstls.h"
+#include "agent/http/metrics.h"
+#include "agent/http/metricstls.h"
 #include "test.h"
 
 static size_t discard(char *data, size_t size, size_t n, void *ctx)

@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "agent/kobj.h"
-#include "agent/reportfit.h"
+#include "kube/kobj.h"
+#include "report/reportfit.h"
 #include "agent/status.h"
-#include "agent/summary.h"
+#include "report/summary.h"
 #include "test.h"
 
 #define NPODS 100

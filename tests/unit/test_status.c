@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "agent/status.h"
-#include "agent/summary.h"
+#include "report/summary.h"
 #include "test.h"
 
 /* What a node writes, the summary writer reads back exactly. */

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/informer.h"
+#include "kube/informer.h"
 #include "base/log.h"
 
 #define BACKOFF_MIN_MS 200

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "agent/metrics.h"
+#include "agent/http/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "agent/metricsauth.h"
-#include "agent/metricstls.h"
+#include "agent/http/metricsauth.h"
+#include "agent/http/metricstls.h"
 
 /* A scrape waits this long for the main thread, which turns every 100 ms. */
 #define RENDER_WAIT_S 5

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "agent/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "base/rwerr.h"
 
 /* The most bytes of ExecCredential read, and the seconds a plugin may take. */

@@ -15,7 +15,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 struct informer;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "agent/metricsauth.h"
+#include "agent/http/metricsauth.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/clock.h"
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 /* Each review waits at most this long for the API server. */
 #define REVIEW_TIMEOUT_MS 5000

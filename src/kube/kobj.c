@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 
 const cJSON *kobj_get(const cJSON *obj, const char *name)
 {

@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "agent/kubeconfig.h"
-#include "agent/kubeconfig_impl.h"
+#include "kube/kubeconfig.h"
+#include "kube/kubeconfig_impl.h"
 
 /* a kubeconfig nests 4 deep (contexts, entry, context, field): room to spare */
 #define MAX_DEPTH 32

@@ -8,8 +8,8 @@
 
 #include "base/latency.h"
 #include "base/log.h"
-#include "agent/kobj.h"
-#include "agent/statuswire.h"
+#include "kube/kobj.h"
+#include "report/statuswire.h"
 
 #define PROBE_PATH "/apis/retwatch.io/v1alpha1/namespaces/%s/functionprobes/%s/status"
 #define CLUSTER_PROBE_PATH "/apis/retwatch.io/v1alpha1/clusterfunctionprobes/%s/status"

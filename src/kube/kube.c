@@ -10,8 +10,8 @@
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
 
-#include "agent/kube.h"
-#include "agent/kubeexec.h"
+#include "kube/kube.h"
+#include "kube/kubeexec.h"
 
 /* A rotated projected token is picked up within this long. */
 #define TOKEN_REREAD_S 60

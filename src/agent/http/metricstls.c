@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "agent/metricstls.h"
+#include "agent/http/metricstls.h"
 
 #include <errno.h>
 #include <stdio.h>

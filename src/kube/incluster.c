@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/kubeconfig.h"
-#include "agent/kubeconfig_impl.h"
+#include "kube/kubeconfig.h"
+#include "kube/kubeconfig_impl.h"
 
 #define SA_NAMESPACE_MAX 256
 

@@ -10,9 +10,9 @@
 #include "base/clock.h"
 #include "base/latency.h"
 #include "base/log.h"
-#include "agent/kobj.h"
-#include "agent/statuswire.h"
-#include "agent/summary.h"
+#include "kube/kobj.h"
+#include "report/statuswire.h"
+#include "report/summary.h"
 
 /* More processes than one node runs (pid_max's limit): a corrupt entry. */
 #define MAX_NODE_PROCESSES (1 << 22)

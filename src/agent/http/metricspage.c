@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/metrics.h"
-#include "agent/metricspage.h"
+#include "agent/http/metrics.h"
+#include "agent/http/metricspage.h"
 
 /* The per-function families, each written to its own stream: a family's
  * samples must follow each other. */

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kobj.h"
+#include "kube/kobj.h"
 #include "base/latency.h"
-#include "agent/reportfit.h"
-#include "agent/statuswire.h"
+#include "report/reportfit.h"
+#include "report/statuswire.h"
 
 /* One pod's row of a function, as the entry holds it. */
 struct row {

@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/statuswire.h"
+#include "report/statuswire.h"
 
 /* Per function: the slowest pods listed, and revision rows (the rest: "other"). */
 #define SUMMARY_SLOWEST 3

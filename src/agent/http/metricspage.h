@@ -15,7 +15,7 @@
 #include "analysis/binary.h"
 #include "trace/calibrate.h"
 #include "agent/fprobe.h"
-#include "agent/informer.h"
+#include "kube/informer.h"
 #include "base/openfiles.h"
 #include "agent/publisher.h"
 #include "agent/summarizer.h"

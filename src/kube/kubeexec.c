@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/kubeexec.h"
+#include "kube/kubeexec.h"
 #include "base/clock.h"
 
 extern char **environ;

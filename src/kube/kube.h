@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "agent/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "base/rwerr.h"
 
 struct kube;
