@@ -164,13 +164,15 @@ static enum probe_entry entry_kind(const struct binary *b, const struct func_inf
 
 /*
  * Why f's calls would not end at the kernel's return trampoline with
- * --returns trampoline on this kernel, or NULL when they would.
+ * --returns trampoline on this kernel, or NULL when they would: the
+ * function's own reason first, so that the kernel (its BTF read once) is
+ * asked only for the functions that could.
  */
 static const char *trampoline_refusal(const struct binary *b, const struct func_info *f)
 {
-	const char *why = tracer__kernel_trampoline_refusal();
+	const char *why = tracer__func_trampoline_refusal(b, f, f->entry_site);
 
-	return why ? why : tracer__func_trampoline_refusal(b, f, f->entry_site);
+	return why ? why : tracer__kernel_trampoline_refusal();
 }
 
 /* How many of m's functions have their entry probe on an instruction the kernel emulates. */

@@ -195,7 +195,6 @@ static int room_for(struct binary_cache *c, const struct binary *b, size_t bytes
 		    struct rw_error *err)
 {
 	size_t held = c && c->max_total ? held_bytes(c, b, clock__mono_ns()) : 0;
-
 	char b1[32], b2[32], b3[32];
 
 	if (!c || !c->max_total || (bytes ? held + bytes <= c->max_total : held < c->max_total))

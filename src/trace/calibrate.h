@@ -97,29 +97,31 @@ static inline uint64_t calibrate__to_trampoline(uint64_t at, uint64_t push, uint
 }
 
 /*
- * The bias and the call cost of a function entered at an instruction of
- * kind e, whose calls end at its RETs or at the return trampoline.
+ * A figure measured per kind of entry (by_entry, stepped's where a kind has
+ * none) for a function entered at kind e, whose calls end at its RETs or at
+ * the return trampoline (tramp: the figure at a PUSH with the trampoline).
  */
+static inline uint64_t calibrate__figure(const uint64_t *by_entry, uint64_t stepped, uint64_t tramp,
+					 enum probe_entry e, bool trampoline)
+{
+	uint64_t v = e < PROBE_ENTRY__N && by_entry[e] ? by_entry[e] : stepped;
+
+	return trampoline ? calibrate__to_trampoline(v, by_entry[PROBE_ENTRY_PUSH], tramp) : v;
+}
+
+/* The bias and the call cost of a function entered at kind e, ending at its RETs or not. */
 static inline uint64_t calibrate__bias(const struct calibration *cal, enum probe_entry e,
 				       bool trampoline)
 {
-	uint64_t b = e < PROBE_ENTRY__N && cal->entry_bias_ns[e] ? cal->entry_bias_ns[e]
-								 : cal->bias_ns;
-
-	return trampoline ? calibrate__to_trampoline(b, cal->entry_bias_ns[PROBE_ENTRY_PUSH],
-						     cal->trampoline_bias_ns)
-			  : b;
+	return calibrate__figure(cal->entry_bias_ns, cal->bias_ns, cal->trampoline_bias_ns, e,
+				 trampoline);
 }
 
 static inline uint64_t calibrate__cost(const struct calibration *cal, enum probe_entry e,
 				       bool trampoline)
 {
-	uint64_t c = e < PROBE_ENTRY__N && cal->entry_cost_ns[e] ? cal->entry_cost_ns[e]
-								 : cal->call_cost_ns;
-
-	return trampoline ? calibrate__to_trampoline(c, cal->entry_cost_ns[PROBE_ENTRY_PUSH],
-						     cal->trampoline_cost_ns)
-			  : c;
+	return calibrate__figure(cal->entry_cost_ns, cal->call_cost_ns, cal->trampoline_cost_ns, e,
+				 trampoline);
 }
 
 /* The call cost of a function entered at kind e and probed at its entry alone. */
