@@ -480,7 +480,7 @@ static enum analysis_state check(struct analyzer *a, struct binary_cache *cache,
 	expire(a, clock__mono_ns());
 	for (j = a->jobs; j && strcmp(j->key, key); j = j->next)
 		;
-	if (!j && binary_cache__full(cache, &st, path, err)) {
+	if (!j && binary_cache__full(cache, &st, err)) {
 		/* no room to use it: not read (the attach says why) */
 		free(key);
 		close(fd);

@@ -174,10 +174,9 @@ void binary_cache__set_max_total(struct binary_cache *cache, size_t max_total, c
 /*
  * 0 while the analyses in use leave room for the file st describes (one
  * refused before, for the bytes its analysis held then); else -ENOSPC, with
- * a message in err that names path as the file not read.
+ * a message in err that says why the file is not read (its caller names it).
  */
-int binary_cache__full(struct binary_cache *cache, const struct stat *st, const char *path,
-		       struct rw_error *err);
+int binary_cache__full(struct binary_cache *cache, const struct stat *st, struct rw_error *err);
 /* Frees the cache; binaries still held stay valid until put. */
 void binary_cache__free(struct binary_cache *cache);
 /*

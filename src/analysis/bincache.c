@@ -191,7 +191,7 @@ static const char *size_text(char buf[32], size_t n)
  * 0 when taking an analysis of bytes (0: one not read yet) into use keeps
  * those in use but for b within the cache's total; else -ENOSPC, said.
  */
-static int room_for(struct binary_cache *c, const struct binary *b, size_t bytes, const char *path,
+static int room_for(struct binary_cache *c, const struct binary *b, size_t bytes,
 		    struct rw_error *err)
 {
 	size_t held = c && c->max_total ? held_bytes(c, b, clock__mono_ns()) : 0;
@@ -202,16 +202,16 @@ static int room_for(struct binary_cache *c, const struct binary *b, size_t bytes
 	c->refused++;
 	if (!bytes)
 		return rw_error_set(err, ENOSPC,
-				    "%s is not analysed: the analyses of the files traced now "
-				    "hold %s, all that %s allows; it is when fewer are traced, or "
-				    "with a larger bound",
-				    path, size_text(b1, held), c->total_name);
+				    "not analysed: the analyses of the files traced now hold %s, "
+				    "all that %s allows; it is when fewer are traced, or with a "
+				    "larger bound",
+				    size_text(b1, held), c->total_name);
 	return rw_error_set(err, ENOSPC,
-			    "%s is not traced: its analysis holds %s, and those of the files "
-			    "traced now %s, over the %s that %s allows; it is when fewer are "
-			    "traced, or with a larger bound",
-			    path, size_text(b1, bytes), size_text(b2, held),
-			    size_text(b3, c->max_total), c->total_name);
+			    "not traced: its analysis holds %s, and those of the files traced "
+			    "now %s, over the %s that %s allows; it is when fewer are traced, "
+			    "or with a larger bound",
+			    size_text(b1, bytes), size_text(b2, held), size_text(b3, c->max_total),
+			    c->total_name);
 }
 
 #define NREFUSED (sizeof(((struct binary_cache *)0)->refused_files) / sizeof(struct refused_file))
@@ -243,12 +243,11 @@ static void remember_refused(struct binary_cache *c, const struct binary *b)
 	*r = (struct refused_file){ b->dev, b->ino, b->size, b->mtime, b->bytes };
 }
 
-int binary_cache__full(struct binary_cache *c, const struct stat *st, const char *path,
-		       struct rw_error *err)
+int binary_cache__full(struct binary_cache *c, const struct stat *st, struct rw_error *err)
 {
 	const struct refused_file *r = c && st ? refused_file(c, st) : NULL;
 
-	return room_for(c, NULL, r ? r->bytes : 0, path, err);
+	return room_for(c, NULL, r ? r->bytes : 0, err);
 }
 
 /* What a path that is not a regular file names, for an error. */
@@ -482,7 +481,7 @@ static struct binary *cache_find(struct binary_cache *cache, const char *path,
 
 	for (struct binary *b = cache ? cache->head : NULL; b; b = b->next) {
 		if (cache_answers(b, path, st, &view, &view_known)) {
-			if (!b->refs && room_for(cache, b, b->bytes, b->path, err)) {
+			if (!b->refs && room_for(cache, b, b->bytes, err)) {
 				remember_refused(cache, b);
 				b->fresh_until_ns = 0; /* refused: it may go */
 				cache_evict(cache);
@@ -500,7 +499,7 @@ static struct binary *cache_find(struct binary_cache *cache, const char *path,
 }
 
 /* Puts b, just read, into cache: b, or NULL (ENOSPC) when there is no room to use it. */
-static struct binary *cache_insert(struct binary_cache *cache, struct binary *b, const char *path,
+static struct binary *cache_insert(struct binary_cache *cache, struct binary *b,
 				   struct rw_error *err)
 {
 	b->cache = cache;
@@ -509,7 +508,7 @@ static struct binary *cache_insert(struct binary_cache *cache, struct binary *b,
 	cache->count++;
 	cache->misses++;
 	b->last_use = ++cache->clock;
-	if (room_for(cache, b, b->bytes, path, err)) {
+	if (room_for(cache, b, b->bytes, err)) {
 		remember_refused(cache, b);
 		b->refs = 0; /* kept, unused, for when there is room */
 		cache_evict(cache);
@@ -552,7 +551,7 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		return NULL;
 	}
 	b = cache_find(cache, origin ? origin : path, &st, &refused, err);
-	if (b || refused || binary_cache__full(cache, &st, path, err)) {
+	if (b || refused || binary_cache__full(cache, &st, err)) {
 		close(fd);
 		errno = b ? 0 : ENOSPC;
 		return b;
@@ -589,7 +588,7 @@ static struct binary *open_binary(struct binary_cache *cache, const char *path, 
 		return NULL;
 	}
 	b->bytes = binary__bytes(b);
-	return cache ? cache_insert(cache, b, path, err) : b;
+	return cache ? cache_insert(cache, b, err) : b;
 }
 
 struct binary *binary__open(struct binary_cache *cache, const char *path, struct rw_error *err)

@@ -179,7 +179,7 @@ def test_analyses_in_use_held_within_their_total_bound(cluster, make_pod):
             raise AssertionError(f"{e}\n{agent.tail(15)}") from None
         (err,) = entry["errors"]
         print(f"the probe's error: {err}")
-        for part in ("is not traced: its analysis holds", "over the 1 KiB that the agent's "
+        for part in ("not traced: its analysis holds", "over the 1 KiB that the agent's "
                      "--analysis-max-bytes allows", "with a larger bound"):
             assert part in err, (part, err)
         text = agent.get("/metrics")[1]
