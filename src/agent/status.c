@@ -93,11 +93,42 @@ static void add_group(const char *pod, const char *container, void *ctx)
 	status_latency__to_json(&l, item);
 }
 
-/* Row k's slowest calls kept, as measured (status__add_bias takes the bias out). */
-static void add_slow_calls(cJSON *f, const struct results *r, size_t k)
+/* What a slowest call takes in a report beyond its strings: keys, numbers, quotes. */
+#define SLOW_CALL_JSON_BYTES 256
+
+/*
+ * How many slowest calls every function lists, the same number for each,
+ * so that all of them take about bytes (0: no bound): a report's entry is
+ * never built larger than its budget for them, however much the calls
+ * kept hold. *cut says what that leaves out.
+ */
+static size_t calls_within(const struct results *r, size_t bytes, struct reportfit_cut *cut)
 {
 	const struct slow_call *calls[SLOWEST_MAX_KEEP];
-	size_t n = results__slowest(r, k, calls, SLOWEST_MAX_KEEP);
+	size_t by_rank[SLOWEST_MAX_KEEP] = { 0 }, most = 0, total = 0, m;
+
+	for (size_t k = 0; k < results__nrows(r); k++) {
+		size_t n = results__slowest(r, k, calls, SLOWEST_MAX_KEEP);
+
+		for (size_t i = 0; i < n; i++)
+			by_rank[i] += calls[i]->bytes + SLOW_CALL_JSON_BYTES + 3 * calls[i]->nstack;
+		most = n > most ? n : most;
+	}
+	*cut = (struct reportfit_cut){ 0 };
+	for (m = 0; m < most && (!bytes || total + by_rank[m] <= bytes); m++)
+		total += by_rank[m];
+	if (m < most)
+		cut->calls = most;
+	for (size_t i = m; i < most; i++)
+		cut->bytes += by_rank[i];
+	return m;
+}
+
+/* Row k's first max slowest calls kept, as measured (status__add_bias takes the bias out). */
+static void add_slow_calls(cJSON *f, const struct results *r, size_t k, size_t max)
+{
+	const struct slow_call *calls[SLOWEST_MAX_KEEP];
+	size_t n = results__slowest(r, k, calls, max < SLOWEST_MAX_KEEP ? max : SLOWEST_MAX_KEEP);
 	cJSON *arr = n ? cJSON_AddArrayToObject(f, "slowestCalls") : NULL;
 
 	for (size_t i = 0; arr && i < n; i++) {
@@ -163,14 +194,19 @@ static void add_inlined(cJSON *f, const struct results_row *row)
 
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
-			  size_t npods, bool wrote, uint64_t window_ns)
+			  size_t npods, bool wrote, uint64_t window_ns, size_t calls_bytes,
+			  struct reportfit_cut *ret_cut)
 {
-	size_t ntraced = traceset__count(ts);
+	size_t ntraced = traceset__count(ts), ncalls;
 	struct traced_ctx tc = { NULL, pods, npods };
+	struct reportfit_cut cut;
 	cJSON *e, *fns;
 
 	if (!ntraced && !errs->n && !results__nrows(r) && !wrote)
 		return NULL;
+	ncalls = calls_within(r, calls_bytes, &cut);
+	if (ret_cut)
+		*ret_cut = cut;
 	e = cJSON_CreateObject();
 	cJSON_AddStringToObject(e, "node", node);
 	cJSON_AddNumberToObject(e, "generation", (double)generation);
@@ -201,7 +237,7 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		results__release(r);
 		if (window_ns && row->mode != FUNC_MODE_ENTRY_ONLY)
 			add_recent(f, r, k, window_ns, &l);
-		add_slow_calls(f, r, k);
+		add_slow_calls(f, r, k, ncalls);
 	}
 	return e;
 }

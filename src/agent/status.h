@@ -21,6 +21,7 @@
 #include "base/errlist.h"
 #include "kube/kobj.h"
 #include "trace/results.h"
+#include "report/reportfit.h"
 #include "report/statuswire.h"
 #include "agent/traceset.h"
 
@@ -29,12 +30,15 @@
  * pods' revisions, looked up in pods), the errors (sorted), each function's
  * mode and latency, its latency in each pod's container, its "recent"
  * latency over the last window_ns (0: none; each entry made takes a
- * reading, results__recent) and its slowest calls. NULL when the node has
+ * reading, results__recent) and its slowest calls: the same number for
+ * every function, as many as take about calls_bytes (0: every one), *ret_cut
+ * (NULL: not asked) saying what that left out. NULL when the node has
  * nothing to say (nothing traced, no error, no results) and never wrote.
  */
 cJSON *status__node_entry(const char *node, int64_t generation, const struct traceset *ts,
 			  struct errlist *errs, struct results *r, const struct pod *pods,
-			  size_t npods, bool wrote, uint64_t window_ns);
+			  size_t npods, bool wrote, uint64_t window_ns, size_t calls_bytes,
+			  struct reportfit_cut *ret_cut);
 /*
  * Takes the probes' calibrated bias out of the p50, p95, p99 and max of
  * each function of entry and of each of its pods (never below zero), the

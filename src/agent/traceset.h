@@ -69,6 +69,7 @@ struct traceset_env {
 	struct calibration cal;
 	/* the bounds of what the probes' kept slowest calls hold (keepshare.h) */
 	struct keepshare *keep;
+	uint64_t trimmed_ns; /* when a report's writing last gave free pages back */
 	/*
 	 * This turn's attaching and detaching (traceset__turn): processes are
 	 * attached and detached until spent_ns reaches budget_ns (0: no

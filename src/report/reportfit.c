@@ -239,14 +239,36 @@ static int sort_by_calls(cJSON *arr)
 	return 0;
 }
 
+/* Every function's slowest calls beyond the first keep of them go. */
+static void cut_calls(cJSON *fns, size_t keep)
+{
+	const cJSON *fn;
+
+	cJSON_ArrayForEach(fn, fns)
+	{
+		cJSON *calls = (cJSON *)kobj_get(fn, "slowestCalls");
+
+		while (cJSON_GetArraySize(calls) > (int)keep)
+			cJSON_DeleteItemFromArray(calls, cJSON_GetArraySize(calls) - 1);
+		if (calls && !keep)
+			cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)fn, "slowestCalls");
+	}
+}
+
+/* What `,"slowestCalls":[]` holds besides the calls. */
+#define CALLS_KEY_BYTES (sizeof(",\"slowestCalls\":[]") - 1)
+
 /*
  * Cuts every function's slowest calls to the same number, as few as it
  * takes to fit limit (none: the array goes); *size is entry's size after.
- * Sets r's calls (the most a function had) and calls_kept.
+ * Sets r's calls (the most a function had) and calls_kept. Each call is
+ * printed once: what cutting to each number saves is added up from those,
+ * and the entry printed whole again only to check.
  */
 static void fit_calls(cJSON *entry, cJSON *fns, size_t limit, size_t *size, struct reportfit *r)
 {
-	const cJSON *fn;
+	size_t *saves, over;
+	const cJSON *fn, *call;
 
 	cJSON_ArrayForEach(fn, fns)
 	{
@@ -255,18 +277,32 @@ static void fit_calls(cJSON *entry, cJSON *fns, size_t limit, size_t *size, stru
 		r->calls = n > r->calls ? n : r->calls;
 	}
 	r->calls_kept = r->calls;
-	while (*size > limit && r->calls_kept > 0) {
-		r->calls_kept--;
+	if (*size <= limit || !r->calls)
+		return;
+	/* saves[i]: the bytes of every function's call i, with its comma */
+	saves = calloc(r->calls, sizeof(*saves));
+	if (saves) {
 		cJSON_ArrayForEach(fn, fns)
 		{
-			cJSON *calls = (cJSON *)kobj_get(fn, "slowestCalls");
+			size_t i = 0;
 
-			while (cJSON_GetArraySize(calls) > (int)r->calls_kept)
-				cJSON_DeleteItemFromArray(calls, cJSON_GetArraySize(calls) - 1);
-			if (calls && !r->calls_kept)
-				cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)fn,
-									"slowestCalls");
+			cJSON_ArrayForEach(call, kobj_get(fn, "slowestCalls"))
+				saves[i++] += json_size(call) + 1;
+			if (i)
+				saves[0] += CALLS_KEY_BYTES - 1;
 		}
+		over = *size - limit;
+		while (r->calls_kept > 0 && over > 0) {
+			r->calls_kept--;
+			over = saves[r->calls_kept] < over ? over - saves[r->calls_kept] : 0;
+		}
+		free(saves);
+		cut_calls(fns, r->calls_kept);
+		*size = json_size(entry);
+	}
+	/* without memory, or counted short: one at a time */
+	while (*size > limit && r->calls_kept > 0) {
+		cut_calls(fns, --r->calls_kept);
 		*size = json_size(entry);
 	}
 }
@@ -309,7 +345,8 @@ static void say(cJSON *entry, const struct reportfit *r, size_t budget)
 	cJSON_AddItemToArray(errs, cJSON_CreateString(msg));
 }
 
-int reportfit__entry(cJSON *entry, size_t budget, struct reportfit *ret)
+int reportfit__entry(cJSON *entry, size_t budget, const struct reportfit_cut *cut,
+		     struct reportfit *ret)
 {
 	size_t limit = budget > REPORTFIT_ENVELOPE ? budget - REPORTFIT_ENVELOPE : 0;
 	cJSON *fns = (cJSON *)kobj_get(entry, "functions"), *fn;
@@ -319,10 +356,14 @@ int reportfit__entry(cJSON *entry, size_t budget, struct reportfit *ret)
 
 	memset(ret, 0, sizeof(*ret));
 	ret->whole = ret->bytes = size = json_size(entry);
-	if (size <= limit)
+	if (size <= limit && !(cut && cut->calls))
 		return 0;
 	/* the slowest calls go before any pod is folded: the counts stay whole */
 	fit_calls(entry, fns, limit, &size, ret);
+	if (cut && cut->calls > ret->calls) {
+		ret->calls = cut->calls;
+		ret->whole += cut->bytes;
+	}
 	if (size <= limit) {
 		say(entry, ret, budget);
 		ret->bytes = json_size(entry);

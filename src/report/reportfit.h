@@ -44,11 +44,22 @@ struct reportfit {
 };
 
 /*
+ * What the entry's maker left out before (status__node_entry): the most
+ * slowest calls a function had, when the entry lists fewer, and about how
+ * many bytes the ones left out would have taken. Zero: nothing.
+ */
+struct reportfit_cut {
+	size_t calls, bytes;
+};
+
+/*
  * Fits entry (status__node_entry's, with bias and overhead added) within
  * budget bytes less REPORTFIT_ENVELOPE, as above; adds the error that says
- * what was done. 0 (ret says what it did), or -ENOMEM.
+ * what was done, counting in what cut (NULL: nothing) says was left out
+ * before. 0 (ret says what it did), or -ENOMEM.
  */
-int reportfit__entry(cJSON *entry, size_t budget, struct reportfit *ret);
+int reportfit__entry(cJSON *entry, size_t budget, const struct reportfit_cut *cut,
+		     struct reportfit *ret);
 
 /*
  * Fits a probe's status (summary__doc's) within budget bytes less

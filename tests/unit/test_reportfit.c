@@ -151,7 +151,7 @@ TEST(reportfit_folds_pods_by_revision)
 	struct reportfit fit;
 	bool ok;
 
-	ok = ASSERT_OK(reportfit__entry(entry, budget, &fit)) &&
+	ok = ASSERT_OK(reportfit__entry(entry, budget, NULL, &fit)) &&
 	     ASSERT_TRUE(fit.whole > 4 * budget) && ASSERT_EQ(fit.pods, NPODS) &&
 	     ASSERT_TRUE(fit.kept > 0 && fit.kept < NPODS) &&
 	     ASSERT_EQ(fit.bytes, size_of(entry)) &&
@@ -205,7 +205,7 @@ TEST(reportfit_tiny_budget)
 	const char *msg;
 	bool ok;
 
-	ok = ASSERT_OK(reportfit__entry(entry, budget, &fit)) &&
+	ok = ASSERT_OK(reportfit__entry(entry, budget, NULL, &fit)) &&
 	     ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE) && ASSERT_EQ(fit.kept, 0) &&
 	     ASSERT_EQ(fit.unlisted, NPODS) && ASSERT_TRUE(fit.fns_left > 0) &&
 	     ASSERT_EQ(kobj_int(entry, "functionsOmitted", -1), (int64_t)fit.fns_left);
@@ -224,7 +224,7 @@ TEST(reportfit_within_budget_untouched)
 	struct reportfit fit;
 	bool ok;
 
-	ok = ASSERT_OK(reportfit__entry(entry, 64 * 1024 * 1024, &fit));
+	ok = ASSERT_OK(reportfit__entry(entry, 64 * 1024 * 1024, NULL, &fit));
 	after = cJSON_PrintUnformatted(entry);
 	ok = ok && ASSERT_EQ(fit.whole, fit.bytes) && ASSERT_STREQ(before, after);
 	free(before);
@@ -329,11 +329,11 @@ TEST(reportfit_cuts_slowest_calls_first)
 	printf("# a report of 64 functions x 100 pods: %zu KiB, %zu KiB with 20 slowest calls "
 	       "each, %zu KiB with their arguments\n",
 	       before / 1024, with / 1024, size_of(args) / 1024);
-	ok &= ASSERT_OK(reportfit__entry(args, budget, &fit)) &&
+	ok &= ASSERT_OK(reportfit__entry(args, budget, NULL, &fit)) &&
 	      ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE && fit.calls_kept < 20);
 	cJSON_Delete(args);
 	ok &= ASSERT_TRUE(with > budget - REPORTFIT_ENVELOPE);
-	ok &= ASSERT_OK(reportfit__entry(entry, budget, &fit));
+	ok &= ASSERT_OK(reportfit__entry(entry, budget, NULL, &fit));
 	ok &= ASSERT_TRUE(fit.bytes <= budget - REPORTFIT_ENVELOPE) && ASSERT_EQ(fit.calls, 20) &&
 	      ASSERT_TRUE(fit.calls_kept < 20) && ASSERT_EQ(fit.kept, 0) &&
 	      ASSERT_EQ(fit.unlisted, 0);
@@ -348,6 +348,42 @@ TEST(reportfit_cuts_slowest_calls_first)
 	}
 	ok &= ASSERT_STRCONTAINS(cJSON_GetArrayItem(kobj_get(entry, "errors"), 0)->valuestring,
 				 "slowest calls of 20");
+	cJSON_Delete(entry);
+	return ok;
+}
+
+/* An entry whose maker listed fewer slowest calls than the functions keep
+ * (status__node_entry, within the budget): within the budget it is kept as
+ * it is, and its error says how many calls a function had, and the whole
+ * counts the ones left out. */
+TEST(reportfit_counts_calls_cut_before)
+{
+	const struct reportfit_cut cut = { 20, 4 << 20 };
+	cJSON *entry = big_entry(), *fn;
+	struct reportfit fit;
+	size_t before;
+	bool ok = true;
+	int nerrs;
+
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+	{
+		cJSON *calls = cJSON_AddArrayToObject(fn, "slowestCalls");
+
+		cJSON_AddItemToArray(calls, call_json(5000000, 0, false));
+	}
+	before = size_of(entry);
+	nerrs = cJSON_GetArraySize(kobj_get(entry, "errors"));
+	ok &= ASSERT_OK(reportfit__entry(entry, 2 * before, NULL, &fit)) &&
+	      ASSERT_EQ(fit.whole, fit.bytes) &&
+	      ASSERT_EQ(cJSON_GetArraySize(kobj_get(entry, "errors")), nerrs);
+	ok &= ASSERT_OK(reportfit__entry(entry, 2 * before, &cut, &fit)) &&
+	      ASSERT_EQ(fit.calls, 20) && ASSERT_EQ(fit.calls_kept, 1) &&
+	      ASSERT_EQ(fit.whole, before + cut.bytes);
+	ok &= ASSERT_STRCONTAINS(cJSON_GetArrayItem(kobj_get(entry, "errors"), nerrs)->valuestring,
+				 "each function lists its 1 slowest calls of 20");
+	cJSON_ArrayForEach(fn, kobj_get(entry, "functions"))
+		ok &= ASSERT_EQ(cJSON_GetArraySize(kobj_get(fn, "slowestCalls")), 1) &&
+		      ASSERT_EQ(cJSON_GetArraySize(kobj_get(fn, "pods")), NPODS);
 	cJSON_Delete(entry);
 	return ok;
 }

@@ -171,7 +171,7 @@ TEST(status_node_entry_from_results)
 		goto out;
 	}
 	if (!ASSERT_TRUE(r && ts && l) ||
-	    !ASSERT_TRUE(!status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false, 0)))
+	    !ASSERT_TRUE(!status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false, 0, 0, NULL)))
 		goto out;
 	b = binary__open(NULL, path, &err);
 	if (!ASSERT_TRUE(b) || !ASSERT_OK(binary__match(b, pats, 2, 16, &m, &err)) ||
@@ -182,7 +182,7 @@ TEST(status_node_entry_from_results)
 	results__seed(r, "dispatch", l);
 	errlist__add(&errs, "pod b: second");
 	errlist__add(&errs, "pod a: first");
-	e = status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false, 0);
+	e = status__node_entry("n1", 3, ts, &errs, r, NULL, 0, false, 0, 0, NULL);
 	fns = kobj_get(e, "functions");
 	f = fn_named(fns, "dispatch");
 	ok = ASSERT_TRUE(e) && ASSERT_STREQ(kobj_str(e, "node"), "n1") &&
@@ -260,9 +260,9 @@ TEST(status_seed_round_trip)
 	if (!ASSERT_TRUE(r && again && legacy && ts && l) ||
 	    !ASSERT_OK(results__seed(r, "main.f", l)))
 		goto out;
-	body = status__report_body(&p, "n1",
-				   status__node_entry("n1", 7, ts, &errs, r, NULL, 0, false, 0),
-				   2 * NS_PER_S);
+	body = status__report_body(
+		&p, "n1", status__node_entry("n1", 7, ts, &errs, r, NULL, 0, false, 0, 0, NULL),
+		2 * NS_PER_S);
 	doc = cJSON_Parse(body);
 	ok = ASSERT_TRUE(cJSON_IsString(kobj_get(kobj_get(doc, "status"), "lastUpdate"))) &&
 	     ASSERT_STREQ(kobj_str(kobj_get(doc, "status"), "reportInterval"), "2.000s") &&
