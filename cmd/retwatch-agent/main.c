@@ -45,7 +45,7 @@
 /* a quarter of the chart's memory limit (256Mi): two big Go files, or a
  * dozen C programs with their debug files */
 #define DEFAULT_ANALYSIS_CACHE_BYTES ((size_t)64 << 20)
-#define DEFAULT_ANALYSIS_MAX_BYTES ((size_t)128 << 20)
+#define DEFAULT_ANALYSIS_MAX_BYTES ((size_t)96 << 20)
 
 static volatile sig_atomic_t exiting, stats_wanted;
 
@@ -147,7 +147,7 @@ static void usage_analysis(FILE *f)
 		   "                         all analyses together hold at most BYTES: those\n"
 		   "                         unused go first; a file whose analysis would take\n"
 		   "                         those in use over it is not traced, with an error\n"
-		   "                         (default 128Mi; 0: no limit)\n");
+		   "                         (default 96Mi; 0: no limit)\n");
 }
 
 /* The limits the agent keeps to on the node and the cluster, and the rest. */
@@ -205,7 +205,7 @@ static void usage_limits(FILE *f)
 		"                         call past it is not kept, with an error (default\n"
 		"                         16Mi; 0: no limit)\n"
 		"  --max-kept-bytes BYTES the same for every namespace's together (default\n"
-		"                         64Mi; 0: no limit)\n"
+		"                         32Mi; 0: no limit)\n"
 		"  --layer-root DIR       image layers are opened only below DIR (repeatable;\n"
 		"                         default: the overlayfs snapshot directories of\n"
 		"                         containerd, k3s, CRI-O/Podman and Docker)\n"

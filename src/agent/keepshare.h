@@ -14,7 +14,7 @@
 #include "trace/slowest.h"
 
 #define KEEPSHARE_NS_BYTES (16u << 20)
-#define KEEPSHARE_NODE_BYTES (64u << 20)
+#define KEEPSHARE_NODE_BYTES (32u << 20)
 
 struct keepshare;
 
