@@ -64,6 +64,7 @@ static void usage_synopsis(FILE *f)
 		"usage: retwatch-agent [--kubeconfig FILE [--context NAME]] [--node-name NODE]\n"
 		"                      [--lease-namespace NS] [--log-level LEVEL]\n"
 		"                      [--attach auto|uprobe_multi|perf_event]\n"
+		"                      [--returns trampoline|ret]\n"
 		"                      [--metrics-address ADDR:PORT|none] [--max-probes N]\n"
 		"                      [--health-address ADDR:PORT|none]\n"
 		"                      [--metrics-auth kube|none]\n"
@@ -105,6 +106,11 @@ static void usage_connections(FILE *f)
 		"                         service account's namespace, else retwatch)\n"
 		"  --log-level LEVEL      debug, info (default), warn or error\n"
 		"  --attach MODE          how uprobes attach (default auto)\n"
+		"  --returns MODE         trampoline (default): a call of a function that\n"
+		"                         calls nothing ends at the kernel's return\n"
+		"                         trampoline where that is safe (Linux 6.14+), at\n"
+		"                         less cost, every other at probes on its RETs;\n"
+		"                         ret: every call ends at probes on its RETs\n"
 		"  --metrics-address A    serve /metrics (Prometheus), /healthz and /readyz on\n"
 		"                         A, such as :9431 (the default), 127.0.0.1:9431 or\n"
 		"                         [::1]:9431; none serves nothing\n"
@@ -402,6 +408,23 @@ static int parse_count_option(int c, struct cli *cli)
 	return CLI_GO_ON;
 }
 
+/* --attach and --returns: how the probes attach, and where calls end. */
+static int parse_probe_option(int c, struct cli *cli)
+{
+	if (c == 'a' && tracer_attach_mode__parse(optarg, &cli->ao.attach_mode)) {
+		fprintf(stderr,
+			"retwatch-agent: --attach must be auto, uprobe_multi or perf_event\n");
+		return 2;
+	}
+	if (c == 'r' && strcmp(optarg, "trampoline") && strcmp(optarg, "ret")) {
+		fprintf(stderr, "retwatch-agent: --returns must be trampoline or ret\n");
+		return 2;
+	}
+	if (c == 'r')
+		cli->ao.trampoline = !strcmp(optarg, "trampoline");
+	return CLI_GO_ON;
+}
+
 /* The rates, the namespaces' shares and the durations: CLI_GO_ON, or 2 with a message. */
 static int parse_rate_option(int c, struct cli *cli)
 {
@@ -441,6 +464,8 @@ static int parse_option(int c, struct cli *cli)
 		return parse_count_option(c, cli);
 	if (c > 0 && strchr("sIETB", c))
 		return parse_rate_option(c, cli);
+	if (c == 'a' || c == 'r')
+		return parse_probe_option(c, cli);
 	switch (c) {
 	case 'k': cli->kubeconfig = optarg; break;
 	case 'c': cli->context = optarg; break;
@@ -453,13 +478,6 @@ static int parse_option(int c, struct cli *cli)
 			return 2;
 		}
 		log_set_level(level);
-		break;
-	case 'a':
-		if (tracer_attach_mode__parse(optarg, &cli->ao.attach_mode)) {
-			fprintf(stderr, "retwatch-agent: --attach must be auto, uprobe_multi "
-					"or perf_event\n");
-			return 2;
-		}
 		break;
 	case 'm': cli->metrics_address = optarg; break;
 	case 'H': cli->health_address = optarg; break;
@@ -531,6 +549,7 @@ static const struct option long_opts[] = {
 	{ "lease-namespace", required_argument, NULL, 'l' },
 	{ "log-level", required_argument, NULL, 'L' },
 	{ "attach", required_argument, NULL, 'a' },
+	{ "returns", required_argument, NULL, 'r' },
 	{ "metrics-address", required_argument, NULL, 'm' },
 	{ "health-address", required_argument, NULL, 'H' },
 	{ "metrics-auth", required_argument, NULL, 'A' },
@@ -573,6 +592,7 @@ static int parse_args(int argc, char **argv, struct cli *ret)
 			.lease_s = 15,
 			.version = RETWATCH_VERSION,
 			.max_probes = DEFAULT_MAX_PROBES,
+			.trampoline = true,
 			.max_series = DEFAULT_MAX_SERIES,
 			.report_writes = DEFAULT_REPORT_WRITES,
 			.report_budget = REPORTFIT_DEFAULT_BUDGET,

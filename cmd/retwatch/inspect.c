@@ -434,7 +434,7 @@ static void print_func(struct out *o, const struct binary *b, const struct func_
 		out_str(o, trampoline_refusal(b, f));
 		out_str(o, ")\n");
 	} else {
-		out_str(o, "the kernel's trampoline, with --returns trampoline\n");
+		out_str(o, "the kernel's trampoline\n");
 	}
 	out_str(o, "    source      ");
 	out_str(o, func_source__str(f->source));

@@ -306,7 +306,8 @@ int cmd_trace(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct trace_args args = { .slow_per_sec = TRACER_SLOW_CALLS_PER_SEC,
 				   .slowest = -1,
-				   .max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD };
+				   .max_overhead = CALIBRATE_DEFAULT_MAX_OVERHEAD,
+				   .trampoline = true };
 	struct trace_run r = {};
 	int ret = trace_parse_args(argc, argv, &args);
 

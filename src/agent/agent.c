@@ -336,6 +336,7 @@ static bool layer_root(pid_t pid, char *buf, size_t len)
 struct agent *agent__new(struct kube *k, const struct agent_opts *o, struct rw_error *err)
 {
 	struct tracer_opts topts = { .attach_mode = o->attach_mode,
+				     .trampoline = o->trampoline,
 				     .partial = true,
 				     .slow_calls_per_sec = o->slow_calls_per_sec,
 				     .share_contexts = o->ns_inflight,

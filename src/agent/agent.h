@@ -19,6 +19,9 @@ struct agent_opts {
 	const char *lease_ns; /* namespace of the summary writer's Lease */
 	int lease_s;	      /* its duration */
 	enum tracer_attach_mode attach_mode;
+	/* --returns trampoline: calls of functions that may end at the kernel's
+	 * return trampoline (tracer_opts.trampoline) do */
+	bool trampoline;
 	const char *version;		/* for retwatch_build_info */
 	struct metrics_server *metrics; /* NULL: none */
 	size_t max_probes;		/* probes traced at once; 0: no limit */

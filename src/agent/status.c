@@ -231,6 +231,10 @@ cJSON *status__node_entry(const char *node, int64_t generation, const struct tra
 		cJSON_AddItemToArray(fns, f);
 		/* what part of the probes' cost its durations hold depends on it */
 		cJSON_AddStringToObject(f, "probeEntry", probe_entry__str(row->entry));
+		/* and where its calls end, which part of it too */
+		cJSON_AddStringToObject(f, "probeReturn", row->trampoline ? "trampoline" : "ret");
+		if (!row->trampoline && row->trampoline_why)
+			cJSON_AddStringToObject(f, "probeReturnReason", row->trampoline_why);
 		add_inlined(f, row);
 		g.arr = cJSON_AddArrayToObject(f, "pods");
 		results__foreach_group(r, add_group, &g);
@@ -284,9 +288,11 @@ void status__add_bias(cJSON *entry, const struct calibration *cal)
 	cJSON_AddNumberToObject(entry, "callCostNs", (double)cal->call_cost_ns);
 	cJSON_ArrayForEach(fn, cJSON_GetObjectItemCaseSensitive(entry, "functions"))
 	{
-		/* its own: the bias of the kind of instruction at its entry */
+		/* its own: the bias of the kind of instruction at its entry, and
+		 * of where its calls end */
+		const char *ret = kobj_str(fn, "probeReturn");
 		uint64_t bias = calibrate__bias(cal, probe_entry__parse(kobj_str(fn, "probeEntry")),
-						false);
+						ret && !strcmp(ret, "trampoline"));
 
 		cJSON_AddNumberToObject((cJSON *)fn, "probeBiasNs", (double)bias);
 		status__take_bias((cJSON *)fn, bias);

@@ -117,7 +117,7 @@ def _symlink(target, path):
 
 
 SHLIB_SRC = os.path.join(REPO, "tests", "fixtures", "c", "shlib")
-SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so", "preforkd", "dbpod")
+SHPOD_FILES = ("shpod", "libshfix.so", "libshplug.so", "preforkd", "dbpod", "leafpod")
 
 
 def build_shpod(outdir):
@@ -131,6 +131,7 @@ def build_shpod(outdir):
         ("shpod", ["shpod.c"], [f"-L{outdir}", "-lshfix", "-ldl", "-Wl,-rpath,$ORIGIN"]),
         ("preforkd", ["preforkd.c"], []),
         ("dbpod", ["dbpod.c"], []),
+        ("leafpod", ["leafpod.c"], []),
     )
     for out, srcs, flags in steps:
         target = os.path.join(outdir, out)

@@ -178,11 +178,10 @@ DETACH = re.compile(r"retwatch: (\w+) detached from process \d+: (\d+) calls/s c
                     r"([0-9.]+)% of a CPU")
 
 
-def test_the_guard_charges_an_entry_only_call_one_trap(tmp_path):
-    """The guard's cost of a call of a function probed at its entry alone is
-    the calibrated entry-only cost (one trap, one program), not that of a
-    call probed at both ends: the overhead it reports, over the rate it
-    saw, is that cost."""
+def guard_costs(tmp_path, options=()):
+    """HOT_C traced with the guard: the cost per call it charged each
+    function (its overhead over the rate it saw), the JSON document, and
+    retwatch's functions."""
     src, exe, go = tmp_path / "hot.c", tmp_path / "hot", tmp_path / "go"
     src.write_text(HOT_C)
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
@@ -194,16 +193,39 @@ def test_the_guard_charges_an_entry_only_call_one_trap(tmp_path):
 
         run, fns = tracing.trace_during([proc.pid], ["entry_only", "with_ret"], workload,
                                         options=("--interval", str(INTERVAL),
-                                                 "--max-overhead", "2%"))
+                                                 "--max-overhead", "2%", *options))
         assert proc.poll() is None, "the target stopped"
     finally:
         proc.kill()
         proc.wait()
     assert fns["entry_only"]["mode"] == "entry-only" and fns["with_ret"]["mode"] == "entry+ret"
-    doc = json.loads(run.stdout)
     seen = {m[0]: float(m[2]) / 100 / int(m[1]) * 1e9 for m in DETACH.findall(run.stderr)}
     assert set(seen) == {"entry_only", "with_ret"}, run.describe()
+    return seen, json.loads(run.stdout), fns
+
+
+def test_the_guard_charges_an_entry_only_call_one_trap(tmp_path):
+    """The guard's cost of a call of a function probed at its entry alone is
+    the calibrated entry-only cost (one trap, one program), not that of a
+    call probed at both ends: the overhead it reports, over the rate it
+    saw, is that cost. with_ret's calls end at its RET probes here."""
+    seen, doc, _ = guard_costs(tmp_path, ("--returns", "ret"))
     assert tracing.within(seen["entry_only"], doc["entry_only_call_cost_ns"], 0.02), (seen, doc)
     assert tracing.within(seen["with_ret"], doc["call_cost_ns"], 0.02), (seen, doc)
     # and the two differ: one trap against two
     assert seen["entry_only"] < 0.75 * seen["with_ret"], seen
+
+
+def test_the_guard_charges_a_trampoline_call_its_own_cost(tmp_path):
+    """with_ret calls nothing: by default its calls end at the kernel's
+    return trampoline (Linux 6.14+), and the guard charges them the cost of
+    a call entered at its LEA with the trampoline's share in place of the
+    RET's (calibrate__to_trampoline)."""
+    seen, doc, fns = guard_costs(tmp_path)
+    if fns["with_ret"]["return"] != "trampoline":
+        assert "6.14" in fns["with_ret"]["return_reason"], fns["with_ret"]
+        return
+    by_entry = doc["call_cost_by_entry"]
+    want = by_entry["stepped"] - by_entry["push"] + doc["call_cost_trampoline_ns"]
+    assert tracing.within(seen["with_ret"], want, 0.02), (seen, doc)
+    assert seen["with_ret"] < doc["call_cost_ns"], (seen, doc)
