@@ -153,6 +153,12 @@ static void send_patch(struct publisher *p, const char *path, const char *manage
 	else if (status / 100 != 2 && status != 409 && !retryable(status))
 		log_warn("failed to write status %s: HTTP %d: %s", path, status,
 			 kube__error_text(resp, why, sizeof(why)));
+	else if (status == 500 && resp && strstr(resp, "field not declared in schema"))
+		/* tried again: the CRDs may be applied meanwhile */
+		log_error("failed to write status %s: the cluster's CRD is older than this agent "
+			  "(%s): apply the CRDs of this version (kubectl apply -f crds/; Helm "
+			  "never upgrades them)",
+			  path, kube__error_text(resp, why, sizeof(why)));
 	ret->too_large = refused_as_too_large(status, resp);
 	/* 404: the probe is gone. Neither is retried. */
 	ret->ok = status / 100 == 2 || status == 404;

@@ -121,7 +121,8 @@ def test_daemonset_runs_the_agent_as_it_needs(helm):
     assert objects["DaemonSet", "retwatch-agent"]["spec"]["updateStrategy"]["type"] == \
         "RollingUpdate"
     assert c["image"] == "retwatch-agent:0.1.0"
-    assert c["args"] == ["--log-level=info", "--attach=auto", "--max-probes=100",
+    assert c["args"] == ["--log-level=info", "--attach=auto", "--returns=trampoline",
+                         "--max-probes=100",
                          "--report-writes-per-second=50", "--report-budget=1Mi",
                          "--slow-calls-per-second=100",
                          "--max-functions-per-namespace=8192",
@@ -169,13 +170,15 @@ def test_values_change_the_daemonset(helm):
                      "--set", "maxInflightPerNamespace=0,slowCallsPerNamespace=7",
                      "--set", "analysisTimeout=750ms,calibrateEvery=0",
                      "--set", "attach=perf_event,priorityClassName=system-node-critical",
+                     "--set", "returns=ret",
                      "--set", "image.tag=dev,extraArgs[0]=--extra",
                      "--set", "podAnnotations.team=perf",
                      "--set", "reportAdmissionPolicy=false,argumentAdmissionPolicy=false",
                      "--set", "allowArgumentCapture=false")
     assert not any(kind.startswith("ValidatingAdmission") for kind, _ in objects)
     pod, c = agent_container(objects)
-    assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--max-probes=0",
+    assert c["args"] == ["--log-level=debug", "--attach=perf_event", "--returns=ret",
+                         "--max-probes=0",
                          "--report-writes-per-second=0", "--report-budget=512Ki",
                          "--slow-calls-per-second=0",
                          "--max-functions-per-namespace=64",
@@ -241,6 +244,7 @@ def test_values_change_the_daemonset(helm):
 @pytest.mark.parametrize("values, message", [
     (["--set", "logLevel=verbose"], "at '/logLevel': value must be one of"),
     (["--set", "attach=kprobe"], "at '/attach': value must be one of"),
+    (["--set", "returns=uretprobe"], "at '/returns': value must be one of"),
     (["--set", "metrics.port=70000"], "at '/metrics/port': maximum"),
     (["--set", "metrics.port=0"], "at '/metrics/port': minimum"),
     (["--set", "maxProbesPerNode=-1"], "at '/maxProbesPerNode': minimum"),

@@ -6,6 +6,7 @@ function says which return it uses and why not the trampoline. leafpod
 round and writes their checksum: the same traced as untraced, every call
 counted, whichever the return."""
 
+import json
 import os
 import subprocess
 
@@ -14,6 +15,7 @@ from agentproc import wait_for
 from test_agent import fns, spec
 
 CALLS = 40 * 250  # leafpod's ROUNDS x CALLS
+CRD_FILE = os.path.join(pods.REPO, "crds", "functionprobereport.yaml")
 
 
 def kernel_has_trampoline():
@@ -81,3 +83,33 @@ def test_returns_ret_keeps_every_call_at_the_rets(cluster, make_pod, workdir):
         line, mix = traced_round(cluster, agent, ns, c, "rets")
     assert line == untraced, (line, untraced)
     assert mix["probeReturn"] == "ret" and mix["returnSites"] >= 1 and mix["orphans"] == 0, mix
+
+
+FIELD = ("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/functions/"
+         "items/properties/probeReturn")
+
+
+def test_an_older_crd_is_named_as_the_cause_and_the_write_follows_its_update(
+        cluster, make_pod):
+    """A cluster whose FunctionProbeReport CRD predates a field the agent
+    writes (Helm never upgrades a chart's CRDs) refuses the whole report
+    with a 500: the agent says to apply this version's CRDs, and writes the
+    report once they are."""
+    ns = cluster.namespace()
+    crd = "functionprobereports.retwatch.io"
+    make_pod(ns, "leaf-3", {"app": "web"}, "node-a", containers={"app": ["/app/leafpod"]})
+    cluster.kubectl("patch", "crd", crd, "--type", "json",
+                    "-p", json.dumps([{"op": "remove", "path": FIELD}]))
+    try:
+        with cluster.agent("node-a") as agent:
+            cluster.apply_probe(ns, "old", spec(functions=["mix"]))
+            (said,) = wait_for("the agent to name the CRD", lambda: agent.find(
+                level="error", msg_has="the cluster's CRD is older than this agent"),
+                timeout=20)[:1]
+            assert "probeReturn" in said["msg"] and "kubectl apply -f crds/" in said["msg"], said
+            assert not cluster.node_entry(ns, "old", "node-a")
+            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", CRD_FILE)
+            wait_for("the report once the CRD has the field", lambda: (
+                (e := cluster.node_entry(ns, "old", "node-a")) and "mix" in fns(e)), timeout=20)
+    finally:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", CRD_FILE)

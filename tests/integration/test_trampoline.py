@@ -154,3 +154,23 @@ def test_go_keeps_its_ret_probes():
     r = tracing.scenario(t, "recursive", ("deep",), options=("--returns", "trampoline"))
     f = assert_calls(r, "deep", t, r.report["calls"][t.fn("deep")])
     assert f["return"] == "ret" and "Go" in f["return_reason"], f
+
+
+def test_recursion_100_deep_over_a_trampoline_leaf(tmp_path):
+    """deepfix: descend recurses 100 levels (past the kernel's 64 pending
+    returns a thread may have) above leaf. descend calls, so it keeps its
+    RET probes and every one of its 20,200 calls is counted and timed; leaf
+    ends at the trampoline with one pending return at a time. Output the
+    same traced, by default (--returns trampoline)."""
+    path = build(tmp_path, "deepfix.c", "gcc")
+    want = untraced_output(path)
+    got, funcs = traced_output(path, ["descend", "leaf"])
+    assert got == want
+    made = counts(want)
+    descend, leaf = funcs["descend"], funcs["leaf"]
+    assert descend["return"] == "ret" and "calls other code" in descend["return_reason"], descend
+    assert leaf["return"] == ("trampoline" if kernel_has_trampoline() else "ret"), leaf
+    for name, f in (("descend", descend), ("leaf", leaf)):
+        assert f["calls"] == made[name] and f["orphans"] == 0, (name, f, made)
+    # the outermost calls hold the 100 levels under them
+    assert descend["max_ns"] > 10 * descend["min_ns"], descend
