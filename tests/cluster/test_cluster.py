@@ -514,11 +514,12 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
     def slowest_in_status():
         s = node.kubectl_json("get", "fprobe", "cslow", "-n", ns).get("status", {})
         f = fns(s.get("summary", {})).get("lookup_record", {})
-        return f.get("slowestCalls")
+        calls = f.get("slowestCalls") or []
+        return any("arguments" in c for c in calls) and calls
     # the same calls, with their stacks, in the probe's status: for users of
     # the namespace, who may not read the agent's log
-    kept = wait_for("lookup_record's slowest calls in the status", slowest_in_status,
-                    timeout=15)
+    kept = wait_for("lookup_record's slowest calls in the status, with arguments",
+                    slowest_in_status, timeout=15)
     node.kubectl("delete", "fprobe", "-n", ns, "cslow")
     ev = events[0]
     top = kept[0]
@@ -528,12 +529,19 @@ def test_c_slow_call_stack_unwound_from_the_agent_pod(node):
         ("lookup_record", name, "svc", pid), ev
     assert ev["duration_ns"] >= 3e6, ev
     # its argument, read at the entry from DWARF's location (captureArguments);
-    # the log names it, its value is in the status alone
-    for call in (top, ev):
+    # the log names it, its value is in the status alone. A call already under
+    # way when the capture was turned on (the function's slot is the earlier
+    # probe's, clat's, until that one is detached) carries none: the first
+    # calls that do, of the status and of the log
+    top_args = next(c for c in kept if "arguments" in c)
+    ev_args = wait_for("a logged slow call with its arguments", lambda: next(
+        (e for e in slow_calls() if "arguments" in e), None), timeout=15)
+    for call in (top_args, ev_args):
         key = call["arguments"]
         assert [(a["name"], a["type"]) for a in key] == [("key", "uint64_t")], call
-    assert int(top["arguments"][0]["value"]) >= 0, top
-    assert "value" not in ev["arguments"][0] and "status" in ev["arguments_values"], ev
+    assert int(top_args["arguments"][0]["value"]) >= 0, top_args
+    assert "value" not in ev_args["arguments"][0] and "status" in ev_args["arguments_values"], \
+        ev_args
     want = call_sites(f"/proc/{pid}/exe")
     frames = []
     for frame in ev["stack"][:len(want)]:
