@@ -505,11 +505,10 @@ static void on_guard(const struct results_guard *g, void *ctx)
 }
 
 /*
- * Keeps the report within its byte budget, halving the budget when the
- * server refused the last one for its size (its etcd takes less than the
- * agent was told): a report is made smaller and sent again, never dropped.
+ * The report's byte budget, halved when the server refused the last one
+ * for its size (its etcd takes less than the agent was told): a report is
+ * made smaller and sent again, never dropped.
  */
-/* The report's byte budget: smaller after the API server refused one as too large. */
 static size_t report_budget(struct fprobe *p, struct publisher *pub, const char *key)
 {
 	if (!p->budget)
@@ -529,6 +528,7 @@ static size_t report_budget(struct fprobe *p, struct publisher *pub, const char 
 	return p->budget;
 }
 
+/* Keeps the report within its budget; cut: what its making left out. */
 static void fit_report(struct fprobe *p, const struct reportfit_cut *cut, cJSON *entry)
 {
 	struct reportfit fit;
