@@ -125,14 +125,18 @@ class Node:
         return sorted(found)
 
 
+def memcg_of(pid):
+    """The directory of pid's memory cgroup (v1)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        cg = next(line.strip().split(":", 2)[2] for line in f if ":memory:" in line)
+    return os.path.join(clusterlib.CGROUP_MOUNT, "memory", cg.lstrip("/"))
+
+
 def memory_of(pid):
     """pid's RSS and its container's memory cgroup usage, as text."""
     with open(f"/proc/{pid}/status") as f:
         rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    with open(f"/proc/{pid}/cgroup") as f:
-        cg = next(line.strip().split(":", 2)[2] for line in f if ":memory:" in line)
-    with open(os.path.join(clusterlib.CGROUP_MOUNT, "memory", cg.lstrip("/"),
-                           "memory.usage_in_bytes")) as f:
+    with open(os.path.join(memcg_of(pid), "memory.usage_in_bytes")) as f:
         usage = int(f.read())
     return f"VmRSS {rss / 1024:.1f} MiB, cgroup memory.usage_in_bytes {usage / 2**20:.1f} MiB"
 

@@ -7,9 +7,8 @@ import os
 import re
 import threading
 
-import cluster as clusterlib
 import hoard
-from conftest import wait_for
+from conftest import memcg_of, wait_for
 from test_cluster import apply, deployment, fns, probe, report_of, running_pods
 
 GREEDY = [f"greedy-{i}" for i in range(3)]  # one namespace more than the node's kept bound holds
@@ -17,13 +16,6 @@ COPIES = 7  # of kubectl, ~16 MiB of analysis each: more than --analysis-max-byt
 LIMIT = 256 << 20  # the chart's resources.limits.memory
 KEPT = re.compile(r"namespace (\S+) keep on this node hold ([0-9.]+) of the (\d+) MiB a "
                   r"namespace's may, and every namespace's ([0-9.]+) of the node's (\d+) MiB")
-
-
-def agent_memcg(pid):
-    """The agent container's memory cgroup (v1) directory."""
-    with open(f"/proc/{pid}/cgroup") as f:
-        cg = next(line.strip().split(":", 2)[2] for line in f if ":memory:" in line)
-    return os.path.join(clusterlib.CGROUP_MOUNT, "memory", cg.lstrip("/"))
 
 
 def memcg_stat(memcg):
@@ -103,7 +95,7 @@ def test_a_hoarding_tenant_leaves_the_agent_under_its_limit_and_others_reported(
     agent = node.ready_agent_pod()
     restarts = agent["status"]["containerStatuses"][0]["restartCount"]
     (pid,) = node.container_pids(agent, "agent")
-    memcg = agent_memcg(pid)
+    memcg = memcg_of(pid)
     with open(os.path.join(memcg, "memory.limit_in_bytes")) as f:
         assert int(f.read()) == LIMIT
     kills = oom_kills(memcg)
