@@ -431,23 +431,33 @@ static __always_inline void frame__orphan(const struct rw_frame *f, __u32 tgid, 
 	stat_inc(tail ? RW_STAT_TAIL_EXITS : why);
 }
 
-struct purge_ctx {
-	struct rw_frames *fr;
-	const struct rw_ctx_key *key;
-	__u64 depth;
-};
-
-/* bpf_loop step of frames__purge_deeper over deep frames: 1 when done. */
-static long purge_one(__u64 i, void *data)
+/*
+ * One step of frames__purge_deep: pops key's deepest frame, an orphan, when
+ * it is deeper than depth; 1 when none is. A global function, as the loop
+ * that calls it: the verifier checks each once, so the loop costs it a few
+ * instructions a step, not a frame's whole purge (a bounded loop rather
+ * than bpf_loop, Linux 5.17, so that 5.15 loads it).
+ */
+__noinline int frames__purge_step(struct rw_frames *fr, const struct rw_ctx_key *key, __u64 depth)
 {
-	struct purge_ctx *p = data;
-	struct rw_frames *fr = p->fr;
-	struct rw_frame *top = frames__top(fr, p->key);
+	struct rw_frame *top;
 
-	if (!top || top->depth <= p->depth)
+	if (!fr || !key)
 		return 1;
-	frame__orphan(top, p->key->tgid, RW_STAT_ORPHANS_PURGED, false);
+	top = frames__top(fr, key);
+	if (!top || top->depth <= depth)
+		return 1;
+	frame__orphan(top, key->tgid, RW_STAT_ORPHANS_PURGED, false);
 	fr->n--;
+	return 0;
+}
+
+/* frames__purge_deeper past the frames every hit looks at, in their chunks. */
+__noinline int frames__purge_deep(struct rw_frames *fr, const struct rw_ctx_key *key, __u64 depth)
+{
+	for (int i = 0; i < RW_MAX_DEPTH; i++)
+		if (frames__purge_step(fr, key, depth))
+			break;
 	return 0;
 }
 
@@ -455,11 +465,9 @@ static long purge_one(__u64 i, void *data)
 static __always_inline void frames__purge_deeper(struct rw_frames *fr, const struct rw_ctx_key *key,
 						 __u64 depth)
 {
-	struct purge_ctx p = { .fr = fr, .key = key, .depth = depth };
-
 	/* deep frames: a loop the verifier checks once, paid only that deep */
 	if (fr->n > RW_MAX_FRAMES) {
-		bpf_loop(RW_MAX_DEPTH, purge_one, &p, 0);
+		frames__purge_deep(fr, key, depth);
 		return;
 	}
 	for (int i = 0; i < RW_MAX_FRAMES; i++) {

@@ -3,6 +3,9 @@
  * What the kernel must have for the BPF programs to load, said in words
  * where it lacks it: a verifier's "Invalid argument" names nothing, and
  * nodes on older kernels (Debian 11's and Amazon Linux 2's 5.10) are run.
+ * Nothing newer than 5.15's attach cookies is needed: the deep purge's loop
+ * is a bounded one in a global function (bpf/frames.bpf.h), not bpf_loop
+ * (5.17).
  * Asked only after a load failed, so a kernel that loads the programs pays
  * nothing for it. Each helper is probed by loading a program that calls it
  * (libbpf_probe_bpf_helper); what cannot be probed so (64-bit
@@ -26,7 +29,6 @@ static const struct kfeature {
 	const char *name;
 	const char *since; /* the Linux release that brought it */
 } kfeatures[] = {
-	{ BPF_FUNC_loop, "bpf_loop", "5.17" },
 	{ BPF_FUNC_get_attach_cookie, "bpf_get_attach_cookie", "5.15" },
 	{ BPF_FUNC_get_current_task_btf, "bpf_get_current_task_btf", "5.11" },
 	{ BPF_FUNC_ringbuf_reserve, "the BPF ring buffer", "5.8" },

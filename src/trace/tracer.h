@@ -103,8 +103,11 @@ struct tracer_opts {
 	void *hook_ctx;
 };
 
-/* The oldest kernel the programs are tested on (tests/kernels). */
-#define TRACER_LOWEST_KERNEL "6.1"
+/*
+ * The oldest kernel the programs load on: the newest helper they call,
+ * bpf_get_attach_cookie, came in 5.15 (tests/kernels runs 6.1 and later).
+ */
+#define TRACER_LOWEST_KERNEL "5.15"
 /*
  * 0 where this kernel has what the BPF programs need, as far as can be
  * probed; else -EOPNOTSUPP with err naming each missing feature, the

@@ -27,7 +27,7 @@ C = c_tracee()
 
 
 KERNEL = harness.kernel_version()
-if KERNEL < (6, 1):
+if KERNEL < (5, 15):
     pytest.skip("a kernel older than retwatch runs on: test_old_kernel.py checks its refusal",
                 allow_module_level=True)
 HAS_MULTI = KERNEL >= (6, 6)  # uprobe_multi links came in Linux 6.6
@@ -109,6 +109,23 @@ def test_go_recursion_and_stack_growth_counted_exactly():
     r = go_recursive()
     f = assert_exact(r, GO, "deep")
     assert f["max_ns"] >= r.report["depth"] * MS, f
+
+
+def test_go_deep_dead_frames_purged_exactly(monkeypatch):
+    """A panic from 300 levels deep, recovered above them, 3 times: each
+    next chain's first entry purges the dead frames past the 64 every hit
+    looks at, in the bounded loop of a global function (not bpf_loop, which
+    5.15 lacks): every level one orphan, two chains' worth purged in the
+    kernel (RETWATCH_DEBUG prints its counters), the last reaped at exit."""
+    monkeypatch.setenv("RETWATCH_DEBUG", "1")
+    name = GO.fn("recurse_panic")
+    r = tracing.run_ok([(GO, "deeppanic")], [name], options=("--threshold", "20ms"))
+    depth = r.report["depth"]
+    assert depth > 64, r.report
+    f = tracing.assert_calls(r, "recurse_panic", GO, 0, r.report["orphans"][name])
+    assert f["lost"] == 0, f
+    purged = [l for _, l in r.stderr_lines if l.startswith("retwatch: stat orphans_purged ")]
+    assert purged and int(purged[0].split()[-1]) == 2 * depth, r.describe()
 
 
 def test_go_slow_calls_come_with_their_stacks():
