@@ -391,7 +391,8 @@ static __always_inline struct rw_frame *frames__top(struct rw_frames *fr,
  */
 static __always_inline bool frame__tail_exit(const struct rw_frame *f, bool same_depth)
 {
-	const struct rw_func *fn = bpf_map_lookup_elem(&funcs, &f->fn_id);
+	__u32 fn_id = f->fn_id; /* a key on the stack: f may be a global function's memory */
+	const struct rw_func *fn = bpf_map_lookup_elem(&funcs, &fn_id);
 
 	if (!fn)
 		return false;
@@ -405,7 +406,8 @@ static __always_inline bool frame__tail_exit(const struct rw_frame *f, bool same
  */
 static __always_inline void hook__missed(const struct rw_frame *f)
 {
-	struct rw_hooks *hooks = bpf_map_lookup_elem(&hook_sites, &f->fn_id);
+	__u32 fn_id = f->fn_id; /* as frame__tail_exit's */
+	struct rw_hooks *hooks = bpf_map_lookup_elem(&hook_sites, &fn_id);
 
 	if (hooks && hooks->followed_ns && f->start_ns > hooks->followed_ns)
 		__sync_fetch_and_add(&hooks->missed, 1);

@@ -66,8 +66,9 @@ int follow__start(struct tracer *t, struct rw_error *err)
 
 /*
  * Process pid's cgroup and executable as the kernel knows them: the
- * rw_task_key iterator over its threads (over every thread where the kernel
- * ignores which process is asked, before 6.1: its record is looked for).
+ * rw_task_key iterator over its threads (over every thread of the node
+ * before 6.1, whose kernel cannot be asked for one process's: its record is
+ * looked for).
  * 0 (all 0 where it has no address space), or -errno.
  */
 static int exec_key__read(struct tracer *t, pid_t pid, struct rw_exec_key *ret)
@@ -80,6 +81,9 @@ static int exec_key__read(struct tracer *t, pid_t pid, struct rw_exec_key *ret)
 	ssize_t n;
 
 	memset(ret, 0, sizeof(*ret));
+	/* a kernel before 6.1 knows no task.pid (E2BIG): every thread, then */
+	if (!l && errno == E2BIG)
+		l = bpf_program__attach_iter(t->skel->progs.rw_task_key, NULL);
 	if (!l)
 		return -errno;
 	fd = bpf_iter_create(bpf_link__fd(l));
@@ -116,7 +120,6 @@ static void follow__lend_started(struct tracer *t, struct tracer_target *tt)
 		}
 	e = exec_key__read(t, tt->pid, &tt->exec_key);
 	if (e) {
-		/* the kernel cannot iterate one process's threads (before 6.1) */
 		if (e != -ESRCH && e != -ENOENT) {
 			log_warn("processes started anew beside a traced one are counted only once "
 				 "found in /proc: cannot read process %d's cgroup and executable "
