@@ -266,23 +266,31 @@ fuzz: fuzz-build fixtures
 kerneltest: all fixtures
 	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12 5.10
 
-# arm64's tracees: tests/fixtures/tracee (a stripped PIE) and c/tracee.c with
-# frame pointers (slow calls' stacks are walked through the frame records).
-ARM64_TRACEES := build-arm64/tracees/go-tracee build-arm64/tracees/c-tracee
+# arm64's tracees: tests/fixtures/tracee (a stripped PIE, and as built by
+# default: with DWARF, for its arguments' names) and c/tracee.c with frame
+# pointers (slow calls' stacks are walked through the frame records).
+ARM64_TRACEES := build-arm64/tracees/go-tracee build-arm64/tracees/go-tracee-dwarf \
+	build-arm64/tracees/c-tracee
 build-arm64/tracees/go-tracee: $(wildcard tests/fixtures/tracee/*)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)cd tests/fixtures/tracee && GOARCH=arm64 CGO_ENABLED=0 GOTOOLCHAIN=local \
 		go build -trimpath -buildmode=pie -ldflags='-s -w' -o $(CURDIR)/$@ .
+build-arm64/tracees/go-tracee-dwarf: $(wildcard tests/fixtures/tracee/*)
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)cd tests/fixtures/tracee && GOARCH=arm64 CGO_ENABLED=0 GOTOOLCHAIN=local \
+		go build -trimpath -o $(CURDIR)/$@ .
 build-arm64/tracees/c-tracee: tests/fixtures/c/tracee.c | arm64
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)aarch64-linux-gnu-gcc --sysroot=$(RETWATCH_CACHE)/debs-arm64/sysroot \
 		-O2 -g -pthread -fno-omit-frame-pointer -o $@ $<
 
-# build-arm64/retwatch in Debian's arm64 kernel under qemu-system-aarch64.
-arm64test: arm64 $(ARM64_TRACEES)
-	$(Q)python3 tests/kernels/vm.py fetch arm64-6.1
+# build-arm64/retwatch in Debian's arm64 kernels (6.1, 6.12) under
+# qemu-system-aarch64; build/retwatch reads the tracees' entry sites.
+arm64test: all arm64 $(ARM64_TRACEES)
+	$(Q)python3 tests/kernels/vm.py fetch arm64-6.1 arm64-6.12
 	$(Q)python3 -m pytest -q -p no:cacheprovider --color=no -s tests/kernels/test_arm64.py
 
 test: deps lint all unit itest kerneltest arm64test agenttest imagetest clustertest fuzz

@@ -193,26 +193,30 @@ static const char *names_from(const struct binary *b, const struct func_info *f)
 	return dbg && f->source != FUNC_SOURCE_PCLNTAB ? dbg : binary__path(b);
 }
 
-/* The registers the instructions before f's entry site write, by name; nothing when none. */
-static void out_json_clobbers(struct out *o, uint32_t clobbers)
+/*
+ * The registers the instructions before f's entry site write, by name;
+ * nothing when none. Bit n is x86-64's register of hardware number n, or
+ * AArch64's Xn.
+ */
+static void out_json_clobbers(struct out *o, enum disasm_arch arch, uint32_t clobbers)
 {
-	/* in hardware encoding order, as func_info.entry_clobbers' bits */
-	static const char *const names[] = {
-		"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-		"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"
-	};
+	static const char *const x86[] = { "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+					   "r8",  "r9",	 "r10", "r11", "r12", "r13", "r14", "r15" };
 	bool first = true;
+	char name[8];
 
 	if (!clobbers)
 		return;
 	out_key(o, "entry_clobbers", false);
 	out_char(o, '[');
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (!(clobbers & (1u << i)))
+	for (unsigned i = 0; i < 32; i++) {
+		if (!(clobbers & (1u << i)) || (arch != DISASM_AARCH64 && i >= 16))
 			continue;
+		if (arch == DISASM_AARCH64)
+			snprintf(name, sizeof(name), "x%u", i);
 		if (!first)
 			out_char(o, ',');
-		out_json_str(o, names[i]);
+		out_json_str(o, arch == DISASM_AARCH64 ? name : x86[i]);
 		first = false;
 	}
 	out_char(o, ']');
@@ -232,7 +236,7 @@ static void json_func(struct out *o, const struct binary *b, const struct func_i
 	out_int(o, f->entry_site);
 	out_key(o, "entry_kind", false);
 	out_json_str(o, probe_entry__str(entry_kind(b, f)));
-	out_json_clobbers(o, f->entry_clobbers);
+	out_json_clobbers(o, binary__arch(b), f->entry_clobbers);
 	/* how far below the entry's the stack pointer is at the entry site */
 	out_json_uint(o, "entry_sp", f->entry_sp);
 	/* how its calls end with --returns trampoline, and why not at the trampoline */

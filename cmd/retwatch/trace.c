@@ -44,14 +44,11 @@ static void say_site_kinds(struct trace_run *r)
 	uint32_t kinds = calibrate__emulated(&r->cal);
 
 	tracer__set_site_kinds(r->t, kinds);
-#if defined(__aarch64__)
-	return; /* arm64 code's entry probes are at the first byte (binanalyze.c) */
-#endif
 	for (int k = PROBE_ENTRY_STEPPED + 1; k < PROBE_ENTRY__N; k++)
 		if (!(kinds & (1U << k)))
 			fprintf(stderr,
 				"retwatch: this kernel steps a probe on a %s out of line (measured: "
-				"not half the stepped kind's bias): entry probes stay at the first "
+				"over three quarters of the stepped kind's bias): entry probes stay at the first "
 				"byte of functions whose entry site is one\n",
 				probe_entry__str(k));
 }

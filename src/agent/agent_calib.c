@@ -47,9 +47,6 @@ void agent_calib__run(struct agent *a)
 	log_calibration(&a->env.cal, "probes calibrated");
 	/* where entry probes may go is decided once: probes attached keep their sites */
 	tracer__set_site_kinds(a->tracer, calibrate__emulated(&a->env.cal));
-#if defined(__aarch64__)
-	return; /* arm64 code's entry probes are at the first byte (binanalyze.c) */
-#endif
 	for (int k = PROBE_ENTRY_STEPPED + 1; k < PROBE_ENTRY__N; k++)
 		if (!(calibrate__emulated(&a->env.cal) & (1U << k)))
 			log_warn(

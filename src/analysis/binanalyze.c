@@ -113,9 +113,12 @@ static int sweep(struct binary *b, struct fn_entry *f, struct func_info *fi)
 		}
 	}
 	ret = disasm__scan(a64 ? DISASM_AARCH64 : DISASM_X86_64, cr, n, f->addr, f->dis);
-	/* AArch64: the entry probe stays at the first byte (which of its
-	 * instructions that kernel simulates is not measured yet) */
-	if (!ret && n && !a64) {
+	if (!ret && n && a64) {
+		fi->entry_site = entrysite__choose_a64(&cr[0], f->dis, fi->go, is_morestack, b);
+		fi->entry_clobbers = entrysite__clobbers_a64(&cr[0], fi->entry_site);
+		fi->entry_past_check = fi->go && entrysite__past_check_a64(&cr[0], fi->entry_site,
+									   is_morestack, b);
+	} else if (!ret && n) {
 		struct jumptable jt = { 0 };
 
 		/* a function with a jump through a register: is each a switch table's? */

@@ -27,7 +27,8 @@ const struct func_params *binary__params(struct binary *b, const struct func_inf
 	struct func_info *mfi = (struct func_info *)fi; /* b owns it: the answer is kept there */
 	struct params_at at = { .entry = fi->address,
 				.site = fi->address + (uint64_t)site,
-				.clobbers = site ? fi->entry_clobbers : 0 };
+				.clobbers = site ? fi->entry_clobbers : 0,
+				.a64 = binary__arch(b) == DISASM_AARCH64 };
 	const struct dwarfinfo *di;
 	struct func_params *fp;
 	int ret;
@@ -42,7 +43,7 @@ const struct func_params *binary__params(struct binary *b, const struct func_inf
 	di = dwarf_for(b, fi);
 	ret = di ? params__from_dwarf(di, &at, fi->go, fp, err) : -ENOENT;
 	if (ret == -ENOENT)
-		params__raw(fp, fi->go,
+		params__raw(fp, fi->go, at.a64,
 			    di ? "its DWARF does not describe the function: the argument registers"
 			       : "the file has no DWARF (stripped, or built without -g): the "
 				 "argument registers");

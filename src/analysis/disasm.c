@@ -430,6 +430,12 @@ static int push_hook(struct disasm_result *res, const struct disasm_hook *h)
 	return 0;
 }
 
+enum disasm_probe_kind disasm__probe_kind_of(enum disasm_arch arch, const uint8_t *code, size_t len)
+{
+	return arch == DISASM_AARCH64 ? disasm__probe_kind_a64(code, len)
+				      : disasm__probe_kind(code, len);
+}
+
 enum disasm_probe_kind disasm__probe_kind(const uint8_t *code, size_t len)
 {
 	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };

@@ -162,6 +162,10 @@ enum disasm_arch {
 	DISASM_AARCH64,
 };
 
+/* disasm__probe_kind or disasm__probe_kind_a64, by arch. */
+enum disasm_probe_kind disasm__probe_kind_of(enum disasm_arch arch, const uint8_t *code,
+					     size_t len);
+
 /*
  * Scans ranges (ranges[0] holds the entry) of arch's code. 0, or -ENOMEM. A
  * function over a budget is not an error: it comes back with no sites,

@@ -4,12 +4,7 @@
 #include <Zydis/Zydis.h>
 
 #include "analysis/entrysite.h"
-
-/* Instructions looked at: the entry run, and a Go stack check's block. */
-#define RUN_MAX_INSNS 32
-#define BLOCK_MAX_INSNS 48
-/* The morestack blocks whose jump back to the entry is allowed. */
-#define MAX_BLOCKS 4
+#include "analysis/entrysite_impl.h"
 
 struct insn {
 	ZydisDecodedInstruction i;
@@ -215,7 +210,8 @@ static bool morestack_block(const ZydisDecoder *d, const struct code_range *r, u
 	bool called = false;
 	struct insn x;
 
-	for (int n = 0; n < BLOCK_MAX_INSNS && decode(d, r, addr, &x); n++, addr += x.i.length) {
+	for (int n = 0; n < ENTRYSITE_BLOCK_MAX_INSNS && decode(d, r, addr, &x);
+	     n++, addr += x.i.length) {
 		if (!transfers(&x))
 			continue;
 		if (!called && x.i.meta.category == ZYDIS_CATEGORY_CALL && branch_target(&x, &to) &&
@@ -245,8 +241,8 @@ static bool call_leaves_run(const struct insn *x, uint64_t entry)
 	return branch_target(x, &to) && (to <= entry || to > x->addr);
 }
 
-static bool allowed_jump(const struct disasm_jump *j, uint64_t entry, int64_t site,
-			 const uint64_t *back, size_t nback)
+bool entrysite__jump_allowed(const struct disasm_jump *j, uint64_t entry, int64_t site,
+			     const uint64_t *back, size_t nback)
 {
 	if (j->to > entry && j->to - entry <= (uint64_t)site)
 		return false; /* lands on an instruction the probe skips */
@@ -269,7 +265,7 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 			  entrysite_morestack_fn is_morestack, void *ctx,
 			  const struct jumptable *jt, uint32_t *ret_sp)
 {
-	uint64_t addr = r->addr, back[MAX_BLOCKS], to;
+	uint64_t addr = r->addr, back[ENTRYSITE_MAX_BLOCKS], to;
 	size_t nback = 0;
 	/* the stack check's branch, where nothing after it fits (Go before
 	 * 1.21 makes its frame with SUB, no PUSH, and may reach no emulated
@@ -284,12 +280,12 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 	if (!r->bytes || dis->undecodable || dis->over_budget || !tables_known(dis, jt) ||
 	    !ZYAN_SUCCESS(ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
 		return 0;
-	for (int n = 0;
-	     n < RUN_MAX_INSNS && addr - r->addr < DISASM_ENTRY_RUN && decode(&d, r, addr, &x);
+	for (int n = 0; n < ENTRYSITE_RUN_MAX_INSNS && addr - r->addr < DISASM_ENTRY_RUN &&
+			decode(&d, r, addr, &x);
 	     n++, addr += x.i.length) {
 		/* Go's stack check: a Jcc to its morestack block */
-		if (go && x.i.meta.category == ZYDIS_CATEGORY_COND_BR && nback < MAX_BLOCKS &&
-		    branch_target(&x, &to) &&
+		if (go && x.i.meta.category == ZYDIS_CATEGORY_COND_BR &&
+		    nback < ENTRYSITE_MAX_BLOCKS && branch_target(&x, &to) &&
 		    morestack_block(&d, r, to, is_morestack, ctx, &back[nback])) {
 			if (check < 0 &&
 			    disasm__probe_kind(r->bytes + (addr - r->addr),
@@ -318,11 +314,11 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 	if (site <= 0 || site >= DISASM_ENTRY_RUN)
 		return 0;
 	for (size_t k = 0; k < dis->nentry_jumps; k++)
-		if (!allowed_jump(&dis->entry_jumps[k], r->addr, site, back, nback))
+		if (!entrysite__jump_allowed(&dis->entry_jumps[k], r->addr, site, back, nback))
 			return 0;
 	for (size_t k = 0; dis->nindirect_jumps && k < jt->ntargets; k++)
-		if (!allowed_jump(&(struct disasm_jump){ 0, jt->targets[k] }, r->addr, site, back,
-				  0))
+		if (!entrysite__jump_allowed(&(struct disasm_jump){ 0, jt->targets[k] }, r->addr,
+					     site, back, 0))
 			return 0;
 	*ret_sp = (uint32_t)sp_site;
 	return site;

@@ -64,6 +64,20 @@ int64_t entrysite__choose(const struct code_range *r, const struct disasm_result
 uint32_t entrysite__clobbers(const struct code_range *r, int64_t site);
 
 /*
+ * The same three for AArch64 code (entrysite_a64.c): the site is where the
+ * arm64 kernel simulates the instruction (a branch, disasm__probe_kind_a64),
+ * Go's stack check's B.cond or past it, with the stack pointer, X30 (the
+ * return address) and (Go) X28 untouched before it; clobbers' bit n is Xn,
+ * and ENTRYSITE_ALL_X every one.
+ */
+int64_t entrysite__choose_a64(const struct code_range *r, const struct disasm_result *dis, bool go,
+			      entrysite_morestack_fn is_morestack, void *ctx);
+#define ENTRYSITE_ALL_X 0x7fffffffu
+uint32_t entrysite__clobbers_a64(const struct code_range *r, int64_t site);
+bool entrysite__past_check_a64(const struct code_range *r, int64_t site,
+			       entrysite_morestack_fn is_morestack, void *ctx);
+
+/*
  * Whether Go's stack check lies before site (a Jcc to the function's
  * morestack block): then a call that grows its stack reaches the entry
  * probe once, after runtime.morestack, not before it and again after.

@@ -228,13 +228,24 @@ static void kind_of(Dwarf_Die *t, bool go, const char *name, struct param *p)
 	}
 }
 
-/* DWARF's x86-64 register numbers of the registers a probe captures. */
-static int capture_index(unsigned int dwreg)
+/*
+ * The capture slot (enum param_reg) of the register DWARF numbers dwreg,
+ * or -1: x86-64's numbering, or AArch64's (0-30: X0-X30; slot i is Xi).
+ */
+static int capture_index(unsigned int dwreg, bool a64)
 {
 	static const int map[] = { PREG_RAX, PREG_RDX, PREG_RCX, PREG_RBX, PREG_RSI, PREG_RDI,
 				   -1,	     -1,       PREG_R8,	 PREG_R9,  PREG_R10, PREG_R11 };
 
+	if (a64)
+		return dwreg < PREG__COUNT ? (int)dwreg : -1;
 	return dwreg < sizeof(map) / sizeof(map[0]) ? map[dwreg] : -1;
+}
+
+/* Whether DWARF's register dwreg is a floating-point or vector one (XMM; V0-V31). */
+static bool fp_reg(int dwreg, bool a64)
+{
+	return a64 ? dwreg >= 64 && dwreg <= 95 : dwreg >= 17 && dwreg <= 32;
 }
 
 /* DW_OP_reg0-31, DW_OP_regx: the register's number, else -1. */
@@ -248,7 +259,7 @@ static int op_reg(const Dwarf_Op *op)
 }
 
 /* The registers holding p at site: one, or pieces of one register each. */
-static void locate(Dwarf_Die *die, uint64_t site, struct param *p)
+static void locate(Dwarf_Die *die, uint64_t site, bool a64, struct param *p)
 {
 	size_t want = p->kind == PARAM_SLICE				  ? 3
 		      : p->kind == PARAM_STRING || p->kind == PARAM_BYTES ? 2
@@ -280,38 +291,46 @@ static void locate(Dwarf_Die *die, uint64_t site, struct param *p)
 					 : "not in a register at the entry";
 			return;
 		}
-		if (reg >= 17 && reg <= 32) {
+		if (fp_reg(reg, a64)) {
 			p->why = "in a floating-point register: not one a probe can read";
 			return;
 		}
-		if (capture_index((unsigned int)reg) < 0) {
+		if (capture_index((unsigned int)reg, a64) < 0) {
 			p->why = "in a register the probe does not capture";
 			return;
 		}
 		if (p->nregs < want)
-			p->regs[p->nregs++] = (uint8_t)capture_index((unsigned int)reg);
+			p->regs[p->nregs++] = (uint8_t)capture_index((unsigned int)reg, a64);
 	}
 	if (p->nregs < want)
 		p->why = "only part of it is in registers: not read";
 }
 
-/* The hardware number of each register a probe captures (enum param_reg's order). */
-static const uint8_t hw_reg[PREG__COUNT] = { 0, 3, 1, 2, 6, 7, 8, 9, 10, 11 };
+/*
+ * The hardware number of the register of capture slot i (enum param_reg's
+ * order): x86-64's, or AArch64's (Xi).
+ */
+static unsigned int hw_reg(unsigned int i, bool a64)
+{
+	static const uint8_t x86[PREG__COUNT] = { 0, 3, 1, 2, 6, 7, 8, 9, 10, 11 };
+
+	return a64 ? i : x86[i];
+}
 
 /*
  * A parameter DWARF places where a probe cannot read it at a moved entry
  * site (a spill slot): where it was at the entry, when that is registers
  * none of the instructions skipped to the site writes (clobbers).
  */
-static void locate_at_entry(Dwarf_Die *die, uint64_t entry, uint32_t clobbers, struct param *p)
+static void locate_at_entry(Dwarf_Die *die, const struct params_at *at, struct param *p)
 {
 	struct param q = *p;
 
 	q.why = NULL;
 	q.nregs = 0;
-	locate(die, entry, &q);
+	locate(die, at->entry, at->a64, &q);
 	for (size_t i = 0; !q.why && i < q.nregs; i++)
-		if (q.regs[i] >= PREG__COUNT || (clobbers & (1U << hw_reg[q.regs[i]])))
+		if (q.regs[i] >= PREG__COUNT || (at->clobbers & (1U << hw_reg(q.regs[i], at->a64))))
 			return;
 	if (!q.why)
 		*p = q;
@@ -344,9 +363,9 @@ static void add_param(const struct dwarfinfo *di, Dwarf_Die *die, const struct p
 	tname = dwarfinfo__checked(di, dwarf_diename(&bare));
 	kind_of(&bare, go, tname, p);
 	if (!p->why) {
-		locate(die, at->site, p);
+		locate(die, at->site, at->a64, p);
 		if (p->why && at->site != at->entry)
-			locate_at_entry(die, at->entry, at->clobbers, p);
+			locate_at_entry(die, at, p);
 	}
 	if (p->why) {
 		p->kind = PARAM_OTHER;
@@ -400,16 +419,20 @@ int params__from_dwarf(const struct dwarfinfo *di, const struct params_at *at, b
 	return 0;
 }
 
-void params__raw(struct func_params *ret, bool go, const char *why)
+void params__raw(struct func_params *ret, bool go, bool a64, const char *why)
 {
 	static const uint8_t go_regs[] = { PREG_RAX, PREG_RBX, PREG_RCX, PREG_RDI, PREG_RSI,
 					   PREG_R8,  PREG_R9,  PREG_R10, PREG_R11 };
 	static const uint8_t sysv_regs[] = { PREG_RDI, PREG_RSI, PREG_RDX,
 					     PREG_RCX, PREG_R8,	 PREG_R9 };
+	/* AArch64: Go passes integers in X0-X15, AAPCS64 in X0-X7; slot i is Xi */
+	static const uint8_t a64_regs[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
 	static const char *const names[PREG__COUNT] = { "rax", "rbx", "rcx", "rdx", "rsi",
 							"rdi", "r8",  "r9",  "r10", "r11" };
-	const uint8_t *regs = go ? go_regs : sysv_regs;
-	size_t n = go ? sizeof(go_regs) : sizeof(sysv_regs);
+	static const char *const a64_names[PREG__COUNT] = { "x0", "x1", "x2", "x3", "x4",
+							    "x5", "x6", "x7", "x8", "x9" };
+	const uint8_t *regs = a64 ? a64_regs : go ? go_regs : sysv_regs;
+	size_t n = a64 ? (go ? PREG__COUNT : 8) : go ? sizeof(go_regs) : sizeof(sysv_regs);
 
 	memset(ret, 0, sizeof(*ret));
 	ret->raw = true;
@@ -417,7 +440,7 @@ void params__raw(struct func_params *ret, bool go, const char *why)
 	for (size_t i = 0; i < n; i++) {
 		struct param *p = &ret->p[ret->n++];
 
-		snprintf(p->name, sizeof(p->name), "%s", names[regs[i]]);
+		snprintf(p->name, sizeof(p->name), "%s", (a64 ? a64_names : names)[regs[i]]);
 		snprintf(p->type, sizeof(p->type), "register");
 		p->kind = PARAM_UINT;
 		p->size = 8;

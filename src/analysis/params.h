@@ -22,6 +22,8 @@ struct dwarfinfo;
  * The registers an entry probe captures, in this order (the kernel's
  * struct rw_args): Go's register ABI passes integer arguments in RAX, RBX,
  * RCX, RDI, RSI, R8-R11; the System V ABI in RDI, RSI, RDX, RCX, R8, R9.
+ * On AArch64 slot i is Xi (X0-X9): Go passes integers in X0-X15, AAPCS64 in
+ * X0-X7 (bpf/arch.bpf.h's regs__args reads them so).
  */
 enum param_reg {
 	PREG_RAX,
@@ -89,6 +91,8 @@ struct params_at {
 	/* the registers the instructions from entry to site write
 	 * (func_info.entry_clobbers: hardware numbers, a bit each) */
 	uint32_t clobbers;
+	/* AArch64 code: DWARF's and the capture slots' registers are Xn (slot i: Xi) */
+	bool a64;
 };
 
 /*
@@ -100,8 +104,11 @@ struct params_at {
  */
 int params__from_dwarf(const struct dwarfinfo *di, const struct params_at *at, bool go,
 		       struct func_params *ret, struct rw_error *err);
-/* The registers go's or System V's ABI passes the first integer arguments in, unnamed. */
-void params__raw(struct func_params *ret, bool go, const char *why);
+/*
+ * The registers go's or the C ABI (System V's; AArch64's: AAPCS64) passes
+ * the first integer arguments in, unnamed; a64: AArch64 code.
+ */
+void params__raw(struct func_params *ret, bool go, bool a64, const char *why);
 /*
  * Packs the string slots of fp for the kernel (struct rw_func.str_args):
  * byte i is slot i's pointer register, and in its high half its length

@@ -249,8 +249,7 @@ static const char *const target_names[CAL_TARGETS] = {
 
 enum probe_entry calibrate__entry_kind(enum disasm_arch arch, const uint8_t *code, size_t len)
 {
-	return (enum probe_entry)(arch == DISASM_AARCH64 ? disasm__probe_kind_a64(code, len)
-							 : disasm__probe_kind(code, len));
+	return (enum probe_entry)disasm__probe_kind_of(arch, code, len);
 }
 
 enum probe_entry probe_entry__parse(const char *s)
@@ -545,7 +544,7 @@ uint32_t calibrate__emulated(const struct calibration *cal)
 
 	for (int k = 0; k < PROBE_ENTRY__N; k++)
 		if (k != PROBE_ENTRY_STEPPED && cal->bias_ns && cal->entry_bias_ns[k] &&
-		    cal->entry_bias_ns[k] * 2 <= cal->bias_ns)
+		    cal->entry_bias_ns[k] * 4 <= cal->bias_ns * 3)
 			kinds |= 1U << k;
 	return kinds;
 }

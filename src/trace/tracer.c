@@ -115,7 +115,9 @@ int64_t tracer__site(const struct tracer *t, struct binary *b, const struct func
 	if (!t->site_kinds ||
 	    binary__read(b, fi->address + (uint64_t)fi->entry_site, code, sizeof(code)))
 		return 0;
-	return t->site_kinds & (1U << disasm__probe_kind(code, sizeof(code))) ? fi->entry_site : 0;
+	return t->site_kinds & (1U << disasm__probe_kind_of(binary__arch(b), code, sizeof(code)))
+		       ? fi->entry_site
+		       : 0;
 }
 
 int64_t tracer__entry_site(const struct tracer_target *tt, const struct func_info *fi)

@@ -37,11 +37,6 @@ int tracer_target__capture_args(struct tracer *t, struct tracer_target *tt, size
 	if (i >= tt->nfuncs || !tt->slots[i])
 		return rw_error_set(err, EINVAL, "no such function");
 	s = tt->slots[i];
-	if (binary__arch(tt->file->bin) != DISASM_X86_64)
-		return rw_error_set(err, EOPNOTSUPP,
-				    "arguments are read as x86-64's registers hold them; %s is "
-				    "AArch64 code",
-				    s->info->name);
 	if (s->meta.flags & RW_FUNC_ENTRY_ONLY)
 		return rw_error_set(err, EOPNOTSUPP,
 				    "%s is counted at its entry alone: no call of it is sent",

@@ -125,3 +125,40 @@ def test_stripped_pie_go_names_every_function_from_its_pclntab():
 
     full, stripped = mains(go_arm64("default")), mains(go_arm64("pie-stripped"))
     assert len(full) > 10 and stripped == full, (full, stripped)
+
+
+INSN = re.compile(r"^\s*([0-9a-f]+):\s+([a-z][\w.]*)\s*([^/<]*)")
+# what a word before a moved entry probe may be (entrysite_a64.c's plain ones)
+PLAIN = {"ldr", "ldur", "ldrb", "ldrh", "ldrsw", "ldrsb", "ldrsh", "str", "stur", "strb", "strh",
+         "stp", "add", "adds", "sub", "subs", "cmp", "cmn", "mov", "movz", "movk", "movn", "orr",
+         "and", "ands", "eor", "tst", "adr", "adrp", "neg", "mvn", "lsl", "lsr", "asr"}
+
+
+def test_go_entry_probes_on_the_stack_check():
+    """Go's arm64 entries move onto the stack check's B.LS (or a branch or BL
+    past it), which the arm64 kernel simulates: as objdump reads them, the
+    word at the site is a branch, and the words before it are plain ones
+    that write neither SP, X30 (the return address) nor X28 (g)."""
+    binary = go_arm64("default", "tracee")
+    doc = harness.inspect_json(binary, ["main.*"])
+    words = {}
+    for line in reference.run_tool([OBJDUMP, "-d", "--no-show-raw-insn", "-w", binary]).splitlines():
+        m = INSN.match(line)
+        if m:
+            words[int(m.group(1), 16)] = (m.group(2), m.group(3).strip())
+    moved = [f for f in doc["functions"] if f["entry_site"] > 0]
+    assert len(moved) > len(doc["functions"]) // 2, [f["name"] for f in doc["functions"]]
+    for f in moved:
+        site = f["address"] + f["entry_site"]
+        op, _ = words[site]
+        assert op in ("b", "bl", "cbz", "cbnz", "tbz", "tbnz") or op.startswith("b."), (f, words[site])
+        assert f["entry_kind"] in ("jump", "call"), f
+        for a in range(f["address"], site, 4):
+            op, args = words[a]
+            dest = args.split(",")[0].strip()
+            assert op in PLAIN or op.startswith("b."), (f["name"], hex(a), op, args)
+            # no writeback to a base register: [Xn, #i]! or [Xn], #i
+            assert "]!" not in args and "], #" not in args, (f["name"], hex(a), op, args)
+            if op in ("str", "stur", "strb", "strh", "stp", "cmp", "cmn", "tst") or op.startswith("b."):
+                continue
+            assert dest not in ("sp", "x30", "w30", "x28", "w28"), (f["name"], hex(a), op, args)

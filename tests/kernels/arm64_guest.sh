@@ -74,6 +74,8 @@ uname -r >"$OUT/kernel"
 "$RW-agent" --version >"$OUT/agent-version" 2>&1
 "$RW-agent" --help >"$OUT/agent-help" 2>&1
 # two tracees a run: each run calibrates, for tens of seconds under TCG
-trace go "--threshold 20ms" "main.deep main.validate" go-tracee:recursive go-tracee:paths
-trace c "--threshold 20ms" "validate deep" c-tracee:paths c-tracee:recursive
+# (each run loads the BPF programs: about 165 s on 6.1 under TCG)
+trace go "--threshold 20ms --args --slowest 10" "main.deep main.validate main.charge" \
+	go-tracee:recursive go-tracee:paths go-tracee-dwarf:charge
+trace c "--threshold 20ms --args --slowest 5" "validate deep" c-tracee:paths c-tracee:recursive
 echo done >"$OUT/done"

@@ -237,8 +237,8 @@ TEST(calibrate_settled_figures)
 	       ASSERT_TRUE(calibrate__settled(load, then, 2));
 }
 
-/* Entry probes go only on the kinds measured to cost one trap: at most half
- * the stepped kind's bias; nothing measured, nothing allowed. */
+/* Entry probes go only on the kinds measured to cost one trap: at most three
+ * quarters of the stepped kind's bias; nothing measured, nothing allowed. */
 TEST(calibrate_emulated_kinds_are_the_measured_ones)
 {
 	struct calibration cal = { .bias_ns = 4000 };
@@ -248,8 +248,8 @@ TEST(calibrate_emulated_kinds_are_the_measured_ones)
 	cal.entry_bias_ns[PROBE_ENTRY_STEPPED] = 4000;
 	cal.entry_bias_ns[PROBE_ENTRY_PUSH] = 800;
 	cal.entry_bias_ns[PROBE_ENTRY_NOP] = 3900; /* stepped on this kernel */
-	cal.entry_bias_ns[PROBE_ENTRY_NOP5] = 2000;
-	cal.entry_bias_ns[PROBE_ENTRY_JUMP] = 2001;
+	cal.entry_bias_ns[PROBE_ENTRY_NOP5] = 3000;
+	cal.entry_bias_ns[PROBE_ENTRY_JUMP] = 3001;
 	cal.entry_bias_ns[PROBE_ENTRY_CALL] = 0; /* not measured */
 	ok &= ASSERT_EQ(calibrate__emulated(&cal), 1U << PROBE_ENTRY_PUSH | 1U << PROBE_ENTRY_NOP5);
 	cal.bias_ns = 0;

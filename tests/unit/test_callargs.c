@@ -137,7 +137,7 @@ TEST(callargs_raw_registers_and_none)
 	struct call_args ca;
 	uint64_t packed;
 
-	params__raw(&fp, true, "the file has no DWARF");
+	params__raw(&fp, true, false, "the file has no DWARF");
 	ok &= ASSERT_EQ(fp.n, 9);
 	ok &= ASSERT_STREQ(fp.p[1].name, "rbx");
 	ta.regs[PREG_RBX] = 7;
@@ -145,7 +145,7 @@ TEST(callargs_raw_registers_and_none)
 	ok &= ASSERT_STREQ(arg(&ca, "rbx")->value, "0x7");
 	ok &= ASSERT_STREQ(ca.note, "the file has no DWARF");
 	call_args__clear(&ca);
-	params__raw(&fp, false, "x");
+	params__raw(&fp, false, false, "x");
 	ok &= ASSERT_STREQ(fp.p[0].name, "rdi");
 	ok &= ASSERT_EQ(fp.n, 6);
 	/* no strings: every slot of the kernel's word unused */
@@ -159,6 +159,27 @@ TEST(callargs_raw_registers_and_none)
 	ta.params = NULL;
 	ok &= ASSERT_EQ(call_args__render(&ta, &ca), 0);
 	ok &= ASSERT_EQ(ca.n, 0);
+	return ok;
+}
+
+TEST(callargs_raw_registers_of_aarch64)
+{
+	bool ok = true;
+	struct func_params fp;
+	struct tracer_args ta = { .params = &fp };
+	struct call_args ca;
+
+	/* Go: X0-X9 of its X0-X15; C (AAPCS64): X0-X7; slot i holds Xi */
+	params__raw(&fp, true, true, "the file has no DWARF");
+	ok &= ASSERT_EQ(fp.n, 10);
+	ok &= ASSERT_STREQ(fp.p[0].name, "x0") && ASSERT_STREQ(fp.p[9].name, "x9");
+	ta.regs[3] = 40;
+	ok &= ASSERT_EQ(call_args__render(&ta, &ca), 0);
+	ok &= ASSERT_STREQ(arg(&ca, "x3")->value, "0x28");
+	call_args__clear(&ca);
+	params__raw(&fp, false, true, "x");
+	ok &= ASSERT_EQ(fp.n, 8);
+	ok &= ASSERT_EQ(fp.p[7].regs[0], 7);
 	return ok;
 }
 
