@@ -127,16 +127,16 @@ def args_of(call):
 def test_go_arguments_from_arm64s_registers(runs):
     """A stripped Go binary has no DWARF: its calls carry the argument
     registers of Go's arm64 ABI, X0 first. The 10 slowest calls of
-    deep(n, rec) are outer levels of the goroutines (a slow goroutine's 39th
-    may outlast another's 40th): n in X0 near the depth, and in X1 the one
-    recorder they all share."""
+    deep(n, rec) are outer levels of the goroutines (one slow goroutine's
+    may fill them): n in X0 near the depth, and in X1 the one recorder they
+    all share."""
     doc, (report, _, _), _ = runs.get("go")
     slowest = function(doc, "main.deep")["slowest_calls"]
     assert len(slowest) == 10, slowest
     for call in slowest:
         a = args_of(call)
         assert list(a)[:2] == ["x0", "x1"], call
-        assert report["depth"] - 10 < int(a["x0"], 16) <= report["depth"], call
+        assert report["depth"] - 20 < int(a["x0"], 16) <= report["depth"], call
         assert a["x1"] == args_of(slowest[0])["x1"], slowest
         assert call["arguments_note"].startswith("the file has no DWARF"), call
 
@@ -157,13 +157,13 @@ def test_go_arguments_named_from_dwarf(runs):
 
 
 def test_c_arguments_named_from_dwarf(runs):
-    """AAPCS64 passes deep(int n)'s n in W0: the slowest calls are each
-    thread's outermost levels, n the depth."""
+    """AAPCS64 passes deep(int n)'s n in W0: the 5 slowest calls are outer
+    levels of the threads' recursions (one slow thread's may fill them)."""
     doc, (_, recursive), _ = runs.get("c")
     slowest = function(doc, "deep")["slowest_calls"]
-    assert slowest, doc
+    assert len(slowest) == 5, doc
     depths = [int(args_of(call)["n"]) for call in slowest]
-    assert depths[0] == recursive["depth"] and all(d >= recursive["depth"] - 2 for d in depths), \
+    assert all(recursive["depth"] - 10 < d <= recursive["depth"] for d in depths), \
         (depths, recursive)
     for call in function(doc, "validate")["slowest_calls"]:
         assert list(args_of(call)) == ["x"], call
