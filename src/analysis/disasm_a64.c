@@ -35,9 +35,14 @@ static int64_t sext(uint32_t v, unsigned int bits)
 	return (int64_t)(int32_t)((v ^ m) - m);
 }
 
-static uint32_t word_at(const uint8_t *p)
+uint32_t disasm_a64__word(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int64_t disasm_a64__bl_rel(uint32_t w)
+{
+	return sext(w & 0x3ffffff, 26) * A64_INSN;
 }
 
 enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel)
@@ -49,7 +54,7 @@ enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel)
 	    (w & 0xfffff800) == 0xd71f0800)
 		return A64_BR;
 	if ((w & 0xfc000000) == 0x14000000) {
-		*ret_rel = sext(w & 0x3ffffff, 26) * A64_INSN;
+		*ret_rel = disasm_a64__bl_rel(w);
 		return A64_B;
 	}
 	if ((w & 0xff000000) == 0x54000000 || (w & 0x7e000000) == 0x34000000) {
@@ -74,7 +79,7 @@ enum disasm_probe_kind disasm__probe_kind_a64(const uint8_t *code, size_t len)
 
 	if (len < A64_INSN)
 		return DISASM_PROBE_STEPPED;
-	w = word_at(code);
+	w = disasm_a64__word(code);
 	if ((w & 0xffc07fff) == 0xa9807bfd) /* STP X29, X30, [SP, #-n]! */
 		return DISASM_PROBE_PUSH;
 	if (w == 0xd503201f)
@@ -110,7 +115,7 @@ static int mark_pool(const struct code_range *r, uint8_t **ret_data)
 
 	*ret_data = NULL;
 	for (size_t i = 0; i < nwords; i++) {
-		uint32_t w = word_at(r->bytes + i * A64_INSN);
+		uint32_t w = disasm_a64__word(r->bytes + i * A64_INSN);
 		uint64_t addr = r->addr + i * A64_INSN, target;
 		int64_t rel;
 
@@ -140,7 +145,7 @@ int disasm_a64__scan_range(const struct code_range *ranges, size_t nranges, size
 				       "a range not made of aligned 4-byte instructions");
 	err = mark_pool(r, &data);
 	for (size_t off = 0; !err && !res->over_budget && off < r->len; off += A64_INSN) {
-		uint32_t w = word_at(r->bytes + off);
+		uint32_t w = disasm_a64__word(r->bytes + off);
 		uint64_t addr = r->addr + off, target;
 		enum a64_kind k;
 		int64_t rel;

@@ -31,6 +31,10 @@ enum a64_kind {
 };
 
 enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel);
+/* The little-endian instruction word at p. */
+uint32_t disasm_a64__word(const uint8_t *p);
+/* The offset a B or BL (imm26) branches by, from the instruction. */
+int64_t disasm_a64__bl_rel(uint32_t w);
 /* Sweeps ranges[idx] of an AArch64 function into res. 0, or -errno. */
 int disasm_a64__scan_range(const struct code_range *ranges, size_t nranges, size_t idx,
 			   uint64_t entry, struct disasm_result *res);

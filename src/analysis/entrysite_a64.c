@@ -38,13 +38,8 @@
 
 static uint32_t word_at(const struct code_range *r, uint64_t addr, bool *ok)
 {
-	const uint8_t *p;
-
 	*ok = addr >= r->addr && addr - r->addr + A64_INSN <= r->len;
-	if (!*ok)
-		return 0;
-	p = r->bytes + (addr - r->addr);
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return *ok ? disasm_a64__word(r->bytes + (addr - r->addr)) : 0;
 }
 
 /*
@@ -120,8 +115,8 @@ static bool morestack_block(const struct code_range *r, uint64_t block,
 		if (!ok)
 			return false;
 		if (!called && (w & 0xfc000000) == 0x94000000) { /* BL */
-			rel = (int64_t)((w & 0x3ffffff) ^ 0x2000000) - 0x2000000;
-			called = is_morestack && is_morestack(ctx, addr + (uint64_t)(rel * 4));
+			rel = disasm_a64__bl_rel(w);
+			called = is_morestack && is_morestack(ctx, addr + (uint64_t)rel);
 			if (!called)
 				return false;
 			continue;
@@ -175,7 +170,7 @@ int64_t entrysite__choose_a64(const struct code_range *r, const struct disasm_re
 		kind = disasm__probe_kind_a64(r->bytes + (addr - r->addr), A64_INSN);
 		/* a BL probed must not come back to an instruction it skips */
 		if (kind == DISASM_PROBE_CALL) {
-			rel = ((int64_t)((w & 0x3ffffff) ^ 0x2000000) - 0x2000000) * 4;
+			rel = disasm_a64__bl_rel(w);
 			if (addr + (uint64_t)rel > r->addr && addr + (uint64_t)rel <= addr)
 				return 0;
 		}
