@@ -28,7 +28,7 @@
 #define REG_GO_G(r) ((r)->regs[28])
 #define REG_LR(r) ((r)->regs[30])
 #define CALL_PUSHES 0
-#define STACK_COPY 0 /* userspace unwinds x86-64's registers only */
+#define STACK_COPY 0 /* the CFI unwind of arm64 stacks is not yet checked in its VM */
 #else
 #error "retwatch's BPF programs are built for x86 or arm64 (-D__TARGET_ARCH_x86/arm64)"
 #endif
@@ -66,6 +66,23 @@ static __always_inline void regs__args(struct pt_regs *regs, __u64 *r)
 #pragma unroll
 	for (int i = 0; i < RW_ARG_REGS; i++)
 		r[i] = regs->regs[i];
+#endif
+}
+
+/* struct rw_regs.saved: the callee-saved registers an unwinder starts from. */
+static __always_inline void regs__callee_saved(struct pt_regs *regs, __u64 *r)
+{
+#if defined(__TARGET_ARCH_x86)
+	r[0] = regs->bx;
+	r[1] = regs->r12;
+	r[2] = regs->r13;
+	r[3] = regs->r14;
+	r[4] = regs->r15;
+#else
+	r[0] = REG_LR(regs);
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		r[1 + i] = regs->regs[19 + i];
 #endif
 }
 

@@ -469,8 +469,6 @@ _Static_assert(sizeof(struct rw_hist) == 8 + 88 + 8 * RW_HIST_BUCKETS + 24 + 8 +
 #define RW_STACK_COPY 16384
 #define RW_PAGE_SIZE 4096
 
-/* The registers an unwinder starts from: the caller's callee-saved ones
- * (restored by the time a RET runs), SP and the RET's own address. */
 /*
  * Which calls of a (function, process) are sent (hist_thresholds): those at
  * least slow_ns slow (the slow-call threshold; 0: none), and, when keep is
@@ -489,17 +487,24 @@ struct rw_threshold {
 };
 _Static_assert(sizeof(struct rw_threshold) == 24, "rw_threshold layout");
 
+/*
+ * The registers an unwinder starts from (struct unwind_regs): the RET's own
+ * address, SP, the frame pointer and the callee-saved registers (the
+ * caller's, restored by the time a RET runs). x86-64: RBP; RBX, R12-R15.
+ * AArch64: X29; X30 (the return address), X19-X28.
+ */
+#if defined(__TARGET_ARCH_arm64) || defined(__aarch64__)
+#define RW_SAVED_REGS 11
+#else
+#define RW_SAVED_REGS 5
+#endif
 struct rw_regs {
 	__u64 ip;
 	__u64 sp;
-	__u64 bp;
-	__u64 bx;
-	__u64 r12;
-	__u64 r13;
-	__u64 r14;
-	__u64 r15;
+	__u64 fp;
+	__u64 saved[RW_SAVED_REGS];
 };
-_Static_assert(sizeof(struct rw_regs) == 64, "rw_regs layout");
+_Static_assert(sizeof(struct rw_regs) == 24 + 8 * RW_SAVED_REGS, "rw_regs layout");
 
 /*
  * A jump through a function pointer that may leave a traced native function
@@ -601,8 +606,8 @@ struct rw_event {
  * function's own frame, which userspace puts first.
  */
 #define RW_EVENT_AFTER_RET (1U << 1)
-_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + 64 + 16 + 8 * RW_ARG_REGS +
-						  4 * RW_MAX_STR_ARGS +
+_Static_assert(sizeof(struct rw_event) == 48 + 8 * RW_STACK_DEPTH + sizeof(struct rw_regs) + 16 +
+						  8 * RW_ARG_REGS + 4 * RW_MAX_STR_ARGS +
 						  RW_MAX_STR_ARGS * RW_STR_BYTES + 8,
 	       "rw_event layout");
 

@@ -408,17 +408,8 @@ static __always_inline void slow_call__fill(struct rw_event *e, struct pt_regs *
 	e->stack_bytes = bpf_get_stack(regs, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
 	e->regs.ip = REG_IP(regs);
 	e->regs.sp = REG_SP(regs);
-	e->regs.bp = REG_FP(regs);
-#if defined(__TARGET_ARCH_x86)
-	e->regs.bx = regs->bx;
-	e->regs.r12 = regs->r12;
-	e->regs.r13 = regs->r13;
-	e->regs.r14 = regs->r14;
-	e->regs.r15 = regs->r15;
-#else
-	e->regs.bx = e->regs.r12 = e->regs.r13 = e->regs.r15 = 0;
-	e->regs.r14 = REG_GO_G(regs);
-#endif
+	e->regs.fp = REG_FP(regs);
+	regs__callee_saved(regs, e->regs.saved);
 	e->copy_addr = REG_SP(regs) & ~(__u64)(RW_PAGE_SIZE - 1);
 	e->copy_bytes = 0;
 	e->args_kept = 0;

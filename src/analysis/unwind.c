@@ -10,17 +10,34 @@
 #include "analysis/elfimg.h"
 #include "analysis/unwind.h"
 
+#if defined(__aarch64__)
+/*
+ * DWARF register numbers of AArch64 (its DWARF ABI): X0-X30 are 0-30, SP 31.
+ * The return address column is X30 itself, the link register: at a RET it
+ * holds the return address, which a call saves in its frame first.
+ */
+enum { REG_FP = 29, REG_RA = 30, REG_SP = 31, NREGS = 32 };
+/* What a call leaves on the stack: nothing, its return address is in X30. */
+#define CALL_PUSHES 0
+/* struct unwind_regs.saved[i]'s register */
+static const unsigned int saved_regno[UNWIND_SAVED] = { 30, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28 };
+#else
 /* DWARF register numbers of x86-64 (System V psABI); 16 is the return address. */
-enum { REG_BX = 3, REG_BP = 6, REG_SP = 7, REG_R12 = 12, REG_RA = 16, NREGS = 17 };
+enum { REG_FP = 6, REG_SP = 7, REG_RA = 16, NREGS = 17 };
+#define CALL_PUSHES 8
+static const unsigned int saved_regno[UNWIND_SAVED] = { 3, 12, 13, 14, 15 };
+#endif
 
 /* A DWARF expression longer than this, or deeper, is not one a compiler wrote. */
 #define MAX_OPS 64
 #define MAX_DEPTH 16
 
 struct state {
+	uint64_t pc; /* the frame's: the return address column's value once stepped */
 	uint64_t reg[NREGS];
 	uint32_t known; /* bit per register */
 };
+_Static_assert(NREGS <= 32, "a bit of state.known per register");
 
 struct walk {
 	const uint8_t *stack;
@@ -230,7 +247,6 @@ static bool step_reg(const struct walk *w, const struct state *st, Dwarf_Frame *
 static bool step_cfi(const struct walk *w, const struct state *st, unwind_cfi_fn find, void *ctx,
 		     uint64_t lookup, struct state *next)
 {
-	static const unsigned int saved[] = { REG_BX, REG_BP, 12, 13, 14, 15, REG_RA };
 	static const enum unwind_table tables[] = { UNWIND_EH_FRAME, UNWIND_DEBUG_FRAME };
 	Dwarf_Frame *frame = NULL;
 	Dwarf_Op *ops;
@@ -247,7 +263,7 @@ static bool step_cfi(const struct walk *w, const struct state *st, unwind_cfi_fn
 	}
 	if (!frame)
 		return false;
-	/* x86-64's return address column is 16: another is not a frame we know */
+	/* the architecture's return address column: another is not a frame we know */
 	if (dwarf_frame_info(frame, NULL, NULL, NULL) != REG_RA)
 		goto out;
 	if (dwarf_frame_cfa(frame, &ops, &nops) || !nops ||
@@ -255,26 +271,52 @@ static bool step_cfi(const struct walk *w, const struct state *st, unwind_cfi_fn
 		goto out;
 	memset(next, 0, sizeof(*next));
 	set(next, REG_SP, cfa); /* the CFA is the caller's SP before its CALL */
-	ok = true;
-	for (size_t i = 0; ok && i < sizeof(saved) / sizeof(saved[0]); i++)
-		ok = step_reg(w, st, frame, saved[i], cfa, next);
+	ok = step_reg(w, st, frame, REG_FP, cfa, next) && step_reg(w, st, frame, REG_RA, cfa, next);
+	for (size_t i = 0; ok && i < UNWIND_SAVED; i++)
+		ok = saved_regno[i] == REG_RA || step_reg(w, st, frame, saved_regno[i], cfa, next);
+	/* no return address (the outermost frame's is undefined): the walk ends */
+	next->pc = known(next, REG_RA) ? next->reg[REG_RA] : 0;
 out:
 	free(frame);
 	return ok;
 }
 
-/* One step by the frame pointer: [bp] is the caller's bp, [bp + 8] the return address. */
+/*
+ * One step by the frame pointer: [fp] is the caller's, [fp + 8] the return
+ * address (x86-64's pushed RBP, AArch64's frame record).
+ */
 static bool step_fp(const struct walk *w, const struct state *st, struct state *next)
 {
-	uint64_t bp = st->reg[REG_BP], ra, up;
+	uint64_t fp = st->reg[REG_FP], ra, up;
 
-	if (!known(st, REG_BP) || bp < st->reg[REG_SP] || !read64(w, bp, &up) ||
-	    !read64(w, bp + 8, &ra))
+	if (!known(st, REG_FP) || fp < st->reg[REG_SP] || !read64(w, fp, &up) ||
+	    !read64(w, fp + 8, &ra))
 		return false;
 	memset(next, 0, sizeof(*next));
-	set(next, REG_BP, up);
+	set(next, REG_FP, up);
 	set(next, REG_RA, ra);
-	set(next, REG_SP, bp + 16);
+	set(next, REG_SP, fp + 16);
+	next->pc = ra;
+	return true;
+}
+
+/*
+ * Frame 0 at a RET of code with no unwind table: the return address is at
+ * SP (x86-64) or in the link register (AArch64), and the caller's SP is
+ * past what its call pushed.
+ */
+static bool step_ret(const struct walk *w, const struct state *st, struct state *next)
+{
+	uint64_t ra;
+
+	if (CALL_PUSHES ? !read64(w, st->reg[REG_SP], &ra) : !known(st, REG_RA))
+		return false;
+	if (!CALL_PUSHES)
+		ra = st->reg[REG_RA];
+	*next = *st;
+	set(next, REG_RA, ra);
+	set(next, REG_SP, st->reg[REG_SP] + CALL_PUSHES);
+	next->pc = ra;
 	return true;
 }
 
@@ -506,38 +548,29 @@ size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t l
 	struct state st = {}, next;
 	size_t n = 0;
 
-	set(&st, REG_RA, regs->ip);
+	st.pc = regs->ip;
+	set(&st, REG_RA, regs->ip); /* x86-64: a column of its own, no register */
 	set(&st, REG_SP, regs->sp);
-	set(&st, REG_BP, regs->bp);
-	set(&st, REG_BX, regs->bx);
-	set(&st, 12, regs->r12);
-	set(&st, 13, regs->r13);
-	set(&st, 14, regs->r14);
-	set(&st, 15, regs->r15);
+	set(&st, REG_FP, regs->fp);
+	for (size_t i = 0; i < UNWIND_SAVED; i++)
+		set(&st, saved_regno[i], regs->saved[i]);
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
-	while (n < max && known(&st, REG_RA) && unwind__canonical(st.reg[REG_RA])) {
-		uint64_t pc = st.reg[REG_RA];
+	while (n < max && unwind__canonical(st.pc)) {
+		uint64_t pc = st.pc;
 		bool stepped;
 
 		pcs[n++] = pc;
 		/* a return address is just past its CALL: the CALL's rules apply */
-		stepped = step_cfi(&w, &st, find, ctx, n == 1 ? pc : pc - 1, &next);
-		if (!stepped && n == 1) {
-			/* frame 0 is a RET: its return address is at SP */
-			uint64_t ra;
-
-			if (!read64(&w, st.reg[REG_SP], &ra))
-				break;
-			next = st;
-			set(&next, REG_RA, ra);
-			set(&next, REG_SP, st.reg[REG_SP] + 8);
-			stepped = true;
-		}
-		if (!stepped && !step_fp(&w, &st, &next))
-			break;
-		/* callers' frames lie above: a step that does not climb is garbage */
-		if (!known(&next, REG_SP) || next.reg[REG_SP] <= st.reg[REG_SP])
+		stepped = step_cfi(&w, &st, find, ctx, n == 1 ? pc : pc - 1, &next) ||
+			  (n == 1 && step_ret(&w, &st, &next)) || step_fp(&w, &st, &next);
+		/*
+		 * callers' frames lie above: a step that does not climb is
+		 * garbage, but for frame 0's where its call pushed nothing (an
+		 * AArch64 leaf function, or its RET)
+		 */
+		if (!stepped || !known(&next, REG_SP) || next.reg[REG_SP] < st.reg[REG_SP] ||
+		    (next.reg[REG_SP] == st.reg[REG_SP] && (CALL_PUSHES || n > 1 || next.pc == pc)))
 			break;
 		st = next;
 	}

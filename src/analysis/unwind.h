@@ -21,9 +21,21 @@
 
 #define UNWIND_MAX_FRAMES 64
 
-/* Registers an unwind starts from (as struct rw_regs in bpf/retwatch.h). */
+/*
+ * Registers an unwind starts from (as struct rw_regs in bpf/retwatch.h):
+ * the instruction's address, SP, the frame pointer and the other registers
+ * a callee saves, whose rules the unwind tables give. x86-64: RBP, then
+ * RBX, R12-R15. AArch64: X29, then the link register X30 (the return
+ * address until a call saves it) and X19-X28.
+ */
+#if defined(__aarch64__)
+#define UNWIND_SAVED 11
+#else
+#define UNWIND_SAVED 5
+#endif
 struct unwind_regs {
-	uint64_t ip, sp, bp, bx, r12, r13, r14, r15;
+	uint64_t ip, sp, fp;
+	uint64_t saved[UNWIND_SAVED];
 };
 
 /* Which unwind table unwind_cfi_fn is asked for, in the order they are tried. */
@@ -55,7 +67,7 @@ size_t unwind__stack(const struct unwind_regs *regs, const void *stack, size_t l
 /*
  * libdw makes room for every register a table's rule names, up to 2^27 of
  * them: a hostile table could make each step allocate and clear gigabytes.
- * x86-64's DWARF registers end below 67; a table naming any register above
+ * x86-64's DWARF registers end below 67, AArch64's below 128; a table naming any register above
  * this, or an instruction we do not know, is not used.
  */
 #define UNWIND_MAX_REGNO 127

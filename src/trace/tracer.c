@@ -25,6 +25,9 @@
 #include "trace/tracer_impl.h"
 #include "trace/uprobe.h"
 
+_Static_assert(sizeof(((struct rw_regs *)0)->saved) == sizeof(((struct unwind_regs *)0)->saved),
+	       "the registers sent are those an unwind starts from");
+
 static const char *const stat_names[] = {
 	[RW_STAT_OTHER_PROCESS] = "other_process",
 	[RW_STAT_NOT_G_STACK] = "not_g_stack",
@@ -219,10 +222,10 @@ static int on_event(void *ctx, void *data, size_t len)
 		.fn_id = e->fn_id,
 		.stack = stack,
 		.nstack = n,
-		.regs = { e->regs.ip, e->regs.sp, e->regs.bp, e->regs.bx, e->regs.r12, e->regs.r13,
-			  e->regs.r14, e->regs.r15 },
+		.regs = { .ip = e->regs.ip, .sp = e->regs.sp, .fp = e->regs.fp },
 		.lead_pc = after_ret ? e->ret_addr : 0,
 	};
+	memcpy(ev.regs.saved, e->regs.saved, sizeof(ev.regs.saved));
 	/* the record is a struct rw_event_copy when it says it carries a copy */
 	if (e->copy_bytes && e->copy_bytes <= RW_STACK_COPY &&
 	    len >= sizeof(struct rw_event_copy)) {

@@ -70,8 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				      ? eh.e_entry
 				      : word(data, size, 64 * i + 24),
 			.sp = STACK_BASE + (word(data, size, 8 * i) & 0xfff),
-			.bp = STACK_BASE + (word(data, size, 8 * i + 16) & 0xffff),
-			.bx = word(data, size, 8 * i + 32),
+			.fp = STACK_BASE + (word(data, size, 8 * i + 16) & 0xffff),
+			.saved = { word(data, size, 8 * i + 32) },
 		};
 		size_t n = unwind__stack(&r, data, size, STACK_BASE, find, &t, pcs,
 					 UNWIND_MAX_FRAMES);

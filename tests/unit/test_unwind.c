@@ -127,9 +127,9 @@ TEST(unwind_hostile_frame_pointers)
 	size_t n;
 
 	/* a frame pointer naming itself: the walk must stop, not loop */
-	r.bp = r.sp + 16;
+	r.fp = r.sp + 16;
 	stack[0] = 0x401100; /* frame 0's return address at SP */
-	stack[2] = r.bp;     /* [bp] = bp */
+	stack[2] = r.fp;     /* [fp] = fp */
 	stack[3] = 0x401200;
 	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	if (!ASSERT_TRUE(n >= 2 && n <= 4))
@@ -141,7 +141,7 @@ TEST(unwind_hostile_frame_pointers)
 		return false;
 	/* a frame pointer pointing past the copy reads nothing */
 	stack[0] = 0x401100;
-	r.bp = r.sp + sizeof(stack) - 8;
+	r.fp = r.sp + sizeof(stack) - 8;
 	n = unwind__stack(&r, stack, sizeof(stack), r.sp, no_cfi, NULL, pcs, UNWIND_MAX_FRAMES);
 	if (!ASSERT_EQ(n, 2))
 		return false;
