@@ -59,8 +59,7 @@ int binary__inlined(struct binary *b, const char *const *patterns, size_t npatte
 	int ret;
 
 	*ret_list = NULL;
-	/* the sites of a copy are found in x86-64 code only (binary__inlined_sites) */
-	if ((!b->pcln && !b->dwarf) || !npatterns || elfbin__machine(b->eb) != EM_X86_64)
+	if ((!b->pcln && !b->dwarf) || !npatterns)
 		return 0;
 	for (size_t i = 0; i < npatterns; i++) {
 		if (!glob_has_wildcards(patterns[i]))
@@ -111,11 +110,6 @@ int binary__inlined_sites(struct binary *b, const struct inl_copy *c, struct inl
 
 	memset(ret, 0, sizeof(*ret));
 	ret->mode = INLSITES_NOT_PROBED;
-	if (elfbin__machine(b->eb) != EM_X86_64) {
-		snprintf(ret->reason, sizeof(ret->reason),
-			 "inlined copies are found in x86-64 code only");
-		return 0;
-	}
 	if (!fi || fi->address != c->outer_entry) {
 		snprintf(ret->reason, sizeof(ret->reason), "the function holding it is not known");
 		return 0;
@@ -153,7 +147,8 @@ int binary__inlined_sites(struct binary *b, const struct inl_copy *c, struct inl
 			cr[j] = cr[j - 1];
 			cr[j - 1] = t;
 		}
-	e = inlsites__find(cr, n, fi->address, c->ranges, c->nranges, noreturn_at, b, ret);
+	e = inlsites__find(binary__arch(b), cr, n, fi->address, c->ranges, c->nranges, noreturn_at,
+			   b, ret);
 out:
 	for (size_t i = 0; i < n; i++)
 		free((void *)cr[i].bytes);

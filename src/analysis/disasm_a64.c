@@ -28,7 +28,7 @@
 
 #define A64_INSN 4u
 
-static int64_t sext(uint32_t v, unsigned int bits)
+int64_t disasm_a64__sext(uint32_t v, unsigned int bits)
 {
 	uint32_t m = 1U << (bits - 1);
 
@@ -42,7 +42,7 @@ uint32_t disasm_a64__word(const uint8_t *p)
 
 int64_t disasm_a64__bl_rel(uint32_t w)
 {
-	return sext(w & 0x3ffffff, 26) * A64_INSN;
+	return disasm_a64__sext(w & 0x3ffffff, 26) * A64_INSN;
 }
 
 enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel)
@@ -58,15 +58,15 @@ enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel)
 		return A64_B;
 	}
 	if ((w & 0xff000000) == 0x54000000 || (w & 0x7e000000) == 0x34000000) {
-		*ret_rel = sext((w >> 5) & 0x7ffff, 19) * A64_INSN;
+		*ret_rel = disasm_a64__sext((w >> 5) & 0x7ffff, 19) * A64_INSN;
 		return A64_BCOND;
 	}
 	if ((w & 0x7e000000) == 0x36000000) {
-		*ret_rel = sext((w >> 5) & 0x3fff, 14) * A64_INSN;
+		*ret_rel = disasm_a64__sext((w >> 5) & 0x3fff, 14) * A64_INSN;
 		return A64_BCOND;
 	}
 	if ((w & 0x3b000000) == 0x18000000 && (w >> 30) != 3) {
-		*ret_rel = sext((w >> 5) & 0x7ffff, 19) * A64_INSN;
+		*ret_rel = disasm_a64__sext((w >> 5) & 0x7ffff, 19) * A64_INSN;
 		return A64_LDR_LIT;
 	}
 	return A64_OTHER;

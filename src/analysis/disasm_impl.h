@@ -31,6 +31,8 @@ enum a64_kind {
 };
 
 enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel);
+/* v's low bits bits as a signed number (an immediate field). */
+int64_t disasm_a64__sext(uint32_t v, unsigned int bits);
 /* The little-endian instruction word at p. */
 uint32_t disasm_a64__word(const uint8_t *p);
 /* The offset a B or BL (imm26) branches by, from the instruction. */

@@ -2,7 +2,7 @@
 /*
  * Go's inline tree: where the compiler put the calls it inlined.
  *
- * Layout (Go 1.20 to 1.26, amd64; runtime/symtab.go, runtime/symtabinl.go,
+ * Layout (Go 1.20 to 1.26, amd64 and arm64; runtime/symtab.go, runtime/symtabinl.go,
  * internal/abi/symtab.go, written by cmd/link/internal/ld/pcln.go):
  *
  *   _func      the fixed 44 bytes (gopclntab.c), npcdata u32 at +28,
@@ -18,7 +18,7 @@
  *              the copy or function whose code held the call), startLine i32.
  *              The tree has no length: it is as long as the indexes used.
  *   pc-value   pairs of uvarints from value -1 at the entry: a zigzag value
- *              delta, then a pc delta (times minLC, 1 on amd64) that the
+ *              delta, then a pc delta (times minLC: 1 on amd64, 4 on arm64) that the
  *              value holds for; a value delta of 0 after the first pair ends
  *              the table.
  *
@@ -58,6 +58,7 @@ struct inl_run {
 struct inl_ctx {
 	const uint8_t *data;
 	struct pcln_hdr h;
+	uint32_t quantum; /* minLC: bytes per unit of a pc delta */
 	uint64_t pctab_off;
 	const uint8_t *gofunc;
 	size_t gofunc_size;
@@ -196,6 +197,10 @@ static int decode_runs(struct inl_ctx *c, const char *name, uint32_t tab, uint32
 		first = false;
 		if (!read_uvarint(c->data, end, &pos, &pcd))
 			goto past_end;
+		if (pcd > UINT32_MAX / c->quantum)
+			pcd = UINT32_MAX; /* past any function's end: refused below */
+		else
+			pcd *= c->quantum;
 		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
 		if (pcd > fsize - pc)
 			return rw_error_set(
@@ -464,6 +469,7 @@ int goinline__parse(const uint8_t *data, size_t size, uint64_t text_start, const
 			err, EOPNOTSUPP,
 			"inlined copies are read from Go 1.20 and later tables only, and this one is %s",
 			c.h.l->go);
+	c.quantum = data[6]; /* 1 or 4: pcln_read_header checked it */
 	c.pctab_off = c.h.w[PCTAB_WORD];
 	c.out = calloc(1, sizeof(*c.out));
 	if (!c.out)

@@ -265,7 +265,7 @@ static int pcln_find_layout(uint32_t magic, const struct pcln_layout **ret_l, st
 
 /* pad1, pad2, minLC and ptrSize: amd64's (1, 8) or arm64's (4, 8). The
  * pc-value tables' deltas are in minLC units; of them, only the inline
- * tree's is read, and for amd64 only (bininline.c). */
+ * tree's is read (goinline.c). */
 static int pcln_check_prefix(const uint8_t *data, struct rw_error *err)
 {
 	if (data[4] || data[5])

@@ -7,21 +7,9 @@
 
 #include <Zydis/Zydis.h>
 
+#include "analysis/disasm_impl.h"
 #include "analysis/inlsites.h"
-
-/* What an instruction does to where the code goes next. */
-enum flow {
-	FLOW_NEXT,    /* the next instruction (a CALL too: it returns there) */
-	FLOW_JCC,     /* the next one, or its target */
-	FLOW_JMP,     /* its target */
-	FLOW_JMP_REG, /* through a register or memory: not known */
-	FLOW_RET,     /* out of the function */
-	FLOW_STOP,    /* nowhere: INT3, UD2, HLT */
-};
-
-/* A stack pointer not known at an instruction: never reached, or reached with two values. */
-#define SP_UNSET INT64_MIN
-#define SP_UNKNOWN (INT64_MIN + 1)
+#include "analysis/inlsites_impl.h"
 
 struct insn {
 	uint64_t addr, target;
@@ -40,6 +28,7 @@ struct sweep {
 	size_t nouter;
 	const struct addr_range *ranges;
 	size_t nranges;
+	enum disasm_arch arch;
 	inlsites_noreturn_fn noreturn;
 	void *arg;
 };
@@ -87,8 +76,8 @@ static int64_t sp_delta(const ZydisDecodedInstruction *i, const ZydisDecodedOper
 	return writes_sp(i, ops) ? SP_UNKNOWN : 0;
 }
 
-static enum flow flow_of(const ZydisDecodedInstruction *i, const ZydisDecodedOperand *ops,
-			 uint64_t addr, uint64_t *ret_target)
+static enum inl_flow flow_of(const ZydisDecodedInstruction *i, const ZydisDecodedOperand *ops,
+			     uint64_t addr, uint64_t *ret_target)
 {
 	ZyanU64 t;
 
@@ -126,9 +115,51 @@ static bool call_target(const ZydisDecodedInstruction *i, const ZydisDecodedOper
 	return true;
 }
 
-static int decode_all(struct sweep *s, struct inl_sites *ret)
+/* Room for the next instruction; NULL when there is none (*err: 1, said; or -ENOMEM). */
+static struct insn *insn_new(struct sweep *s, struct inl_sites *ret, int *err)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct insn *p;
+
+		if (cap > INLSITES_MAX_INSNS) {
+			snprintf(ret->reason, sizeof(ret->reason),
+				 "the function holding it has more than %u instructions",
+				 INLSITES_MAX_INSNS);
+			*err = 1;
+			return NULL;
+		}
+		p = realloc(s->insns, cap * sizeof(*p));
+		if (!p) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		s->insns = p;
+		s->cap = cap;
+	}
+	return &s->insns[s->n++];
+}
+
+/* x, at addr, len bytes long, as st says; a call of a function that never returns stops. */
+static void insn_set(const struct sweep *s, struct insn *x, uint64_t addr, uint8_t len,
+		     const struct inl_step *st)
+{
+	x->addr = addr;
+	x->len = len;
+	x->flow = st->flow;
+	x->target = st->target;
+	x->call = st->call;
+	if (st->call_known && s->noreturn && s->noreturn(st->target, s->arg))
+		x->flow = FLOW_STOP;
+	x->inside = false;
+	x->sp_delta = st->sp_delta;
+	x->sp = SP_UNSET;
+}
+
+static int decode_x86(struct sweep *s, struct inl_sites *ret)
 {
 	ZydisDecoder d;
+	int err = 0;
 
 	ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 	for (size_t r = 0; r < s->nouter; r++) {
@@ -137,6 +168,7 @@ static int decode_all(struct sweep *s, struct inl_sites *ret)
 		for (size_t off = 0; off < cr->len;) {
 			ZydisDecodedInstruction i;
 			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+			struct inl_step st = {};
 			struct insn *x;
 
 			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&d, cr->bytes + off, cr->len - off,
@@ -149,38 +181,44 @@ static int decode_all(struct sweep *s, struct inl_sites *ret)
 					 (unsigned long long)(cr->addr + off));
 				return 1;
 			}
-			if (s->n == s->cap) {
-				size_t cap = s->cap ? s->cap * 2 : 256;
-				struct insn *p;
-
-				if (cap > INLSITES_MAX_INSNS) {
-					snprintf(
-						ret->reason, sizeof(ret->reason),
-						"the function holding it has more than %u instructions",
-						INLSITES_MAX_INSNS);
-					return 1;
-				}
-				p = realloc(s->insns, cap * sizeof(*p));
-				if (!p)
-					return -ENOMEM;
-				s->insns = p;
-				s->cap = cap;
-			}
-			x = &s->insns[s->n++];
-			x->addr = cr->addr + off;
-			x->len = i.length;
-			x->flow = (uint8_t)flow_of(&i, ops, x->addr, &x->target);
-			x->call = i.meta.category == ZYDIS_CATEGORY_CALL;
-			if (x->call && s->noreturn && call_target(&i, ops, x->addr, &x->target) &&
-			    s->noreturn(x->target, s->arg))
-				x->flow = FLOW_STOP;
-			x->inside = false;
-			x->sp_delta = sp_delta(&i, ops);
-			x->sp = SP_UNSET;
+			x = insn_new(s, ret, &err);
+			if (!x)
+				return err;
+			st.flow = (uint8_t)flow_of(&i, ops, cr->addr + off, &st.target);
+			st.call = i.meta.category == ZYDIS_CATEGORY_CALL;
+			st.call_known = st.call && call_target(&i, ops, cr->addr + off, &st.target);
+			st.sp_delta = sp_delta(&i, ops);
+			insn_set(s, x, cr->addr + off, i.length, &st);
 			off += i.length;
 		}
 	}
 	return 0;
+}
+
+/* AArch64: a word each, every one decodes (what is not known moves neither SP nor control). */
+static int decode_a64(struct sweep *s, struct inl_sites *ret)
+{
+	int err = 0;
+
+	for (size_t r = 0; r < s->nouter; r++) {
+		const struct code_range *cr = &s->outer[r];
+
+		for (size_t off = 0; off + INLSITES_A64_INSN <= cr->len; off += INLSITES_A64_INSN) {
+			struct inl_step st;
+			struct insn *x = insn_new(s, ret, &err);
+
+			if (!x)
+				return err;
+			inlsites__step_a64(disasm_a64__word(cr->bytes + off), cr->addr + off, &st);
+			insn_set(s, x, cr->addr + off, INLSITES_A64_INSN, &st);
+		}
+	}
+	return 0;
+}
+
+static int decode_all(struct sweep *s, struct inl_sites *ret)
+{
+	return s->arch == DISASM_AARCH64 ? decode_a64(s, ret) : decode_x86(s, ret);
 }
 
 /* The instruction starting at addr, or NULL (insns ascending: the ranges are). */
@@ -501,11 +539,12 @@ static int check_sites(const struct sweep *s, struct inl_sites *ret)
 	return 0;
 }
 
-int inlsites__find(const struct code_range *outer, size_t nouter, uint64_t entry,
-		   const struct addr_range *ranges, size_t nranges, inlsites_noreturn_fn noreturn,
-		   void *arg, struct inl_sites *ret)
+int inlsites__find(enum disasm_arch arch, const struct code_range *outer, size_t nouter,
+		   uint64_t entry, const struct addr_range *ranges, size_t nranges,
+		   inlsites_noreturn_fn noreturn, void *arg, struct inl_sites *ret)
 {
-	struct sweep s = { .outer = outer,
+	struct sweep s = { .arch = arch,
+			   .outer = outer,
 			   .nouter = nouter,
 			   .ranges = ranges,
 			   .nranges = nranges,

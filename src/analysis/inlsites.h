@@ -17,7 +17,8 @@
  * the caller's own code reached another way. Both are ignored in the kernel.
  * A call is keyed by its caller's stack pointer, so every site must run with
  * the same one: a dataflow over the function's edges from its entry tracks
- * the stack pointer's offset (pushes, pops, immediate adds and subtracts).
+ * the stack pointer's offset (pushes, pops, immediate adds and subtracts;
+ * on AArch64 the loads and stores that write SP back, inlsites_a64.c).
  *
  * What cannot be decided is said (reason): a jump through a register inside
  * the copy (its exits are not known: the copy is counted at its entries
@@ -61,11 +62,11 @@ typedef bool (*inlsites_noreturn_fn)(uint64_t addr, void *arg);
 
 /*
  * Finds the sites of a copy whose ranges (ascending) lie in the function
- * entered at entry, whose code is outer (nouter ranges); noreturn may be
- * NULL. 0, or -ENOMEM.
+ * entered at entry, whose code (arch's) is outer (nouter ranges); noreturn
+ * may be NULL. 0, or -ENOMEM.
  */
-int inlsites__find(const struct code_range *outer, size_t nouter, uint64_t entry,
-		   const struct addr_range *ranges, size_t nranges, inlsites_noreturn_fn noreturn,
-		   void *arg, struct inl_sites *ret);
+int inlsites__find(enum disasm_arch arch, const struct code_range *outer, size_t nouter,
+		   uint64_t entry, const struct addr_range *ranges, size_t nranges,
+		   inlsites_noreturn_fn noreturn, void *arg, struct inl_sites *ret);
 
 #endif

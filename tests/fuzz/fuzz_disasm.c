@@ -99,8 +99,8 @@ static bool in_range(const struct addr_range *r, size_t n, uint64_t a)
  */
 #define INL_FUZZ_BYTES 4096
 
-static void check_inlined(const struct code_range *whole, size_t n, const uint8_t *data,
-			  size_t size)
+static void check_inlined(enum disasm_arch arch, const struct code_range *whole, size_t n,
+			  const uint8_t *data, size_t size)
 {
 	struct code_range r[1] = { whole[0] };
 	struct addr_range cr[2];
@@ -117,7 +117,7 @@ static void check_inlined(const struct code_range *whole, size_t n, const uint8_
 	b = a + 1 + data[2] % 16;
 	cr[0] = (struct addr_range){ a, b };
 	cr[1] = (struct addr_range){ b + 2, b + 2 + data[2] / 16 };
-	if (inlsites__find(r, n, r[0].addr, cr, 2, NULL, NULL, &s))
+	if (inlsites__find(arch, r, n, r[0].addr, cr, 2, NULL, NULL, &s))
 		return;
 	if (s.nentries + s.nexits > INLSITES_MAX ||
 	    (s.mode == INLSITES_NOT_PROBED && (s.nentries || s.nexits || !s.reason[0])) ||
@@ -203,7 +203,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	split = split > size ? size : split;
 	r[0] = (struct code_range){ 0x401000, data, split };
 	r[1] = (struct code_range){ 0x801000, data + split, size - split };
-	check_inlined(r, r[1].len ? 2 : 1, data, size);
+	check_inlined(DISASM_X86_64, r, r[1].len ? 2 : 1, data, size);
+	check_inlined(DISASM_AARCH64, r, r[1].len ? 2 : 1, data, size);
 	check_a64(r, r[1].len ? 2 : 1);
 	if (disasm__scan(DISASM_X86_64, r, r[1].len ? 2 : 1, 0x401000, &res))
 		return 0;

@@ -111,6 +111,36 @@ def test_copies_found_with_callers_and_ranges(ver, variant):
                 f"{caller} {addr:#x} line {line}: copies {ranges}"
 
 
+def test_copies_found_in_arm64_code(tmp_path):
+    """The same program built for arm64 (GOARCH=arm64, read here: inspect
+    reads arm64 code anywhere): Go's arm64 pc-value tables count pcs in
+    4-byte units, and the copies' sites come from the AArch64 sweep. The
+    ranges of validate's and clamp's copies are exactly their lines'
+    instructions, entries inside, exits outside."""
+    path = str(tmp_path / "inlinefix")
+    env = dict(os.environ, GOARCH="arm64", CGO_ENABLED="0", GOTOOLCHAIN="local")
+    subprocess.run(["go", "build", "-trimpath", "-o", path, "."], cwd=os.path.dirname(SOURCE),
+                   env=env, check=True, capture_output=True, timeout=600)
+    doc = harness.inspect_json(path, ["main.validate", "main.clamp"])
+    copies = doc["inlined"]
+    assert sorted((c["name"], c["caller"]) for c in copies) == \
+        [("main.clamp", "main.validate")] * 3 + \
+        [("main.validate", "main.check")] + [("main.validate", "main.total")] * 2, copies
+    for c in copies:
+        assert c["timed"] is True and c["entries"] and c["exits"], c
+        assert all(in_ranges(e["address"], c["ranges"]) for e in c["entries"]), c
+        assert not any(in_ranges(e["address"], c["ranges"]) for e in c["exits"]), c
+    code = objdump_lines(path, ["total", "check"])
+    for name in ("validate", "clamp"):
+        lines = body_lines(name) | (body_lines("clamp") if name == "validate" else set())
+        for caller, insns in code.items():
+            ranges = [r for c in copies if c["name"] == "main." + name and c["function"] == caller
+                      for r in c["ranges"]]
+            for addr, line in insns:
+                assert in_ranges(addr, ranges) == (line in lines), \
+                    f"{name} in {caller} {addr:#x} line {line}: copies {ranges}"
+
+
 @pytest.mark.parametrize("ver,variant", BINARIES, ids=lambda v: str(v))
 def test_nested_copy(ver, variant):
     """clamp, inlined into each copy of validate: its caller is validate, its

@@ -12,7 +12,7 @@ static int sites_of(const uint8_t *code, size_t len, const struct addr_range *ra
 {
 	struct code_range r = { ENTRY, code, len };
 
-	return inlsites__find(&r, 1, ENTRY, ranges, nranges, NULL, NULL, ret);
+	return inlsites__find(DISASM_X86_64, &r, 1, ENTRY, ranges, nranges, NULL, NULL, ret);
 }
 
 /* push rbp; sub rsp, 0x10; [the copy]; add rsp, 0x10; pop rbp; ret */
