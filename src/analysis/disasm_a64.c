@@ -108,8 +108,7 @@ static unsigned int literal_size(uint32_t w)
 	return 4;
 }
 
-/* Marks the words of range r that an LDR (literal) anywhere in it reads. */
-static int mark_pool(const struct code_range *r, uint8_t **ret_data)
+int disasm_a64__mark_pool(const struct code_range *r, uint8_t **ret_data)
 {
 	size_t nwords = r->len / A64_INSN;
 
@@ -143,7 +142,7 @@ int disasm_a64__scan_range(const struct code_range *ranges, size_t nranges, size
 	if (r->addr % A64_INSN || r->len % A64_INSN)
 		return disasm__set_bad(res, r->addr, entry,
 				       "a range not made of aligned 4-byte instructions");
-	err = mark_pool(r, &data);
+	err = disasm_a64__mark_pool(r, &data);
 	for (size_t off = 0; !err && !res->over_budget && off < r->len; off += A64_INSN) {
 		uint32_t w = disasm_a64__word(r->bytes + off);
 		uint64_t addr = r->addr + off, target;

@@ -37,6 +37,12 @@ int64_t disasm_a64__sext(uint32_t v, unsigned int bits);
 uint32_t disasm_a64__word(const uint8_t *p);
 /* The offset a B or BL (imm26) branches by, from the instruction. */
 int64_t disasm_a64__bl_rel(uint32_t w);
+/*
+ * The words of range r that an LDR (literal) anywhere in it reads, data
+ * among the instructions: (*ret_data)[i] set for word i; NULL when none is.
+ * 0, or -ENOMEM.
+ */
+int disasm_a64__mark_pool(const struct code_range *r, uint8_t **ret_data);
 /* Sweeps ranges[idx] of an AArch64 function into res. 0, or -errno. */
 int disasm_a64__scan_range(const struct code_range *ranges, size_t nranges, size_t idx,
 			   uint64_t entry, struct disasm_result *res);

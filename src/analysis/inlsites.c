@@ -195,25 +195,37 @@ static int decode_x86(struct sweep *s, struct inl_sites *ret)
 	return 0;
 }
 
-/* AArch64: a word each, every one decodes (what is not known moves neither SP nor control). */
+/*
+ * AArch64: a word each, every one decodes (what is not known moves neither
+ * SP nor control), but for the data an LDR (literal) reads, which is no
+ * instruction: no site can be put there, and a probe written over it would
+ * change what the program reads.
+ */
 static int decode_a64(struct sweep *s, struct inl_sites *ret)
 {
 	int err = 0;
 
-	for (size_t r = 0; r < s->nouter; r++) {
+	for (size_t r = 0; r < s->nouter && !err; r++) {
 		const struct code_range *cr = &s->outer[r];
+		uint8_t *pool;
 
-		for (size_t off = 0; off + INLSITES_A64_INSN <= cr->len; off += INLSITES_A64_INSN) {
+		err = disasm_a64__mark_pool(cr, &pool);
+		for (size_t off = 0; !err && off + INLSITES_A64_INSN <= cr->len;
+		     off += INLSITES_A64_INSN) {
 			struct inl_step st;
-			struct insn *x = insn_new(s, ret, &err);
+			struct insn *x;
 
+			if (pool && pool[off / INLSITES_A64_INSN])
+				continue;
+			x = insn_new(s, ret, &err);
 			if (!x)
-				return err;
+				break;
 			inlsites__step_a64(disasm_a64__word(cr->bytes + off), cr->addr + off, &st);
 			insn_set(s, x, cr->addr + off, INLSITES_A64_INSN, &st);
 		}
+		free(pool);
 	}
-	return 0;
+	return err;
 }
 
 static int decode_all(struct sweep *s, struct inl_sites *ret)
@@ -520,8 +532,11 @@ static int check_sites(const struct sweep *s, struct inl_sites *ret)
 			const struct insn *x = insn_at(s, sets[k][j]);
 
 			if (!x)
-				return refuse(ret, "a jump lands inside an instruction at 0x%llx",
-					      (unsigned long long)sets[k][j]);
+				return refuse(
+					ret,
+					"a jump lands on no instruction at 0x%llx (inside one, "
+					"or on data among them)",
+					(unsigned long long)sets[k][j]);
 			if (ret->mode != INLSITES_TIMED)
 				continue;
 			if (x->sp == SP_UNSET || x->sp == SP_UNKNOWN)

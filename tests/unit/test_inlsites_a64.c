@@ -80,3 +80,17 @@ TEST(inlsites_a64_a_stack_pointer_from_a_register_is_not_probed)
 	return ASSERT_EQ(sites_of(w, 6, &r, 1, &s), 0) && ASSERT_EQ(s.mode, INLSITES_NOT_PROBED) &&
 	       ASSERT_EQ(s.nentries, 0) && ASSERT_TRUE(s.reason[0] != 0);
 }
+
+TEST(inlsites_a64_no_site_on_literal_data)
+{
+	/* ldr w2, .+12 reads the word at 0x1010 (which would decode as an
+	 * add): the copy's call there never returns, and the fall-through
+	 * past it is no exit a probe may be written on */
+	static const uint32_t w[] = { STR_X30_PRE_M32, 0x18000062u,	ADD_X0_1, BL_PLUS_0X100,
+				      ADD_X1_2,	       LDR_X30_POST_32, RET };
+	struct addr_range r = { 0x1004, 0x1010 };
+	struct inl_sites s;
+
+	return ASSERT_EQ(sites_of(w, 7, &r, 1, &s), 0) && ASSERT_EQ(s.mode, INLSITES_NOT_PROBED) &&
+	       ASSERT_EQ(s.nexits, 0) && ASSERT_TRUE(strstr(s.reason, "on data") != NULL);
+}
