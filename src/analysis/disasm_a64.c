@@ -86,7 +86,7 @@ enum disasm_probe_kind disasm__probe_kind_a64(const uint8_t *code, size_t len)
 		return DISASM_PROBE_NOP;
 	if ((w & 0xfffff01f) == 0xd503201f) /* HINT #n */
 		return DISASM_PROBE_NOP5;
-	if ((w & 0xfc000000) == 0x94000000) /* BL */
+	if (disasm_a64__is_bl(w))
 		return DISASM_PROBE_CALL;
 	switch (disasm_a64__classify(w, &rel)) {
 	case A64_B:

@@ -31,6 +31,11 @@ enum a64_kind {
 };
 
 enum a64_kind disasm_a64__classify(uint32_t w, int64_t *ret_rel);
+/* Whether w is a BL (its offset: disasm_a64__bl_rel). */
+static inline bool disasm_a64__is_bl(uint32_t w)
+{
+	return (w & 0xfc000000) == 0x94000000;
+}
 /* v's low bits bits as a signed number (an immediate field). */
 int64_t disasm_a64__sext(uint32_t v, unsigned int bits);
 /* The little-endian instruction word at p. */

@@ -114,7 +114,7 @@ static bool morestack_block(const struct code_range *r, uint64_t block,
 
 		if (!ok)
 			return false;
-		if (!called && (w & 0xfc000000) == 0x94000000) { /* BL */
+		if (!called && disasm_a64__is_bl(w)) {
 			rel = disasm_a64__bl_rel(w);
 			called = is_morestack && is_morestack(ctx, addr + (uint64_t)rel);
 			if (!called)

@@ -65,7 +65,7 @@ void inlsites__step_a64(uint32_t w, uint64_t addr, struct inl_step *ret)
 		return;
 	default: break;
 	}
-	if ((w & 0xfc000000) == 0x94000000) { /* BL */
+	if (disasm_a64__is_bl(w)) {
 		ret->call = ret->call_known = true;
 		ret->target = addr + (uint64_t)disasm_a64__bl_rel(w);
 	} else if ((w & 0xfffffc1f) == 0xd63f0000 || (w & 0xfffff81f) == 0xd63f081f ||
