@@ -267,10 +267,11 @@ kerneltest: all fixtures
 	$(Q)python3 tests/kernels/vm.py matrix 6.1 6.12 5.10
 
 # arm64's tracees: tests/fixtures/tracee (a stripped PIE, and as built by
-# default: with DWARF, for its arguments' names) and c/tracee.c with frame
-# pointers (slow calls' stacks are walked through the frame records).
+# default: with DWARF, for its arguments' names), c/tracee.c with frame
+# pointers (slow calls' stacks are walked through the frame records),
+# c/deepstack.c without them, and tests/fixtures/inline (inlined copies).
 ARM64_TRACEES := build-arm64/tracees/go-tracee build-arm64/tracees/go-tracee-dwarf \
-	build-arm64/tracees/c-tracee
+	build-arm64/tracees/c-tracee build-arm64/tracees/deepstack build-arm64/tracees/inlinefix
 build-arm64/tracees/go-tracee: $(wildcard tests/fixtures/tracee/*)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
@@ -281,11 +282,21 @@ build-arm64/tracees/go-tracee-dwarf: $(wildcard tests/fixtures/tracee/*)
 	$(Q)mkdir -p $(@D)
 	$(Q)cd tests/fixtures/tracee && GOARCH=arm64 CGO_ENABLED=0 GOTOOLCHAIN=local \
 		go build -trimpath -o $(CURDIR)/$@ .
+build-arm64/tracees/inlinefix: $(wildcard tests/fixtures/inline/*)
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)cd tests/fixtures/inline && GOARCH=arm64 CGO_ENABLED=0 GOTOOLCHAIN=local \
+		go build -trimpath -o $(CURDIR)/$@ .
 build-arm64/tracees/c-tracee: tests/fixtures/c/tracee.c | arm64
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)aarch64-linux-gnu-gcc --sysroot=$(RETWATCH_CACHE)/debs-arm64/sysroot \
 		-O2 -g -pthread -fno-omit-frame-pointer -o $@ $<
+build-arm64/tracees/deepstack: tests/fixtures/c/deepstack.c | arm64
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)aarch64-linux-gnu-gcc --sysroot=$(RETWATCH_CACHE)/debs-arm64/sysroot \
+		-O2 -g -fomit-frame-pointer -o $@ $<
 
 # build-arm64/retwatch in Debian's arm64 kernels (6.1, 6.12) under
 # qemu-system-aarch64; build/retwatch reads the tracees' entry sites.

@@ -19,8 +19,6 @@
 #define REG_GO_G(r) ((r)->r14)
 /* what a call leaves on the stack: its return address */
 #define CALL_PUSHES 8
-/* a slow native call's stack top is sent, for userspace's CFI unwind */
-#define STACK_COPY 1
 #elif defined(__TARGET_ARCH_arm64)
 #define REG_IP(r) ((r)->pc)
 #define REG_SP(r) ((r)->sp)
@@ -28,7 +26,6 @@
 #define REG_GO_G(r) ((r)->regs[28])
 #define REG_LR(r) ((r)->regs[30])
 #define CALL_PUSHES 0
-#define STACK_COPY 0 /* the CFI unwind of arm64 stacks is not yet checked in its VM */
 #else
 #error "retwatch's BPF programs are built for x86 or arm64 (-D__TARGET_ARCH_x86/arm64)"
 #endif

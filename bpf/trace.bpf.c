@@ -464,7 +464,7 @@ static __always_inline void slow_call__args(struct rw_event *e, const struct cal
 }
 
 /* Go's frame-pointer walk (stack[]) is its stack; native code sends its
- * stack's top too, where userspace unwinds it (STACK_COPY). */
+ * stack's top too, where userspace unwinds it through the unwind tables. */
 static __always_inline void slow_call__send(struct pt_regs *regs, const struct call_ctx *c,
 					    const struct rw_func *fn, __u32 fn_id, __u64 start,
 					    __u64 dur, struct rw_hist *h, bool slow, __u32 idx,
@@ -473,7 +473,7 @@ static __always_inline void slow_call__send(struct pt_regs *regs, const struct c
 	struct rw_event_copy *ec;
 	struct rw_event *e;
 
-	if (c->go || !STACK_COPY) {
+	if (c->go) {
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e)
 			goto full;

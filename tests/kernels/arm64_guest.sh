@@ -1,10 +1,11 @@
 #!/bin/sh
 # Runs inside the arm64 VM (tests/kernels/test_arm64.py boots it), with
 # busybox alone: no Python there. Each run starts tracees (tests/fixtures/
-# tracee and c/tracee.c, built for arm64) held at their "ready" line, traces
+# tracee, inline, c/tracee.c and c/deepstack.c, built for arm64) held at
+# their "ready" line, traces
 # them with `retwatch trace --json` until they exit, and leaves everything
 # in OUT/NAME for the host to check:
-#   tracee-N.out/.err   each tracee's output (its last line: its counts)
+#   tracee-N.out/.err   each tracee's output (tracee's last line: its counts)
 #   retwatch.json/.err  retwatch's document and log
 #   rc                  retwatch's exit status, or "attach-timeout"
 #   seconds             how long the run took
@@ -23,7 +24,16 @@ wait_for() { # FILE PATTERN SECONDS: whether a line of FILE matched in time
 	return 1
 }
 
-# trace NAME "RETWATCH OPTIONS" "FUNCTIONS" TRACEE:SCENARIO...
+# starts tracee NAME with ARG; tests/fixtures/inline says no "ready PID"
+# of its own: a shell says it and becomes the program
+start() {
+	case $1 in
+	inlinefix) sh -c 'echo "ready $$"; exec "$0" "$1" 0 wait' "$T/inlinefix" "$2" ;;
+	*) "$T/$1" "$2" ;;
+	esac
+}
+
+# trace NAME "RETWATCH OPTIONS" "FUNCTIONS" TRACEE:ARG...
 trace() {
 	d=$OUT/$1 opts=$2 funcs=$3
 	shift 3
@@ -33,7 +43,9 @@ trace() {
 	for ts in "$@"; do
 		n=$((n + 1))
 		mkfifo "$fifos/$n"
-		"$T/${ts%%:*}" "${ts#*:}" <"$fifos/$n" >"$d/tracee-$n.out" 2>"$d/tracee-$n.err" &
+		# without the other tracees' "go" ends: deepstack waits for its stdin's end
+		start "${ts%%:*}" "${ts#*:}" <"$fifos/$n" >"$d/tracee-$n.out" 2>"$d/tracee-$n.err" \
+			3>&- 4>&- 5>&- 6>&- 7>&- &
 		pids="$pids $!"
 		eval "exec $((n + 2))>$fifos/$n" # fds 3, 4...: the tracees' "go"
 		if ! wait_for "$d/tracee-$n.out" '^ready ' 60; then
@@ -44,7 +56,8 @@ trace() {
 		pidargs="$pidargs --pid $(sed -n 's/^ready //p' "$d/tracee-$n.out")"
 	done
 	# shellcheck disable=SC2086 # word splitting wanted
-	"$RW" trace --json $opts $pidargs $funcs >"$d/retwatch.json" 2>"$d/retwatch.err" &
+	"$RW" trace --json $opts $pidargs $funcs >"$d/retwatch.json" 2>"$d/retwatch.err" \
+		3>&- 4>&- 5>&- 6>&- 7>&- &
 	rw=$!
 	if ! wait_for "$d/retwatch.err" '^retwatch: tracing ' 300; then
 		kill $pids $rw 2>/dev/null
@@ -56,14 +69,10 @@ trace() {
 	while [ $i -lt $n ]; do
 		i=$((i + 1))
 		eval "echo go >&$((i + 2))"
+		eval "exec $((i + 2))>&-" # deepstack waits for the end of its stdin
 	done
 	for p in $pids; do
 		wait "$p"
-	done
-	i=0
-	while [ $i -lt $n ]; do
-		i=$((i + 1))
-		eval "exec $((i + 2))>&-"
 	done
 	wait $rw
 	echo $? >"$d/rc"
@@ -73,9 +82,14 @@ trace() {
 uname -r >"$OUT/kernel"
 "$RW-agent" --version >"$OUT/agent-version" 2>&1
 "$RW-agent" --help >"$OUT/agent-help" 2>&1
-# two tracees a run: each run calibrates, for tens of seconds under TCG
-# (each run loads the BPF programs: about 165 s on 6.1 under TCG)
-trace go "--threshold 20ms --args --slowest 10" "main.deep main.validate main.charge" \
+# a run's functions must all be in each of its tracees (--pid is strict);
+# each run calibrates, for tens of seconds under TCG, and loads the BPF
+# programs (about 165 s on 6.1 under TCG): the last two side by side
+trace go "--threshold 20ms --args --slowest 10 --max-overhead 0" "main.deep main.validate main.charge" \
 	go-tracee:recursive go-tracee:paths go-tracee-dwarf:charge
-trace c "--threshold 20ms --args --slowest 5" "validate deep" c-tracee:paths c-tracee:recursive
+trace c "--threshold 20ms --args --slowest 5 --max-overhead 0" "validate deep" \
+	c-tracee:paths c-tracee:recursive
+trace inline "--max-overhead 0" "main.clamp main.nap main.risky main.grade" inlinefix:5 &
+trace deep "--threshold 1ms --slowest 5 --max-overhead 0" "slow_leaf" deepstack:60 &
+wait
 echo done >"$OUT/done"

@@ -41,7 +41,7 @@ def runs(request):
         console = "\n".join(lines[-40:])
         assert rc == 0 and os.path.exists(os.path.join(share, "done")), \
             f"the arm64 VM did not finish its runs (exit {rc})\n{console}"
-        for name in ("go", "c"):
+        for name in ("go", "c", "inline", "deep"):
             if os.path.exists(os.path.join(share, name, "seconds")):
                 with open(os.path.join(share, name, "seconds")) as f:
                     print(f"{release} run {name}: {f.read().strip()} s")
@@ -73,8 +73,9 @@ class Runs:
             except FileNotFoundError:
                 break
             lines = [line for line in out.splitlines() if line.startswith("{")]
-            assert lines, f"{name}: tracee {n} printed no counts\n{out}"
-            reports.append(json.loads(lines[-1]))
+            # deepstack and inline print no counts: their output, then
+            assert lines or len(out.splitlines()) >= 2, f"{name}: tracee {n} did not finish\n{out}"
+            reports.append(json.loads(lines[-1]) if lines else {"out": out})
         return doc, reports, err
 
 
@@ -201,6 +202,64 @@ def test_c_two_paths_and_recursion_in_threads_counted_exactly(runs):
         assert stack[0].startswith("deep+"), stack
         callers = [s for s in stack[1:] if not s.startswith("deep+")]
         assert callers and callers[0].startswith("deep_thread+"), stack
+
+
+def test_go_inlined_copies_counted_exactly(runs):
+    """tests/fixtures/inline, 5 rounds: main.clamp exists only inlined, in
+    each of main.validate's three copies (5 x 1,001 + 1 calls); main.nap in
+    main.naps (20, 2 ms each); main.risky in main.try, which recovers from
+    its panic on even numbers (1,000: 500 returns, 500 orphans); main.grade
+    in main.grades, leaving through a jump table (300, counted at its
+    entry). Their entries and exits are found by the AArch64 sweep."""
+    doc, (inl,), _ = runs.get("inline")
+    assert len(inl["out"].split("\n")[1].split()) == 3, inl  # ready, then its answer
+    calls = 5 * 1001 + 1
+    clamp = function(doc, "main.clamp")
+    assert (clamp["calls"], clamp["inlined_calls"], clamp["orphans"], clamp["lost"]) == \
+        (calls, calls, 0, 0), clamp
+    assert clamp["inlined_copies"] == clamp["inlined_timed"] == 3, clamp
+    nap = function(doc, "main.nap")
+    assert (nap["calls"], nap["orphans"], nap["inlined_timed"]) == (20, 0, 1), nap
+    assert nap["p50_ns"] >= 2 * MS, nap
+    risky = function(doc, "main.risky")
+    assert (risky["calls"], risky["orphans"], risky["lost"]) == (500, 500, 0), risky
+    grade = function(doc, "main.grade")
+    assert (grade["calls"], grade["inlined_untimed_calls"], grade["mode"]) == \
+        (300, 300, "entry-only"), grade
+
+
+DEEPSTACK = ["slow_leaf", "inner", "middle", "outer", "main"]
+
+
+def frame_records(path):
+    """deepstack's functions that make a frame record (MOV X29, SP): none,
+    when built as the Makefile builds it, so that a frame-record walk from
+    slow_leaf skips its callers."""
+    out = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", path],
+                         capture_output=True, text=True, check=True).stdout
+    made, func = set(), None
+    for line in out.splitlines():
+        if line.endswith(">:"):
+            func = line.split("<")[1].rstrip(">:")
+        elif func in DEEPSTACK and "mov\tx29, sp" in line:
+            made.add(func)
+    return made
+
+
+def test_c_slow_call_stacks_unwound_without_frame_pointers(runs):
+    """deepstack (tests/fixtures/c/deepstack.c), built with
+    -fomit-frame-pointer, keeps no frame records: the stacks of slow_leaf's
+    slowest calls come from its unwind tables (.eh_frame) over the top of
+    the stack sent with each, from X30 and the callee-saved registers at
+    the RET: main -> outer -> middle -> inner -> slow_leaf, innermost first."""
+    assert frame_records(os.path.join(ROOT, "build-arm64/tracees/deepstack")) == set()
+    doc, _, _ = runs.get("deep")
+    f = function(doc, "slow_leaf")
+    assert (f["calls"], f["orphans"], f["lost"]) == (60, 0, 0), f
+    assert len(f["slowest_calls"]) == 5, f
+    for call in f["slowest_calls"]:
+        names = [s.split("+")[0] for s in call["stack"]]
+        assert names[:len(DEEPSTACK)] == DEEPSTACK, call["stack"]
 
 
 def test_the_calibration_measures_arm64s_entry_kinds(runs):
