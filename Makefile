@@ -304,7 +304,10 @@ arm64test: all arm64 $(ARM64_TRACEES)
 	$(Q)python3 tests/kernels/vm.py fetch arm64-6.1 arm64-6.12
 	$(Q)python3 -m pytest -q -p no:cacheprovider --color=no -s tests/kernels/test_arm64.py
 
-test: deps lint all unit itest kerneltest arm64test agenttest imagetest clustertest fuzz
+# each stage timed, the times listed at the end (scripts/stages.sh)
+TEST_STAGES := deps lint all unit itest kerneltest arm64test agenttest imagetest clustertest fuzz
+test:
+	$(Q)MAKE="$(MAKE)" bash scripts/stages.sh $(TEST_STAGES)
 
 FORMATTED := $(wildcard src/*/*.[ch] src/*/*/*.[ch] cmd/*/*.c tests/unit/*.[ch] tests/fuzz/*.c bpf/*.[ch])
 lint:
