@@ -111,6 +111,8 @@ static unsigned int literal_size(uint32_t w)
 int disasm_a64__mark_pool(const struct code_range *r, uint8_t **ret_data)
 {
 	size_t nwords = r->len / A64_INSN;
+	/* whole words only: a range's tail of 1 to 3 bytes holds no instruction */
+	uint64_t end = (uint64_t)nwords * A64_INSN;
 
 	*ret_data = NULL;
 	for (size_t i = 0; i < nwords; i++) {
@@ -121,12 +123,12 @@ int disasm_a64__mark_pool(const struct code_range *r, uint8_t **ret_data)
 		if (disasm_a64__classify(w, &rel) != A64_LDR_LIT)
 			continue;
 		target = addr + (uint64_t)rel;
-		if (target < r->addr || target - r->addr >= r->len)
+		if (target < r->addr || target - r->addr >= end)
 			continue;
 		if (!*ret_data && !(*ret_data = calloc(nwords, 1)))
 			return -ENOMEM;
 		for (uint64_t o = target - r->addr;
-		     o < target - r->addr + literal_size(w) && o < r->len; o += A64_INSN)
+		     o < target - r->addr + literal_size(w) && o < end; o += A64_INSN)
 			(*ret_data)[o / A64_INSN] = 1;
 	}
 	return 0;
