@@ -676,6 +676,9 @@ enum rw_stat {
 	/* targets of hook jumps sent to userspace, and those the ring had no room for */
 	RW_STAT_HOOK_TARGETS,
 	RW_STAT_HOOK_LOST,
+	/* candidates for the slowest kept not sent: inside as many calls of
+	 * their own function as are kept, each at least as slow (recursion) */
+	RW_STAT_KEEP_NESTED,
 	RW_STAT__MAX,
 };
 

@@ -339,6 +339,30 @@ __noinline int keep__enter(struct rw_hist *h, const struct rw_threshold *th, __u
 }
 
 /*
+ * Whether a call of fn_id returning with the n frames of fr under it in
+ * flight has keep calls of its own function among them. Each will last at
+ * least as long as it (they began before it and end after it), so it cannot
+ * be among the keep slowest: a recursion's inner levels, each a new slowest
+ * on its CPU as they return innermost first, would fill the ring buffer and
+ * leave no room for the outermost. Frames past fr->f (deep chunks) are not
+ * looked at: fewer found, more sent. An enclosing call that never returns
+ * (a panic, a longjmp) is counted all the same. A global function: the
+ * verifier checks the loop once.
+ */
+__noinline int keep__nested(const struct rw_frames *fr, __u32 n, __u32 fn_id, __u32 keep)
+{
+	__u32 found = 0;
+
+	if (!fr)
+		return 0;
+	for (__u32 i = 0; i < RW_MAX_FRAMES && i < n; i++) {
+		if (fr->f[i].fn_id == fn_id && ++found >= keep)
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * Whether tgid's namespace may send one more slow call in this window: at
  * most max_events a window over every CPU, so one namespace's probes cannot
  * fill the ring buffer the node's other namespaces share. The window's
@@ -567,6 +591,10 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 	slow = th->slow_ns && dur >= th->slow_ns;
 	/* a slow call is sent whether or not it is among the slowest */
 	keep = th->keep && dur >= th->keep_ns && keep__enter(h, th, dur);
+	if (keep && !slow && keep__nested(fr, idx, fn_id, th->keep)) {
+		stat_inc(RW_STAT_KEEP_NESTED);
+		keep = false;
+	}
 	if ((slow || keep) && slow_call__admit(h, fn, now, slow) &&
 	    share__admit_event(h, c->key.tgid, now, slow))
 		slow_call__send(regs, c, fn, fn_id, start, dur, h, slow, idx, flags, entry_ip);

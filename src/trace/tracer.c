@@ -56,6 +56,7 @@ static const char *const stat_names[] = {
 	[RW_STAT_KEEP_SENT] = "keep_sent",
 	[RW_STAT_KEEP_REFUSED] = "keep_refused",
 	[RW_STAT_FOLLOW_FULL] = "follow_full",
+	[RW_STAT_KEEP_NESTED] = "keep_nested",
 };
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == RW_STAT__MAX,
 	       "a name for every enum rw_stat");

@@ -4,8 +4,9 @@
  * test_counters.py: tracer__counters, tracer__tick and tracer__reap. Built by
  * the test against the layers' archives beside $RETWATCH; needs root.
  *
- *   counters PID EXE PATTERN...
- *       traces PID; prints "tracing" on stderr, then answers commands read
+ *   counters [--keep N] PID EXE PATTERN...
+ *       traces PID (with --keep: sends the candidates for each function's N
+ *       slowest, tracer_target__keep_slowest, from a floor of 0); prints "tracing" on stderr, then answers commands read
  *       from stdin, one a line:
  *         inflight  prints tracer__inflight
  *         report    prints the JSON report (below)
@@ -191,18 +192,26 @@ int main(int argc, char **argv)
 	struct rw_error err = { 0 };
 	struct tracer_target *tt = NULL;
 	struct tracer *t = NULL;
+	unsigned int keep = 0;
 	int e = -EINVAL;
 	bool self;
 
 	argc -= opts.entry_at_start;
 	argv += opts.entry_at_start;
+	if (argc > 2 && !strcmp(argv[1], "--keep")) {
+		keep = (unsigned int)atoi(argv[2]);
+		argc -= 2;
+		argv += 2;
+	}
 	self = (argc == 3 || argc == 4) && !strcmp(argv[1], "--self");
 	/* --self SECONDS AGE: tracer__tick sweeps calls AGE seconds untouched */
 	if (self && argc == 4)
 		opts.sweep_age_ns = (uint64_t)(atof(argv[3]) * 1e9);
 	if (!self && argc < 4) {
-		fprintf(stderr, "usage: counters [--entry-at-start] PID EXE PATTERN... | counters "
-				"--self SECONDS [SWEEP_AGE_SECONDS]\n");
+		fprintf(stderr,
+			"usage: counters [--entry-at-start] [--keep N] PID EXE PATTERN... | "
+			"counters "
+			"--self SECONDS [SWEEP_AGE_SECONDS]\n");
 		return 2;
 	}
 	t = tracer__new(&opts, &err);
@@ -218,6 +227,13 @@ int main(int argc, char **argv)
 	if (!tt) {
 		fprintf(stderr, "counters: %s\n", err.msg);
 		goto out;
+	}
+	for (size_t i = 0; keep && i < tracer_target__nfuncs(tt); i++) {
+		e = tracer_target__keep_slowest(t, tt, i, keep, 0, true);
+		if (e) {
+			fprintf(stderr, "counters: keep_slowest: %s\n", strerror(-e));
+			goto out;
+		}
 	}
 	e = self ? run_self(t, tt, atof(argv[2])) : run_target(t, tt);
 	if (e)

@@ -38,6 +38,7 @@ ALL = {
     "morestack_read_failed", "frames_insert_failed", "slow_limited", "tail_closed", "tail_exits",
     "share_contexts", "share_events", "contexts_hashed", "untraced_hits", "reused_pid_hits",
     "keep_sent", "keep_refused", "follow_full", "hook_targets", "hook_lost",
+    "keep_nested",
 }
 # Calls the kernel side could not measure, by cause.
 UNMEASURED = {
@@ -204,6 +205,26 @@ def test_counters_of_a_recursion_across_stack_growth(driver, options):
     else:
         assert c["all"]["restarts"] == 0, f"a restart reached the entry site\n{rep}"
     assert (c["purged"], c["swept"], rep["reaped"], rep["ticks"], c["lost_events"]) == (0, 0, 0, 0, 0), rep
+
+
+def test_recursion_sends_only_its_outer_levels_as_slowest_candidates(driver):
+    """Keeping the 5 slowest calls of main.deep (40 levels in each of 5
+    goroutines): the inner levels return first, each a new slowest on its
+    CPU, but each has at least 5 calls of main.deep in flight around it,
+    every one slower: only the 5 outermost levels of each goroutine may be
+    sent (keep_sent), the rest are counted keep_nested."""
+    keep = 5
+    rep, tracee = trace(driver, NATIVE, "recursive", ["deep"], options=["--keep", str(keep)])
+    check_consistent(rep)
+    c = rep["counters"]["all"]
+    calls = tracee["calls"]["main.deep"]
+    goroutines = calls // 40
+    assert calls == 40 * goroutines and goroutines >= 2, tracee
+    assert rep["functions"]["main.deep"]["calls"] == calls, rep
+    assert c["keep_nested"] > 0, rep
+    assert 0 < c["keep_sent"] <= keep * goroutines, rep
+    assert c["keep_sent"] + c["keep_nested"] + c["keep_refused"] <= calls, rep
+    assert rep["counters"]["lost_events"] == 0 and c["ringbuf_full"] == 0, rep
 
 
 @pytest.mark.parametrize("options", ENTRIES)
