@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <setjmp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <libiberty/demangle.h>
@@ -64,9 +65,46 @@ static bool v0_punycode(const char *name)
 	return false;
 }
 
+/*
+ * Whether a Rust v0 name may hold a binder of more than V0_MAX_BOUND
+ * lifetimes ("for<'a, 'b, ...>": G and a base-62 count right after a fn
+ * type's F or a dyn type's D). libiberty loops once per lifetime, and where
+ * it parses without printing (an impl's own path) the output bound of put()
+ * never stops it: "FGzzzzzzzzz_" cost 62^9 turns. Real names bind a few.
+ * An identifier that happens to hold such letters stays mangled too.
+ */
+#define V0_MAX_BOUND 64
+
+static bool v0_huge_binder(const char *name)
+{
+	if (strncmp(name, "_R", 2))
+		return false;
+	for (const char *p = strchr(name, 'G'); p; p = strchr(p + 1, 'G')) {
+		uint64_t n = 0;
+		const char *q;
+
+		if (p[-1] != 'F' && p[-1] != 'D')
+			continue;
+		for (q = p + 1; *q && *q != '_' && n <= V0_MAX_BOUND; q++) {
+			if (*q >= '0' && *q <= '9')
+				n = n * 62 + (uint64_t)(*q - '0');
+			else if (*q >= 'a' && *q <= 'z')
+				n = n * 62 + 10 + (uint64_t)(*q - 'a');
+			else if (*q >= 'A' && *q <= 'Z')
+				n = n * 62 + 36 + (uint64_t)(*q - 'A');
+			else
+				break;
+		}
+		if (n > V0_MAX_BOUND)
+			return true;
+	}
+	return false;
+}
+
 bool demangle(const char *name, bool params, char *buf, size_t len)
 {
-	if (!len || strnlen(name, DEMANGLE_MAX_IN + 1) > DEMANGLE_MAX_IN || v0_punycode(name))
+	if (!len || strnlen(name, DEMANGLE_MAX_IN + 1) > DEMANGLE_MAX_IN || v0_punycode(name) ||
+	    v0_huge_binder(name))
 		return false;
 	/* Rust's legacy names are C++-shaped (_ZN...17h<hash>E): Rust first */
 	if ((!strncmp(name, "_R", 2) || !strncmp(name, "_ZN", 3)) && run(name, true, 0, buf, len))

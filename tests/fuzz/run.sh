@@ -34,15 +34,16 @@ open(sys.argv[3], "wb").write(struct.pack("<I", len(b)) + b + d)' \
 	log=build/fuzz/$name.log
 	# inputs that once crashed a target run first, once each
 	if [ -d "tests/fuzz/regressions/$name" ]; then
-		if ! "$fuzzer" tests/fuzz/regressions/"$name"/* >"$log" 2>&1; then
+		if ! "$fuzzer" -timeout=10 tests/fuzz/regressions/"$name"/* >"$log" 2>&1; then
 			echo "fuzz: $name FAILED on a regression input, see $log:"
 			tail -40 "$log"
 			return 1
 		fi
 	fi
-	# a target's own options (such as a time limit per input) come last, and win
+	# a target's own options (such as a time limit per input) come last, and win;
+	# an input that runs 10 s is a hang found (libFuzzer's own bound is 20 min)
 	read -r -a options <<<"$(cat "tests/fuzz/$name.options" 2>/dev/null || true)"
-	if "$fuzzer" -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=2048 \
+	if "$fuzzer" -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=2048 -timeout=10 \
 		-print_final_stats=1 "${options[@]}" "$corpus" >"$log" 2>&1; then
 		runs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
 		echo "fuzz: $name ran ${seconds}s, $runs inputs, no crash"
