@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/libbpf.h>
 
@@ -90,18 +91,67 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 }
 
 /*
+ * Several --pid: each pattern must match in one of their executables at
+ * least (each process traces those it has); the ones that match in none are
+ * said for each process, with its suggestions.
+ */
+static int preflight_several(struct trace_run *r, const struct trace_args *args)
+{
+	const char **nowhere = calloc(args->nexe_patterns, sizeof(*nowhere));
+	struct rw_error err = {};
+	size_t n = 0;
+	char exe[64];
+	int ret = 0;
+
+	if (!nowhere) {
+		fprintf(stderr, "retwatch: out of memory\n");
+		return -1;
+	}
+	for (size_t i = 0; i < args->nexe_patterns; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < args->npids && !found; j++) {
+			snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
+			found = access(exe, R_OK) ||
+				tracer__check(r->t, exe, &args->exe_patterns[i], 1, &err) !=
+					-ENOENT;
+		}
+		if (!found)
+			nowhere[n++] = args->exe_patterns[i];
+	}
+	for (size_t j = 0; n && j < args->npids && !ret; j++) {
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
+		ret = trace_check_exe(r, args->pids[j], exe, nowhere, n);
+	}
+	for (size_t j = 0; n && !ret && j < args->npids; j++) {
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
+		if (tracer__check(r->t, exe, nowhere, n, &err) == -ENOENT)
+			fprintf(stderr, "retwatch: process %d: %s\n", args->pids[j], err.msg);
+	}
+	if (n && !ret) {
+		fprintf(stderr, "retwatch: each pattern must match in one of the %zu processes\n",
+			args->npids);
+		ret = -1;
+	}
+	free(nowhere);
+	return ret ? -1 : 0;
+}
+
+/*
  * The patterns checked in each --pid's executable before the calibration
  * (half a second): a typo is said at once. A process that cannot be read is
  * left to trace_add_proc, which says why.
  */
 static int preflight(struct trace_run *r, const struct trace_args *args)
 {
+	if (args->npids > 1 && args->nexe_patterns)
+		return preflight_several(r, args);
 	for (size_t i = 0; args->nexe_patterns && i < args->npids; i++) {
 		struct rw_error err = {};
 		char exe[64];
 
 		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[i]);
-		if (trace_check_exe(r, args->pids[i], exe, args))
+		if (trace_check_exe(r, args->pids[i], exe, args->exe_patterns, args->nexe_patterns))
 			return -1;
 		if (tracer__check(r->t, exe, args->exe_patterns, args->nexe_patterns, &err) ==
 		    -ENOENT) {

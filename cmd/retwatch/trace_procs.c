@@ -95,15 +95,15 @@ static int take_target(struct tracer_target *tt, const char *lib, void *ctx)
  * 0 when every pattern matches (or the executable cannot be read: tracer__add
  * will say why).
  */
-int trace_check_exe(struct trace_run *r, pid_t pid, const char *exe, const struct trace_args *args)
+int trace_check_exe(struct trace_run *r, pid_t pid, const char *exe, const char *const *patterns,
+		    size_t npatterns)
 {
 	struct binary_match m = { 0 };
 	struct binary *b = binary__open(r->cache, exe, NULL);
 	char lib[SHLIB_MAX_NAME];
 	int ret = 0;
 
-	if (!b || binary__match(b, args->exe_patterns, args->nexe_patterns, BINARY_DEFAULT_LIMIT,
-				&m, NULL))
+	if (!b || binary__match(b, patterns, npatterns, BINARY_DEFAULT_LIMIT, &m, NULL))
 		goto out;
 	for (size_t i = 0; i < m.nunmatched && !ret; i++) {
 		const char *pat = m.unmatched[i].pattern;
@@ -120,6 +120,30 @@ out:
 	binary_match__clear(&m);
 	binary__put(b);
 	return ret;
+}
+
+/*
+ * With several --pid, each process traces the functions it has: the
+ * patterns of args->exe_patterns that match in exe (an executable that
+ * cannot be read keeps them all: tracer__add says why), into own (room for
+ * all). Their number; the preflight saw each match in one process at least.
+ */
+size_t trace_pid_patterns(struct trace_run *r, const char *exe, const struct trace_args *args,
+			  const char **own)
+{
+	size_t n = 0;
+
+	if (access(exe, R_OK)) {
+		memcpy(own, args->exe_patterns, args->nexe_patterns * sizeof(*own));
+		return args->nexe_patterns;
+	}
+	for (size_t i = 0; i < args->nexe_patterns; i++) {
+		struct rw_error err = {};
+
+		if (tracer__check(r->t, exe, &args->exe_patterns[i], 1, &err) != -ENOENT)
+			own[n++] = args->exe_patterns[i];
+	}
+	return n;
 }
 
 /* Libraries the process mapped since the last look (dlopen): attach to them. */
@@ -199,14 +223,30 @@ static bool refusal_said(struct trace_run *r, pid_t pid, bool selected)
  */
 int trace_add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args, bool selected)
 {
+	/* several --pid: each traces the functions it has (trace_pid_patterns) */
+	bool several = !selected && args->npids > 1 && args->nexe_patterns;
+	const char **pats = args->exe_patterns;
+	size_t npats = args->nexe_patterns;
 	struct proc *pr = proc_slot(r);
 	struct proc_stat st = {};
 	struct rw_error err = {};
 	char exe[64];
+	int ret = -1;
 
-	if (!pr) {
+	if (!pr || (several && !(pats = calloc(args->nexe_patterns, sizeof(*pats))))) {
 		fprintf(stderr, "retwatch: out of memory\n");
 		return -1;
+	}
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	if (several) {
+		npats = trace_pid_patterns(r, exe, args, pats);
+		if (!npats && args->npatterns == args->nexe_patterns) {
+			fprintf(stderr,
+				"retwatch: process %d has none of the functions; not traced\n",
+				pid);
+			free(pats);
+			return 0;
+		}
 	}
 	pr->pid = pid;
 	pr->start = proc_stat__read(pid, &st) ? 0 : st.start;
@@ -217,33 +257,32 @@ int trace_add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args
 		else if (errno != ESRCH && !refusal_said(r, pid, selected))
 			fprintf(stderr, "retwatch: cannot watch process %d: %s\n", pid,
 				strerror(errno));
-		return -1;
+		goto out;
 	}
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
 	pr->libs = shlib_procs__new(pid, (const char *const *)args->patterns, args->npatterns,
 				    args->threshold_ns);
 	if (!pr->libs) {
 		fprintf(stderr, "retwatch: out of memory\n");
 		close(pr->pidfd);
-		return -1;
+		goto out;
 	}
-	if ((selected || !trace_check_exe(r, pid, exe, args)) &&
-	    (pr->target = tracer__add(r->t, pid, exe, args->exe_patterns, args->nexe_patterns,
-				      args->threshold_ns, &err)) == NULL &&
+	if ((selected || several || !trace_check_exe(r, pid, exe, pats, npats)) &&
+	    (pr->target = tracer__add(r->t, pid, exe, pats, npats, args->threshold_ns, &err)) ==
+		    NULL &&
 	    !refusal_said(r, pid, selected))
 		fprintf(stderr, "retwatch: process %d%s: %s\n", pid,
 			selected ? " (not traced)" : "", err.msg);
 	if (!pr->target) {
 		shlib_procs__free(pr->libs);
 		close(pr->pidfd);
-		return -1;
+		goto out;
 	}
 	r->nprocs++;
 	if (results__add(r->results, pr->target, NULL, NULL)) {
 		tracer__remove(r->t, pr->target);
 		pr->target = NULL;
 		fprintf(stderr, "retwatch: out of memory\n");
-		return -1;
+		goto out;
 	}
 	r->nlive++;
 	/* its files opened now: a slow call read after it exited is still named */
@@ -252,7 +291,11 @@ int trace_add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args
 	if (selected)
 		fprintf(stderr, "retwatch: process %d traced too\n", pid);
 	/* at the start, every pattern of a process --pid names must match */
-	return trace_update_libs(r, pr, !selected) ? -1 : 0;
+	ret = trace_update_libs(r, pr, !selected) ? -1 : 0;
+out:
+	if (several)
+		free(pats);
+	return ret;
 }
 
 /* Whether pid, started at start, is traced now or was, or was left out. */

@@ -101,7 +101,10 @@ struct trace_args {
 int trace_parse_args(int argc, char **argv, struct trace_args *a);
 
 /* trace_procs.c: the processes traced, as they come (--follow, --comm, --cgroup) and go. */
-int trace_check_exe(struct trace_run *r, pid_t pid, const char *exe, const struct trace_args *args);
+int trace_check_exe(struct trace_run *r, pid_t pid, const char *exe, const char *const *patterns,
+		    size_t npatterns);
+size_t trace_pid_patterns(struct trace_run *r, const char *exe, const struct trace_args *args,
+			  const char **own);
 int trace_update_libs(struct trace_run *r, struct proc *pr, bool first);
 int trace_add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args, bool selected);
 void trace_say_unprobed(struct trace_run *r, struct proc *pr);

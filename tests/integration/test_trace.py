@@ -629,6 +629,38 @@ def test_two_processes_add_up_and_one_exits_first():
     assert f"retwatch: process {r.tracees[1].pid} exited" in r.retwatch.stderr, r.describe()
 
 
+def test_two_programs_each_trace_the_functions_they_have():
+    """--pid GO --pid C main.sleepFor sleep_for: each function is in one of
+    the two programs; each process traces the one it has, counted exactly."""
+    c = C[0]
+    r = tracing.run_ok([(NATIVE, "sleep"), (c, "sleep")], [NATIVE.fn("sleep_for"), c.fn("sleep_for")])
+    assert_calls(r, "sleep_for", NATIVE, r.reports[0]["calls"][NATIVE.fn("sleep_for")])
+    assert_calls(r, "sleep_for", c, r.reports[1]["calls"][c.fn("sleep_for")])
+    assert "tracing 2 functions in 2 processes" in r.retwatch.stderr, r.describe()
+
+
+def test_two_programs_and_a_name_in_neither_is_refused():
+    """A pattern neither --pid has is a typo: refused before anything is
+    attached, the process's suggestions given; both tracees run normally."""
+    c = C[0]
+    a, b = tracing.TraceeProcess(NATIVE, "sleep"), tracing.TraceeProcess(c, "sleep")
+    try:
+        run = retwatch_trace("--json", "--pid", str(a.pid), "--pid", str(b.pid),
+                             NATIVE.fn("sleep_for"), "sleep_fro")
+        run.assert_refused()
+        assert run.returncode == 1, run.describe()
+        for t in (a, b):
+            assert f"process {t.pid}: no function matches 'sleep_fro'" in run.stderr, run.describe()
+        assert "each pattern must match in one of the 2 processes" in run.stderr, run.describe()
+        assert re.search(r"'sleep_fro'.*\bsleep_for\b", run.stderr), f"no suggestion\n{run.describe()}"
+        for t in (a, b):
+            t.release()
+            assert t.finish() and t.proc.returncode == 0, t.describe()
+    finally:
+        a.kill()
+        b.kill()
+
+
 # --------------------------------------------------------------------------
 # stopping: --duration, SIGINT, with the tracee still running
 
