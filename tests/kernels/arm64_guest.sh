@@ -2,22 +2,28 @@
 # Runs inside the arm64 VM (tests/kernels/test_arm64.py boots it), with
 # busybox alone: no Python there. Each run starts tracees (tests/fixtures/
 # tracee, inline, c/tracee.c and c/deepstack.c, built for arm64) held at
-# their "ready" line, traces
-# them with `retwatch trace --json` until they exit, and leaves everything
-# in OUT/NAME for the host to check:
-#   tracee-N.out/.err   each tracee's output (tracee's last line: its counts)
+# their "ready" line, traces them with `retwatch trace --json` until they
+# exit, and leaves everything in OUT/NAME for the host to check:
+#   tracee-N.out/.err   each tracee's output (tests/fixtures/tracee's last
+#                       line: its counts)
 #   retwatch.json/.err  retwatch's document and log
-#   rc                  retwatch's exit status, or "attach-timeout"
+#   rc                  retwatch's exit status, "attach-timeout", or
+#                       "exited before tracing"
 #   seconds             how long the run took
 #
 #   arm64_guest.sh RETWATCH TRACEES OUT
 set -u
 RW=$1 T=$2 OUT=$3
 
-wait_for() { # FILE PATTERN SECONDS: whether a line of FILE matched in time
+alive() { # PID: running, not a zombie waiting for the shell's wait
+	kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+wait_for() { # FILE PATTERN SECONDS [PID]: whether a line of FILE matched in time (while PID lives)
 	i=0
 	while [ $i -lt $(($3 * 5)) ]; do
 		grep -q "$2" "$1" 2>/dev/null && return 0
+		[ -n "${4:-}" ] && ! alive "$4" && return 1
 		sleep 0.2
 		i=$((i + 1))
 	done
@@ -59,10 +65,14 @@ trace() {
 	"$RW" trace --json $opts $pidargs $funcs >"$d/retwatch.json" 2>"$d/retwatch.err" \
 		3>&- 4>&- 5>&- 6>&- 7>&- &
 	rw=$!
-	if ! wait_for "$d/retwatch.err" '^retwatch: tracing ' 300; then
+	if ! wait_for "$d/retwatch.err" '^retwatch: tracing ' 300 $rw; then
+		if alive $rw; then
+			echo attach-timeout
+		else
+			echo "exited before tracing"
+		fi >"$d/rc"
 		kill $pids $rw 2>/dev/null
 		wait
-		echo attach-timeout >"$d/rc"
 		return
 	fi
 	i=0
