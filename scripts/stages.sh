@@ -3,21 +3,71 @@
 # that fails (as make does), and prints how long each took: after it, and
 # all of them at the end, so that a slow stage is seen in any log.
 #
-#   scripts/stages.sh STAGE...
+#   scripts/stages.sh STAGE[+STAGE...]...
+#
+# Stages joined by + run at the same time (one that mostly waits beside one
+# that computes): the first's output as it comes, the others' after it,
+# from build/stages/STAGE.log.
 set -u
 times=()
 total=0
 status=0
-for stage in "$@"; do
+
+# One stage, its time in build/stages/STAGE.time and its exit status.
+run_stage() {
+	local stage=$1 t0 rc
 	t0=$(date +%s)
 	${MAKE:-make} --no-print-directory "$stage"
-	status=$?
+	rc=$?
+	echo "$(($(date +%s) - t0)) $rc" >"build/stages/$stage.time"
+	return $rc
+}
+
+# The line a finished stage gets in the table; its status in $rc.
+stage_line() {
+	local stage=$1 secs
+	read -r secs rc <"build/stages/$stage.time"
+	line=$(printf '%-12s %5d s' "$stage" "$secs")
+	[ "$rc" -eq 0 ] || line="$line  FAILED (exit $rc)"
+}
+
+mkdir -p build/stages
+for group in "$@"; do
+	IFS=+ read -r -a members <<<"$group"
+	t0=$(date +%s)
+	pids=()
+	for i in "${!members[@]}"; do
+		stage=${members[$i]}
+		rm -f "build/stages/$stage.time"
+		if [ "$i" -eq 0 ]; then
+			run_stage "$stage" &
+		else
+			run_stage "$stage" >"build/stages/$stage.log" 2>&1 &
+		fi
+		pids+=("$!")
+	done
+	wait "${pids[@]}"
+	for i in "${!members[@]}"; do
+		stage=${members[$i]}
+		if [ "$i" -gt 0 ]; then
+			echo "--- stage $stage, run beside ${members[0]} ---"
+			cat "build/stages/$stage.log"
+		fi
+		if [ -f "build/stages/$stage.time" ]; then
+			stage_line "$stage"
+		else
+			line=$(printf '%-12s     ? s  FAILED (no exit status)' "$stage")
+			rc=1
+		fi
+		times+=("$line")
+		echo "stage $line"
+		[ "$rc" -eq 0 ] || status=$rc
+	done
 	secs=$(($(date +%s) - t0))
 	total=$((total + secs))
-	line=$(printf '%-12s %5d s' "$stage" "$secs")
-	[ $status -eq 0 ] || line="$line  FAILED (exit $status)"
-	times+=("$line")
-	echo "stage $line"
+	if [ "${#members[@]}" -gt 1 ]; then
+		times+=("$(printf '  together  %5d s' "$secs")")
+	fi
 	[ $status -eq 0 ] || break
 done
 echo "--- stages ---"
