@@ -92,16 +92,16 @@ trace() {
 uname -r >"$OUT/kernel"
 "$RW-agent" --version >"$OUT/agent-version" 2>&1
 "$RW-agent" --help >"$OUT/agent-help" 2>&1
-# a run's functions must all be in each of its tracees (--pid is strict);
-# each run calibrates, for tens of seconds under TCG, and loads the BPF
-# programs (about 165 s on 6.1 under TCG): the last two side by side
+# two runs side by side: each calibrates, for tens of seconds under TCG, and
+# loads the BPF programs (about 165 s on 6.1 under TCG); each process of a
+# run traces the run's functions it has. Go with a threshold; the native
+# programs without: each slow native call carries 16 KiB of its stack, and
+# deep's 120 calls overfill the ring buffer while userspace is slow (TCG);
+# the slowest kept are sent all the same
 trace go "--threshold 20ms --args --slowest 10 --max-overhead 0" "main.deep main.validate main.charge" \
-	go-tracee:recursive go-tracee:paths go-tracee-dwarf:charge
-# no --threshold for C: each slow native call carries 16 KiB of its stack,
-# and 120 of them overfill the ring buffer while userspace is slow (TCG),
-# the outermost (slowest) last; the slowest kept are sent all the same
-trace c "--args --slowest 5 --max-overhead 0" "validate deep" c-tracee:paths c-tracee:recursive
-trace inline "--max-overhead 0" "main.clamp main.nap main.risky main.grade" inlinefix:5 &
-trace deep "--slowest 5 --max-overhead 0" "slow_leaf" deepstack:60 &
+	go-tracee:recursive go-tracee:paths go-tracee-dwarf:charge &
+trace native "--args --slowest 5 --max-overhead 0" \
+	"validate deep main.clamp main.nap main.risky main.grade slow_leaf" \
+	c-tracee:paths c-tracee:recursive inlinefix:5 deepstack:60 &
 wait
 echo done >"$OUT/done"
