@@ -68,10 +68,16 @@ def attached_log(agent, pid, timeout):
 def count_afresh(agent, c, timeout=5):
     """Once the agent has attached to container c's podapp, starts its counts
     afresh: a call under way at the attach (the agent saw only its return)
-    ends long before, so every call podapp counts is one the agent saw whole."""
+    ends long before, so every call podapp counts is one the agent saw whole.
+    Returns once podapp's stats say it did (on a loaded machine the signal
+    may wait): a report written after that holds every call the agent
+    counted before podapp's counts began."""
     attached_log(agent, c.pid, timeout)
     time.sleep(0.3)
+    since = time.time_ns()
     os.kill(c.pid, signal.SIGUSR1)
+    wait_for("podapp's counts begun afresh",
+             lambda: c.stats(fresh=False).get("reset_unix_ns", 0) >= since, timeout=10)
 
 
 def report_after_pause(cluster, ns, name, node, paused, own):
