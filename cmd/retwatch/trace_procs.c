@@ -146,6 +146,33 @@ size_t trace_pid_patterns(struct trace_run *r, const char *exe, const struct tra
 	return n;
 }
 
+/*
+ * With several --pid: the patterns of args->exe_patterns not among the
+ * process's own (trace_pid_patterns), said with the analysis's words for
+ * them, and whether the process is traced for others.
+ */
+static void say_missing(struct trace_run *r, pid_t pid, const char *exe,
+			const struct trace_args *args, const char *const *own, size_t nown,
+			bool traced)
+{
+	const char **missing = calloc(args->nexe_patterns, sizeof(*missing));
+	struct rw_error err = {};
+	size_t n = 0;
+
+	if (!missing)
+		return;
+	for (size_t i = 0, j = 0; i < args->nexe_patterns; i++) {
+		if (j < nown && own[j] == args->exe_patterns[i])
+			j++;
+		else
+			missing[n++] = args->exe_patterns[i];
+	}
+	if (tracer__check(r->t, exe, missing, n, &err) == -ENOENT)
+		fprintf(stderr, "retwatch: process %d: %s; %s\n", pid, err.msg,
+			traced ? "its other functions are traced" : "not traced");
+	free(missing);
+}
+
 /* Libraries the process mapped since the last look (dlopen): attach to them. */
 int trace_update_libs(struct trace_run *r, struct proc *pr, bool first)
 {
@@ -239,11 +266,12 @@ int trace_add_proc(struct trace_run *r, pid_t pid, const struct trace_args *args
 	}
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
 	if (several) {
+		bool others = args->npatterns > args->nexe_patterns; /* a library's */
+
 		npats = trace_pid_patterns(r, exe, args, pats);
-		if (!npats && args->npatterns == args->nexe_patterns) {
-			fprintf(stderr,
-				"retwatch: process %d has none of the functions; not traced\n",
-				pid);
+		if (npats < args->nexe_patterns)
+			say_missing(r, pid, exe, args, pats, npats, npats || others);
+		if (!npats && !others) {
 			free(pats);
 			return 0;
 		}

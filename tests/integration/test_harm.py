@@ -116,13 +116,17 @@ def test_victim_alone_is_told_the_name_is_not_found(tmp_path):
 def test_one_roots_debug_file_names_nothing_in_another(tmp_path):
     """The real debug file in root A alone: it names mix for A's process,
     not for B's, whose root holds none (the analysis is the view of the
-    process that sees that file): B's process is told mix is not found."""
+    process that sees that file): A's calls are each counted, and B's
+    process is told mix is not found there and left untraced."""
     want = untraced_sum()
     tracees = make_roots(tmp_path, "harmfix.debug")
-    run, reports = trace_refused(
-        tracees, lambda procs: rf"process {procs[1].pid}: no function matches 'mix'.*not found")
-    for rep in reports:
-        assert rep["sum"] == want, (reports, run.describe())
+    r = tracing.run_ok([(t, "sum") for t in tracees], [PATTERN])
+    b = r.tracees[1]
+    said = rf"process {b.pid}: no function matches 'mix'.*not found.*; not traced"
+    assert re.search(said, r.retwatch.stderr, re.S), r.describe()
+    assert r.function(PATTERN)["calls"] == 20000, r.describe()
+    for rep in r.reports:
+        assert rep["sum"] == want, (r.reports, r.describe())
 
 
 def test_real_debug_file_still_names_the_function(tmp_path):

@@ -637,6 +637,10 @@ def test_two_programs_each_trace_the_functions_they_have():
     assert_calls(r, "sleep_for", NATIVE, r.reports[0]["calls"][NATIVE.fn("sleep_for")])
     assert_calls(r, "sleep_for", c, r.reports[1]["calls"][c.fn("sleep_for")])
     assert "tracing 2 functions in 2 processes" in r.retwatch.stderr, r.describe()
+    for t, missing in zip(r.tracees, (c.fn("sleep_for"), NATIVE.fn("sleep_for"))):
+        said = f"process {t.pid}: no function matches '{missing}'"
+        assert re.search(rf"{re.escape(said)}.*; its other functions are traced", r.retwatch.stderr), \
+            r.describe()
 
 
 def test_two_programs_and_a_name_in_neither_is_refused():
