@@ -101,7 +101,7 @@ void agent_health__serve(struct agent *a)
 void agent__log_stats(struct agent *a)
 {
 	struct agent_counters c;
-	cJSON *ev;
+	cJSON *ev, *kernel;
 
 	agent_health__counters(a, &c);
 	ev = log_event(LOG_INFO, "counters");
@@ -129,5 +129,11 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddNumberToObject(ev, "bpf_links", (double)c.bpf_links);
 	cJSON_AddNumberToObject(ev, "open_files", (double)c.files.open);
 	cJSON_AddNumberToObject(ev, "open_files_limit", (double)c.files.soft);
+	/* the kernel programs' counters that are not 0: why a call was not counted */
+	kernel = cJSON_AddObjectToObject(ev, "kernel");
+	for (size_t i = 0; kernel && i < c.tracer.nall; i++)
+		if (c.tracer.all[i].n)
+			cJSON_AddNumberToObject(kernel, c.tracer.all[i].name,
+						(double)c.tracer.all[i].n);
 	log_emit(ev);
 }

@@ -878,14 +878,6 @@ def test_only_the_lease_holder_writes_a_probes_status(cluster, make_pod):
         assert not agent.find(msg_has="only while it holds the Lease")
 
 
-def stats(agent):
-    """The agent's counters, from the log line SIGUSR1 makes it write."""
-    before = len(agent.find(event="stats"))
-    os.kill(agent.proc.pid, signal.SIGUSR1)
-    return wait_for("the stats line", lambda: agent.find(event="stats", count=before + 1),
-                    timeout=5)[-1]
-
-
 def test_lists_come_in_pages_and_a_change_copies_one_probe(cluster):
     """FunctionProbes are listed a page at a time, and a change to one probe
     that is not a spec change (an annotation, a status write) copies that

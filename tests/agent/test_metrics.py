@@ -318,6 +318,9 @@ def test_endpoint_answers_with_more_than_1024_descriptors_open(cluster, make_pod
         assert line["bpf_links"] == held
         assert line["open_files"] > held
         assert line["open_files_limit"] == soft_nofile(agent.pid)
+        # the kernel programs' counters, those not 0, by name
+        assert isinstance(line.get("kernel"), dict) and all(
+            isinstance(n, int) and n > 0 for n in line["kernel"].values()), line
         print(f"links {held}, descriptors {fds}, answered in "
               + ", ".join(f"{p} {t * 1000:.0f} ms" for p, t in took.items()))
 
