@@ -129,6 +129,7 @@ void agent__log_stats(struct agent *a)
 	cJSON_AddNumberToObject(ev, "bpf_links", (double)c.bpf_links);
 	cJSON_AddNumberToObject(ev, "open_files", (double)c.files.open);
 	cJSON_AddNumberToObject(ev, "open_files_limit", (double)c.files.soft);
+	cJSON_AddNumberToObject(ev, "share_changes", (double)c.tracer.share_changes);
 	/* the kernel programs' counters that are not 0: why a call was not counted */
 	kernel = cJSON_AddObjectToObject(ev, "kernel");
 	for (size_t i = 0; kernel && i < c.tracer.nall; i++)

@@ -966,6 +966,7 @@ int tracer__counters(struct tracer *t, struct tracer_counters *ret)
 	ret->slow_limited = stats[RW_STAT_SLOW_LIMITED];
 	ret->share_lost = stats[RW_STAT_SHARE_CONTEXTS];
 	ret->share_limited = stats[RW_STAT_SHARE_EVENTS];
+	ret->share_changes = t->share_changes;
 	for (unsigned int s = 0; s < RW_STAT__MAX; s++)
 		ret->all[ret->nall++] = (struct tracer_count){ .name = stat_names[s],
 							       .n = stats[s] };

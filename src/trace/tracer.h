@@ -458,6 +458,8 @@ struct tracer_counters {
 	/* calls not measured, and slow-call events not sent: over their
 	 * namespace's share (tracer_opts.share_*) */
 	uint64_t share_lost, share_limited;
+	/* functions whose probes changed between shared and per-process */
+	uint64_t share_changes;
 	/* every counter of the BPF programs by name, for debugging */
 	struct tracer_count all[TRACER_MAX_COUNTS];
 	size_t nall;

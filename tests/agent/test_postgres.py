@@ -139,6 +139,8 @@ def test_pgbench_statements_in_a_pod_are_each_counted(cluster, pg_image, workdir
                     continue
                 print(f"{kind}: {len(ran)} statements, each function counted {want} in all")
             got = fns(e)
+            line = stats(agent)
+            print(f"share changes {line['share_changes']}, the kernel's counters {line['kernel']}")
     assert all(got[f]["orphans"] == 0 for f in FUNCS), got
     # ExecutorRun ends at the hook's RET: it holds standard_ExecutorRun's
     # call, and PortalRun holds it
