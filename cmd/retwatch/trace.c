@@ -98,27 +98,35 @@ static void calibrate_probes(struct trace_run *r, const struct trace_args *args)
 static int preflight_several(struct trace_run *r, const struct trace_args *args)
 {
 	const char **nowhere = calloc(args->nexe_patterns, sizeof(*nowhere));
+	const char **own = calloc(args->nexe_patterns, sizeof(*own));
+	bool *found = calloc(args->nexe_patterns, sizeof(*found));
 	struct rw_error err = {};
 	size_t n = 0;
 	char exe[64];
 	int ret = 0;
 
-	if (!nowhere) {
+	if (!nowhere || !own || !found) {
 		fprintf(stderr, "retwatch: out of memory\n");
+		free(nowhere);
+		free(own);
+		free(found);
 		return -1;
 	}
-	for (size_t i = 0; i < args->nexe_patterns; i++) {
-		bool found = false;
+	/* the patterns each process has, in the order given */
+	for (size_t j = 0; j < args->npids; j++) {
+		size_t nown;
 
-		for (size_t j = 0; j < args->npids && !found; j++) {
-			snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
-			found = access(exe, R_OK) ||
-				tracer__check(r->t, exe, &args->exe_patterns[i], 1, &err) !=
-					-ENOENT;
-		}
-		if (!found)
-			nowhere[n++] = args->exe_patterns[i];
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
+		nown = trace_pid_patterns(r, exe, args, own);
+		for (size_t i = 0, k = 0; i < args->nexe_patterns && k < nown; i++)
+			if (own[k] == args->exe_patterns[i]) {
+				found[i] = true;
+				k++;
+			}
 	}
+	for (size_t i = 0; i < args->nexe_patterns; i++)
+		if (!found[i])
+			nowhere[n++] = args->exe_patterns[i];
 	for (size_t j = 0; n && j < args->npids && !ret; j++) {
 		snprintf(exe, sizeof(exe), "/proc/%d/exe", args->pids[j]);
 		ret = trace_check_exe(r, args->pids[j], exe, nowhere, n);
@@ -134,6 +142,8 @@ static int preflight_several(struct trace_run *r, const struct trace_args *args)
 		ret = -1;
 	}
 	free(nowhere);
+	free(own);
+	free(found);
 	return ret ? -1 : 0;
 }
 
