@@ -329,7 +329,7 @@ static const char *tenant_of(pid_t pid, void *ctx)
 
 static bool layer_root(pid_t pid, char *buf, size_t len)
 {
-	traceset__host_root(pid, buf, len);
+	nodeprocs__host_root(pid, buf, len);
 	return true;
 }
 

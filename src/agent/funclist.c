@@ -325,7 +325,7 @@ static bool list_libs(struct funclist *fl, struct flfile *f, const struct placem
 		add_error(f, msg);
 		return false;
 	}
-	traceset__host_root(pp->proc.pid, root, sizeof(root));
+	nodeprocs__host_root(pp->proc.pid, root, sizeof(root));
 	/* each library a pattern names is an analysis: a process mapping
 	 * thousands of files gets the first few read */
 	for (size_t i = 0; i < l.n; i++) {

@@ -10,6 +10,7 @@
 #include "base/cgroup.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/overlay.h"
 #include "agent/nodeprocs.h"
 
 /* A runtime starts a container's first process in its own cgroup and moves
@@ -268,4 +269,101 @@ bool nodeprocs__still_in(struct nodeprocs *np, const struct nodeproc *p, const c
 	if (pe && pe->starttime == p->starttime)
 		pe->reread = true;
 	return false;
+}
+
+/*
+ * PPid and the depth of the PID namespace (NSpid's fields) of pid, from
+ * /proc/PID/status: kernel text, though its Name line is the process's own
+ * (escaped, one line). -errno.
+ */
+static int proc_parent(pid_t pid, pid_t *ret_ppid, int *ret_depth)
+{
+	char path[64], buf[8192], *at;
+	ssize_t n;
+	int fd, depth = 0;
+	long ppid;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EINVAL;
+	buf[n] = '\0';
+	at = strstr(buf, "\nPPid:\t");
+	if (!at || sscanf(at + 7, "%ld", &ppid) != 1 || ppid < 0)
+		return -EINVAL;
+	at = strstr(buf, "\nNSpid:");
+	if (!at)
+		return -EINVAL;
+	for (at += 7; *at && *at != '\n'; at++)
+		depth += *at == '\t';
+	*ret_ppid = (pid_t)ppid;
+	*ret_depth = depth;
+	return 0;
+}
+
+/*
+ * The process that started pid's container: its first ancestor outside
+ * pid's PID namespace (the runtime's shim or monitor). -1 when there is none
+ * (pid is in the agent's own PID namespace, or the chain is too long).
+ */
+static pid_t runtime_process(pid_t pid)
+{
+	pid_t p = pid, parent;
+	int depth, d;
+
+	if (proc_parent(pid, &parent, &depth) || depth < 2)
+		return -1;
+	for (int i = 0; i < 64 && parent > 1; i++) {
+		p = parent;
+		if (proc_parent(p, &parent, &d))
+			return -1;
+		if (d < depth)
+			return p;
+	}
+	return -1;
+}
+
+/*
+ * The root that pid's container runtime sees, where the paths of its
+ * overlay's layers are valid: /proc/1/root in a pod (the agent runs in the
+ * host's PID namespace, not in its mount namespace); where PID 1 is out of
+ * reach (one with capabilities the agent lacks refuses it), the root of the
+ * runtime process that started pid's container; else / (run on the host).
+ */
+void nodeprocs__host_root(pid_t pid, char *buf, size_t len)
+{
+	pid_t runtime;
+
+	snprintf(buf, len, "/proc/1/root");
+	if (!access("/proc/1/root/", X_OK))
+		return;
+	runtime = runtime_process(pid);
+	if (runtime > 0) {
+		snprintf(buf, len, "/proc/%d/root", runtime);
+		if (!access(buf, X_OK))
+			return;
+	}
+	snprintf(buf, len, "/");
+}
+
+/*
+ * pid's executable in its image layer, when the container's root is an
+ * overlay (as containerd, CRI-O and Docker make it); -1 otherwise.
+ */
+int nodeprocs__layer_exe(pid_t pid)
+{
+	char link[64], exe[4096], root[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0 || exe[0] != '/')
+		return -1;
+	exe[n] = '\0';
+	nodeprocs__host_root(pid, root, sizeof(root));
+	return overlay__open_real(pid, exe, root);
 }

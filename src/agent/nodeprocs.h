@@ -57,4 +57,16 @@ bool nodeprocs__listed(const struct nodeprocs *np, const struct nodeproc *p);
 bool nodeprocs__still_in(struct nodeprocs *np, const struct nodeproc *p, const char *cid,
 			 const char *pod_uid);
 
+/*
+ * The root that pid's container runtime sees, where the paths of its
+ * overlay's layers are valid (/proc/1/root in a pod), into buf.
+ */
+void nodeprocs__host_root(pid_t pid, char *buf, size_t len);
+/*
+ * pid's executable in its image layer (an open descriptor), when the
+ * container's root is an overlay (as containerd, CRI-O and Docker make it);
+ * -1 otherwise.
+ */
+int nodeprocs__layer_exe(pid_t pid);
+
 #endif

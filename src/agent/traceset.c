@@ -9,7 +9,6 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/overlay.h"
 #include "trace/exeprocs.h"
 #include "trace/shlib.h"
 #include "agent/traceset.h"
@@ -458,103 +457,6 @@ static bool remember_failure(struct traceset *ts, struct failure *f, const char 
 	return news;
 }
 
-/*
- * PPid and the depth of the PID namespace (NSpid's fields) of pid, from
- * /proc/PID/status: kernel text, though its Name line is the process's own
- * (escaped, one line). -errno.
- */
-static int proc_parent(pid_t pid, pid_t *ret_ppid, int *ret_depth)
-{
-	char path[64], buf[8192], *at;
-	ssize_t n;
-	int fd, depth = 0;
-	long ppid;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -EINVAL;
-	buf[n] = '\0';
-	at = strstr(buf, "\nPPid:\t");
-	if (!at || sscanf(at + 7, "%ld", &ppid) != 1 || ppid < 0)
-		return -EINVAL;
-	at = strstr(buf, "\nNSpid:");
-	if (!at)
-		return -EINVAL;
-	for (at += 7; *at && *at != '\n'; at++)
-		depth += *at == '\t';
-	*ret_ppid = (pid_t)ppid;
-	*ret_depth = depth;
-	return 0;
-}
-
-/*
- * The process that started pid's container: its first ancestor outside
- * pid's PID namespace (the runtime's shim or monitor). -1 when there is none
- * (pid is in the agent's own PID namespace, or the chain is too long).
- */
-static pid_t runtime_process(pid_t pid)
-{
-	pid_t p = pid, parent;
-	int depth, d;
-
-	if (proc_parent(pid, &parent, &depth) || depth < 2)
-		return -1;
-	for (int i = 0; i < 64 && parent > 1; i++) {
-		p = parent;
-		if (proc_parent(p, &parent, &d))
-			return -1;
-		if (d < depth)
-			return p;
-	}
-	return -1;
-}
-
-/*
- * The root that pid's container runtime sees, where the paths of its
- * overlay's layers are valid: /proc/1/root in a pod (the agent runs in the
- * host's PID namespace, not in its mount namespace); where PID 1 is out of
- * reach (one with capabilities the agent lacks refuses it), the root of the
- * runtime process that started pid's container; else / (run on the host).
- */
-void traceset__host_root(pid_t pid, char *buf, size_t len)
-{
-	pid_t runtime;
-
-	snprintf(buf, len, "/proc/1/root");
-	if (!access("/proc/1/root/", X_OK))
-		return;
-	runtime = runtime_process(pid);
-	if (runtime > 0) {
-		snprintf(buf, len, "/proc/%d/root", runtime);
-		if (!access(buf, X_OK))
-			return;
-	}
-	snprintf(buf, len, "/");
-}
-
-/*
- * pid's executable in its image layer, when the container's root is an
- * overlay (as containerd, CRI-O and Docker make it); -1 otherwise.
- */
-static int real_exe(pid_t pid)
-{
-	char link[64], exe[4096], root[64];
-	ssize_t n;
-
-	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
-	n = readlink(link, exe, sizeof(exe) - 1);
-	if (n <= 0 || exe[0] != '/')
-		return -1;
-	exe[n] = '\0';
-	traceset__host_root(pid, root, sizeof(root));
-	return overlay__open_real(pid, exe, root);
-}
-
 void traceset__no_match(const struct binary_unmatched *u, const char *file, char *buf, size_t len)
 {
 	char hint[256] = "";
@@ -576,7 +478,7 @@ static char *unmatched_warning(struct traceset *ts, struct tracer_target *tt, co
 		char msg[1024], lib[SHLIB_MAX_NAME], root[64];
 
 		prev = out;
-		traceset__host_root(tracer_target__pid(tt), root, sizeof(root));
+		nodeprocs__host_root(tracer_target__pid(tt), root, sizeof(root));
 		/* a name of a library the process has mapped: say which */
 		if (shlib__find(tracer_target__pid(tt), tracer__cache(ts->env->tracer),
 				ts->env->analyzer, root, u->pattern, lib, sizeof(lib),
@@ -695,7 +597,7 @@ static void update_libs(struct traceset *ts, struct trace *t, struct errlist *er
 
 	if (!shlib_procs__wanted(t->libs))
 		return;
-	traceset__host_root(t->pub.pid, root, sizeof(root));
+	nodeprocs__host_root(t->pub.pid, root, sizeof(root));
 	if (shlib_procs__update(t->libs, ts->env->tracer, tracer__cache(ts->env->tracer),
 				ts->env->analyzer, root, ns_room(ts), take_lib, &c, &unmatched,
 				&err) < 0) {
@@ -721,7 +623,7 @@ static bool library_hints(struct traceset *ts, pid_t pid, const char **pats, siz
 	char lib[SHLIB_MAX_NAME], root[64];
 	size_t len = strlen(err->msg);
 
-	traceset__host_root(pid, root, sizeof(root));
+	nodeprocs__host_root(pid, root, sizeof(root));
 	for (size_t i = 0; i < n && len < sizeof(err->msg); i++) {
 		if (!shlib__find(pid, tracer__cache(ts->env->tracer), ts->env->analyzer, root,
 				 pats[i], lib, sizeof(lib), &pending))
@@ -759,8 +661,12 @@ static const char **exe_patterns(const struct probe_spec *spec, size_t *ret_n)
 	return out;
 }
 
-/* The process exited or left the container placement found it in, when its links were made. */
-static void changed(struct traceset *ts, const struct placement_proc *pp, const char *when)
+/*
+ * The process exited or left the container placement found it in, when its
+ * links were made; calls: what it counted meanwhile (kept), or -1.
+ */
+static void changed(struct traceset *ts, const struct placement_proc *pp, const char *when,
+		    int64_t calls)
 {
 	cJSON *ev = log_event(
 		LOG_INFO,
@@ -772,26 +678,51 @@ static void changed(struct traceset *ts, const struct placement_proc *pp, const 
 	cJSON_AddStringToObject(ev, "probe", ts->name);
 	cJSON_AddStringToObject(ev, "pod", pp->pod);
 	cJSON_AddStringToObject(ev, "container", pp->container);
+	if (calls >= 0)
+		cJSON_AddNumberToObject(ev, "calls_kept", (double)calls);
 	log_emit(ev);
+}
+
+/* Whether pp's process exited: gone, or a zombie (no executable, no root to open). */
+static bool exited(const struct traceset *ts, const struct placement_proc *pp)
+{
+	return !nodeprocs__alive(ts->env->procs, &pp->proc) ||
+	       exeprocs__gone("/proc", pp->proc.pid);
 }
 
 /*
  * Whether pp's process exited, or left its container, while its links were
- * made (tt, made; or its attach failed with e, ESRCH where the kernel found
- * no such process, or it is exiting): they go, it is said, not taken for a
- * failure, and a later turn places it again where it is still there.
+ * made (tt, made; or its attach failed: an exited process, a zombie, has no
+ * executable or root to open): they go, it is said, not taken for a
+ * failure, and a later turn places it again where it is still there. What
+ * tt counted meanwhile stays in the pod's results: a pre-fork server's
+ * worker of a millisecond can run its one statement between its histogram
+ * slot's making and this check (with shared probes, counted there from the
+ * slot's making).
  */
 static bool gone_meanwhile(struct traceset *ts, const struct placement_proc *pp,
-			   struct tracer_target *tt, int e)
+			   struct tracer_target *tt)
 {
+	int64_t calls = -1;
+	bool gone;
+
 	if (tt ? nodeprocs__still_in(ts->env->procs, &pp->proc, pp->cid, pp->pod_uid)
-	       : nodeprocs__alive(ts->env->procs, &pp->proc) &&
-			    !(e == ESRCH && exeprocs__gone("/proc", pp->proc.pid)))
+	       : !exited(ts, pp))
 		return false;
-	tracer__remove(ts->env->tracer, tt);
-	if (!nodeprocs__alive(ts->env->procs, &pp->proc))
+	gone = exited(ts, pp);
+	for (size_t i = 0; tt && i < tracer_target__nfuncs(tt); i++) {
+		struct latency l;
+
+		if (!tracer_target__read(ts->env->tracer, tt, i, &l))
+			calls = (calls < 0 ? 0 : calls) + (int64_t)l.calls;
+	}
+	if (tt && !results__add(ts->results, tt, pp->pod, pp->container))
+		results__retire(ts->results, tt, gone);
+	else
+		tracer__remove(ts->env->tracer, tt);
+	if (gone)
 		tracer__forget_pid(ts->env->tracer, pp->proc.pid);
-	changed(ts, pp, "while");
+	changed(ts, pp, "while", calls);
 	return true;
 }
 
@@ -803,7 +734,7 @@ static bool gone_meanwhile(struct traceset *ts, const struct placement_proc *pp,
  */
 int traceset__exe_path(const struct placement_proc *pp, char *path, size_t len)
 {
-	int real = real_exe(pp->proc.pid);
+	int real = nodeprocs__layer_exe(pp->proc.pid);
 
 	if (real >= 0)
 		snprintf(path, len, "/proc/self/fd/%d", real);
@@ -872,6 +803,11 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		free(pats);
 		if (real >= 0)
 			close(real);
+		/* its root or executable could not be opened: it exited since the scan */
+		if (exited(ts, pp)) {
+			changed(ts, pp, "before", -1);
+			return true;
+		}
 		rw_error_replace(&err, path, pp->exe);
 		attach_failed(ts, pp, f, key, &err, errs);
 		return true;
@@ -882,7 +818,7 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 		free(pats);
 		if (real >= 0)
 			close(real);
-		changed(ts, pp, "before");
+		changed(ts, pp, "before", -1);
 		return true;
 	}
 	/* its calls in flight and slow calls count against the namespace's share */
@@ -899,7 +835,7 @@ static bool attach(struct traceset *ts, const struct placement_proc *pp,
 	free(pats);
 	if (real >= 0)
 		close(real);
-	if (gone_meanwhile(ts, pp, tt, e))
+	if (gone_meanwhile(ts, pp, tt))
 		return true;
 	if (!tt) {
 		if (refused)

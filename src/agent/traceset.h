@@ -36,11 +36,6 @@ int traceset__exe_path(const struct placement_proc *pp, char *path, size_t len);
 void traceset__no_match(const struct binary_unmatched *u, const char *file, char *buf, size_t len);
 
 /* What every probe's set shares. */
-/*
- * The root that pid's container runtime sees, where the paths of its
- * overlay's layers are valid (/proc/1/root in a pod), into buf.
- */
-void traceset__host_root(pid_t pid, char *buf, size_t len);
 
 struct keepshare;
 

@@ -141,6 +141,9 @@ def test_pgbench_statements_in_a_pod_are_each_counted(cluster, pg_image, workdir
             got = fns(e)
             line = stats(agent)
             print(f"share changes {line['share_changes']}, the kernel's counters {line['kernel']}")
+            kept = [x["calls_kept"] for x in agent.find(
+                msg_has="while its probes were attached", count=0) if "calls_kept" in x]
+            print(f"{len(kept)} backends ended while attached, {sum(kept)} calls kept from them")
     assert all(got[f]["orphans"] == 0 for f in FUNCS), got
     # ExecutorRun ends at the hook's RET: it holds standard_ExecutorRun's
     # call, and PortalRun holds it
@@ -171,6 +174,11 @@ def counted(cluster, agent, ns, want, exits):
     try:
         return wait_for(f"{want} calls of each", check, timeout=20)
     except AssertionError as err:
-        raise AssertionError(f"{err}\nreport: {cluster.node_entry(ns, 'pg', 'node-a')}"
+        e = cluster.node_entry(ns, "pg", "node-a")
+        got = {f: {k: v for k, v in x.items() if k in ("calls", "orphans", "tailExits",
+                                                       "tailClosed")}
+               for f, x in (fns(e) if e else {}).items()}
+        # last, as the end of a long output is what is shown of it
+        raise AssertionError(f"{err}\nreport: {e}\nthe agent's log:\n{agent.tail()}"
                              f"\nthe kernel's counters: {stats(agent).get('kernel')}"
-                             f"\nthe agent's log:\n{agent.tail()}") from None
+                             f"\nwanted {want} calls of each, counted: {got}") from None

@@ -12,14 +12,15 @@ from agentproc import wait_for
 from test_agent import attached_log, fns
 
 
-def round_of(c, n, workers, calls, usec, at_once, timeout=30):
+def round_of(c, n, workers, calls, usec, at_once, timeout=30, spread=0):
     """Round n: preforkd forks workers, each calling serve(usec) calls times,
-    all at once or one after another; returns the calls its workers made, as
-    it counted them."""
+    all at once, one after another, or at_once (an int, 2 and up) at a time,
+    each first sleeping up to spread microseconds; returns the calls its
+    workers made, as it counted them."""
     tmp = os.path.join(c.rootfs, "tmp")
     path = os.path.join(tmp, f"go{n}")
     with open(path + ".tmp", "w") as f:
-        f.write(f"{workers} {calls} {usec} {int(at_once)}\n")
+        f.write(f"{workers} {calls} {usec} {int(at_once)} {spread}\n")
     os.rename(path + ".tmp", path)
     done = os.path.join(tmp, f"done{n}")
     wait_for(f"preforkd's round {n}", lambda: os.path.exists(done), timeout)
@@ -60,6 +61,40 @@ def test_workers_of_a_prefork_server_are_counted_from_their_fork(cluster, make_p
         time.sleep(2.5)  # a report later, nothing more or less
         assert fns(cluster.node_entry(ns, "pre", "node-a"))["serve"]["calls"] == short + long
     assert e["pods"][0]["name"] == "pg-1", e["pods"]
+
+
+def test_workers_that_end_while_the_agent_attaches_them_keep_their_calls(cluster, make_pod):
+    """Workers of a few milliseconds, 8 alive at a time, each making one call
+    at a point of its life spread over 8 ms, and exiting: the scan finds
+    some, and of those some make their call once their histograms are made
+    and end before the agent sees its attach through. Those calls count in
+    the pod's numbers, as every other: the count is exact."""
+    ns = cluster.namespace()
+    pod = make_pod(ns, "pg-1", {"app": "pg"}, "node-a", containers={"app": ["/app/preforkd"]})
+    c = pod.containers["app"]
+    with cluster.agent("node-a") as agent:
+        cluster.apply_probe(ns, "pre", {"selector": {"matchLabels": {"app": "pg"}},
+                                        "functions": ["serve", "parse", "reply"],
+                                        "reportInterval": "2s", "maxOverhead": "0"})
+        attached_log(agent, c.pid, timeout=15)
+        made = round_of(c, 1, 8000, 1, 50, 8, timeout=120, spread=20000)
+        assert made == 8000
+
+        def counted():
+            e = cluster.node_entry(ns, "pre", "node-a")
+            got = fns(e) if e else {}
+            return all(got.get(f, {}).get("calls") == made for f in ("serve", "parse", "reply")) \
+                and e
+        try:
+            e = wait_for("every worker's call in the report", counted, timeout=15)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nreport: {cluster.node_entry(ns, 'pre', 'node-a')}"
+                                 f"\nthe agent's log:\n{agent.tail()}") from None
+        # a worker that ended (a zombie, no root to open) is no failure
+        assert not e["errors"] and not agent.find(level="error", count=0), e["errors"]
+        kept = [x["calls_kept"] for x in agent.find(
+            msg_has="while its probes were attached", count=0) if "calls_kept" in x]
+        print(f"{len(kept)} workers ended while attached, {sum(kept)} calls kept from them")
 
 
 def test_a_program_started_again_and_again_beside_a_traced_run_is_counted_whole(
