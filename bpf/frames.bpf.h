@@ -60,12 +60,16 @@ static __always_inline void call_ctx__at_entry(struct call_ctx *c, __u32 sp)
 	c->depth = 0 - c->sp;
 }
 
-/* Keys a call just returned from at the depth it was entered at: its RET popped the return address. */
-static __always_inline void call_ctx__after_ret(struct call_ctx *c)
+/*
+ * Where after_ret (0 or 1): keys a call just returned from at the depth it
+ * was entered at, its RET having popped the return address. Without a
+ * branch, so that the verifier walks the rest of the program once for both.
+ */
+static __always_inline void call_ctx__after_ret(struct call_ctx *c, __u64 after_ret)
 {
-	c->sp -= CALL_PUSHES;
+	c->sp -= CALL_PUSHES * after_ret;
 	c->depth = 0 - c->sp;
-	c->after_ret = true;
+	c->after_ret = after_ret;
 }
 
 /*

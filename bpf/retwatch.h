@@ -138,6 +138,13 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  * jump through a register inside it): its calls are counted, not timed.
  */
 #define RW_COOKIE_INLINE_COUNT (1ULL << 36)
+/*
+ * An exit probe at the function's entry, attached as a uretprobe: the call
+ * just returned through the kernel's return trampoline (native code that
+ * calls nothing). One program (rw_ret) ends both kinds of calls: a second
+ * copy of it for these alone cost every start a second verification.
+ */
+#define RW_COOKIE_AFTER_RET (1ULL << 37)
 
 /* struct rw_func.flags */
 #define RW_FUNC_ACTIVE (1U << 0)
@@ -170,7 +177,7 @@ _Static_assert(RW_MAX_FUNCS <= RW_COOKIE_FN_MASK + 1 && RW_MAX_HISTS <= RW_COOKI
  */
 #define RW_FUNC_ENTRY_PAST_CHECK (1U << 7)
 /*
- * Native code whose calls end at the kernel's return trampoline (rw_uret),
+ * Native code whose calls end at the kernel's return trampoline (a uretprobe),
  * not at its RETs: it calls nothing and jumps nowhere, so its frame keeps
  * its entry's address (rw_frame.entry_ip), its own frame in a slow call's
  * stack.
@@ -601,7 +608,7 @@ struct rw_event {
 #define RW_EVENT_OWN_MAPS (1U << 0)
 /*
  * Sent after the call returned, through the kernel's return trampoline
- * (rw_uret): regs, stack[] and the copy are the caller's, just returned to,
+ * (RW_COOKIE_AFTER_RET): regs, stack[] and the copy are the caller's, just returned to,
  * and ret_addr is where the call entered (its entry probe's address), the
  * function's own frame, which userspace puts first.
  */

@@ -605,11 +605,15 @@ static __always_inline __u32 frame__close(struct pt_regs *regs, struct rw_frames
 #define RW_MAX_TAIL_OVER 4
 
 /*
- * A call of the cookie's function ends: at one of its RETs (rw_ret), or
- * just after it returned through the kernel's return trampoline (after_ret,
- * rw_uret: the RET popped the return address, and SP is 8 above the entry's).
+ * A call of the cookie's function ends: at one of its RETs, or just after
+ * it returned through the kernel's return trampoline (RW_COOKIE_AFTER_RET,
+ * attached as a uretprobe at its entry: the RET popped the return address,
+ * and SP is 8 above the entry's). Native code that calls nothing returns
+ * that way (binary__trampoline_refusal), so no frame can be deeper than its
+ * own and no tail or inlined copy's exit comes there.
  */
-static __always_inline int on_ret(struct pt_regs *regs, bool after_ret)
+SEC("uprobe")
+int rw_ret(struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(regs), pid_tgid;
 	__u32 fn_id = cookie & RW_COOKIE_FN_MASK, flags;
@@ -624,8 +628,7 @@ static __always_inline int on_ret(struct pt_regs *regs, bool after_ret)
 		return 0;
 	pid_tgid = hit__pid_tgid(cookie, fn->flags & RW_FUNC_GO);
 	call_ctx__init(&c, regs, fn, pid_tgid);
-	if (after_ret)
-		call_ctx__after_ret(&c);
+	call_ctx__after_ret(&c, (cookie & RW_COOKIE_AFTER_RET) >> 37);
 	fr = frames__lookup(&c.key, &c.slot);
 	if (!fr) {
 		if (!tail && !inl)
@@ -659,24 +662,6 @@ static __always_inline int on_ret(struct pt_regs *regs, bool after_ret)
 		flags = frame__close(regs, fr, top, fn, &c, now, top->hist, true, false);
 	}
 	return 0;
-}
-
-SEC("uprobe")
-int rw_ret(struct pt_regs *regs)
-{
-	return on_ret(regs, false);
-}
-
-/*
- * The return of a function the kernel's return trampoline brings back
- * (attached as a uretprobe at its entry): native code that calls nothing
- * (binary__trampoline_refusal), so no frame can be deeper than its own and
- * no tail or inlined copy's exit comes here.
- */
-SEC("uretprobe")
-int rw_uret(struct pt_regs *regs)
-{
-	return on_ret(regs, true);
 }
 
 #if defined(__TARGET_ARCH_x86)

@@ -154,7 +154,6 @@ static int load_skel(struct tracer *t, bool multi, struct rw_error *err)
 	bpf_program__set_autoload(t->skel->progs.rw_task_key, t->follow_started);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_entry, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_ret, type);
-	bpf_program__set_expected_attach_type(t->skel->progs.rw_uret, type);
 	bpf_program__set_expected_attach_type(t->skel->progs.rw_hook, type);
 	e = trace__load(t->skel);
 	if (e) {

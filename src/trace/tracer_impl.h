@@ -48,7 +48,7 @@ struct inl_probes {
 struct slot {
 	uint32_t fn_id;
 	uint64_t address;
-	/* its calls return through the kernel's trampoline (rw_uret at the entry site), not
+	/* its calls return through the kernel's trampoline (a uretprobe at the entry site), not
 	 * at probes on its RETs; else why not (NULL: not asked) */
 	bool trampoline;
 	const char *trampoline_why;

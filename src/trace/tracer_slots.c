@@ -429,6 +429,16 @@ static void name_file(const struct attached_file *f, int e, struct rw_error *err
 	rw_error_set(err, -e, "%s: %s", f->name, msg);
 }
 
+/* The exit of calls that end as they come back through the kernel's trampoline: at the entry. */
+static int batch__attach_trampoline(struct tracer *t, struct attached_file *f, struct batch *b,
+				    uint64_t entry, uint64_t cookie, struct rw_error *err)
+{
+	uint64_t after = cookie | RW_COOKIE_AFTER_RET;
+
+	return uretprobe_attach_pid(&b->uret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
+				    f->path, &entry, &after, 1, b->pid, err);
+}
+
 /*
  * Attaches slot s's probes in b's process, each with the cookie of the
  * function and its histogram slot in that process.
@@ -498,8 +508,7 @@ int batch__attach(struct tracer *t, struct attached_file *f, struct slot *s, str
 		e = uprobe_attach_pid(&b->ret, bpf_program__fd(t->skel->progs.rw_ret), t->multi,
 				      f->path, roff, rcookie, nr, b->pid, err);
 	if (!e && s->trampoline)
-		e = uretprobe_attach_pid(&b->uret, bpf_program__fd(t->skel->progs.rw_uret),
-					 t->multi, f->path, eoff, ecookie, 1, b->pid, err);
+		e = batch__attach_trampoline(t, f, b, eoff[0], ecookie[0], err);
 	/* where its hook jumps go is read before the call leaves */
 	if (!e)
 		e = hooks__attach(t, f, s, b, cookie, err);
