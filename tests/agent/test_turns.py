@@ -122,7 +122,10 @@ def attaching(cluster, agent, ns, many, funcs, apply, steps):
           f"showed {len(set(traced))} counts of traced processes")
     assert len(set(traced)) > steps, traced
     pending = [metric(body, "retwatch_attach_pending") for _, _, _, body in page]
-    assert max(pending) > 0 and pending[-1] == 0, pending
+    assert pending[-1] == 0, pending
+    # the backlog shown while it lasts, where it outlasts answers of /metrics;
+    # a running agent's may be over between two (the log says it was there)
+    assert max(pending) > 0 or steps == 1, pending
     # one backlog, or (a scan catching the first pods alone) a few
     backlogs = wait_for("the backlog's end in the log",
                         lambda: agent.find(event="attach_backlog_cleared",
